@@ -1,0 +1,106 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Error classes. Every layer wraps its failures around one of these with
+// fmt.Errorf("op: %w", ...), and callers test them with errors.Is. The
+// gateway turns them into problem+json answers with ProblemFor.
+var (
+	ErrMissingToken           = errors.New("missing fencing token")
+	ErrMalformedToken         = errors.New("malformed fencing token")
+	ErrInvalidObjectPath      = errors.New("invalid object path")
+	ErrInvalidRequest         = errors.New("invalid request")
+	ErrStaleToken             = errors.New("stale fencing token")
+	ErrConcurrentModification = errors.New("concurrent modification")
+	ErrNotFound               = errors.New("not found")
+	ErrBodyTooLarge           = errors.New("body too large")
+	ErrLengthRequired         = errors.New("length required")
+	ErrHeadersTooLarge        = errors.New("headers too large")
+	ErrMethodNotAllowed       = errors.New("method not allowed")
+	// ErrUnavailable means the fence check could not be completed: the
+	// token store was unreachable, timed out, or its outcome is unknown.
+	// Nothing was forwarded.
+	ErrUnavailable = errors.New("fence store unavailable")
+	// ErrUpstream means the upstream (S3, a partner) failed or could not
+	// be reached.
+	ErrUpstream = errors.New("upstream error")
+	// ErrUpstreamTimeout means the upstream did not answer in time.
+	ErrUpstreamTimeout = errors.New("upstream timeout")
+)
+
+// StaleTokenError is the detail of an ErrStaleToken refusal: the request's
+// token and the high-water mark it lost to.
+type StaleTokenError struct {
+	Resource      Resource
+	Token         Token
+	HighWaterMark Token
+}
+
+func (e *StaleTokenError) Error() string {
+	return fmt.Sprintf("stale fencing token %d for %s: high-water mark is %d", e.Token, e.Resource, e.HighWaterMark)
+}
+
+// Unwrap makes errors.Is(err, ErrStaleToken) true.
+func (e *StaleTokenError) Unwrap() error { return ErrStaleToken }
+
+// ProblemTypePrefix starts every problem type URI fencegate sends.
+const ProblemTypePrefix = "urn:fencegate:problem:"
+
+// class is one row of the error table: an error class and how it is
+// answered on the wire.
+type class struct {
+	err       error
+	slug      string // the problem type is ProblemTypePrefix + slug
+	title     string
+	status    int
+	retryable bool // the same request may succeed later
+}
+
+// classes is the one table that maps error classes to HTTP statuses and
+// problem types. Order matters only where one error wraps two classes: the
+// first match wins.
+var classes = []class{
+	{ErrMissingToken, "missing-token", "Missing fencing token", http.StatusPreconditionRequired, false},
+	{ErrMalformedToken, "malformed-token", "Malformed fencing token", http.StatusBadRequest, false},
+	{ErrInvalidObjectPath, "invalid-object-path", "Invalid bucket or object key", http.StatusBadRequest, false},
+	{ErrInvalidRequest, "invalid-request", "Invalid request", http.StatusBadRequest, false},
+	{ErrStaleToken, "stale-token", "Stale fencing token", http.StatusConflict, false},
+	{ErrConcurrentModification, "concurrent-modification", "Concurrent modification", http.StatusConflict, true},
+	{ErrNotFound, "not-found", "Not found", http.StatusNotFound, false},
+	{ErrBodyTooLarge, "body-too-large", "Request body too large", http.StatusRequestEntityTooLarge, false},
+	{ErrLengthRequired, "length-required", "Content-Length required", http.StatusLengthRequired, false},
+	{ErrHeadersTooLarge, "headers-too-large", "Request headers too large", http.StatusRequestHeaderFieldsTooLarge, false},
+	{ErrMethodNotAllowed, "method-not-allowed", "Method not allowed", http.StatusMethodNotAllowed, false},
+	{ErrUnavailable, "fence-unavailable", "Fence check unavailable", http.StatusServiceUnavailable, true},
+	{ErrUpstreamTimeout, "upstream-timeout", "Upstream timeout", http.StatusGatewayTimeout, true},
+	{ErrUpstream, "upstream-error", "Upstream error", http.StatusBadGateway, true},
+}
+
+// internalClass answers errors that belong to no class. Their details stay
+// in the server's log.
+var internalClass = class{nil, "internal", "Internal error", http.StatusInternalServerError, true}
+
+func classOf(err error) class {
+	for _, c := range classes {
+		if errors.Is(err, c.err) {
+			return c
+		}
+	}
+	return internalClass
+}
+
+// ErrorForProblemType returns the error class whose problem type is typ, or
+// nil. Clients use it to turn a problem+json answer back into an error that
+// errors.Is recognises.
+func ErrorForProblemType(typ string) error {
+	for _, c := range classes {
+		if ProblemTypePrefix+c.slug == typ {
+			return c.err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata")
+
+// TestProblemGolden pins the wire form of every problem fencegate sends.
+func TestProblemGolden(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{"stale-token", fmt.Errorf("fence check: %w", &StaleTokenError{Resource: "s3/dev/greeting", Token: 33, HighWaterMark: 34})},
+		{"missing-token", ErrMissingToken},
+		{"malformed-token", fmt.Errorf("%w: empty", ErrMalformedToken)},
+		{"concurrent-modification", fmt.Errorf("s3 put dev/k: %w: 412", ErrConcurrentModification)},
+		{"fence-unavailable", fmt.Errorf("fence check s3/dev/k: %w: context deadline exceeded", ErrUnavailable)},
+		{"upstream-timeout", fmt.Errorf("s3 put dev/k: %w: %w", ErrUpstreamTimeout, ErrUpstream)},
+		{"body-too-large", fmt.Errorf("%w: 10 bytes, limit 5", ErrBodyTooLarge)},
+		{"internal", errors.New("secret detail that must not leak")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := json.MarshalIndent(ProblemFor(tt.err), "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", "problems", tt.name+".json")
+			if *update {
+				if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got)+"\n" != string(want) {
+				t.Errorf("ProblemFor(%v) =\n%s\nwant (%s)\n%s", tt.err, got, golden, want)
+			}
+		})
+	}
+}
+
+func TestProblemErrRoundTrip(t *testing.T) {
+	for _, c := range classes {
+		p := ProblemFor(fmt.Errorf("op: %w", c.err))
+		if got := p.Err(); !errors.Is(got, c.err) {
+			t.Errorf("ProblemFor(%v).Err() = %v; want errors.Is %v", c.err, got, c.err)
+		}
+	}
+	stale := ProblemFor(&StaleTokenError{Resource: "s3/b/k", Token: 1, HighWaterMark: 2}).Err()
+	var se *StaleTokenError
+	if !errors.As(stale, &se) || se.HighWaterMark != 2 || se.Token != 1 {
+		t.Errorf("stale problem Err() = %#v; want *StaleTokenError{Token: 1, HighWaterMark: 2}", stale)
+	}
+}
+
+// TestProblemTypesUnique guards the table: each class must have its own
+// problem type, or clients could not tell them apart.
+func TestProblemTypesUnique(t *testing.T) {
+	seen := map[string]error{}
+	for _, c := range classes {
+		if prev, ok := seen[c.slug]; ok {
+			t.Errorf("problem type %q used by both %v and %v", c.slug, prev, c.err)
+		}
+		seen[c.slug] = c.err
+	}
+}

@@ -1,0 +1,96 @@
+package api
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Resource names the thing a token protects, such as "s3/<bucket>/<key>".
+// High-water marks are kept per Resource.
+type Resource string
+
+// Limits on object names, as S3 has them.
+const (
+	// MaxKeyBytes is the longest object key, in bytes of UTF-8.
+	MaxKeyBytes  = 1024
+	minBucketLen = 3
+	maxBucketLen = 63
+)
+
+// ObjectResource returns the resource name of an S3 object.
+func ObjectResource(bucket, key string) Resource {
+	return Resource("s3/" + bucket + "/" + key)
+}
+
+// ObjectPath is a validated bucket and key.
+type ObjectPath struct {
+	Bucket string
+	Key    string
+}
+
+// Resource returns the path's resource name.
+func (p ObjectPath) Resource() Resource { return ObjectResource(p.Bucket, p.Key) }
+
+// ParseObjectPath validates a bucket name and an object key as they arrive in
+// a request path (already percent-decoded). Bucket names follow S3's rules
+// for new buckets (3-63 characters of lower-case letters, digits, '.' and
+// '-', starting and ending with a letter or digit). Keys are 1 to MaxKeyBytes
+// bytes of valid UTF-8 without control characters; no path segment may be
+// empty (no leading, trailing or doubled '/'), "." or "..", which HTTP
+// clients and file-backed S3 servers resolve differently. Failures are
+// ErrInvalidObjectPath.
+func ParseObjectPath(bucket, key string) (ObjectPath, error) {
+	if err := validateBucket(bucket); err != nil {
+		return ObjectPath{}, err
+	}
+	if err := validateKey(key); err != nil {
+		return ObjectPath{}, err
+	}
+	return ObjectPath{Bucket: bucket, Key: key}, nil
+}
+
+func validateBucket(b string) error {
+	if len(b) < minBucketLen || len(b) > maxBucketLen {
+		return fmt.Errorf("%w: bucket name must be %d to %d characters", ErrInvalidObjectPath, minBucketLen, maxBucketLen)
+	}
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+		if !alnum && c != '.' && c != '-' {
+			return fmt.Errorf("%w: bucket name may hold only a-z, 0-9, '.' and '-'", ErrInvalidObjectPath)
+		}
+		if !alnum && (i == 0 || i == len(b)-1) {
+			return fmt.Errorf("%w: bucket name must start and end with a letter or digit", ErrInvalidObjectPath)
+		}
+	}
+	if strings.Contains(b, "..") {
+		return fmt.Errorf("%w: bucket name may not contain \"..\"", ErrInvalidObjectPath)
+	}
+	return nil
+}
+
+func validateKey(k string) error {
+	switch {
+	case k == "":
+		return fmt.Errorf("%w: empty object key", ErrInvalidObjectPath)
+	case len(k) > MaxKeyBytes:
+		return fmt.Errorf("%w: object key longer than %d bytes", ErrInvalidObjectPath, MaxKeyBytes)
+	case !utf8.ValidString(k):
+		return fmt.Errorf("%w: object key is not valid UTF-8", ErrInvalidObjectPath)
+	}
+	for _, r := range k {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%w: object key contains a control character", ErrInvalidObjectPath)
+		}
+	}
+	for _, seg := range strings.Split(k, "/") {
+		switch seg {
+		case "":
+			return fmt.Errorf("%w: object key may not start or end with '/' or contain \"//\"", ErrInvalidObjectPath)
+		case ".", "..":
+			return fmt.Errorf("%w: object key may not contain %q segments", ErrInvalidObjectPath, seg)
+		}
+	}
+	return nil
+}

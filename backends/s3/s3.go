@@ -1,0 +1,266 @@
+// Package s3 is fencegate's S3 backend: it observes objects, writes and
+// deletes them conditionally (If-Match / If-None-Match: *), reads them back,
+// and maps S3's failures to fencegate's error classes in package api.
+//
+// It talks to AWS S3 or any S3-compatible server through aws-sdk-go-v2, with
+// a custom endpoint and path-style addressing where configured.
+package s3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+
+	"fencegate/api"
+)
+
+// Config configures a Client.
+type Config struct {
+	// Endpoint is the S3 server's base URL, such as
+	// "http://127.0.0.1:7070". Empty means AWS S3 for Region.
+	Endpoint string
+	// Region is the signing region. Empty means "us-east-1".
+	Region string
+	// AccessKeyID and SecretAccessKey are static credentials. Empty means
+	// the standard AWS chain (environment, shared files, instance role).
+	AccessKeyID     string
+	SecretAccessKey string
+	// UsePathStyle addresses buckets as endpoint/bucket/key rather than
+	// bucket.endpoint/key. S3-compatible servers usually need it.
+	UsePathStyle bool
+	// MaxConnsPerHost bounds the connection pool to S3. Zero means 256.
+	MaxConnsPerHost int
+	// ResponseHeaderTimeout bounds the wait for S3's answer once a request
+	// is sent. Zero means 30 seconds.
+	ResponseHeaderTimeout time.Duration
+}
+
+// Client is an S3 backend. It is safe for concurrent use.
+type Client struct {
+	s3 *s3.Client
+}
+
+// New returns a Client for cfg.
+func New(ctx context.Context, cfg Config) (*Client, error) {
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	if cfg.MaxConnsPerHost == 0 {
+		cfg.MaxConnsPerHost = 256
+	}
+	if cfg.ResponseHeaderTimeout == 0 {
+		cfg.ResponseHeaderTimeout = 30 * time.Second
+	}
+	if (cfg.AccessKeyID == "") != (cfg.SecretAccessKey == "") {
+		return nil, errors.New("s3: set both access key id and secret access key, or neither")
+	}
+	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+		t.MaxIdleConns = cfg.MaxConnsPerHost
+		t.MaxIdleConnsPerHost = cfg.MaxConnsPerHost
+		t.MaxConnsPerHost = cfg.MaxConnsPerHost
+		t.IdleConnTimeout = 90 * time.Second
+		t.ResponseHeaderTimeout = cfg.ResponseHeaderTimeout
+	})
+	opts := []func(*awsconfig.LoadOptions) error{
+		awsconfig.WithRegion(cfg.Region),
+		awsconfig.WithHTTPClient(httpClient),
+		// The gateway does its own bounded retries, and only where a
+		// retry is safe; a write whose answer was lost is reported, never
+		// re-sent behind the caller's back.
+		awsconfig.WithRetryMaxAttempts(1),
+	}
+	if cfg.AccessKeyID != "" {
+		opts = append(opts, awsconfig.WithCredentialsProvider(
+			credentials.NewStaticCredentialsProvider(cfg.AccessKeyID, cfg.SecretAccessKey, "")))
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("s3: load aws config: %w", err)
+	}
+	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		if cfg.Endpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.Endpoint)
+		}
+		o.UsePathStyle = cfg.UsePathStyle
+		// Body checksums and payload hashes would cost a full pass over
+		// every body before it is sent (and make unseekable bodies
+		// impossible over plain HTTP); integrity in transit is TLS's job.
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
+	})
+	return &Client{s3: client}, nil
+}
+
+// Observe returns the object's current version: its ETag and recorded
+// token, or Exists false when there is no object.
+func (c *Client) Observe(ctx context.Context, p api.ObjectPath) (api.ObjectVersion, error) {
+	obj, err := c.Head(ctx, p)
+	if errors.Is(err, api.ErrNotFound) {
+		return api.ObjectVersion{}, nil
+	}
+	if err != nil {
+		return api.ObjectVersion{}, err
+	}
+	return api.ObjectVersion{Exists: true, ETag: obj.ETag, Token: obj.Token}, nil
+}
+
+// Put writes the object if in.Replaces is still its current version:
+// If-Match its ETag, or If-None-Match: * when it did not exist. It returns
+// the new ETag. A lost race is api.ErrConcurrentModification.
+func (c *Client) Put(ctx context.Context, in api.PutObjectInput) (etag string, err error) {
+	put := &s3.PutObjectInput{
+		Bucket:        aws.String(in.Path.Bucket),
+		Key:           aws.String(in.Path.Key),
+		Body:          in.Body,
+		ContentLength: aws.Int64(in.Size),
+		Metadata:      map[string]string{api.MetadataFenceToken: in.Token.String()},
+	}
+	if in.ContentType != "" {
+		put.ContentType = aws.String(in.ContentType)
+	}
+	if in.Replaces.Exists {
+		put.IfMatch = aws.String(in.Replaces.ETag)
+	} else {
+		put.IfNoneMatch = aws.String("*")
+	}
+	out, err := c.s3.PutObject(ctx, put)
+	if err != nil {
+		return "", fmt.Errorf("s3 put %s/%s: %w", in.Path.Bucket, in.Path.Key, mapWriteError(err))
+	}
+	return aws.ToString(out.ETag), nil
+}
+
+// Delete deletes the object if its ETag is still etag (If-Match). A lost
+// race, including an object already gone, is api.ErrConcurrentModification.
+func (c *Client) Delete(ctx context.Context, p api.ObjectPath, etag string) error {
+	_, err := c.s3.DeleteObject(ctx, &s3.DeleteObjectInput{
+		Bucket:  aws.String(p.Bucket),
+		Key:     aws.String(p.Key),
+		IfMatch: aws.String(etag),
+	})
+	if err != nil {
+		return fmt.Errorf("s3 delete %s/%s: %w", p.Bucket, p.Key, mapWriteError(err))
+	}
+	return nil
+}
+
+// Get reads the object. The caller closes its Body.
+func (c *Client) Get(ctx context.Context, p api.ObjectPath) (*api.Object, error) {
+	out, err := c.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(p.Bucket), Key: aws.String(p.Key)})
+	if err != nil {
+		return nil, fmt.Errorf("s3 get %s/%s: %w", p.Bucket, p.Key, mapReadError(err))
+	}
+	return &api.Object{
+		Body:         out.Body,
+		Size:         aws.ToInt64(out.ContentLength),
+		ContentType:  aws.ToString(out.ContentType),
+		ETag:         aws.ToString(out.ETag),
+		LastModified: aws.ToTime(out.LastModified),
+		Token:        recordedToken(out.Metadata),
+	}, nil
+}
+
+// Head reads the object's metadata.
+func (c *Client) Head(ctx context.Context, p api.ObjectPath) (*api.Object, error) {
+	out, err := c.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(p.Bucket), Key: aws.String(p.Key)})
+	if err != nil {
+		return nil, fmt.Errorf("s3 head %s/%s: %w", p.Bucket, p.Key, mapReadError(err))
+	}
+	return &api.Object{
+		Size:         aws.ToInt64(out.ContentLength),
+		ContentType:  aws.ToString(out.ContentType),
+		ETag:         aws.ToString(out.ETag),
+		LastModified: aws.ToTime(out.LastModified),
+		Token:        recordedToken(out.Metadata),
+	}, nil
+}
+
+// Ping checks that S3 answers and the credentials are accepted, by listing
+// at most one bucket.
+func (c *Client) Ping(ctx context.Context) error {
+	if _, err := c.s3.ListBuckets(ctx, &s3.ListBucketsInput{MaxBuckets: aws.Int32(1)}); err != nil {
+		return fmt.Errorf("s3 ping: %w", mapReadError(err))
+	}
+	return nil
+}
+
+// recordedToken returns the token a fenced write recorded on an object, or
+// zero when there is none or it is not a valid token.
+func recordedToken(meta map[string]string) api.Token {
+	for k, v := range meta { // servers differ in the case they return
+		if strings.EqualFold(k, api.MetadataFenceToken) {
+			if t, err := api.ParseToken(v); err == nil {
+				return t
+			}
+		}
+	}
+	return 0
+}
+
+// mapWriteError maps the failure of a conditional write. S3 answers a lost
+// race in three ways: 412 PreconditionFailed (the ETag changed), 404
+// NoSuchKey (If-Match on an object that is gone) and 409
+// ConditionalRequestConflict (a concurrent conditional write is in
+// progress). All three mean "someone else wrote first".
+func mapWriteError(err error) error {
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode() {
+		case "PreconditionFailed", "NoSuchKey", "ConditionalRequestConflict":
+			return fmt.Errorf("%w: %w", api.ErrConcurrentModification, err)
+		case "NoSuchBucket":
+			return fmt.Errorf("%w: %w", api.ErrNotFound, err)
+		}
+	}
+	switch statusCode(err) {
+	case http.StatusPreconditionFailed, http.StatusConflict:
+		return fmt.Errorf("%w: %w", api.ErrConcurrentModification, err)
+	}
+	return mapTransportError(err)
+}
+
+// mapReadError maps the failure of a read.
+func mapReadError(err error) error {
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode() {
+		case "NoSuchKey", "NoSuchBucket", "NotFound":
+			return fmt.Errorf("%w: %w", api.ErrNotFound, err)
+		}
+	}
+	if statusCode(err) == http.StatusNotFound {
+		return fmt.Errorf("%w: %w", api.ErrNotFound, err)
+	}
+	return mapTransportError(err)
+}
+
+// mapTransportError maps timeouts to api.ErrUpstreamTimeout and everything
+// else to api.ErrUpstream.
+func mapTransportError(err error) error {
+	var netErr net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout() {
+		return fmt.Errorf("%w: %w", api.ErrUpstreamTimeout, err)
+	}
+	return fmt.Errorf("%w: %w", api.ErrUpstream, err)
+}
+
+func statusCode(err error) int {
+	var respErr *awshttp.ResponseError
+	if errors.As(err, &respErr) {
+		return respErr.HTTPStatusCode()
+	}
+	return 0
+}

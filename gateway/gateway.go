@@ -1,0 +1,143 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"fencegate/api"
+)
+
+// Config holds the gateway's limits and knobs. Zero fields take the
+// defaults documented on each.
+type Config struct {
+	// Logger receives access logs and errors. Nil means slog.Default().
+	Logger *slog.Logger
+	// BufferBytes is the largest body that is held in memory so that a
+	// write that loses a race (412) can be retried. Larger bodies stream
+	// to S3 unbuffered, and a lost race on them is a retryable 409. Zero
+	// means 8 MiB.
+	BufferBytes int64
+	// MaxBodyBytes is the largest body accepted at all (413 beyond). Zero
+	// means 5 GiB, S3's limit for a single PUT.
+	MaxBodyBytes int64
+	// MaxHeaderBytes is the largest request header block (431 beyond).
+	// Zero means 64 KiB. The http.Server's own MaxHeaderBytes should be
+	// larger, so that this limit answers first with a problem body.
+	MaxHeaderBytes int
+	// WriteAttempts bounds observe-fence-write rounds per request when the
+	// write loses a race to another writer. Zero means 3.
+	WriteAttempts int
+	// ReadinessTimeout bounds each readiness probe. Zero means 2 seconds.
+	ReadinessTimeout time.Duration
+	// Readiness probes are run by /readyz; all must pass.
+	Readiness []Check
+	// TestHooks lets tests stop a write between protocol steps. Nil in
+	// production.
+	TestHooks *TestHooks
+}
+
+// TestHooks are points in the write path where tests can pause a request
+// or change the protocol on purpose, to show that the order matters.
+type TestHooks struct {
+	// AfterObserve runs after the object's version is observed, before
+	// the fence check.
+	AfterObserve func(ctx context.Context, resource api.Resource)
+	// AfterFenceCheck runs after the fence check accepted the token,
+	// before the conditional write.
+	AfterFenceCheck func(ctx context.Context, resource api.Resource)
+	// UnsafeFenceBeforeObserve swaps the protocol's steps 3 and 4 (fence
+	// check first, then observe). It is wrong, and exists so that tests
+	// can show that it is: never set it outside a test.
+	UnsafeFenceBeforeObserve bool
+}
+
+const (
+	defaultBufferBytes    = 8 << 20
+	defaultMaxBodyBytes   = 5 << 30
+	defaultMaxHeaderBytes = 64 << 10
+	defaultWriteAttempts  = 3
+)
+
+// Gateway serves fencegate's HTTP API. Create it with New.
+type Gateway struct {
+	cfg      Config
+	log      *slog.Logger
+	fences   FenceStore
+	objects  ObjectStore
+	hooks    TestHooks
+	draining atomic.Bool
+	router   chi.Router
+}
+
+// New returns a Gateway that checks fences with fences and stores objects
+// in objects.
+func New(cfg Config, fences FenceStore, objects ObjectStore) (*Gateway, error) {
+	if fences == nil || objects == nil {
+		return nil, errors.New("gateway: nil fence store or object store")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.BufferBytes == 0 {
+		cfg.BufferBytes = defaultBufferBytes
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = defaultMaxBodyBytes
+	}
+	if cfg.MaxHeaderBytes == 0 {
+		cfg.MaxHeaderBytes = defaultMaxHeaderBytes
+	}
+	if cfg.WriteAttempts == 0 {
+		cfg.WriteAttempts = defaultWriteAttempts
+	}
+	if cfg.ReadinessTimeout == 0 {
+		cfg.ReadinessTimeout = 2 * time.Second
+	}
+	switch {
+	case cfg.BufferBytes < 0, cfg.MaxBodyBytes < 0, cfg.MaxHeaderBytes < 0, cfg.WriteAttempts < 0, cfg.ReadinessTimeout < 0:
+		return nil, errors.New("gateway: negative limit in config")
+	case cfg.BufferBytes > cfg.MaxBodyBytes:
+		return nil, fmt.Errorf("gateway: buffer bytes %d exceed max body bytes %d", cfg.BufferBytes, cfg.MaxBodyBytes)
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, fences: fences, objects: objects}
+	if cfg.TestHooks != nil {
+		g.hooks = *cfg.TestHooks
+	}
+	g.router = g.routes()
+	return g, nil
+}
+
+// ServeHTTP serves the gateway's API.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.router.ServeHTTP(w, r) }
+
+// SetDraining makes /readyz fail, so that load balancers stop sending new
+// requests while in-flight ones finish. It cannot be undone.
+func (g *Gateway) SetDraining() { g.draining.Store(true) }
+
+func (g *Gateway) routes() chi.Router {
+	r := chi.NewRouter()
+	r.Use(g.requestLog, g.limitHeaders)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		g.writeError(w, r, fmt.Errorf("%w: no route for %s", api.ErrNotFound, r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		g.writeError(w, r, fmt.Errorf("%w: %s %s", api.ErrMethodNotAllowed, r.Method, r.URL.Path))
+	})
+	r.Get("/healthz", g.healthz)
+	r.Get("/readyz", g.readyz)
+	r.Route("/v1/objects/{bucket}", func(r chi.Router) {
+		r.Put("/*", g.putObject)
+		r.Delete("/*", g.deleteObject)
+		r.Get("/*", g.getObject)
+		r.Head("/*", g.getObject)
+	})
+	r.Get("/v1/fences/*", g.getFence)
+	return r
+}

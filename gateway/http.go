@@ -1,0 +1,168 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5/middleware"
+
+	"fencegate/api"
+)
+
+// headerRequestID carries the request id, from the client or made here.
+const headerRequestID = "X-Request-Id"
+
+// retryAfterSeconds is what 503 answers tell clients to wait.
+const retryAfterSeconds = "1"
+
+type ctxKey int
+
+const (
+	loggerKey ctxKey = iota
+	requestIDKey
+)
+
+// logger returns the request's logger, which carries its id.
+func (g *Gateway) logger(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey).(*slog.Logger); ok {
+		return l
+	}
+	return g.log
+}
+
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// requestLog gives each request an id and a logger, and logs one access
+// line when it ends.
+func (g *Gateway) requestLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := r.Header.Get(headerRequestID)
+		if !validRequestID(id) {
+			id = newRequestID()
+		}
+		w.Header().Set(headerRequestID, id)
+		log := g.log.With("request_id", id)
+		ctx := context.WithValue(r.Context(), requestIDKey, id)
+		ctx = context.WithValue(ctx, loggerKey, log)
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		next.ServeHTTP(ww, r.WithContext(ctx))
+		log.LogAttrs(ctx, slog.LevelInfo, "request",
+			slog.String("method", r.Method),
+			slog.String("path", r.URL.Path),
+			slog.Int("status", ww.Status()),
+			slog.Int("bytes", ww.BytesWritten()),
+			slog.Duration("duration", time.Since(start)),
+		)
+	})
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // never fails
+	return hex.EncodeToString(b[:])
+}
+
+// limitHeaders answers 431 with a problem body when the request's header
+// block exceeds Config.MaxHeaderBytes.
+func (g *Gateway) limitHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		size := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+		for name, values := range r.Header {
+			for _, v := range values {
+				size += len(name) + len(v) + 4 // ": " and CRLF
+			}
+		}
+		if size > g.cfg.MaxHeaderBytes {
+			g.writeError(w, r, fmt.Errorf("%w: %d bytes, limit %d", api.ErrHeadersTooLarge, size, g.cfg.MaxHeaderBytes))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// writeError answers err as problem+json. The status comes from the one
+// error table, api.ProblemFor. Errors of no known class are logged here
+// and answered 500 without their details.
+func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	p := api.ProblemFor(err)
+	p.Instance = r.URL.Path
+	p.RequestID = requestID(r.Context())
+	log := g.logger(r.Context())
+	switch {
+	case p.Status >= 500:
+		log.Error("request failed", "status", p.Status, "err", err)
+	case errors.Is(err, api.ErrStaleToken):
+		log.Info("stale token refused", "resource", p.Resource, "token", p.Token, "high_water_mark", p.HighWaterMark)
+	default:
+		log.Debug("request refused", "status", p.Status, "err", err)
+	}
+	if p.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", retryAfterSeconds)
+	}
+	w.Header().Set("Content-Type", api.ContentTypeProblem)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(p.Status)
+	if r.Method != http.MethodHead {
+		_ = json.NewEncoder(w).Encode(p)
+	}
+}
+
+// writeJSON answers v as JSON with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "up"})
+}
+
+// readyz runs every readiness probe; the gateway is ready when all pass
+// and it is not draining.
+func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
+	status := http.StatusOK
+	checks := make(map[string]string, len(g.cfg.Readiness)+1)
+	if g.draining.Load() {
+		status = http.StatusServiceUnavailable
+		checks["gateway"] = "draining"
+	}
+	for _, c := range g.cfg.Readiness {
+		ctx, cancel := context.WithTimeout(r.Context(), g.cfg.ReadinessTimeout)
+		err := c.Probe(ctx)
+		cancel()
+		if err != nil {
+			status = http.StatusServiceUnavailable
+			checks[c.Name] = err.Error()
+			continue
+		}
+		checks[c.Name] = "ok"
+	}
+	if status != http.StatusOK {
+		w.Header().Set("Retry-After", retryAfterSeconds)
+	}
+	writeJSON(w, status, map[string]any{"ready": status == http.StatusOK, "checks": checks})
+}

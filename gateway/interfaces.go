@@ -1,0 +1,50 @@
+package gateway
+
+import (
+	"context"
+
+	"fencegate/api"
+)
+
+// FenceStore decides fence checks. tokenstore.Store implements it.
+type FenceStore interface {
+	// CachedHighWaterMark returns a lower bound of resource's high-water
+	// mark known without a round trip.
+	CachedHighWaterMark(resource api.Resource) (api.Token, bool)
+	// FenceCheck accepts token (raising the mark) or refuses it with an
+	// *api.StaleTokenError; any other error means the outcome is unknown.
+	FenceCheck(ctx context.Context, resource api.Resource, token api.Token) error
+	// HighWaterMark reads resource's mark linearizably (zero: none).
+	HighWaterMark(ctx context.Context, resource api.Resource) (api.Token, error)
+}
+
+// ObjectWriter observes and conditionally changes objects. The S3 backend
+// implements it.
+type ObjectWriter interface {
+	// Observe returns the object's current version.
+	Observe(ctx context.Context, path api.ObjectPath) (api.ObjectVersion, error)
+	// Put writes if in.Replaces is still current and returns the new ETag;
+	// otherwise it fails with api.ErrConcurrentModification.
+	Put(ctx context.Context, in api.PutObjectInput) (etag string, err error)
+	// Delete deletes if the object's ETag is still etag; otherwise it
+	// fails with api.ErrConcurrentModification.
+	Delete(ctx context.Context, path api.ObjectPath, etag string) error
+}
+
+// ObjectReader reads objects. The S3 backend implements it.
+type ObjectReader interface {
+	Get(ctx context.Context, path api.ObjectPath) (*api.Object, error)
+	Head(ctx context.Context, path api.ObjectPath) (*api.Object, error)
+}
+
+// ObjectStore is what the object routes need of a backend.
+type ObjectStore interface {
+	ObjectWriter
+	ObjectReader
+}
+
+// Check is a named readiness probe, such as "etcd" or "s3".
+type Check struct {
+	Name  string
+	Probe func(ctx context.Context) error
+}

@@ -1,0 +1,299 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"fencegate/api"
+)
+
+// objectsPrefix starts every object route.
+const objectsPrefix = "/v1/objects/"
+
+// WriteResult is the body of a successful PUT.
+type WriteResult struct {
+	Resource api.Resource `json:"resource"`
+	Token    api.Token    `json:"token"`
+	ETag     string       `json:"etag"`
+	// Created is true when the write created the object.
+	Created bool `json:"created"`
+}
+
+// objectPath parses bucket and key from the request's decoded path.
+// Routing used the raw path; the key is everything after the bucket's
+// slash, exactly as the client encoded it.
+func objectPath(r *http.Request) (api.ObjectPath, error) {
+	rest, ok := strings.CutPrefix(r.URL.Path, objectsPrefix)
+	if !ok {
+		return api.ObjectPath{}, fmt.Errorf("%w: not an object path", api.ErrInvalidObjectPath)
+	}
+	bucket, key, _ := strings.Cut(rest, "/")
+	return api.ParseObjectPath(bucket, key)
+}
+
+// fencedRequest is what every fenced write starts from: a valid path and
+// token, not already known to be stale.
+type fencedRequest struct {
+	path     api.ObjectPath
+	resource api.Resource
+	token    api.Token
+}
+
+// parseFenced runs the protocol's steps 1 and 2: parse the path and the
+// token, and refuse a token that the cache already knows to be stale,
+// without a round trip (safe: high-water marks only grow).
+func (g *Gateway) parseFenced(r *http.Request) (fencedRequest, error) {
+	path, err := objectPath(r)
+	if err != nil {
+		return fencedRequest{}, err
+	}
+	token, err := api.ParseTokenHeader(r.Header.Values(api.HeaderFenceToken))
+	if err != nil {
+		return fencedRequest{}, err
+	}
+	fr := fencedRequest{path: path, resource: path.Resource(), token: token}
+	if hwm, ok := g.fences.CachedHighWaterMark(fr.resource); ok && hwm > token {
+		return fencedRequest{}, &api.StaleTokenError{Resource: fr.resource, Token: token, HighWaterMark: hwm}
+	}
+	return fr, nil
+}
+
+// observeAndFence runs the protocol's steps 3 and 4, in that order: it
+// observes the object's current version, then checks the fence. The order
+// is the correctness argument: the version observed was written by a
+// writer whose fence check finished before this one began, so if this
+// check passes, this token is at least that writer's.
+//
+// An object that already records a larger token is stale even if no
+// high-water mark exists yet (a store fenced before this gateway, or a
+// lost etcd).
+func (g *Gateway) observeAndFence(ctx context.Context, fr fencedRequest) (api.ObjectVersion, error) {
+	if g.hooks.UnsafeFenceBeforeObserve {
+		return g.fenceThenObserve(ctx, fr)
+	}
+	seen, err := g.objects.Observe(ctx, fr.path)
+	if err != nil {
+		return api.ObjectVersion{}, fmt.Errorf("observe: %w", err)
+	}
+	if seen.Token > fr.token {
+		return api.ObjectVersion{}, &api.StaleTokenError{Resource: fr.resource, Token: fr.token, HighWaterMark: seen.Token}
+	}
+	if h := g.hooks.AfterObserve; h != nil {
+		h(ctx, fr.resource)
+	}
+	if err := g.fences.FenceCheck(ctx, fr.resource, fr.token); err != nil {
+		return api.ObjectVersion{}, err
+	}
+	if h := g.hooks.AfterFenceCheck; h != nil {
+		h(ctx, fr.resource)
+	}
+	return seen, nil
+}
+
+// fenceThenObserve is the protocol with steps 3 and 4 swapped. It is
+// wrong, and exists only behind TestHooks.UnsafeFenceBeforeObserve.
+func (g *Gateway) fenceThenObserve(ctx context.Context, fr fencedRequest) (api.ObjectVersion, error) {
+	if err := g.fences.FenceCheck(ctx, fr.resource, fr.token); err != nil {
+		return api.ObjectVersion{}, err
+	}
+	if h := g.hooks.AfterFenceCheck; h != nil {
+		h(ctx, fr.resource)
+	}
+	seen, err := g.objects.Observe(ctx, fr.path)
+	if err != nil {
+		return api.ObjectVersion{}, fmt.Errorf("observe: %w", err)
+	}
+	if h := g.hooks.AfterObserve; h != nil {
+		h(ctx, fr.resource)
+	}
+	return seen, nil
+}
+
+// putObject is the fenced write: steps 1-6 of the design.
+func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
+	fr, err := g.parseFenced(r)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	body, err := g.readBody(r)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	in := api.PutObjectInput{
+		Path:        fr.path,
+		Size:        body.size,
+		ContentType: r.Header.Get("Content-Type"),
+		Token:       fr.token,
+	}
+	for attempt := 1; ; attempt++ {
+		seen, err := g.observeAndFence(r.Context(), fr)
+		if err != nil {
+			g.writeError(w, r, err)
+			return
+		}
+		in.Replaces = seen
+		in.Body = body.reader()
+		etag, err := g.objects.Put(r.Context(), in)
+		if errors.Is(err, api.ErrConcurrentModification) && body.replayable() && attempt < g.cfg.WriteAttempts {
+			g.logger(r.Context()).Debug("write lost a race; observing again", "resource", fr.resource, "attempt", attempt)
+			continue
+		}
+		if err != nil {
+			g.writeError(w, r, err)
+			return
+		}
+		status := http.StatusOK
+		if !seen.Exists {
+			status = http.StatusCreated
+		}
+		w.Header().Set("ETag", etag)
+		w.Header().Set(api.HeaderFenceToken, fr.token.String())
+		writeJSON(w, status, WriteResult{Resource: fr.resource, Token: fr.token, ETag: etag, Created: !seen.Exists})
+		return
+	}
+}
+
+// deleteObject is the fenced delete. The high-water mark stays, as a
+// tombstone: a stale writer cannot re-create the object. Deleting an
+// object that does not exist still checks (and raises) the fence, and
+// answers 204 without calling S3.
+func (g *Gateway) deleteObject(w http.ResponseWriter, r *http.Request) {
+	fr, err := g.parseFenced(r)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	for attempt := 1; ; attempt++ {
+		seen, err := g.observeAndFence(r.Context(), fr)
+		if err != nil {
+			g.writeError(w, r, err)
+			return
+		}
+		if seen.Exists {
+			err = g.objects.Delete(r.Context(), fr.path, seen.ETag)
+		}
+		if errors.Is(err, api.ErrConcurrentModification) && attempt < g.cfg.WriteAttempts {
+			continue
+		}
+		if err != nil {
+			g.writeError(w, r, err)
+			return
+		}
+		w.Header().Set(api.HeaderFenceToken, fr.token.String())
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+}
+
+// getObject passes GET and HEAD through, with the object's recorded token
+// in X-Fence-Token.
+func (g *Gateway) getObject(w http.ResponseWriter, r *http.Request) {
+	path, err := objectPath(r)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	var obj *api.Object
+	if r.Method == http.MethodHead {
+		obj, err = g.objects.Head(r.Context(), path)
+	} else {
+		obj, err = g.objects.Get(r.Context(), path)
+	}
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	if obj.Body != nil {
+		defer obj.Body.Close()
+	}
+	h := w.Header()
+	h.Set("Content-Length", strconv.FormatInt(obj.Size, 10))
+	h.Set("ETag", obj.ETag)
+	if obj.ContentType != "" {
+		h.Set("Content-Type", obj.ContentType)
+	}
+	if !obj.LastModified.IsZero() {
+		h.Set("Last-Modified", obj.LastModified.UTC().Format(http.TimeFormat))
+	}
+	if obj.Token != 0 {
+		h.Set(api.HeaderFenceToken, obj.Token.String())
+	}
+	w.WriteHeader(http.StatusOK)
+	if obj.Body != nil {
+		if _, err := io.Copy(w, obj.Body); err != nil {
+			g.logger(r.Context()).Warn("object read interrupted", "bucket", path.Bucket, "key", path.Key, "err", err)
+		}
+	}
+}
+
+// getFence answers a resource's current high-water mark, read
+// linearizably.
+func (g *Gateway) getFence(w http.ResponseWriter, r *http.Request) {
+	resource, _ := strings.CutPrefix(r.URL.Path, "/v1/fences/")
+	if resource == "" || len(resource) > maxResourceBytes {
+		g.writeError(w, r, fmt.Errorf("%w: resource name must be 1 to %d bytes", api.ErrInvalidRequest, maxResourceBytes))
+		return
+	}
+	hwm, err := g.fences.HighWaterMark(r.Context(), api.Resource(resource))
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.Fence{Resource: api.Resource(resource), HighWaterMark: hwm})
+}
+
+// maxResourceBytes bounds resource names: "s3/", a bucket, "/", a key.
+const maxResourceBytes = 3 + 63 + 1 + api.MaxKeyBytes
+
+// requestBody is a PUT's body: in memory when it fits the buffer, so that
+// it can be replayed after a lost race, or the request's own stream.
+type requestBody struct {
+	buf    []byte    // non-nil when buffered
+	stream io.Reader // when not buffered
+	size   int64
+}
+
+func (b *requestBody) replayable() bool { return b.buf != nil }
+
+func (b *requestBody) reader() io.Reader {
+	if b.buf != nil {
+		return bytes.NewReader(b.buf)
+	}
+	return b.stream
+}
+
+// readBody buffers bodies up to Config.BufferBytes and lets larger ones
+// stream. A body of unknown length must fit the buffer (S3 needs the
+// length up front), else 411.
+func (g *Gateway) readBody(r *http.Request) (*requestBody, error) {
+	n := r.ContentLength
+	switch {
+	case n > g.cfg.MaxBodyBytes:
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", api.ErrBodyTooLarge, n, g.cfg.MaxBodyBytes)
+	case n > g.cfg.BufferBytes:
+		return &requestBody{stream: r.Body, size: n}, nil
+	case n >= 0:
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, buf); err != nil {
+			return nil, fmt.Errorf("%w: reading body: %v", api.ErrInvalidRequest, err)
+		}
+		return &requestBody{buf: buf, size: n}, nil
+	}
+	// Unknown length (chunked): read at most one byte past the buffer.
+	buf, err := io.ReadAll(io.LimitReader(r.Body, g.cfg.BufferBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading body: %v", api.ErrInvalidRequest, err)
+	}
+	if int64(len(buf)) > g.cfg.BufferBytes {
+		return nil, fmt.Errorf("%w: a body over %d bytes needs a Content-Length", api.ErrLengthRequired, g.cfg.BufferBytes)
+	}
+	return &requestBody{buf: buf, size: int64(len(buf))}, nil
+}
