@@ -48,10 +48,10 @@ type Config struct {
 type TestHooks struct {
 	// AfterObserve runs after the object's version is observed, before
 	// the fence check.
-	AfterObserve func(ctx context.Context, resource api.Resource)
+	AfterObserve func(ctx context.Context, resource api.Resource, token api.Token)
 	// AfterFenceCheck runs after the fence check accepted the token,
 	// before the conditional write.
-	AfterFenceCheck func(ctx context.Context, resource api.Resource)
+	AfterFenceCheck func(ctx context.Context, resource api.Resource, token api.Token)
 	// UnsafeFenceBeforeObserve swaps the protocol's steps 3 and 4 (fence
 	// check first, then observe). It is wrong, and exists so that tests
 	// can show that it is: never set it outside a test.

@@ -23,6 +23,9 @@ type WriteResult struct {
 	ETag     string       `json:"etag"`
 	// Created is true when the write created the object.
 	Created bool `json:"created"`
+	// ReplacedETag is the ETag of the version this write replaced (its
+	// If-Match), empty when it created the object.
+	ReplacedETag string `json:"replaced_etag,omitempty"`
 }
 
 // objectPath parses bucket and key from the request's decoded path.
@@ -85,13 +88,13 @@ func (g *Gateway) observeAndFence(ctx context.Context, fr fencedRequest) (api.Ob
 		return api.ObjectVersion{}, &api.StaleTokenError{Resource: fr.resource, Token: fr.token, HighWaterMark: seen.Token}
 	}
 	if h := g.hooks.AfterObserve; h != nil {
-		h(ctx, fr.resource)
+		h(ctx, fr.resource, fr.token)
 	}
 	if err := g.fences.FenceCheck(ctx, fr.resource, fr.token); err != nil {
 		return api.ObjectVersion{}, err
 	}
 	if h := g.hooks.AfterFenceCheck; h != nil {
-		h(ctx, fr.resource)
+		h(ctx, fr.resource, fr.token)
 	}
 	return seen, nil
 }
@@ -103,14 +106,14 @@ func (g *Gateway) fenceThenObserve(ctx context.Context, fr fencedRequest) (api.O
 		return api.ObjectVersion{}, err
 	}
 	if h := g.hooks.AfterFenceCheck; h != nil {
-		h(ctx, fr.resource)
+		h(ctx, fr.resource, fr.token)
 	}
 	seen, err := g.objects.Observe(ctx, fr.path)
 	if err != nil {
 		return api.ObjectVersion{}, fmt.Errorf("observe: %w", err)
 	}
 	if h := g.hooks.AfterObserve; h != nil {
-		h(ctx, fr.resource)
+		h(ctx, fr.resource, fr.token)
 	}
 	return seen, nil
 }
@@ -156,7 +159,7 @@ func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("ETag", etag)
 		w.Header().Set(api.HeaderFenceToken, fr.token.String())
-		writeJSON(w, status, WriteResult{Resource: fr.resource, Token: fr.token, ETag: etag, Created: !seen.Exists})
+		writeJSON(w, status, WriteResult{Resource: fr.resource, Token: fr.token, ETag: etag, Created: !seen.Exists, ReplacedETag: seen.ETag})
 		return
 	}
 }

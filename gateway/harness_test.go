@@ -1,0 +1,210 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"go.uber.org/goleak"
+
+	"fencegate/api"
+	"fencegate/backends/s3"
+	"fencegate/gateway"
+	"fencegate/internal/testenv"
+	"fencegate/tokenstore"
+)
+
+// sharedS3 is one versitygw for the package; each test gets its own bucket.
+var sharedS3 *testenv.S3
+
+func TestMain(m *testing.M) {
+	srv, stop, err := testenv.StartS3Main()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	sharedS3 = srv
+	code := m.Run()
+	stop()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// env is a gateway in front of real etcd and a real S3 server, with
+// counters on both so tests can prove what was (not) forwarded.
+type env struct {
+	etcd      *testenv.Etcd
+	etcdCalls *testenv.RequestCounter
+	s3        *testenv.CountingProxy // every S3 request the gateway makes
+	store     *tokenstore.Store
+	minio     *minio.Client // reads what really landed, not through the gateway
+	bucket    string
+	url       string
+}
+
+var bucketSeq atomic.Int64
+
+// newEnv starts etcd, makes a bucket and starts a gateway for one test.
+// cfg's zero fields take the gateway's defaults.
+func newEnv(tb testing.TB, cfg gateway.Config) *env {
+	tb.Helper()
+	e := &env{
+		etcd:   testenv.StartEtcd(tb),
+		bucket: fmt.Sprintf("t%d-%d", time.Now().UnixNano()%1e9, bucketSeq.Add(1)),
+		minio:  sharedS3.Minio(tb),
+	}
+	sharedS3.CreateBucket(tb, e.bucket)
+	e.startGateway(tb, cfg)
+	return e
+}
+
+// newEnvSharing starts a second gateway, with its own caches and
+// counters, on the same etcd and bucket as e.
+func newEnvSharing(tb testing.TB, e *env) *env {
+	tb.Helper()
+	e2 := &env{etcd: e.etcd, bucket: e.bucket, minio: e.minio}
+	e2.startGateway(tb, gateway.Config{})
+	return e2
+}
+
+func (e *env) startGateway(tb testing.TB, cfg gateway.Config) {
+	tb.Helper()
+	client, calls := e.etcd.CountingClient(tb)
+	e.etcdCalls = calls
+	store, err := tokenstore.New(client, tokenstore.Config{RequestTimeout: time.Second})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e.store = store
+	e.s3 = testenv.NewCountingProxy(tb, sharedS3.Endpoint())
+	backend, err := s3.New(context.Background(), s3.Config{
+		Endpoint:        e.s3.URL(),
+		AccessKeyID:     sharedS3.AccessKey,
+		SecretAccessKey: sharedS3.SecretKey,
+		UsePathStyle:    true,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	cfg.Readiness = append(cfg.Readiness, gateway.Check{Name: "etcd", Probe: store.Ping}, gateway.Check{Name: "s3", Probe: backend.Ping})
+	gw, err := gateway.New(cfg, store, backend)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := httptest.NewServer(gw)
+	tb.Cleanup(srv.Close)
+	e.url = srv.URL
+}
+
+func (e *env) objectURL(key string) string { return e.url + "/v1/objects/" + e.bucket + "/" + key }
+
+// result is a gateway answer, read whole.
+type result struct {
+	status  int
+	header  http.Header
+	body    []byte
+	problem api.Problem // when the body is problem+json
+	write   gateway.WriteResult
+}
+
+func (r result) String() string { return fmt.Sprintf("%d %s", r.status, r.body) }
+
+// do sends one request with the given X-Fence-Token values (none when
+// tokens is nil) and reads the answer.
+func do(tb testing.TB, method, url string, tokens []string, body []byte) result {
+	tb.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, t := range tokens {
+		req.Header.Add(api.HeaderFenceToken, t)
+	}
+	return send(tb, req)
+}
+
+func send(tb testing.TB, req *http.Request) result {
+	tb.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	r := result{status: resp.StatusCode, header: resp.Header}
+	if r.body, err = io.ReadAll(resp.Body); err != nil {
+		tb.Fatalf("%s %s: reading body: %v", req.Method, req.URL, err)
+	}
+	switch ct := resp.Header.Get("Content-Type"); {
+	case ct == api.ContentTypeProblem && req.Method != http.MethodHead:
+		if err := json.Unmarshal(r.body, &r.problem); err != nil {
+			tb.Fatalf("%s %s: problem body %q: %v", req.Method, req.URL, r.body, err)
+		}
+	case strings.HasPrefix(ct, "application/json") && req.Method == http.MethodPut && r.status < 300:
+		if err := json.Unmarshal(r.body, &r.write); err != nil {
+			tb.Fatalf("%s %s: write result %q: %v", req.Method, req.URL, r.body, err)
+		}
+	}
+	return r
+}
+
+func (e *env) put(tb testing.TB, key string, token api.Token, body string) result {
+	tb.Helper()
+	return do(tb, http.MethodPut, e.objectURL(key), []string{token.String()}, []byte(body))
+}
+
+func (e *env) delete(tb testing.TB, key string, token api.Token) result {
+	tb.Helper()
+	return do(tb, http.MethodDelete, e.objectURL(key), []string{token.String()}, nil)
+}
+
+// stored reads the object straight from S3 with an independent client:
+// its bytes and its recorded fence token, or ok false when absent.
+func (e *env) stored(tb testing.TB, key string) (body, token string, ok bool) {
+	tb.Helper()
+	ctx := context.Background()
+	info, err := e.minio.StatObject(ctx, e.bucket, key, minio.StatObjectOptions{})
+	if minio.ToErrorResponse(err).Code == "NoSuchKey" {
+		return "", "", false
+	}
+	if err != nil {
+		tb.Fatalf("stat %s/%s: %v", e.bucket, key, err)
+	}
+	obj, err := e.minio.GetObject(ctx, e.bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		tb.Fatalf("get %s/%s: %v", e.bucket, key, err)
+	}
+	defer obj.Close()
+	b, err := io.ReadAll(obj)
+	if err != nil {
+		tb.Fatalf("read %s/%s: %v", e.bucket, key, err)
+	}
+	return string(b), info.UserMetadata["Fence-Token"], true
+}
+
+// wantProblem fails unless r is a problem+json answer with the status and
+// problem type given.
+func wantProblem(tb testing.TB, r result, status int, slug string) {
+	tb.Helper()
+	if r.status != status || r.problem.Type != api.ProblemTypePrefix+slug || r.problem.Status != status {
+		tb.Fatalf("got %s; want %d problem %s", r, status, slug)
+	}
+}
