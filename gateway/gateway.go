@@ -74,11 +74,16 @@ type Gateway struct {
 	hooks    TestHooks
 	draining atomic.Bool
 	router   chi.Router
+	// mounts add optional route groups (see Option).
+	mounts []func(chi.Router)
 }
 
+// Option adds an optional feature to a Gateway, such as a route group.
+type Option func(*Gateway)
+
 // New returns a Gateway that checks fences with fences and stores objects
-// in objects.
-func New(cfg Config, fences FenceStore, objects ObjectStore) (*Gateway, error) {
+// in objects, with the optional features opts add.
+func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*Gateway, error) {
 	if fences == nil || objects == nil {
 		return nil, errors.New("gateway: nil fence store or object store")
 	}
@@ -110,6 +115,9 @@ func New(cfg Config, fences FenceStore, objects ObjectStore) (*Gateway, error) {
 	if cfg.TestHooks != nil {
 		g.hooks = *cfg.TestHooks
 	}
+	for _, opt := range opts {
+		opt(g)
+	}
 	g.router = g.routes()
 	return g, nil
 }
@@ -139,5 +147,8 @@ func (g *Gateway) routes() chi.Router {
 		r.Head("/*", g.getObject)
 	})
 	r.Get("/v1/fences/*", g.getFence)
+	for _, mount := range g.mounts {
+		mount(r)
+	}
 	return r
 }
