@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// curlResult is what a curl command got.
+type curlResult struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// printedCurls returns the curl command lines that dev printed, in order.
+func printedCurls(out string) []string {
+	var cmds []string
+	for line := range strings.Lines(out) {
+		if line = strings.TrimSpace(line); strings.HasPrefix(line, "curl ") {
+			cmds = append(cmds, line)
+		}
+	}
+	return cmds
+}
+
+// shellWords splits a command line into words as sh does for the subset
+// that dev prints: words separated by spaces, and single-quoted strings.
+func shellWords(t *testing.T, line string) []string {
+	t.Helper()
+	var words []string
+	var word strings.Builder
+	inWord, quoted := false, false
+	for _, r := range line {
+		switch {
+		case quoted && r == '\'':
+			quoted = false
+		case quoted:
+			word.WriteRune(r)
+		case r == '\'':
+			quoted, inWord = true, true
+		case r == ' ':
+			if inWord {
+				words = append(words, word.String())
+				word.Reset()
+				inWord = false
+			}
+		case strings.ContainsRune("\"\\$`;&|<>(){}*?#~", r):
+			t.Fatalf("command %q has %q, which this test does not parse as sh would", line, r)
+		default:
+			word.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quoted {
+		t.Fatalf("command %q has an unterminated quote", line)
+	}
+	if inWord {
+		words = append(words, word.String())
+	}
+	return words
+}
+
+// goCurl runs a printed curl command with net/http. It understands the
+// options that dev prints: -i, -s, -X, --data-binary and -H.
+func goCurl(t *testing.T, line string) curlResult {
+	t.Helper()
+	words := shellWords(t, line)
+	if len(words) == 0 || words[0] != "curl" {
+		t.Fatalf("not a curl command: %q", line)
+	}
+	method, target := "", ""
+	var body *string
+	header := http.Header{}
+	for i := 1; i < len(words); i++ {
+		arg := func() string {
+			i++
+			if i >= len(words) {
+				t.Fatalf("%q: %s needs an argument", line, words[i-1])
+			}
+			return words[i]
+		}
+		switch w := words[i]; w {
+		case "-i", "-s":
+		case "-X":
+			method = arg()
+		case "--data-binary":
+			b := arg()
+			body = &b
+		case "-H":
+			name, value, ok := strings.Cut(arg(), ":")
+			if !ok {
+				t.Fatalf("%q: header without a colon", line)
+			}
+			header.Add(strings.TrimSpace(name), strings.TrimSpace(value))
+		default:
+			if strings.HasPrefix(w, "-") || target != "" {
+				t.Fatalf("%q: unexpected %q", line, w)
+			}
+			target = w
+		}
+	}
+	var reader io.Reader
+	if body != nil {
+		reader = strings.NewReader(*body)
+		if method == "" {
+			method = http.MethodPost
+		}
+		header.Set("Content-Type", "application/x-www-form-urlencoded") // as curl sends
+	}
+	if method == "" {
+		method = http.MethodGet
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, target, reader)
+	if err != nil {
+		t.Fatalf("%q: %v", line, err)
+	}
+	for name, values := range header {
+		req.Header[name] = values
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%q: %v", line, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%q: reading body: %v", line, err)
+	}
+	return curlResult{status: resp.StatusCode, header: resp.Header, body: string(b)}
+}
+
+// realCurl runs a printed curl command with sh and curl, as a user
+// pasting it would, and parses what -i printed.
+func realCurl(t *testing.T, line string) curlResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", line)
+	var env []string
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); !strings.HasSuffix(strings.ToLower(name), "_proxy") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, "no_proxy=*")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("sh -c %q: %v", line, err)
+	}
+	if !strings.Contains(line, " -i ") {
+		return curlResult{status: http.StatusOK, header: http.Header{}, body: string(out)}
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(string(out))), nil)
+	if err != nil {
+		t.Fatalf("sh -c %q: parsing its output %q: %v", line, out, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return curlResult{status: resp.StatusCode, header: resp.Header, body: string(b)}
+}
+
+// wantSession checks that dev printed the four commands of the session
+// for tokens token and token-1 exactly, runs them with exec, and checks
+// their answers. The first write answers firstStatus.
+func wantSession(t *testing.T, out, base string, token int, firstStatus int, exec func(*testing.T, string) curlResult) {
+	t.Helper()
+	object := base + "/v1/objects/dev/greeting"
+	want := []string{
+		fmt.Sprintf("curl -i -X PUT --data-binary 'hello from %d' -H 'X-Fence-Token: %d' %s", token, token, object),
+		fmt.Sprintf("curl -i -X PUT --data-binary 'hello from %d' -H 'X-Fence-Token: %d' %s", token-1, token-1, object),
+		"curl -i " + object,
+		"curl -s " + base + "/v1/fences/s3/dev/greeting",
+	}
+	got := printedCurls(out)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("dev printed the commands\n%s\nwant\n%s\nfull output:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), out)
+	}
+
+	if r := exec(t, got[0]); r.status != firstStatus || r.header.Get("X-Fence-Token") != itoa(token) {
+		t.Errorf("%s: status %d, X-Fence-Token %q; want %d, %d\n%s", got[0], r.status, r.header.Get("X-Fence-Token"), firstStatus, token, r.body)
+	}
+
+	r := exec(t, got[1])
+	var problem struct {
+		Type          string `json:"type"`
+		HighWaterMark int    `json:"high_water_mark"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &problem); err != nil {
+		t.Errorf("%s: body %q: %v", got[1], r.body, err)
+	}
+	if r.status != http.StatusConflict || r.header.Get("Content-Type") != "application/problem+json" ||
+		problem.Type != "urn:fencegate:problem:stale-token" || problem.HighWaterMark != token {
+		t.Errorf("%s: status %d, Content-Type %q, body %s; want 409, a stale-token problem+json with high_water_mark %d",
+			got[1], r.status, r.header.Get("Content-Type"), r.body, token)
+	}
+
+	r = exec(t, got[2])
+	if r.status != http.StatusOK || r.header.Get("X-Fence-Token") != itoa(token) || r.body != fmt.Sprintf("hello from %d", token) {
+		t.Errorf("%s: status %d, X-Fence-Token %q, body %q; want 200, %d, %q",
+			got[2], r.status, r.header.Get("X-Fence-Token"), r.body, token, fmt.Sprintf("hello from %d", token))
+	}
+
+	r = exec(t, got[3])
+	wantFence := fmt.Sprintf(`{"resource":"s3/dev/greeting","high_water_mark":%d}`, token)
+	if r.status != http.StatusOK || strings.TrimSpace(r.body) != wantFence {
+		t.Errorf("%s: status %d, body %q; want 200, %s", got[3], r.status, r.body, wantFence)
+	}
+}
+
+// waitOutput waits until the run has printed want.
+func (r *running) waitOutput(t *testing.T, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if out := r.stdout.String(); strings.Contains(out, want) {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run did not print %q within 30s", want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestDevSession(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	addr := freeAddr(t)
+	base := "http://" + addr
+
+	// A fresh --data: tokens 5 and 4, and the write creates the object.
+	first := startRun(t, "dev", "--listen", addr, "--data", data, "--log-level", "warn")
+	first.waitReady(t, base)
+	out := first.waitOutput(t, "Ctrl-C stops everything")
+	for _, want := range []string{"access key fencegate-dev", "secret key fencegate-dev-secret", "bucket dev", "The high-water mark of s3/dev/greeting is 0."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dev printed:\n%s\nwant it to contain %q", out, want)
+		}
+	}
+	wantSession(t, out, base, 5, http.StatusCreated, goCurl)
+	// Someone else raises the mark further before the next run.
+	if r := goCurl(t, "curl -i -X PUT --data-binary 'hello from 41' -H 'X-Fence-Token: 41' "+base+"/v1/objects/dev/greeting"); r.status != http.StatusOK {
+		t.Fatalf("write with token 41: status %d; want 200\n%s", r.status, r.body)
+	}
+	if err := first.stop(t); err != nil {
+		t.Fatalf("dev after cancellation = %v; want nil", err)
+	}
+	if _, err := http.Get(base + "/healthz"); err == nil {
+		t.Fatal("the gateway still answers after dev returned")
+	}
+
+	// The same --data again: etcd and the objects persisted, so the
+	// session continues from the high-water mark 41, and the object exists.
+	second := startRun(t, "dev", "--listen", addr, "--data", data, "--log-level", "warn")
+	second.waitReady(t, base)
+	out = second.waitOutput(t, "Ctrl-C stops everything")
+	if !strings.Contains(out, "The high-water mark of s3/dev/greeting is 41, and the object exists.") {
+		t.Errorf("dev printed:\n%s\nwant the high-water mark 41", out)
+	}
+	run := goCurl
+	if _, err := exec.LookPath("curl"); err == nil {
+		run = realCurl // as a user would paste them
+	} else {
+		t.Log("no curl on PATH: running the printed commands with net/http")
+	}
+	wantSession(t, out, base, 42, http.StatusOK, run)
+	if err := second.stop(t); err != nil {
+		t.Fatalf("dev after cancellation = %v; want nil", err)
+	}
+}
+
+func TestDevMissingVersityGW(t *testing.T) {
+	t.Setenv("FENCEGATE_VERSITYGW", filepath.Join(t.TempDir(), "nope"))
+	err := run(t.Context(), []string{"dev", "--listen", freeAddr(t), "--data", t.TempDir()}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "FENCEGATE_VERSITYGW") {
+		t.Fatalf("dev with a missing versitygw = %v; want an error naming FENCEGATE_VERSITYGW", err)
+	}
+}
+
+func TestDevInterruptedDuringStart(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // as a Ctrl-C during start does
+	if err := run(ctx, []string{"dev", "--listen", freeAddr(t), "--data", t.TempDir()}, io.Discard, io.Discard); err != nil {
+		t.Fatalf("dev interrupted during start = %v; want nil", err)
+	}
+}
+
+func TestListenAddressTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, args := range [][]string{
+		{"dev", "--listen", ln.Addr().String(), "--data", t.TempDir()},
+		{"serve", "--listen", ln.Addr().String(), "--etcd-endpoints", "http://127.0.0.1:1"},
+	} {
+		err := run(t.Context(), args, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "listen") || !strings.Contains(err.Error(), "address already in use") {
+			t.Errorf("run(%q) = %v; want a listen error", args, err)
+		}
+	}
+}

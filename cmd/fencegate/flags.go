@@ -1,0 +1,181 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// envPrefix starts the environment variable of every flag:
+// --etcd-endpoints falls back to FENCEGATE_ETCD_ENDPOINTS.
+const envPrefix = "FENCEGATE_"
+
+// lookupEnvFunc is os.LookupEnv, or a map in tests.
+type lookupEnvFunc func(name string) (string, bool)
+
+// envName returns the environment variable of the flag name.
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// usageError is a mistake in the command line or the environment. main
+// exits 2 for it.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usageErrorf returns a *usageError.
+func usageErrorf(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// command is a subcommand's flag set, whose flags fall back to environment
+// variables.
+type command struct {
+	fs          *flag.FlagSet
+	synopsis    string // "fencegate serve [flags]"
+	description string // paragraphs printed before the flags
+}
+
+func newCommand(name, synopsis, description string) *command {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	// Errors are returned and reported once, by main; -h prints the
+	// usage to stdout (see parse).
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return &command{fs: fs, synopsis: synopsis, description: description}
+}
+
+// parse parses args, then gives every flag that was not on the command
+// line the value of its environment variable, if that is set and not
+// empty: a flag wins over the environment, which wins over the default.
+// For -h it prints the usage to stdout and returns flag.ErrHelp.
+func (c *command) parse(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) error {
+	if err := c.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			c.printUsage(stdout)
+			return err
+		}
+		return usageErrorf("%s: %v (see fencegate %s -h)", c.fs.Name(), err, c.fs.Name())
+	}
+	if c.fs.NArg() > 0 {
+		return usageErrorf("%s: unexpected argument %q (see fencegate %s -h)", c.fs.Name(), c.fs.Arg(0), c.fs.Name())
+	}
+	onCommandLine := make(map[string]bool)
+	c.fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	var errs []error
+	c.fs.VisitAll(func(f *flag.Flag) {
+		if onCommandLine[f.Name] {
+			return
+		}
+		value, ok := lookupEnv(envName(f.Name))
+		if !ok || value == "" {
+			return
+		}
+		// The value is not repeated: it may be a secret.
+		if err := f.Value.Set(value); err != nil {
+			errs = append(errs, fmt.Errorf("--%s: invalid value in %s: %v", f.Name, envName(f.Name), err))
+		}
+	})
+	if len(errs) > 0 {
+		return &usageError{fmt.Errorf("%s: %w", c.fs.Name(), errors.Join(errs...))}
+	}
+	return nil
+}
+
+// printUsage prints the synopsis, the description and every flag with its
+// environment variable and default.
+func (c *command) printUsage(w io.Writer) {
+	fmt.Fprintf(w, "Usage: %s\n\n%s\n", c.synopsis, strings.TrimSpace(c.description))
+	fmt.Fprintf(w, "\nFlags (each can also be set with the environment variable in brackets; a flag\n"+
+		"on the command line wins over the environment, which wins over the default;\n"+
+		"an empty variable counts as unset):\n\n")
+	c.fs.VisitAll(func(f *flag.Flag) {
+		kind, usage := flag.UnquoteUsage(f)
+		fmt.Fprintf(w, "  --%s", f.Name)
+		if kind != "" {
+			fmt.Fprintf(w, " %s", kind)
+		}
+		fmt.Fprintf(w, "  [$%s]\n", envName(f.Name))
+		fmt.Fprintf(w, "      %s", strings.ReplaceAll(usage, "\n", "\n      "))
+		if !isZeroDefault(f) {
+			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
+}
+
+// isZeroDefault reports whether f's default is a zero value, which the
+// usage does not print.
+func isZeroDefault(f *flag.Flag) bool {
+	switch f.DefValue {
+	case "", "false", "0", "0s":
+		return true
+	}
+	return false
+}
+
+// byteSize is a flag.Value for sizes in bytes: a decimal integer with an
+// optional binary suffix, such as 65536, 64KiB, 8MiB or 5GiB.
+type byteSize int64
+
+var byteSuffixes = []struct {
+	suffix string
+	factor int64
+}{
+	{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1},
+}
+
+// Set parses s. Negative sizes parse; the range is checked by validation,
+// which names the flag.
+func (b *byteSize) Set(s string) error {
+	number, factor := strings.TrimSpace(s), int64(1)
+	for _, u := range byteSuffixes {
+		if n, ok := strings.CutSuffix(number, u.suffix); ok {
+			number, factor = strings.TrimSpace(n), u.factor
+			break
+		}
+	}
+	n, err := strconv.ParseInt(number, 10, 64)
+	if err != nil {
+		return fmt.Errorf("want a number of bytes such as 65536, 64KiB, 8MiB or 5GiB")
+	}
+	if n > math.MaxInt64/factor || n < math.MinInt64/factor {
+		return fmt.Errorf("too large")
+	}
+	*b = byteSize(n * factor)
+	return nil
+}
+
+// String formats b with the largest binary suffix that divides it.
+func (b byteSize) String() string {
+	n := int64(b)
+	if n == 0 {
+		return "0"
+	}
+	for _, u := range byteSuffixes[:4] {
+		if n%u.factor == 0 {
+			return strconv.FormatInt(n/u.factor, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// checkListen checks that addr is a host:port for net.Listen, with a
+// numeric port (0 picks a free one).
+func checkListen(flagName, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--%s %q: want host:port, such as 127.0.0.1:8080: %v", flagName, addr, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("--%s %q: port must be a number from 0 to 65535", flagName, addr)
+	}
+	return nil
+}

@@ -1,0 +1,379 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap/zapcore"
+
+	"fencegate/backends/s3"
+	"fencegate/gateway"
+	"fencegate/internal/devstack"
+	"fencegate/tokenstore"
+)
+
+// serveConfig is everything `fencegate serve` needs, from flags and
+// environment.
+type serveConfig struct {
+	listen  string
+	etcd    etcdConfig
+	s3      s3.Config
+	gateway limits
+	http    httpConfig
+	log     logConfig
+}
+
+// etcdConfig says how to reach etcd and where fencegate's keys live.
+type etcdConfig struct {
+	endpoints      []string
+	prefix         string
+	username       string
+	password       string
+	tls            *tls.Config // nil: plain TCP, or TLS with system roots for https:// endpoints
+	dialTimeout    time.Duration
+	requestTimeout time.Duration
+}
+
+// limits are the gateway's body and header limits.
+type limits struct {
+	bufferBytes    int64
+	maxBodyBytes   int64
+	maxHeaderBytes int
+}
+
+// defaultLimits are the limits' defaults: an 8 MiB replay buffer, S3's
+// 5 GiB limit for a single PUT, and 64 KiB of headers.
+func defaultLimits() limits {
+	return limits{bufferBytes: 8 << 20, maxBodyBytes: 5 << 30, maxHeaderBytes: 64 << 10}
+}
+
+const serveDescription = `
+Serve fencegate's HTTP API: fenced writes to S3, with high-water marks of
+fencing tokens kept in etcd. This is the default command.
+
+Other commands:
+  fencegate dev       run a local etcd and S3 server and a gateway in front of them
+  fencegate version   print build information
+
+S3 credentials: with --s3-access-key and --s3-secret-key empty, the AWS SDK's
+default chain is used (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, shared
+config files, instance roles).
+
+On SIGTERM or SIGINT, /readyz starts failing, the listener stays open for
+--drain-delay, then closes; requests in flight may finish within
+--shutdown-timeout.`
+
+// parseServe reads serve's flags and environment and validates them.
+func parseServe(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (serveConfig, error) {
+	cmd := newCommand("serve", "fencegate [serve] [flags]", serveDescription)
+	fs := cmd.fs
+	var (
+		cfg                       serveConfig
+		endpoints                 string
+		caFile, certFile, keyFile string
+		buffer                    = byteSize(defaultLimits().bufferBytes)
+		maxBody                   = byteSize(defaultLimits().maxBodyBytes)
+		maxHeader                 = byteSize(defaultLimits().maxHeaderBytes)
+	)
+	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8080", "`host:port` to serve HTTP on")
+	fs.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated etcd client `URLs`, such as\nhttp://etcd-1:2379,http://etcd-2:2379 (required)")
+	fs.StringVar(&cfg.etcd.prefix, "etcd-prefix", "fencegate/", "`prefix` of every etcd key fencegate writes")
+	fs.StringVar(&cfg.etcd.username, "etcd-username", "", "etcd user `name` (with --etcd-password)")
+	fs.StringVar(&cfg.etcd.password, "etcd-password", "", "etcd `password`")
+	fs.StringVar(&caFile, "etcd-ca", "", "PEM `file` of the CAs that sign etcd's server certificates\n(empty: the system's roots, for https:// endpoints)")
+	fs.StringVar(&certFile, "etcd-cert", "", "PEM `file` of the client certificate for etcd (with --etcd-key)")
+	fs.StringVar(&keyFile, "etcd-key", "", "PEM `file` of the client certificate's private key")
+	fs.DurationVar(&cfg.etcd.dialTimeout, "etcd-dial-timeout", 5*time.Second, "bound on connecting (and authenticating) to etcd")
+	fs.DurationVar(&cfg.etcd.requestTimeout, "etcd-request-timeout", 2*time.Second, "bound on each etcd request, such as a fence check")
+	fs.StringVar(&cfg.s3.Endpoint, "s3-endpoint", "", "S3 server `URL`, such as http://127.0.0.1:7070 (empty: AWS S3 in --s3-region)")
+	fs.StringVar(&cfg.s3.Region, "s3-region", "us-east-1", "S3 signing `region`")
+	fs.StringVar(&cfg.s3.AccessKeyID, "s3-access-key", "", "S3 access key `id` (with --s3-secret-key; empty: the AWS SDK's default chain)")
+	fs.StringVar(&cfg.s3.SecretAccessKey, "s3-secret-key", "", "S3 secret access `key`")
+	fs.BoolVar(&cfg.s3.UsePathStyle, "s3-path-style", false, "address buckets as endpoint/bucket/key, as most S3-compatible servers need")
+	fs.Var(&buffer, "buffer-bytes", "largest body held in memory (`bytes`, such as 8MiB), so that a write that lost a race\ncan be retried; larger bodies stream, and a lost race on them is a retryable 409")
+	fs.Var(&maxBody, "max-body-bytes", "largest request body accepted (`bytes`; 413 beyond)")
+	fs.Var(&maxHeader, "max-header-bytes", "largest request header block accepted (`bytes`; 431 beyond)")
+	addHTTPFlags(fs, &cfg.http)
+	addLogFlags(fs, &cfg.log)
+	if err := cmd.parse(args, lookupEnv, stdout); err != nil {
+		return serveConfig{}, err
+	}
+
+	var errs []error
+	check := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	check(checkListen("listen", cfg.listen))
+	cfg.etcd.endpoints = splitList(endpoints)
+	check(checkEtcdEndpoints(cfg.etcd.endpoints))
+	if cfg.etcd.prefix == "" {
+		check(errors.New("--etcd-prefix must not be empty"))
+	}
+	if (cfg.etcd.username == "") != (cfg.etcd.password == "") {
+		check(errors.New("--etcd-username and --etcd-password go together: set both or neither"))
+	}
+	tlsConfig, err := etcdTLS(caFile, certFile, keyFile)
+	check(err)
+	cfg.etcd.tls = tlsConfig
+	if tlsConfig != nil {
+		for _, e := range cfg.etcd.endpoints {
+			if strings.HasPrefix(e, "http://") {
+				check(fmt.Errorf("--etcd-endpoints %q is http:// but --etcd-ca, --etcd-cert or --etcd-key is set: use https://", e))
+			}
+		}
+	}
+	check(positive("etcd-dial-timeout", cfg.etcd.dialTimeout))
+	check(positive("etcd-request-timeout", cfg.etcd.requestTimeout))
+	check(checkS3Endpoint(cfg.s3.Endpoint))
+	if cfg.s3.Region == "" {
+		check(errors.New("--s3-region must not be empty"))
+	}
+	if (cfg.s3.AccessKeyID == "") != (cfg.s3.SecretAccessKey == "") {
+		check(errors.New("--s3-access-key and --s3-secret-key go together: set both or neither (neither: the AWS SDK's default chain)"))
+	}
+	cfg.gateway = limits{bufferBytes: int64(buffer), maxBodyBytes: int64(maxBody), maxHeaderBytes: int(maxHeader)}
+	check(checkLimits(cfg.gateway))
+	check(cfg.http.check())
+	check(cfg.log.check())
+	if len(errs) > 0 {
+		return serveConfig{}, &usageError{fmt.Errorf("serve: %w", errors.Join(errs...))}
+	}
+	return cfg, nil
+}
+
+// runServe is `fencegate serve`.
+func runServe(ctx context.Context, args []string, lookupEnv lookupEnvFunc, stdout, stderr io.Writer) error {
+	cfg, err := parseServe(args, lookupEnv, stdout)
+	if err != nil {
+		return err
+	}
+	logger := newLogger(stderr, cfg.log)
+	if err := serve(ctx, cfg, logger); err != nil && !interrupted(ctx, err) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// interrupted reports whether err only says that ctx was cancelled, as a
+// signal during start does: that is a clean exit, not a failure.
+func interrupted(ctx context.Context, err error) bool {
+	return ctx.Err() != nil && errors.Is(err, context.Canceled)
+}
+
+// serve connects to etcd and S3 and serves the gateway until ctx is done,
+// then shuts down gracefully.
+func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
+	ln, err := listen(cfg.listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	client, err := clientv3.New(clientv3.Config{
+		Endpoints:   cfg.etcd.endpoints,
+		DialTimeout: cfg.etcd.dialTimeout,
+		Username:    cfg.etcd.username,
+		Password:    cfg.etcd.password,
+		TLS:         cfg.etcd.tls,
+		Logger:      devstack.ZapLogger(logger.With("component", "etcd-client"), zapcore.WarnLevel),
+	})
+	if err != nil {
+		return fmt.Errorf("etcd client for %v: %w", cfg.etcd.endpoints, err)
+	}
+	defer client.Close()
+	gw, err := newGateway(ctx, logger, client, tokenstore.Config{
+		Prefix:         cfg.etcd.prefix,
+		RequestTimeout: cfg.etcd.requestTimeout,
+	}, cfg.s3, cfg.gateway)
+	if err != nil {
+		return err
+	}
+	gw.probe(ctx)
+	logger.Info("listening", "addr", ln.Addr().String(), "etcd", cfg.etcd.endpoints, "s3", s3EndpointForLog(cfg.s3.Endpoint))
+	return serveHTTP(ctx, logger, ln, cfg.http, gw)
+}
+
+// wiredGateway is a gateway with the stores it was built on.
+type wiredGateway struct {
+	*gateway.Gateway
+	logger  *slog.Logger
+	fences  *tokenstore.Store
+	objects *s3.Client
+	limits  limits
+}
+
+// newGateway builds the token store, the S3 backend and the gateway on
+// them, with readiness probes of both.
+func newGateway(ctx context.Context, logger *slog.Logger, client *clientv3.Client, storeCfg tokenstore.Config, s3cfg s3.Config, lim limits) (*wiredGateway, error) {
+	store, err := tokenstore.New(client, storeCfg)
+	if err != nil {
+		return nil, err
+	}
+	objects, err := s3.New(ctx, s3cfg)
+	if err != nil {
+		return nil, err
+	}
+	gw, err := gateway.New(gateway.Config{
+		Logger:         logger,
+		BufferBytes:    lim.bufferBytes,
+		MaxBodyBytes:   lim.maxBodyBytes,
+		MaxHeaderBytes: lim.maxHeaderBytes,
+		Readiness: []gateway.Check{
+			{Name: "etcd", Probe: store.Ping},
+			{Name: "s3", Probe: objects.Ping},
+		},
+	}, store, objects)
+	if err != nil {
+		return nil, err
+	}
+	return &wiredGateway{Gateway: gw, logger: logger, fences: store, objects: objects, limits: lim}, nil
+}
+
+// probe checks etcd and S3 once at start, together, and logs what is not
+// ready. A failure is not fatal: /readyz reports it until the dependency
+// answers.
+func (g *wiredGateway) probe(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, c := range []gateway.Check{{Name: "etcd", Probe: g.fences.Ping}, {Name: "s3", Probe: g.objects.Ping}} {
+		wg.Go(func() {
+			if err := c.Probe(ctx); err != nil {
+				g.logger.Warn("dependency not ready yet; /readyz fails until it is", "dependency", c.Name, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// checkEtcdEndpoints checks that there is at least one endpoint and that
+// each is an http(s):// URL with a host, or a host:port.
+func checkEtcdEndpoints(endpoints []string) error {
+	if len(endpoints) == 0 {
+		return fmt.Errorf("--etcd-endpoints is required (or %s), such as http://127.0.0.1:2379; "+
+			"for a local etcd and S3 server, run `fencegate dev`", envName("etcd-endpoints"))
+	}
+	schemes := make(map[string]bool)
+	for _, e := range endpoints {
+		if !strings.Contains(e, "://") {
+			if err := checkListen("etcd-endpoints", e); err != nil {
+				return fmt.Errorf("--etcd-endpoints %q: want a URL such as http://host:2379 or a host:port", e)
+			}
+			schemes["http"] = true
+			continue
+		}
+		u, err := url.Parse(e)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return fmt.Errorf("--etcd-endpoints %q: want a URL such as http://host:2379 or https://host:2379", e)
+		}
+		schemes[u.Scheme] = true
+	}
+	if len(schemes) > 1 {
+		return errors.New("--etcd-endpoints mixes http:// and https:// endpoints")
+	}
+	return nil
+}
+
+// etcdTLS loads the TLS configuration for etcd, or returns nil when no TLS
+// flag is set.
+func etcdTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+	if caFile == "" && certFile == "" && keyFile == "" {
+		return nil, nil
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("--etcd-cert and --etcd-key go together: set both or neither")
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--etcd-ca %s: no PEM certificates in it", caFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if certFile != "" {
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+// checkS3Endpoint checks that endpoint is empty or an http(s):// URL with
+// a host.
+func checkS3Endpoint(endpoint string) error {
+	if endpoint == "" {
+		return nil
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--s3-endpoint %q: want a URL such as http://127.0.0.1:7070", endpoint)
+	}
+	return nil
+}
+
+// s3EndpointForLog names the S3 endpoint in logs, without any password.
+func s3EndpointForLog(endpoint string) string {
+	if endpoint == "" {
+		return "AWS"
+	}
+	if u, err := url.Parse(endpoint); err == nil {
+		return u.Redacted()
+	}
+	return endpoint
+}
+
+// checkLimits checks the gateway's size limits.
+func checkLimits(l limits) error {
+	var errs []error
+	if l.bufferBytes < 1 {
+		errs = append(errs, fmt.Errorf("--buffer-bytes %d: must be at least 1", l.bufferBytes))
+	}
+	if l.maxBodyBytes < 1 {
+		errs = append(errs, fmt.Errorf("--max-body-bytes %d: must be at least 1", l.maxBodyBytes))
+	}
+	if l.maxHeaderBytes < 1<<10 || l.maxHeaderBytes > 16<<20 {
+		errs = append(errs, fmt.Errorf("--max-header-bytes %d: must be from 1KiB to 16MiB", l.maxHeaderBytes))
+	}
+	if len(errs) == 0 && l.bufferBytes > l.maxBodyBytes {
+		errs = append(errs, fmt.Errorf("--buffer-bytes %v must not exceed --max-body-bytes %v", byteSize(l.bufferBytes), byteSize(l.maxBodyBytes)))
+	}
+	return errors.Join(errs...)
+}
+
+// positive checks that the duration flag name is above zero.
+func positive(name string, d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("--%s %v: must be above zero", name, d)
+	}
+	return nil
+}
