@@ -3,8 +3,11 @@ package gateway_test
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -12,7 +15,10 @@ import (
 	"time"
 
 	"fencegate/api"
+	"fencegate/backends/s3"
 	"fencegate/gateway"
+	"fencegate/internal/testenv"
+	"fencegate/tokenstore"
 )
 
 func TestPutCreateReplaceAndRead(t *testing.T) {
@@ -245,5 +251,50 @@ func TestHealthAndReadiness(t *testing.T) {
 	}
 	if r := do(t, http.MethodGet, e.url+"/readyz", nil, nil); r.status != http.StatusOK {
 		t.Fatalf("/readyz = %s", r)
+	}
+}
+
+// TestS3FailuresMapTo5xx: with etcd healthy and S3 failing, the gateway
+// answers 502 (S3 errors or unreachable) or 504 (S3 too slow), for
+// writes (which fail at the observation) and reads alike.
+func TestS3FailuresMapTo5xx(t *testing.T) {
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+		status  int
+		slug    string
+	}{
+		{"S3 answers 500", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusInternalServerError)
+		}, http.StatusBadGateway, "upstream-error"},
+		{"S3 does not answer in time", func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-time.After(5 * time.Second):
+			case <-r.Context().Done():
+			}
+		}, http.StatusGatewayTimeout, "upstream-timeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			broken := httptest.NewServer(tt.handler)
+			defer broken.Close()
+			etcd := testenv.StartEtcd(t)
+			store, err := tokenstore.New(etcd.Client(t), tokenstore.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			backend, err := s3.New(t.Context(), s3.Config{Endpoint: broken.URL, AccessKeyID: "k", SecretAccessKey: "s", UsePathStyle: true, ResponseHeaderTimeout: 200 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gw, err := gateway.New(gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store, backend)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(gw)
+			defer srv.Close()
+			wantProblem(t, do(t, http.MethodPut, srv.URL+"/v1/objects/bucket/k", []string{"5"}, []byte("x")), tt.status, tt.slug)
+			wantProblem(t, do(t, http.MethodGet, srv.URL+"/v1/objects/bucket/k", nil, nil), tt.status, tt.slug)
+		})
 	}
 }
