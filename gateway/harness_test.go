@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"go.uber.org/goleak"
 
 	"fencegate/api"
 	"fencegate/backends/s3"
@@ -29,21 +28,7 @@ import (
 var sharedS3 *testenv.S3
 
 func TestMain(m *testing.M) {
-	srv, stop, err := testenv.StartS3Main()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	sharedS3 = srv
-	code := m.Run()
-	stop()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(testenv.RunWithS3(m, &sharedS3))
 }
 
 // env is a gateway in front of real etcd and a real S3 server, with

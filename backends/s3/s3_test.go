@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	"go.uber.org/goleak"
 
 	"fencegate/api"
 	"fencegate/backends/s3"
@@ -22,21 +21,7 @@ import (
 var server *testenv.S3
 
 func TestMain(m *testing.M) {
-	srv, stop, err := testenv.StartS3Main()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	server = srv
-	code := m.Run()
-	stop()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(testenv.RunWithS3(m, &server))
 }
 
 func newClient(tb testing.TB, endpoint string, timeout time.Duration) *s3.Client {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,7 +36,12 @@ func testLogger(tb testing.TB) *slog.Logger {
 
 func startEtcd(tb testing.TB, dir string) *devstack.Etcd {
 	tb.Helper()
-	e, err := devstack.StartEtcd(tb.Context(), devstack.EtcdConfig{Dir: dir, UnsafeNoFsync: true, Logger: testLogger(tb)})
+	return startEtcdConfig(tb, devstack.EtcdConfig{Dir: dir, UnsafeNoFsync: true, Logger: testLogger(tb)})
+}
+
+func startEtcdConfig(tb testing.TB, cfg devstack.EtcdConfig) *devstack.Etcd {
+	tb.Helper()
+	e, err := devstack.StartEtcd(tb.Context(), cfg)
 	if err != nil {
 		tb.Fatalf("StartEtcd: %v", err)
 	}
@@ -130,8 +136,40 @@ func TestEtcdFixedPorts(t *testing.T) {
 	}
 	// The same client port again fails: it is taken.
 	_, err = devstack.StartEtcd(t.Context(), devstack.EtcdConfig{Dir: t.TempDir(), ClientPort: clientPort, UnsafeNoFsync: true})
-	if err == nil {
-		t.Fatal("StartEtcd on a taken client port = nil error; want an error")
+	if !errors.Is(err, devstack.ErrAddrInUse) {
+		t.Fatalf("StartEtcd on a taken client port = %v; want %v", err, devstack.ErrAddrInUse)
+	}
+}
+
+func TestEtcdRestartFromConfig(t *testing.T) {
+	e := startEtcd(t, t.TempDir())
+	cfg := e.Config()
+	if cfg.ClientPort == 0 || cfg.PeerPort == 0 {
+		t.Fatalf("Config() ports = %d, %d; want the ports in use", cfg.ClientPort, cfg.PeerPort)
+	}
+	if got, want := e.Endpoints()[0], "http://127.0.0.1:"+strconv.Itoa(cfg.ClientPort); got != want {
+		t.Errorf("Endpoints()[0] = %q; want %q", got, want)
+	}
+	c := etcdClient(t, e)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Put(ctx, "k", "v"); err != nil {
+		t.Fatalf("Put(k): %v", err)
+	}
+	e.Close()
+
+	// Started again from its config, it is on the same ports and has the
+	// data; the old client reconnects.
+	e2 := startEtcdConfig(t, cfg)
+	if got, want := e2.Endpoints(), e.Endpoints(); !slices.Equal(got, want) {
+		t.Fatalf("Endpoints() after restart = %v; want %v", got, want)
+	}
+	resp, err := c.Get(ctx, "k")
+	if err != nil {
+		t.Fatalf("Get(k) after restart: %v", err)
+	}
+	if len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "v" {
+		t.Fatalf("Get(k) after restart = %v; want v", resp.Kvs)
 	}
 }
 
@@ -248,8 +286,9 @@ func TestFindVersityGW(t *testing.T) {
 	})
 	t.Run("env not a file", func(t *testing.T) {
 		t.Setenv(devstack.VersityGWEnv, t.TempDir())
-		if _, err := devstack.FindVersityGW(); err == nil || !strings.Contains(err.Error(), devstack.VersityGWEnv) {
-			t.Fatalf("FindVersityGW() error = %v; want one naming %s", err, devstack.VersityGWEnv)
+		if _, err := devstack.FindVersityGW(); err == nil || !strings.Contains(err.Error(), devstack.VersityGWEnv) ||
+			!strings.Contains(err.Error(), "make tools") {
+			t.Fatalf("FindVersityGW() error = %v; want one naming %s and saying how to build it", err, devstack.VersityGWEnv)
 		}
 	})
 	t.Run("repository", func(t *testing.T) {

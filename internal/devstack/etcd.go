@@ -52,7 +52,8 @@ type EtcdConfig struct {
 // Etcd is an embedded single-member etcd serving clients on 127.0.0.1.
 type Etcd struct {
 	server    *embed.Etcd
-	lock      *os.File // held until Close
+	cfg       EtcdConfig // with the ports in use
+	lock      *os.File   // held until Close
 	clientURL url.URL
 	closing   *atomic.Bool // shared with the server's log core
 	closeOnce sync.Once
@@ -61,7 +62,8 @@ type Etcd struct {
 // StartEtcd starts an embedded single-member etcd and waits until it serves
 // clients, ctx is done, or 30 seconds pass. When a port is zero and the
 // free port picked is taken before etcd binds it, it tries again on new
-// ports. The caller closes the Etcd.
+// ports; when a port given is taken, the error wraps [ErrAddrInUse]. The
+// caller closes the Etcd.
 func StartEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("start etcd: no data directory")
@@ -87,6 +89,9 @@ func StartEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 		}
 	}
 	lock.Close()
+	if isAddrInUse(lastErr) && !errors.Is(lastErr, ErrAddrInUse) {
+		lastErr = fmt.Errorf("%w: %w", ErrAddrInUse, lastErr)
+	}
 	return nil, fmt.Errorf("start etcd: %w", lastErr)
 }
 
@@ -137,7 +142,8 @@ func startEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 	defer timer.Stop()
 	select {
 	case <-srv.Server.ReadyNotify():
-		return &Etcd{server: srv, clientURL: clientURL, closing: closing}, nil
+		cfg.ClientPort, cfg.PeerPort = clientPort, peerPort
+		return &Etcd{server: srv, cfg: cfg, clientURL: clientURL, closing: closing}, nil
 	case err := <-srv.Err():
 		srv.Close()
 		return nil, fmt.Errorf("etcd at %s failed before ready: %w", clientURL.String(), err)
@@ -157,6 +163,13 @@ func startEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 // for clientv3.Config.Endpoints.
 func (e *Etcd) Endpoints() []string {
 	return []string{e.clientURL.String()}
+}
+
+// Config returns the configuration e was started with, its ClientPort and
+// PeerPort set to the ports in use. Once e is closed, StartEtcd with it
+// starts the server again on the same ports and data directory.
+func (e *Etcd) Config() EtcdConfig {
+	return e.cfg
 }
 
 // Close stops etcd, waiting briefly for in-flight requests, and flushes

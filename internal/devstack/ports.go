@@ -37,10 +37,15 @@ func portOrFree(port int) (int, error) {
 	return FreePort()
 }
 
+// ErrAddrInUse says that a server could not listen because its port was
+// taken. [StartEtcd] and [StartVersityGW] wrap it, so that callers that
+// asked for fixed ports can tell this failure apart and retry.
+var ErrAddrInUse = errors.New("address already in use")
+
 // isAddrInUse reports whether err says that a listen address is taken.
 // Servers do not always wrap the syscall error, so the text is checked too.
 func isAddrInUse(err error) bool {
-	return err != nil && (errors.Is(err, syscall.EADDRINUSE) ||
+	return err != nil && (errors.Is(err, ErrAddrInUse) || errors.Is(err, syscall.EADDRINUSE) ||
 		strings.Contains(err.Error(), "address already in use"))
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
@@ -94,8 +95,8 @@ type S3Server struct {
 // group, with the posix backend in cfg.Dir, and waits until its health
 // endpoint answers 200 and it accepts the credentials (at most 20
 // seconds). When cfg.Port is zero and the free port picked is taken before
-// versitygw binds it, it tries again on a new port. The caller closes the
-// S3Server.
+// versitygw binds it, it tries again on a new port; when cfg.Port is taken,
+// the error wraps [ErrAddrInUse]. The caller closes the S3Server.
 func StartVersityGW(ctx context.Context, cfg S3Config) (*S3Server, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("start versitygw: no data directory")
@@ -124,20 +125,16 @@ func StartVersityGW(ctx context.Context, cfg S3Config) (*S3Server, error) {
 		}
 		lastErr = err
 		if cfg.Port != 0 || ctx.Err() != nil ||
-			!errors.Is(err, errAddrInUse) && !errors.Is(err, errNotOurServer) {
+			!errors.Is(err, ErrAddrInUse) && !errors.Is(err, errNotOurServer) {
 			break
 		}
 	}
 	return nil, fmt.Errorf("start versitygw: %w", lastErr)
 }
 
-var (
-	// errAddrInUse says that versitygw could not bind its port.
-	errAddrInUse = errors.New("address already in use")
-	// errNotOurServer says that the server answering on the port rejects
-	// the credentials the child was started with: it is someone else's.
-	errNotOurServer = errors.New("the server on the port is not the one started")
-)
+// errNotOurServer says that the server answering on the port rejects the
+// credentials the child was started with: it is someone else's.
+var errNotOurServer = errors.New("the server on the port is not the one started")
 
 // startVersityGW makes one attempt at starting versitygw.
 func startVersityGW(ctx context.Context, cfg S3Config) (*S3Server, error) {
@@ -145,23 +142,9 @@ func startVersityGW(ctx context.Context, cfg S3Config) (*S3Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &S3Server{
-		AccessKey: cfg.AccessKey,
-		SecretKey: cfg.SecretKey,
-		Region:    S3Region,
-		addr:      net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		exited:    make(chan struct{}),
-		output:    &tailBuffer{limit: outputLimit},
-	}
-	s.transport = &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}
-	s.client = s3.New(s3.Options{
-		Region:       S3Region,
-		BaseEndpoint: aws.String(s.Endpoint()),
-		UsePathStyle: true,
-		Credentials:  credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
-		HTTPClient:   &http.Client{Transport: s.transport},
-	})
+	s := newS3Server(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cfg.AccessKey, cfg.SecretKey)
 	if err := s.launch(cfg.Binary, cfg.Dir); err != nil {
+		s.transport.CloseIdleConnections()
 		return nil, err
 	}
 	err = s.waitHealthy(ctx)
@@ -171,11 +154,33 @@ func startVersityGW(ctx context.Context, cfg S3Config) (*S3Server, error) {
 	if err != nil {
 		s.Close()
 		if strings.Contains(s.output.String(), "address already in use") {
-			err = fmt.Errorf("%w: %w", errAddrInUse, err)
+			err = fmt.Errorf("%w: %w", ErrAddrInUse, err)
 		}
 		return nil, err
 	}
 	return s, nil
+}
+
+// newS3Server returns an S3Server for addr (127.0.0.1:port) and the
+// credentials, with its client, and no child process yet.
+func newS3Server(addr, accessKey, secretKey string) *S3Server {
+	s := &S3Server{
+		AccessKey: accessKey,
+		SecretKey: secretKey,
+		Region:    S3Region,
+		addr:      addr,
+		exited:    make(chan struct{}),
+		output:    &tailBuffer{limit: outputLimit},
+		transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second},
+	}
+	s.client = s3.New(s3.Options{
+		Region:       S3Region,
+		BaseEndpoint: aws.String(s.Endpoint()),
+		UsePathStyle: true,
+		Credentials:  credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
+		HTTPClient:   &http.Client{Transport: s.transport},
+	})
+	return s
 }
 
 // launch starts the child process.
@@ -252,9 +257,11 @@ func (s *S3Server) checkCredentials(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	var apiErr smithy.APIError
-	if errors.As(err, &apiErr) && (apiErr.ErrorCode() == "InvalidAccessKeyId" || apiErr.ErrorCode() == "AccessDenied" ||
-		apiErr.ErrorCode() == "SignatureDoesNotMatch") {
+	// versitygw answers 404 XAdminUserNotFound to an unknown access key,
+	// other servers 403 InvalidAccessKeyId or SignatureDoesNotMatch: any
+	// 4xx answer means the server is not the child.
+	var respErr *awshttp.ResponseError
+	if errors.As(err, &respErr) && respErr.HTTPStatusCode()/100 == 4 {
 		return fmt.Errorf("versitygw on %s: %w: %v", s.addr, errNotOurServer, err)
 	}
 	return fmt.Errorf("versitygw on %s: list buckets: %w; output:\n%s", s.addr, err, s.output.String())
@@ -327,7 +334,7 @@ func bucketExists(err error) bool {
 func FindVersityGW() (string, error) {
 	if path := os.Getenv(VersityGWEnv); path != "" {
 		if !isExecutableFile(path) {
-			return "", fmt.Errorf("versitygw: %s=%s is not an executable file", VersityGWEnv, path)
+			return "", fmt.Errorf("versitygw: %s=%s is not an executable file; %s", VersityGWEnv, path, buildHint)
 		}
 		return path, nil
 	}

@@ -1,15 +1,18 @@
-// Package testenv owns the real services that the project's tests run
+// Package testenv gives tests the real services that the project runs
 // against: an embedded single-member etcd ([StartEtcd]), the versitygw S3
-// server started as a child process ([StartS3], [StartS3Main]), and an HTTP
-// reverse proxy that counts the requests passing through it
-// ([NewCountingProxy]), used to prove that nothing reached an upstream.
+// server ([StartS3], [StartS3Main], [RunWithS3]), and an HTTP reverse proxy
+// that counts the requests passing through it ([NewCountingProxy]), used to
+// prove that nothing reached an upstream.
 //
-// Every helper takes a [testing.TB], calls tb.Helper, listens on 127.0.0.1
-// with a free port, fails the test (never skips it) when a service cannot be
-// started, and releases everything it started with tb.Cleanup.
+// It is a testing.TB layer over [fencegate/internal/devstack], which
+// starts the servers for `fencegate dev` too: the process, the ports, the
+// readiness wait, the binary lookup ([devstack.FindVersityGW]) and the
+// etcd settings are devstack's. This package adds what tests need on top:
+// every helper takes a [testing.TB], calls tb.Helper, fails the test (never
+// skips it) when a service cannot be started, logs server errors to the
+// test output, and releases everything it started with tb.Cleanup.
 //
-// The S3 server is never linked into the project: its binary is looked up
-// in the FENCEGATE_VERSITYGW environment variable, else at bin/versitygw
-// under the repository root (the nearest directory above the working
-// directory that holds go.mod). `make tools` builds it there.
+// The S3 server is never linked into the project: `make tools` builds its
+// binary into bin/ at the repository root, and FENCEGATE_VERSITYGW
+// ([VersitygwEnv]) overrides where it is looked up.
 package testenv

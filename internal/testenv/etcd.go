@@ -1,27 +1,27 @@
 package testenv
 
 import (
-	"fmt"
-	"net/url"
-	"strconv"
+	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
+
+	"fencegate/internal/devstack"
 )
 
 const (
-	// etcdReadyTimeout bounds how long a start or restart may take before
-	// the test fails.
-	etcdReadyTimeout = 30 * time.Second
-	// etcdStartAttempts is how many times a fresh etcd is started on new
-	// ports when the ports picked were taken in the meantime.
-	etcdStartAttempts = 5
+	// etcdRestartAttempts is how many times [Etcd.Restart] tries to listen
+	// on the server's ports when another process holds one of them.
+	etcdRestartAttempts = 5
+	// etcdRestartPause is the wait between those attempts.
+	etcdRestartPause = 200 * time.Millisecond
 	// etcdDialTimeout is the DialTimeout of the clients made by
-	// [Etcd.Client].
+	// [Etcd.Client] and [Etcd.CountingClient].
 	etcdDialTimeout = 2 * time.Second
 )
 
@@ -29,13 +29,11 @@ const (
 // made by [StartEtcd] and keeps its ports and data directory across
 // [Etcd.Stop] and [Etcd.Restart]. Its methods are safe for concurrent use.
 type Etcd struct {
-	dir       string
-	clientURL url.URL
-	peerURL   url.URL
-	logger    *zap.Logger
+	cfg       devstack.EtcdConfig // the ports picked at the first start
+	endpoints []string
 
 	mu     sync.Mutex
-	server *embed.Etcd // nil while stopped
+	server *devstack.Etcd // nil while stopped
 }
 
 // StartEtcd starts an embedded single-member etcd on two free ports of
@@ -45,44 +43,31 @@ type Etcd struct {
 func StartEtcd(tb testing.TB) *Etcd {
 	tb.Helper()
 	logger, logWriter := newTBLogger(tb, "etcd: ")
-	e := &Etcd{dir: tb.TempDir(), logger: logger}
-	var lastErr error
-	for range etcdStartAttempts {
-		clientPort, err := freePort()
-		if err != nil {
-			tb.Fatalf("testenv: start etcd: %v", err)
-		}
-		peerPort, err := freePort()
-		if err != nil {
-			tb.Fatalf("testenv: start etcd: %v", err)
-		}
-		e.clientURL = localURL(clientPort)
-		e.peerURL = localURL(peerPort)
-		lastErr = e.start()
-		if lastErr == nil {
-			tb.Cleanup(func() {
-				e.stop()
-				logWriter.detach()
-			})
-			return e
-		}
-		if !isAddrInUse(lastErr) {
-			break
-		}
-		// A port was taken between freePort and the listen: a fresh data
-		// directory avoids any state from the failed attempt.
-		e.dir = tb.TempDir()
+	server, err := devstack.StartEtcd(startContext(tb), devstack.EtcdConfig{
+		Dir: tb.TempDir(),
+		// The data only has to survive Stop and Restart, which flush it.
+		UnsafeNoFsync: true,
+		Logger:        logger,
+	})
+	if err != nil {
+		logWriter.detach()
+		tb.Fatalf("testenv: %v", err)
 	}
-	logWriter.detach()
-	tb.Fatalf("testenv: start etcd: %v", lastErr)
-	return nil
+	e := &Etcd{cfg: server.Config(), endpoints: server.Endpoints(), server: server}
+	tb.Cleanup(func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.stopLocked()
+		logWriter.detach()
+	})
+	return e
 }
 
 // Endpoints returns the client URLs to give to clientv3.Config.Endpoints,
 // such as "http://127.0.0.1:40123". They stay the same across Stop and
 // Restart.
 func (e *Etcd) Endpoints() []string {
-	return []string{e.clientURL.String()}
+	return e.endpoints
 }
 
 // Client returns a new client of e, closed when the test finishes, that
@@ -90,11 +75,19 @@ func (e *Etcd) Endpoints() []string {
 // stopped; its requests then fail until e is restarted.
 func (e *Etcd) Client(tb testing.TB) *clientv3.Client {
 	tb.Helper()
+	return e.newClient(tb)
+}
+
+// newClient returns a new client of e with dialOptions, closed when the
+// test finishes, that logs only errors, to the test output.
+func (e *Etcd) newClient(tb testing.TB, dialOptions ...grpc.DialOption) *clientv3.Client {
+	tb.Helper()
 	logger, logWriter := newTBLogger(tb, "etcd client: ")
 	c, err := clientv3.New(clientv3.Config{
 		Endpoints:   e.Endpoints(),
 		DialTimeout: etcdDialTimeout,
-		Logger:      logger,
+		DialOptions: dialOptions,
+		Logger:      devstack.ZapLogger(logger, zapcore.ErrorLevel),
 	})
 	if err != nil {
 		logWriter.detach()
@@ -112,7 +105,9 @@ func (e *Etcd) Client(tb testing.TB) *clientv3.Client {
 // server does nothing.
 func (e *Etcd) Stop(tb testing.TB) {
 	tb.Helper()
-	e.stop()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stopLocked()
 }
 
 // Restart starts the server again on the same ports and data directory,
@@ -120,85 +115,35 @@ func (e *Etcd) Stop(tb testing.TB) {
 // Existing clients reconnect on their own.
 func (e *Etcd) Restart(tb testing.TB) {
 	tb.Helper()
-	e.stop()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stopLocked()
 	// The old listeners are closed, but a port may have been taken by
 	// someone else meanwhile: retry briefly before failing.
 	var err error
-	for range etcdStartAttempts {
-		if err = e.start(); err == nil || !isAddrInUse(err) {
+	for range etcdRestartAttempts {
+		e.server, err = devstack.StartEtcd(startContext(tb), e.cfg)
+		if !errors.Is(err, devstack.ErrAddrInUse) {
 			break
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(etcdRestartPause)
 	}
 	if err != nil {
-		tb.Fatalf("testenv: restart etcd: %v", err)
+		tb.Fatalf("testenv: restart: %v", err)
 	}
 }
 
-// start starts the server with e's ports and data directory and waits
-// until it is ready. On failure the server is closed.
-func (e *Etcd) start() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+// stopLocked closes the server if it is running. e.mu is held.
+func (e *Etcd) stopLocked() {
 	if e.server != nil {
-		return nil
-	}
-	srv, err := embed.StartEtcd(e.config())
-	if err != nil {
-		return fmt.Errorf("embed.StartEtcd: %w", err)
-	}
-	timer := time.NewTimer(etcdReadyTimeout)
-	defer timer.Stop()
-	select {
-	case <-srv.Server.ReadyNotify():
-		e.server = srv
-		return nil
-	case err := <-srv.Err():
-		srv.Close()
-		return fmt.Errorf("etcd at %v failed before ready: %w", e.Endpoints(), err)
-	case <-srv.Server.StopNotify():
-		srv.Close()
-		return fmt.Errorf("etcd at %v stopped before ready", e.Endpoints())
-	case <-timer.C:
-		srv.Close()
-		return fmt.Errorf("etcd at %v not ready after %v", e.Endpoints(), etcdReadyTimeout)
+		e.server.Close()
+		e.server = nil
 	}
 }
 
-// stop closes the server if it is running.
-func (e *Etcd) stop() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.server == nil {
-		return
-	}
-	e.server.Close()
-	e.server = nil
-}
-
-// config returns a new embed.Config for e: embed.StartEtcd changes the
-// config it is given, so each start gets its own.
-func (e *Etcd) config() *embed.Config {
-	cfg := embed.NewConfig()
-	cfg.Dir = e.dir
-	cfg.ListenClientUrls = []url.URL{e.clientURL}
-	cfg.AdvertiseClientUrls = []url.URL{e.clientURL}
-	cfg.ListenPeerUrls = []url.URL{e.peerURL}
-	cfg.AdvertisePeerUrls = []url.URL{e.peerURL}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	// One member elects itself within a few ticks.
-	cfg.TickMs = 10
-	cfg.ElectionMs = 100
-	cfg.InitialElectionTickAdvance = true
-	// The data only has to survive Stop and Restart, which flush it.
-	cfg.UnsafeNoFsync = true
-	cfg.EnableGRPCGateway = false
-	cfg.LogLevel = "error"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(e.logger)
-	return cfg
-}
-
-// localURL returns http://127.0.0.1:port.
-func localURL(port int) url.URL {
-	return url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(port)}
+// startContext returns the context for starting a server for tb: unlike
+// tb.Context, it is not done while tb's cleanups run, so that a cleanup
+// may restart a server too. devstack bounds how long a start may take.
+func startContext(tb testing.TB) context.Context {
+	return context.WithoutCancel(tb.Context())
 }

@@ -74,6 +74,51 @@ func TestEtcdInstancesAreIndependent(t *testing.T) {
 	}
 }
 
+func TestCountingClient(t *testing.T) {
+	e := testenv.StartEtcd(t)
+	c, calls := e.CountingClient(t)
+	other := e.Client(t)
+	steps := []struct {
+		name string
+		do   func(ctx context.Context) error // nil: stay idle a moment
+		want int64                           // Count() after the step
+	}{
+		{name: "idle", want: 0},
+		{name: "get", want: 1, do: func(ctx context.Context) error {
+			_, err := c.Get(ctx, "k")
+			return err
+		}},
+		{name: "txn", want: 2, do: func(ctx context.Context) error {
+			resp, err := c.Txn(ctx).
+				If(clientv3.Compare(clientv3.Version("k"), "=", 0)).
+				Then(clientv3.OpPut("k", "v")).
+				Else(clientv3.OpGet("k")).
+				Commit()
+			if err == nil && !resp.Succeeded {
+				t.Errorf("Txn(create k) did not succeed")
+			}
+			return err
+		}},
+		{name: "another client", want: 2, do: func(ctx context.Context) error {
+			_, err := other.Get(ctx, "k")
+			return err
+		}},
+		{name: "idle again", want: 2},
+	}
+	for _, step := range steps {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		if step.do == nil {
+			time.Sleep(200 * time.Millisecond)
+		} else if err := step.do(ctx); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		cancel()
+		if got := calls.Count(); got != step.want {
+			t.Fatalf("Count() after %s = %d; want %d", step.name, got, step.want)
+		}
+	}
+}
+
 func mustPut(tb testing.TB, c *clientv3.Client, key, value string) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(tb.Context(), 10*time.Second)

@@ -24,29 +24,15 @@ func (c *RequestCounter) Count() int64 { return c.n.Load() }
 func (e *Etcd) CountingClient(tb testing.TB) (*clientv3.Client, *RequestCounter) {
 	tb.Helper()
 	counter := &RequestCounter{}
-	logger, logWriter := newTBLogger(tb, "etcd client: ")
-	c, err := clientv3.New(clientv3.Config{
-		Endpoints:   e.Endpoints(),
-		DialTimeout: etcdDialTimeout,
-		Logger:      logger,
-		DialOptions: []grpc.DialOption{
-			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-				counter.n.Add(1)
-				return invoker(ctx, method, req, reply, cc, opts...)
-			}),
-			grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-				counter.n.Add(1)
-				return streamer(ctx, desc, cc, method, opts...)
-			}),
-		},
-	})
-	if err != nil {
-		logWriter.detach()
-		tb.Fatalf("testenv: etcd client for %v: %v", e.Endpoints(), err)
-	}
-	tb.Cleanup(func() {
-		_ = c.Close()
-		logWriter.detach()
-	})
+	c := e.newClient(tb,
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			counter.n.Add(1)
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			counter.n.Add(1)
+			return streamer(ctx, desc, cc, method, opts...)
+		}),
+	)
 	return c, counter
 }

@@ -8,19 +8,14 @@ import (
 	"fencegate/internal/testenv"
 )
 
-// StartS3Main needs no testing.TB, so TestMain can start one server for
-// all the tests of a package:
+// StartS3Main needs no testing.TB, so it can run where there is none.
+// For the usual case, one server for all the tests of a package started
+// from TestMain, [testenv.RunWithS3] does the rest too:
+//
+//	var sharedS3 *testenv.S3
 //
 //	func TestMain(m *testing.M) {
-//		s3, stop, err := testenv.StartS3Main()
-//		if err != nil {
-//			fmt.Fprintln(os.Stderr, err)
-//			os.Exit(1)
-//		}
-//		sharedS3 = s3
-//		code := m.Run()
-//		stop()
-//		os.Exit(code)
+//		os.Exit(testenv.RunWithS3(m, &sharedS3))
 //	}
 //
 // The tests then call sharedS3.Minio(t) and sharedS3.CreateBucket(t, name).

@@ -2,11 +2,9 @@ package testenv
 
 import (
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
-
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 )
 
 // tbLogWriter passes log lines to tb.Output, so they show like tb.Log
@@ -19,7 +17,7 @@ type tbLogWriter struct {
 	detached bool
 }
 
-// Write writes p, one zap entry ending in a newline, after the prefix.
+// Write writes p, one log record ending in a newline, after the prefix.
 func (w *tbLogWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -29,9 +27,6 @@ func (w *tbLogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Sync does nothing: each Write is a whole line, which tb.Output flushes.
-func (w *tbLogWriter) Sync() error { return nil }
-
 // detach stops passing lines to tb. Call it at cleanup, after whatever
 // logs to w has stopped.
 func (w *tbLogWriter) detach() {
@@ -40,13 +35,19 @@ func (w *tbLogWriter) detach() {
 	w.detached = true
 }
 
-// newTBLogger returns a zap logger that writes entries of level error and
+// newTBLogger returns a logger that writes records of level error and
 // above to tb.Output, each line starting with prefix, and the writer to
 // detach at cleanup.
-func newTBLogger(tb testing.TB, prefix string) (*zap.Logger, *tbLogWriter) {
+func newTBLogger(tb testing.TB, prefix string) (*slog.Logger, *tbLogWriter) {
 	w := &tbLogWriter{tb: tb, prefix: prefix}
-	encoderConfig := zap.NewDevelopmentEncoderConfig()
-	encoderConfig.TimeKey = "" // test output has no use for it
-	core := zapcore.NewCore(zapcore.NewConsoleEncoder(encoderConfig), w, zapcore.ErrorLevel)
-	return zap.New(core), w
+	handler := slog.NewTextHandler(w, &slog.HandlerOptions{
+		Level: slog.LevelError,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{} // test output has no use for it
+			}
+			return a
+		},
+	})
+	return slog.New(handler), w
 }

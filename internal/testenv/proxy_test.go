@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -111,11 +112,18 @@ func TestCountingProxyUpstreamDown(t *testing.T) {
 	}
 }
 
-func TestCountingProxyS3(t *testing.T) {
+// startS3BehindProxy starts an S3 server with a bucket named "bucket" and
+// a counting proxy in front of it, and returns a client of the proxy.
+func startS3BehindProxy(t *testing.T) (*testenv.S3, *testenv.CountingProxy, *minio.Client) {
+	t.Helper()
 	s := testenv.StartS3(t)
 	s.CreateBucket(t, "bucket")
 	p := testenv.NewCountingProxy(t, s.Endpoint())
-	c := s.MinioAt(t, p.URL())
+	return s, p, s.MinioAt(t, p.URL())
+}
+
+func TestCountingProxyS3(t *testing.T) {
+	s, p, c := startS3BehindProxy(t)
 
 	// SigV4 signs the Host header: these verify at versitygw only if the
 	// proxy passes the client's Host through.
@@ -137,6 +145,50 @@ func TestCountingProxyS3(t *testing.T) {
 	}
 	if got := p.Count(); got != 0 {
 		t.Errorf("Count() after a direct GetObject = %d; want 0", got)
+	}
+}
+
+func TestCountingProxyAppliedWrites(t *testing.T) {
+	_, p, c := startS3BehindProxy(t)
+
+	// A create-only PUT carrying a fence token, as the gateway sends it:
+	// the first is applied, the second answered 412 and not.
+	create := minio.PutObjectOptions{UserMetadata: map[string]string{"fence-token": "7"}}
+	create.SetMatchETagExcept("*")
+	info, err := c.PutObject(timeout(t), "bucket", "dir/key", strings.NewReader("first"), 5, create)
+	if err != nil {
+		t.Fatalf("PutObject(If-None-Match: *): %v", err)
+	}
+	_, err = c.PutObject(timeout(t), "bucket", "dir/key", strings.NewReader("second"), 6, create)
+	if got := minio.ToErrorResponse(err).StatusCode; got != http.StatusPreconditionFailed {
+		t.Fatalf("second PutObject(If-None-Match: *) status = %d (err %v); want %d", got, err, http.StatusPreconditionFailed)
+	}
+	if got := p.CountMethod(http.MethodPut); got != 2 {
+		t.Errorf("CountMethod(PUT) = %d; want 2: the 412 reached the upstream too", got)
+	}
+	if err := c.RemoveObject(timeout(t), "bucket", "dir/key", minio.RemoveObjectOptions{}); err != nil {
+		t.Fatalf("RemoveObject: %v", err)
+	}
+
+	got := p.AppliedWrites()
+	want := []testenv.AppliedWrite{
+		{
+			Method:      http.MethodPut,
+			Path:        "/bucket/dir/key",
+			IfNoneMatch: "*",
+			FenceToken:  "7",
+			Status:      http.StatusOK,
+			ETag:        `"` + info.ETag + `"`,
+		},
+		{Method: http.MethodDelete, Path: "/bucket/dir/key", Status: http.StatusNoContent},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("AppliedWrites() =\n%+v\nwant\n%+v", got, want)
+	}
+
+	p.Reset()
+	if got := p.AppliedWrites(); len(got) != 0 {
+		t.Errorf("AppliedWrites() after Reset = %+v; want none", got)
 	}
 }
 

@@ -82,10 +82,13 @@ func TestStartS3MainNotFound(t *testing.T) {
 		stop()
 		t.Fatalf("StartS3Main() = %v, nil; want an error", s)
 	}
-	const want = "versitygw not found at /nonexistent/versitygw; build it with `make tools` " +
-		"(GOBIN=$PWD/bin go install github.com/versity/versitygw/cmd/versitygw@v1.8.0)"
-	if err.Error() != want {
-		t.Fatalf("StartS3Main() error = %q; want %q", err, want)
+	for _, want := range []string{
+		"/nonexistent/versitygw",
+		"build it with `make tools` (GOBIN=$PWD/bin go install github.com/versity/versitygw/cmd/versitygw@v1.8.0)",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("StartS3Main() error = %q; want it to contain %q", err, want)
+		}
 	}
 }
 
