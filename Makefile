@@ -10,11 +10,15 @@ STATICCHECK_VERSION := v0.8.2
 # How long `make test` may run, and how long `make fuzz` runs each target.
 TEST_TIMEOUT ?= 20m
 FUZZTIME     ?= 20s
+# How many histories `make soak` runs (`make robustness` runs 24).
+N ?= 200
 # Extra flags for `fencegate dev`, e.g. make run ARGS='--listen 127.0.0.1:9090'.
 ARGS ?=
+# Extra flags for fencebench, e.g. make bench BENCH_ARGS='--set full --json'.
+BENCH_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help tools build run test check fuzz clean distclean
+.PHONY: help tools build run test check fuzz bench postgres clean distclean robustness soak
 
 help: ## list the targets
 	@echo 'Targets:'
@@ -28,13 +32,14 @@ $(BIN)/versitygw:
 $(BIN)/staticcheck:
 	GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-build: ## build bin/fencegate
+build: ## build bin/fencegate and bin/fencectl
 	$(GO) build -o $(BIN)/fencegate ./cmd/fencegate
+	$(GO) build -o $(BIN)/fencectl ./cmd/fencectl
 
 run: build $(BIN)/versitygw ## run fencegate dev: local etcd + S3 + gateway on 127.0.0.1:8080, data in .fencegate/
 	$(BIN)/fencegate dev $(ARGS)
 
-test: $(BIN)/versitygw ## run every test with the race detector, against real etcd and versitygw
+test: $(BIN)/versitygw postgres ## run every test with the race detector, against real etcd, versitygw and PostgreSQL
 	FENCEGATE_VERSITYGW=$(BIN)/versitygw $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 check: $(BIN)/staticcheck ## gofmt, go vet, staticcheck, then the tests
@@ -55,6 +60,34 @@ fuzz: ## run every Fuzz target in *_test.go for FUZZTIME each (default 20s)
 			$(GO) test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) "$$dir"; \
 		done; \
 	done
+
+bench: build $(BIN)/versitygw ## measure the gateway against direct S3 and client-side fencing (short set, about 2 minutes; ends with a summary line)
+	$(GO) build -o $(BIN)/fencebench ./cmd/fencebench
+	$(BIN)/fencebench $(BENCH_ARGS)
+
+postgres: ## install PostgreSQL from Debian's packages if initdb is missing (the SQL lease-table tests run a real server)
+	@if command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		echo "PostgreSQL: $$(ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null || command -v initdb)"; \
+	else \
+		echo "PostgreSQL is missing: apt-get install -y postgresql"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql; \
+	fi
+
+robustness: $(BIN)/versitygw ## fault-injection suite: 24 seeded histories (etcd kills, partitions, pauses, S3 faults), porcupine-checked; ROBUSTNESS_SEED=n replays
+	@$(MAKE) --no-print-directory robustness-run ROBUSTNESS_HISTORIES=24 ROBUSTNESS_TIMEOUT=15m
+
+soak: $(BIN)/versitygw ## the fault-injection suite for N histories (default 200, e.g. make soak N=500; about 6 s each)
+	@$(MAKE) --no-print-directory robustness-run ROBUSTNESS_HISTORIES=$(N) ROBUSTNESS_TIMEOUT=$$(( $(N) * 60 + 600 ))s
+
+# robustness-run streams the suite's own lines (one per history, then the
+# figures) and keeps go test's full output in bin/robustness.log.
+robustness-run:
+	@{ FENCEGATE_VERSITYGW=$(BIN)/versitygw ROBUSTNESS_HISTORIES=$(ROBUSTNESS_HISTORIES) $(GO) test -count=1 -v \
+		-timeout $(ROBUSTNESS_TIMEOUT) -run '^TestRobustness$$' ./internal/robustness; echo $$? > $(BIN)/robustness.status; } \
+		| tee $(BIN)/robustness.log | grep --line-buffered -E '^(robustness: |--- FAIL|FAIL|panic)'; \
+	status=$$(cat $(BIN)/robustness.status); rm -f $(BIN)/robustness.status; \
+	if [ "$$status" != 0 ]; then echo "robustness: go test failed (exit $$status); full output in $(BIN)/robustness.log"; fi; \
+	exit $$status
 
 clean: ## remove bin/fencegate, test binaries and profiles, and the test cache (keeps tools and .fencegate/)
 	rm -f $(BIN)/fencegate

@@ -30,6 +30,22 @@ var (
 	ErrUpstream = errors.New("upstream error")
 	// ErrUpstreamTimeout means the upstream did not answer in time.
 	ErrUpstreamTimeout = errors.New("upstream timeout")
+
+	// ErrLockNotHeld means a token check of kind "held" refused the
+	// token: it is not the current holder's of the lock bound to the
+	// resource (the holder's session ended, or another holds it now).
+	ErrLockNotHeld = errors.New("lock not held")
+	// ErrImplausibleToken means a token check of kind "plausible" refused
+	// the token: it is larger than etcd's current revision, so no etcd
+	// lock can have issued it (a forgery, a bug, or a token of another
+	// cluster). Accepting it would lock the resource out for ever.
+	ErrImplausibleToken = errors.New("implausible fencing token")
+	// ErrLockTimeout means a lock was not acquired within the wait the
+	// request asked for; the request's place in the queue was removed.
+	ErrLockTimeout = errors.New("lock wait timed out")
+	// ErrSessionNotFound means the session does not exist: it expired,
+	// was revoked, or never existed.
+	ErrSessionNotFound = errors.New("session not found")
 )
 
 // StaleTokenError is the detail of an ErrStaleToken refusal: the request's
@@ -78,6 +94,15 @@ var classes = []class{
 	{ErrUnavailable, "fence-unavailable", "Fence check unavailable", http.StatusServiceUnavailable, true},
 	{ErrUpstreamTimeout, "upstream-timeout", "Upstream timeout", http.StatusGatewayTimeout, true},
 	{ErrUpstream, "upstream-error", "Upstream error", http.StatusBadGateway, true},
+	{ErrIdempotencyInFlight, "idempotency-in-flight", "Request with this idempotency key in flight", http.StatusConflict, true},
+	{ErrIdempotencyMismatch, "idempotency-mismatch", "Idempotency key reused for a different request", http.StatusUnprocessableEntity, false},
+	{ErrResourceBusy, "resource-busy", "Resource busy", http.StatusServiceUnavailable, true},
+	{ErrMissingIdempotencyKey, "missing-idempotency-key", "Missing idempotency key", http.StatusBadRequest, false},
+	{ErrMalformedIdempotencyKey, "malformed-idempotency-key", "Malformed idempotency key", http.StatusBadRequest, false},
+	{ErrLockNotHeld, "lock-not-held", "Lock not held", http.StatusConflict, false},
+	{ErrImplausibleToken, "implausible-token", "Implausible fencing token", http.StatusBadRequest, false},
+	{ErrLockTimeout, "lock-timeout", "Lock wait timed out", http.StatusConflict, true},
+	{ErrSessionNotFound, "session-not-found", "Session not found", http.StatusNotFound, false},
 }
 
 // internalClass answers errors that belong to no class. Their details stay

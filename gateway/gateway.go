@@ -34,6 +34,11 @@ type Config struct {
 	// WriteAttempts bounds observe-fence-write rounds per request when the
 	// write loses a race to another writer. Zero means 3.
 	WriteAttempts int
+	// ETagCacheEntries bounds the cache of the versions this gateway's own
+	// writes left (see etagCache), which lets a write skip the HEAD of
+	// protocol step 3. Zero means 65536; negative turns the cache off, so
+	// that every write observes with a HEAD.
+	ETagCacheEntries int
 	// ReadinessTimeout bounds each readiness probe. Zero means 2 seconds.
 	ReadinessTimeout time.Duration
 	// Readiness probes are run by /readyz; all must pass.
@@ -56,6 +61,12 @@ type TestHooks struct {
 	// check first, then observe). It is wrong, and exists so that tests
 	// can show that it is: never set it outside a test.
 	UnsafeFenceBeforeObserve bool
+	// UnsafeUnconditionalWrite drops the conditional write of step 5: the
+	// PUT carries an empty If-Match, which S3 servers read as no
+	// condition, so it overwrites whatever version is current. It is
+	// wrong, and exists so that tests can show that it is: never set it
+	// outside a test.
+	UnsafeUnconditionalWrite bool
 }
 
 const (
@@ -72,6 +83,7 @@ type Gateway struct {
 	fences   FenceStore
 	objects  ObjectStore
 	hooks    TestHooks
+	etags    *etagCache // nil when Config.ETagCacheEntries is negative
 	draining atomic.Bool
 	router   chi.Router
 	// mounts add optional route groups (see Option).
@@ -102,6 +114,9 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	if cfg.WriteAttempts == 0 {
 		cfg.WriteAttempts = defaultWriteAttempts
 	}
+	if cfg.ETagCacheEntries == 0 {
+		cfg.ETagCacheEntries = defaultETagCacheEntries
+	}
 	if cfg.ReadinessTimeout == 0 {
 		cfg.ReadinessTimeout = 2 * time.Second
 	}
@@ -111,7 +126,7 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	case cfg.BufferBytes > cfg.MaxBodyBytes:
 		return nil, fmt.Errorf("gateway: buffer bytes %d exceed max body bytes %d", cfg.BufferBytes, cfg.MaxBodyBytes)
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, fences: fences, objects: objects}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, fences: fences, objects: objects, etags: newETagCache(cfg.ETagCacheEntries)}
 	if cfg.TestHooks != nil {
 		g.hooks = *cfg.TestHooks
 	}

@@ -67,55 +67,95 @@ func (g *Gateway) parseFenced(r *http.Request) (fencedRequest, error) {
 	return fr, nil
 }
 
+// observation says where a write's step 3 may take the object's version
+// from.
+type observation int
+
+const (
+	// observeHead asks S3 with a HEAD. Retries after a lost race use it,
+	// as do bodies over etagCacheMaxBody: an out-of-date cache entry could
+	// cost them a 502 (or, for bodies that cannot be replayed, a 409), and
+	// next to such a body a HEAD costs little.
+	observeHead observation = iota
+	// observeCached uses the ETag cache when it knows the object's
+	// version, else a HEAD.
+	observeCached
+	// observeCachedExisting uses the ETag cache only when it knows that
+	// the object exists. Deletes use it: a cached "absent" would answer
+	// 204 without asking S3 anything, so nothing would catch an object
+	// created since by another gateway.
+	observeCachedExisting
+)
+
+// observe returns the object's current version for protocol step 3, and
+// whether it came from the ETag cache rather than a HEAD.
+func (g *Gateway) observe(ctx context.Context, fr fencedRequest, from observation) (api.ObjectVersion, bool, error) {
+	if from != observeHead {
+		if seen, ok := g.etags.get(fr.resource); ok && (seen.Exists || from == observeCached) {
+			return seen, true, nil
+		}
+	}
+	seen, err := g.objects.Observe(ctx, fr.path)
+	if err != nil {
+		return api.ObjectVersion{}, false, fmt.Errorf("observe: %w", err)
+	}
+	return seen, false, nil
+}
+
 // observeAndFence runs the protocol's steps 3 and 4, in that order: it
 // observes the object's current version, then checks the fence. The order
 // is the correctness argument: the version observed was written by a
 // writer whose fence check finished before this one began, so if this
-// check passes, this token is at least that writer's.
+// check passes, this token is at least that writer's. A version from the
+// ETag cache keeps that order: it was stored once S3 had answered the
+// write that made it, and is read here, before the fence check.
 //
 // An object that already records a larger token is stale even if no
 // high-water mark exists yet (a store fenced before this gateway, or a
 // lost etcd).
-func (g *Gateway) observeAndFence(ctx context.Context, fr fencedRequest) (api.ObjectVersion, error) {
+//
+// It also reports whether the version came from the ETag cache, so that a
+// write that loses a race with it can forget the entry.
+func (g *Gateway) observeAndFence(ctx context.Context, fr fencedRequest, from observation) (api.ObjectVersion, bool, error) {
 	if g.hooks.UnsafeFenceBeforeObserve {
-		return g.fenceThenObserve(ctx, fr)
+		return g.fenceThenObserve(ctx, fr, from)
 	}
-	seen, err := g.objects.Observe(ctx, fr.path)
+	seen, cached, err := g.observe(ctx, fr, from)
 	if err != nil {
-		return api.ObjectVersion{}, fmt.Errorf("observe: %w", err)
+		return api.ObjectVersion{}, false, err
 	}
 	if seen.Token > fr.token {
-		return api.ObjectVersion{}, &api.StaleTokenError{Resource: fr.resource, Token: fr.token, HighWaterMark: seen.Token}
+		return api.ObjectVersion{}, false, &api.StaleTokenError{Resource: fr.resource, Token: fr.token, HighWaterMark: seen.Token}
 	}
 	if h := g.hooks.AfterObserve; h != nil {
 		h(ctx, fr.resource, fr.token)
 	}
 	if err := g.fences.FenceCheck(ctx, fr.resource, fr.token); err != nil {
-		return api.ObjectVersion{}, err
+		return api.ObjectVersion{}, false, err
 	}
 	if h := g.hooks.AfterFenceCheck; h != nil {
 		h(ctx, fr.resource, fr.token)
 	}
-	return seen, nil
+	return seen, cached, nil
 }
 
 // fenceThenObserve is the protocol with steps 3 and 4 swapped. It is
 // wrong, and exists only behind TestHooks.UnsafeFenceBeforeObserve.
-func (g *Gateway) fenceThenObserve(ctx context.Context, fr fencedRequest) (api.ObjectVersion, error) {
+func (g *Gateway) fenceThenObserve(ctx context.Context, fr fencedRequest, from observation) (api.ObjectVersion, bool, error) {
 	if err := g.fences.FenceCheck(ctx, fr.resource, fr.token); err != nil {
-		return api.ObjectVersion{}, err
+		return api.ObjectVersion{}, false, err
 	}
 	if h := g.hooks.AfterFenceCheck; h != nil {
 		h(ctx, fr.resource, fr.token)
 	}
-	seen, err := g.objects.Observe(ctx, fr.path)
+	seen, cached, err := g.observe(ctx, fr, from)
 	if err != nil {
-		return api.ObjectVersion{}, fmt.Errorf("observe: %w", err)
+		return api.ObjectVersion{}, false, err
 	}
 	if h := g.hooks.AfterObserve; h != nil {
 		h(ctx, fr.resource, fr.token)
 	}
-	return seen, nil
+	return seen, cached, nil
 }
 
 // putObject is the fenced write: steps 1-6 of the design.
@@ -136,22 +176,41 @@ func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
 		ContentType: r.Header.Get("Content-Type"),
 		Token:       fr.token,
 	}
+	// The first attempt may take its observation from the ETag cache (for
+	// bodies up to etagCacheMaxBody); a retry after a lost race always
+	// asks S3.
+	from := observeCached
+	if body.size > etagCacheMaxBody { // bodies that cannot be replayed are larger still
+		from = observeHead
+	}
 	for attempt := 1; ; attempt++ {
-		seen, err := g.observeAndFence(r.Context(), fr)
+		seen, cached, err := g.observeAndFence(r.Context(), fr, from)
 		if err != nil {
 			g.writeError(w, r, err)
 			return
 		}
 		in.Replaces = seen
+		if g.hooks.UnsafeUnconditionalWrite {
+			in.Replaces = api.ObjectVersion{Exists: true} // If-Match with no ETag: no condition
+		}
 		in.Body = body.reader()
 		etag, err := g.objects.Put(r.Context(), in)
+		if err != nil && cached {
+			// Whatever went wrong, the entry may be out of date: the
+			// next write observes with a HEAD.
+			g.etags.forget(fr.resource, seen)
+		}
 		if errors.Is(err, api.ErrConcurrentModification) && body.replayable() && attempt < g.cfg.WriteAttempts {
-			g.logger(r.Context()).Debug("write lost a race; observing again", "resource", fr.resource, "attempt", attempt)
+			g.logger(r.Context()).Debug("write lost a race; observing again", "resource", fr.resource, "attempt", attempt, "cached", cached)
+			from = observeHead
 			continue
 		}
 		if err != nil {
 			g.writeError(w, r, err)
 			return
+		}
+		if etag != "" {
+			g.etags.learn(fr.resource, api.ObjectVersion{Exists: true, ETag: etag, Token: fr.token})
 		}
 		status := http.StatusOK
 		if !seen.Exists {
@@ -174,8 +233,9 @@ func (g *Gateway) deleteObject(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, err)
 		return
 	}
+	from := observeCachedExisting
 	for attempt := 1; ; attempt++ {
-		seen, err := g.observeAndFence(r.Context(), fr)
+		seen, cached, err := g.observeAndFence(r.Context(), fr, from)
 		if err != nil {
 			g.writeError(w, r, err)
 			return
@@ -183,12 +243,21 @@ func (g *Gateway) deleteObject(w http.ResponseWriter, r *http.Request) {
 		if seen.Exists {
 			err = g.objects.Delete(r.Context(), fr.path, seen.ETag)
 		}
+		if err != nil && cached {
+			g.etags.forget(fr.resource, seen)
+		}
 		if errors.Is(err, api.ErrConcurrentModification) && attempt < g.cfg.WriteAttempts {
+			from = observeHead
 			continue
 		}
 		if err != nil {
 			g.writeError(w, r, err)
 			return
+		}
+		if seen.Exists {
+			// The token is the deleter's: versions carry non-decreasing
+			// tokens, and a later create needs at least this one.
+			g.etags.learn(fr.resource, api.ObjectVersion{Token: fr.token})
 		}
 		w.Header().Set(api.HeaderFenceToken, fr.token.String())
 		w.WriteHeader(http.StatusNoContent)

@@ -38,6 +38,8 @@ type devConfig struct {
 	s3Port int
 	http   httpConfig
 	log    logConfig
+	// tokenChecks are the token checks per bucket (--token-checks).
+	tokenChecks tokenChecks
 }
 
 const devDescription = `
@@ -58,6 +60,7 @@ func parseDev(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (devConf
 	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8080", "`host:port` to serve the gateway on")
 	fs.StringVar(&cfg.data, "data", ".fencegate", "`directory` of etcd's data (etcd/) and the S3 objects (s3/)")
 	fs.IntVar(&cfg.s3Port, "s3-port", 0, "`port` of the S3 server on 127.0.0.1 (0: a free one)")
+	fs.Var(&cfg.tokenChecks, "token-checks", tokenChecksUsage)
 	addShutdownFlags(fs, &cfg.http)
 	addLogFlags(fs, &cfg.log)
 	if err := cmd.parse(args, lookupEnv, stdout); err != nil {
@@ -147,7 +150,7 @@ func dev(ctx context.Context, cfg devConfig, logger *slog.Logger, stdout io.Writ
 		return fmt.Errorf("etcd client: %w", err)
 	}
 	defer client.Close()
-	gw, err := newGateway(ctx, logger, client, tokenstore.Config{Prefix: devPrefix}, s3.Config{
+	gw, err := newGateway(ctx, logger, client, tokenstore.Config{Prefix: devPrefix, Policies: cfg.tokenChecks}, s3.Config{
 		Endpoint:        objectServer.Endpoint(),
 		Region:          objectServer.Region,
 		AccessKeyID:     devAccessKey,

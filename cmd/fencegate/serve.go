@@ -32,6 +32,8 @@ type serveConfig struct {
 	gateway limits
 	http    httpConfig
 	log     logConfig
+	// tokenChecks are the token checks per bucket (--token-checks).
+	tokenChecks tokenChecks
 }
 
 // etcdConfig says how to reach etcd and where fencegate's keys live.
@@ -103,6 +105,7 @@ func parseServe(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (serve
 	fs.BoolVar(&cfg.s3.UsePathStyle, "s3-path-style", false, "address buckets as endpoint/bucket/key, as most S3-compatible servers need")
 	fs.Var(&buffer, "buffer-bytes", "largest body held in memory (`bytes`, such as 8MiB), so that a write that lost a race\ncan be retried; larger bodies stream, and a lost race on them is a retryable 409")
 	fs.Var(&maxBody, "max-body-bytes", "largest request body accepted (`bytes`; 413 beyond)")
+	fs.Var(&cfg.tokenChecks, "token-checks", tokenChecksUsage)
 	fs.Var(&maxHeader, "max-header-bytes", "largest request header block accepted (`bytes`; 431 beyond)")
 	addHTTPFlags(fs, &cfg.http)
 	addLogFlags(fs, &cfg.log)
@@ -196,6 +199,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 	gw, err := newGateway(ctx, logger, client, tokenstore.Config{
 		Prefix:         cfg.etcd.prefix,
 		RequestTimeout: cfg.etcd.requestTimeout,
+		Policies:       cfg.tokenChecks,
 	}, cfg.s3, cfg.gateway)
 	if err != nil {
 		return err
@@ -225,16 +229,21 @@ func newGateway(ctx context.Context, logger *slog.Logger, client *clientv3.Clien
 	if err != nil {
 		return nil, err
 	}
+	hooks, err := unsafeTestHooks(os.LookupEnv, logger) // nil unless FENCEGATE_UNSAFE_TEST_HOOKS is set
+	if err != nil {
+		return nil, err
+	}
 	gw, err := gateway.New(gateway.Config{
 		Logger:         logger,
 		BufferBytes:    lim.bufferBytes,
 		MaxBodyBytes:   lim.maxBodyBytes,
 		MaxHeaderBytes: lim.maxHeaderBytes,
+		TestHooks:      hooks,
 		Readiness: []gateway.Check{
 			{Name: "etcd", Probe: store.Ping},
 			{Name: "s3", Probe: objects.Ping},
 		},
-	}, store, objects)
+	}, store, objects, gateway.WithLocks(store))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,93 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"fencegate/api"
+)
+
+// PutResult is the answer of a fenced write.
+type PutResult struct {
+	Resource api.Resource `json:"resource"`
+	Token    api.Token    `json:"token"`
+	ETag     string       `json:"etag"`
+	// Created is true when the write created the object.
+	Created bool `json:"created"`
+	// ReplacedETag is the ETag of the version the write replaced, empty
+	// when it created the object.
+	ReplacedETag string `json:"replaced_etag,omitempty"`
+}
+
+func objectPath(bucket, key string) string {
+	return "/v1/objects/" + escapePath(bucket) + "/" + escapePath(key)
+}
+
+func tokenHeader(token api.Token) http.Header {
+	return http.Header{api.HeaderFenceToken: {token.String()}}
+}
+
+// PutObject writes body to bucket/key through the gateway with the fencing
+// token. A stale token fails with an error wrapping api.ErrStaleToken (and
+// an *api.StaleTokenError with the high-water mark); see the README's API
+// section for the other answers. Bodies of known length (*bytes.Reader,
+// *bytes.Buffer, *strings.Reader) are sent with a Content-Length; others
+// are chunked, which the gateway accepts up to its buffer size (8 MiB by
+// default).
+func (c *Client) PutObject(ctx context.Context, bucket, key string, token api.Token, body io.Reader) (*PutResult, error) {
+	req := request{method: http.MethodPut, path: objectPath(bucket, key), header: tokenHeader(token), body: body}
+	resp, err := c.send(ctx, req, http.StatusOK, http.StatusCreated)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var res PutResult
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxProblemBytes)).Decode(&res); err != nil {
+		return nil, fmt.Errorf("fencegate PUT %s: decoding the answer: %w", req.path, err)
+	}
+	return &res, nil
+}
+
+// DeleteObject deletes bucket/key through the gateway with the fencing
+// token. The high-water mark stays, so a stale writer cannot re-create
+// the object. Deleting an absent object is not an error.
+func (c *Client) DeleteObject(ctx context.Context, bucket, key string, token api.Token) error {
+	resp, err := c.send(ctx, request{method: http.MethodDelete, path: objectPath(bucket, key), header: tokenHeader(token)}, http.StatusNoContent)
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
+}
+
+// GetObject reads bucket/key. The caller closes the object's Body. Token
+// is the fencing token recorded on the object (zero: none). An absent
+// object is an error wrapping api.ErrNotFound.
+func (c *Client) GetObject(ctx context.Context, bucket, key string) (*api.Object, error) {
+	resp, err := c.send(ctx, request{method: http.MethodGet, path: objectPath(bucket, key)}, http.StatusOK)
+	if err != nil {
+		return nil, err
+	}
+	obj := &api.Object{
+		Body:        resp.Body,
+		Size:        resp.ContentLength,
+		ContentType: resp.Header.Get("Content-Type"),
+		ETag:        resp.Header.Get("ETag"),
+	}
+	if t, err := time.Parse(http.TimeFormat, resp.Header.Get("Last-Modified")); err == nil {
+		obj.LastModified = t
+	}
+	if v := resp.Header.Get(api.HeaderFenceToken); v != "" {
+		n, err := strconv.ParseUint(v, 10, 63)
+		if err != nil {
+			resp.Body.Close()
+			return nil, fmt.Errorf("fencegate GET %s/%s: %s %q: %w", bucket, key, api.HeaderFenceToken, v, err)
+		}
+		obj.Token = api.Token(n)
+	}
+	return obj, nil
+}

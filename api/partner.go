@@ -1,0 +1,274 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Partner APIs: the vocabulary of fenced, serialized and idempotent
+// forwarding to third-party HTTP APIs (ANY /v1/partners/{route}/{path...}),
+// shared by the gateway, the token store and the partner backend.
+
+// Header names of the partner routes.
+const (
+	// HeaderIdempotencyKey carries the client's idempotency key (as in
+	// Stripe's API and the IETF httpapi draft).
+	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderIdempotentReplayed is "true" on an answer replayed from the
+	// stored response of an earlier request with the same key.
+	HeaderIdempotentReplayed = "Idempotent-Replayed"
+	// HeaderIdempotentBodyOmitted is "true" on a replayed answer whose
+	// original body was larger than the route's limit and was not stored:
+	// the replay has the status and headers, and an empty body.
+	HeaderIdempotentBodyOmitted = "Idempotent-Body-Omitted"
+)
+
+// MaxIdempotencyKeyBytes is the longest idempotency key.
+const MaxIdempotencyKeyBytes = 255
+
+// MaxPartnerResourceBytes is the longest resource id of a partner route
+// (from its template or the X-Fence-Resource header).
+const MaxPartnerResourceBytes = 512
+
+// Errors of the partner routes. Their HTTP statuses are in the error table
+// (errors.go).
+var (
+	// ErrIdempotencyInFlight means an earlier request with the same
+	// idempotency key is still in flight (or its gateway died and its
+	// record has not expired yet): its outcome is unknown, so this one is
+	// not forwarded. Retry later to get the stored response.
+	ErrIdempotencyInFlight = errors.New("request with this idempotency key in flight")
+	// ErrIdempotencyMismatch means the idempotency key was used before
+	// for a different request (method, path, query, body or token).
+	ErrIdempotencyMismatch = errors.New("idempotency key reused for a different request")
+	// ErrResourceBusy means another request for the same partner resource
+	// stayed in flight for longer than the route lets a request wait.
+	// Nothing was forwarded.
+	ErrResourceBusy = errors.New("resource busy")
+	// ErrMissingIdempotencyKey means the route requires an
+	// Idempotency-Key header and the request had none.
+	ErrMissingIdempotencyKey = errors.New("missing idempotency key")
+	// ErrMalformedIdempotencyKey means the Idempotency-Key header is not
+	// exactly one value of 1 to 255 printable ASCII characters.
+	ErrMalformedIdempotencyKey = errors.New("malformed idempotency key")
+
+	// ErrNotForwarded is not an error class: it is wrapped, with
+	// ErrUpstream, around failures that happened before any byte of the
+	// request reached the partner (such as a refused connection), so
+	// that the outcome is known: nothing happened there.
+	ErrNotForwarded = errors.New("request not forwarded")
+)
+
+// PartnerResource returns the resource name of a partner route's resource:
+// "partner/<route>/<id>".
+func PartnerResource(route, id string) Resource {
+	return Resource("partner/" + route + "/" + id)
+}
+
+// IdempotencyKey is a client's Idempotency-Key: 1 to 255 printable ASCII
+// characters (0x20 to 0x7e), taken verbatim. The empty key means "none".
+type IdempotencyKey string
+
+// ParseIdempotencyKey parses the values of the Idempotency-Key header, as
+// found in http.Header. No header gives the empty key and no error; more
+// than one, or a value that is empty, too long or holds anything but
+// printable ASCII, is ErrMalformedIdempotencyKey.
+func ParseIdempotencyKey(values []string) (IdempotencyKey, error) {
+	switch len(values) {
+	case 0:
+		return "", nil
+	case 1:
+	default:
+		return "", fmt.Errorf("%w: %d %s headers, want at most one", ErrMalformedIdempotencyKey, len(values), HeaderIdempotencyKey)
+	}
+	v := values[0]
+	if v == "" || len(v) > MaxIdempotencyKeyBytes {
+		return "", fmt.Errorf("%w: must be 1 to %d characters", ErrMalformedIdempotencyKey, MaxIdempotencyKeyBytes)
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return "", fmt.Errorf("%w: only printable ASCII characters are allowed", ErrMalformedIdempotencyKey)
+		}
+	}
+	return IdempotencyKey(v), nil
+}
+
+// Fingerprint identifies a request for idempotency: a retry with the same
+// key must have the same fingerprint.
+type Fingerprint [sha256.Size]byte
+
+// String returns the fingerprint in hexadecimal.
+func (f Fingerprint) String() string { return hex.EncodeToString(f[:]) }
+
+// NewFingerprint returns the fingerprint of a request: a SHA-256 over its
+// method, its target (path and query, as forwarded), the SHA-256 of its
+// body and its token, each length-prefixed so that no two requests share
+// an encoding.
+func NewFingerprint(method, target string, body []byte, token Token) Fingerprint {
+	bodySum := sha256.Sum256(body)
+	h := sha256.New()
+	field := func(b []byte) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	field([]byte(method))
+	field([]byte(target))
+	field(bodySum[:])
+	field([]byte(token.String()))
+	var f Fingerprint
+	h.Sum(f[:0])
+	return f
+}
+
+// PartnerPath is the validated part of a partner request's path after
+// /v1/partners/{route}/: the path forwarded below the route's upstream URL.
+type PartnerPath struct {
+	// Segments are the percent-decoded path segments. None is empty, "."
+	// or "..", and none holds '/', '\\', '%' or a control character.
+	Segments []string
+}
+
+// ParsePartnerPath validates the escaped path that follows a route's
+// prefix, such as "accounts/acct_1/charges" (no leading slash; empty for
+// the upstream's base path itself). It refuses anything an upstream server
+// could resolve outside the route's base path or read differently from the
+// gateway: empty segments ("//"), "." and ".." segments (also when
+// percent-encoded), encoded slashes and backslashes (%2F, %5C), a decoded
+// '%' (double encoding), control characters, and invalid escapes. Failures
+// are ErrInvalidRequest.
+func ParsePartnerPath(escaped string) (PartnerPath, error) {
+	if escaped == "" {
+		return PartnerPath{}, nil
+	}
+	if len(escaped) > 8<<10 {
+		return PartnerPath{}, fmt.Errorf("%w: partner path longer than 8 KiB", ErrInvalidRequest)
+	}
+	raw := strings.Split(escaped, "/")
+	p := PartnerPath{Segments: make([]string, 0, len(raw))}
+	for _, r := range raw {
+		seg, err := url.PathUnescape(r)
+		if err != nil {
+			return PartnerPath{}, fmt.Errorf("%w: partner path has an invalid escape", ErrInvalidRequest)
+		}
+		switch {
+		case seg == "":
+			return PartnerPath{}, fmt.Errorf("%w: partner path may not have empty segments (\"//\", or a leading or trailing '/')", ErrInvalidRequest)
+		case seg == "." || seg == "..":
+			return PartnerPath{}, fmt.Errorf("%w: partner path may not have %q segments", ErrInvalidRequest, seg)
+		case strings.ContainsAny(seg, "/\\%"):
+			return PartnerPath{}, fmt.Errorf("%w: partner path segment may not hold an encoded '/', '\\' or '%%'", ErrInvalidRequest)
+		}
+		for i := 0; i < len(seg); i++ {
+			if seg[i] < 0x20 || seg[i] == 0x7f {
+				return PartnerPath{}, fmt.Errorf("%w: partner path holds a control character", ErrInvalidRequest)
+			}
+		}
+		p.Segments = append(p.Segments, seg)
+	}
+	return p, nil
+}
+
+// Escaped returns the path in canonical escaped form, without a leading
+// slash: each segment escaped with url.PathEscape, joined by '/'.
+func (p PartnerPath) Escaped() string {
+	escaped := make([]string, len(p.Segments))
+	for i, s := range p.Segments {
+		escaped[i] = url.PathEscape(s)
+	}
+	return strings.Join(escaped, "/")
+}
+
+// PartnerCall is one request to forward to a partner.
+type PartnerCall struct {
+	Method string
+	// Path goes below the upstream's base URL.
+	Path PartnerPath
+	// RawQuery is forwarded as is (without '?').
+	RawQuery string
+	// Header holds the client's request headers; the backend drops
+	// hop-by-hop headers and the route's stripped ones, and adds its own.
+	Header http.Header
+	// Body is the whole request body (nil: none).
+	Body []byte
+	// Token is sent upstream as X-Fence-Token.
+	Token Token
+}
+
+// PartnerResponse is a partner's answer. The caller closes Body.
+type PartnerResponse struct {
+	Status int
+	Header http.Header
+	// Body fails with an error wrapping ErrUpstream (or
+	// ErrUpstreamTimeout) when the partner's answer is cut short.
+	Body io.ReadCloser
+}
+
+// StoredResponse is the response stored under an idempotency key, to be
+// replayed to retries.
+type StoredResponse struct {
+	Status int
+	// Header holds Content-Type and the route's allow-listed headers.
+	Header http.Header
+	Body   []byte
+	// BodyOmitted is true when the body was larger than the route's limit
+	// and was not stored (Body is then empty).
+	BodyOmitted bool
+}
+
+// PartnerAdmission is what the token store decides on before a request is
+// forwarded to a partner: the fence check of Token on Resource, the
+// resource's in-flight marker, and the request's idempotency record.
+type PartnerAdmission struct {
+	Resource Resource
+	Token    Token
+	// Hold is the longest the request may stay upstream (the route's
+	// timeout). The in-flight marker, and the idempotency record while in
+	// flight, outlive a gateway that dies by at least this long, so that
+	// no second request is forwarded while the first may still be
+	// running. Must be above zero.
+	Hold time.Duration
+	// MaxWait bounds the wait for another request on Resource to finish.
+	// Zero means not to wait: a busy resource is refused at once.
+	MaxWait time.Duration
+	// Idempotency is nil for a request without an idempotency key.
+	Idempotency *IdempotencyClaim
+}
+
+// IdempotencyClaim is a request's idempotency key and what it stands for.
+type IdempotencyClaim struct {
+	// Scope is where the key is unique: the route's name (and, once
+	// clients authenticate, their identity).
+	Scope string
+	Key   IdempotencyKey
+	// Fingerprint must match on every use of the key.
+	Fingerprint Fingerprint
+	// Retention is how long a completed response is kept for replays.
+	// Zero means 24 hours.
+	Retention time.Duration
+}
+
+// Admission is the token store's answer to a PartnerAdmission that was
+// neither refused nor failed.
+type Admission struct {
+	// Replay, when not nil, is the stored response of an earlier request
+	// with the same key and fingerprint: answer it and forward nothing.
+	// Finish is then nil.
+	Replay *StoredResponse
+	// Finish ends an admitted request: it stores resp as the idempotency
+	// record's response (resp nil: nothing was forwarded, so the record
+	// is dropped and the key may be used again) and removes the resource's
+	// in-flight marker. It must be called exactly once, with a context
+	// that the client's disconnection does not cancel.
+	Finish func(ctx context.Context, resp *StoredResponse) error
+}

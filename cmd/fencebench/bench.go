@@ -1,0 +1,340 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	s3backend "fencegate/backends/s3"
+	"fencegate/tokenstore"
+)
+
+// bench holds a run's clients and gateway processes.
+type bench struct {
+	cfg      config
+	st       *stack
+	bin      string
+	runID    string // starts every key, so that runs on one bucket never meet
+	progress *progress
+
+	metrics    *http.Client // for etcd's /metrics
+	direct     *s3.Client
+	directPool *http.Transport
+	etcd       *clientv3.Client
+	fences     *tokenstore.Store
+	objects    *s3backend.Client
+	http       *http.Client
+	proxy      *countingProxy             // in front of S3, for the stale gateways
+	gateways   map[string]*gatewayProcess // by mode
+	bodies     map[int64]*bodySource
+}
+
+// maxPool bounds every connection pool: the largest concurrency a run may
+// use, so that no request waits for a connection.
+const maxPool = 4096
+
+func newBench(ctx context.Context, cfg config, st *stack, bin string, p *progress) (_ *bench, err error) {
+	b := &bench{
+		cfg:      cfg,
+		st:       st,
+		bin:      bin,
+		runID:    "run-" + strings.ToLower(rand.Text()[:8]),
+		progress: p,
+		metrics:  &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}},
+		http:     newHTTPClient(maxPool),
+		gateways: map[string]*gatewayProcess{},
+		bodies:   map[int64]*bodySource{},
+	}
+	defer func() {
+		if err != nil {
+			b.close()
+		}
+	}()
+	b.direct, b.directPool = newDirectClient(st, maxPool)
+	if _, err := b.direct.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(st.bucket)}); err != nil &&
+		!strings.Contains(err.Error(), "BucketAlreadyOwnedByYou") && !strings.Contains(err.Error(), "BucketAlreadyExists") {
+		return nil, fmt.Errorf("create bucket %s: %w", st.bucket, err)
+	}
+	b.etcd, err = clientv3.New(clientv3.Config{Endpoints: st.etcdEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("etcd client: %w", err)
+	}
+	if b.fences, err = tokenstore.New(b.etcd, tokenstore.Config{}); err != nil {
+		return nil, err
+	}
+	b.objects, err = s3backend.New(ctx, s3backend.Config{
+		Endpoint:        st.s3Endpoint,
+		AccessKeyID:     st.accessKey,
+		SecretAccessKey: st.secretKey,
+		UsePathStyle:    true,
+		MaxConnsPerHost: maxPool,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if b.proxy, err = startCountingProxy(st.s3Endpoint); err != nil {
+		return nil, err
+	}
+	for _, m := range cfg.modes {
+		gwBin, s3Endpoint := bin, st.s3Endpoint
+		switch m {
+		case modeGateway:
+		case modeBaseline:
+			gwBin = cfg.baselineFencegate
+		case modeStale:
+			s3Endpoint = b.proxy.url
+		case modeStaleBaseline:
+			gwBin, s3Endpoint = cfg.baselineFencegate, b.proxy.url
+		default:
+			continue
+		}
+		g, err := startGateway(ctx, st, m, gwBin, s3Endpoint, cfg.gatewayLogLevel)
+		if err != nil {
+			return nil, err
+		}
+		b.gateways[m] = g
+	}
+	return b, nil
+}
+
+func (b *bench) close() {
+	for _, g := range b.gateways {
+		g.stop()
+	}
+	b.http.CloseIdleConnections()
+	if b.directPool != nil {
+		b.directPool.CloseIdleConnections()
+	}
+	if b.proxy != nil {
+		b.proxy.close()
+	}
+	if b.etcd != nil {
+		_ = b.etcd.Close()
+	}
+}
+
+// configSummary is the part of the configuration a report shows.
+func (b *bench) configSummary() reportConfig {
+	rc := reportConfig{
+		Set:             b.cfg.set,
+		Modes:           b.cfg.modes,
+		Duration:        b.cfg.duration.String(),
+		Warmup:          b.cfg.warmup.String(),
+		MaxRequests:     b.cfg.maxRequests,
+		Fencegate:       b.bin,
+		FencegateBuild:  buildOf(b.bin),
+		Baseline:        b.cfg.baselineFencegate,
+		GatewayLogLevel: b.cfg.gatewayLogLevel,
+		StaleClient:     b.cfg.staleClient,
+		EtcdFsync:       !b.cfg.etcdNoFsync,
+		S3KeepAlive:     b.cfg.s3KeepAlive && b.cfg.s3Endpoint == "",
+		S3Data:          b.st.s3Data,
+		EtcdStarted:     len(b.cfg.etcdEndpoints) == 0,
+		S3Started:       b.cfg.s3Endpoint == "",
+	}
+	if b.cfg.baselineFencegate != "" {
+		rc.BaselineBuild = buildOf(b.cfg.baselineFencegate)
+	}
+	return rc
+}
+
+func (b *bench) body(size int64) *bodySource {
+	if s, ok := b.bodies[size]; ok {
+		return s
+	}
+	s := newBodySource(size)
+	b.bodies[size] = s
+	return s
+}
+
+// snapshot is the resource counters at one edge of a window.
+type snapshot struct {
+	gateway, etcd, s3, self time.Duration
+	machine                 time.Duration // all CPUs' busy time; -1: unknown
+	etcdRequests            int64
+	errs                    []error
+}
+
+// take reads the counters; pid is the cell's gateway process (0: none).
+// etcd's request count is read first at the start of a window and last at
+// its end, so that the scrape's own CPU stays out of the window.
+func (b *bench) take(ctx context.Context, gatewayPID int, start bool) snapshot {
+	var s snapshot
+	readRequests := func() {
+		n, err := etcdRequests(ctx, b.metrics, b.st.etcdEndpoints[0])
+		s.etcdRequests = n
+		s.errs = append(s.errs, err)
+	}
+	if start {
+		readRequests()
+	}
+	read := func(pid int) time.Duration {
+		if pid == 0 {
+			return -1
+		}
+		d, err := processCPU(pid)
+		if err != nil {
+			return -1
+		}
+		return d
+	}
+	s.gateway, s.etcd, s.s3 = read(gatewayPID), read(b.st.etcdPID), read(b.st.s3PID)
+	if d, err := selfCPU(); err == nil {
+		s.self = d
+	} else {
+		s.self = -1
+	}
+	if d, err := machineBusy(); err == nil {
+		s.machine = d
+	} else {
+		s.machine = -1
+	}
+	if !start {
+		readRequests()
+	}
+	return s
+}
+
+// runCell measures one cell.
+func (b *bench) runCell(ctx context.Context, c cell, attempt int) (cellResult, error) {
+	prefix := fmt.Sprintf("%s/%s/%s/%s/c%d/a%d/", b.runID, c.mode, c.pattern, byteSize(c.size), c.concurrency, attempt)
+	keys := func(i int) string { return prefix + "hot" }
+	if c.pattern == patternDistinct {
+		keys = func(i int) string { return fmt.Sprintf("%sw%d", prefix, i) }
+	}
+	var (
+		op      operation
+		gateway *gatewayProcess
+	)
+	switch c.mode {
+	case modeDirect:
+		op = directPut(b.direct, b.st.bucket, c.size)
+	case modeClientSide:
+		op = clientSidePut(b.fences, b.objects, b.st.bucket, c.size)
+	case modeGateway, modeBaseline:
+		gateway = b.gateways[c.mode]
+		op = gatewayPut(b.http, gateway.url, b.st.bucket, c.size)
+	case modeStale, modeStaleBaseline:
+		gateway = b.gateways[c.mode]
+		op = stalePut(b.http, b.cfg.staleClient == "raw", gateway.url, b.st.bucket, c.size)
+		if err := b.prime(ctx, gateway, c, keys); err != nil {
+			return cellResult{}, err
+		}
+	}
+	gatewayPID := 0
+	if gateway != nil {
+		gatewayPID = gateway.pid
+	}
+	// For stale cells, the etcd and S3 requests are counted over the
+	// whole cell, warm-up included, not only over the window.
+	var staleBefore snapshot
+	var proxyBefore int64
+	if c.stale() {
+		staleBefore = b.take(ctx, 0, true)
+		proxyBefore = b.proxy.requests.Load()
+	}
+	l := &load{
+		op:          op,
+		concurrency: c.concurrency,
+		keys:        keys,
+		body:        b.body(c.size),
+		warmup:      b.cfg.warmup,
+		duration:    b.cfg.duration,
+		maxRequests: b.cfg.maxRequests,
+		progress:    b.progress.update,
+	}
+	var start, end snapshot
+	w := l.run(ctx,
+		func() { start = b.take(ctx, gatewayPID, true) },
+		func() { end = b.take(ctx, gatewayPID, false) },
+	)
+	if err := ctx.Err(); err != nil {
+		return cellResult{}, err
+	}
+	res := newCellResult(c, w, start, end)
+	if c.size >= 1<<20 && !c.stale() {
+		// Large objects are not read again: free the space (on tmpfs,
+		// memory) for the cells to come.
+		b.deleteObjects(ctx, c, keys)
+	}
+	if c.stale() {
+		after := b.take(ctx, 0, false)
+		if err := firstErr(staleBefore.errs, after.errs); err != nil {
+			res.Notes = append(res.Notes, "etcd requests not counted: "+err.Error())
+		} else {
+			n := after.etcdRequests - staleBefore.etcdRequests
+			res.StaleEtcdRequests = &n
+		}
+		n := b.proxy.requests.Load() - proxyBefore
+		res.StaleS3Requests = &n
+	}
+	return res, nil
+}
+
+// prime writes every key of a stale cell once with primeToken, through
+// the cell's gateway, so that it knows each object's high-water mark.
+func (b *bench) prime(ctx context.Context, g *gatewayProcess, c cell, keys func(int) string) error {
+	n := 1
+	if c.pattern == patternDistinct {
+		n = c.concurrency
+	}
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			url := g.url + "/v1/objects/" + b.st.bucket + "/" + keys(i)
+			status, body, err := put(ctx, b.http, url, primeToken.String(), strings.NewReader("primed"), int64(len("primed")))
+			if err == nil && status != http.StatusCreated && status != http.StatusOK {
+				err = &errStatus{status, string(body)}
+			}
+			if err != nil {
+				errs <- fmt.Errorf("prime %s: %w", keys(i), err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs // nil when closed and empty
+}
+
+// deleteObjects removes a cell's objects straight from S3, unfenced: they
+// are the benchmark's own, and their keys are never used again.
+func (b *bench) deleteObjects(ctx context.Context, c cell, keys func(int) string) {
+	n := 1
+	if c.pattern == patternDistinct {
+		n = c.concurrency
+	}
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			_, _ = b.direct.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(b.st.bucket), Key: aws.String(keys(i))})
+		})
+	}
+	wg.Wait()
+}
+
+func firstErr(lists ...[]error) error {
+	for _, l := range lists {
+		for _, err := range l {
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,125 @@
+package gateway
+
+import (
+	"hash/maphash"
+	"sync"
+
+	"fencegate/api"
+)
+
+// etagCacheShards spreads the ETag cache's lock over this many shards.
+const etagCacheShards = 64
+
+// defaultETagCacheEntries is Config.ETagCacheEntries' default: about
+// 10 MiB of entries for short keys.
+const defaultETagCacheEntries = 1 << 16
+
+// etagCacheMaxBody is the largest body whose write may take its
+// observation from the ETag cache. A conditional write with an out-of-date
+// If-Match is refused, and a server may refuse it before reading the body
+// and close the connection: if the body does not fit in the sockets'
+// buffers, the writer gets a connection reset instead of the 412, cannot
+// tell that it lost a race, and answers 502 where a HEAD would have let it
+// succeed. versitygw does this from about 1 MiB. Up to 64 KiB the body fits
+// the receive buffer of Linux's defaults, and a HEAD is a large share of
+// the work; above it, the HEAD is a small share.
+const etagCacheMaxBody = 64 << 10
+
+// etagCache remembers, per resource, the object version that this
+// gateway's own last successful write left: the ETag and token of a PUT
+// it made, or "absent" after a DELETE it made. A write may use it instead
+// of a HEAD as its observation (protocol step 3).
+//
+// That is safe by the design's ordering argument, which needs only that
+// the version a write replaces was current at some moment before the
+// write's fence check: an entry is stored after S3 answered the write
+// that made it, and read before the fence check of the write that uses
+// it. An entry that is out of date (another gateway wrote since, or a
+// direct writer) costs one 412 from S3's conditional write, after which
+// the write observes again with a real HEAD; it never makes a write blind.
+//
+// The token is kept with the ETag, so that the check "the object records
+// a larger token than the request's" works on a cache hit as on a HEAD.
+//
+// The cache holds about max entries; a full shard forgets an arbitrary
+// entry, which costs only a HEAD later. It is safe for concurrent use.
+type etagCache struct {
+	seed     maphash.Seed
+	perShard int
+	shards   [etagCacheShards]etagShard
+}
+
+type etagShard struct {
+	mu sync.Mutex
+	m  map[api.Resource]api.ObjectVersion
+}
+
+// newETagCache returns a cache of about max entries, or nil (a cache that
+// never hits) when max is not positive.
+func newETagCache(max int) *etagCache {
+	if max <= 0 {
+		return nil
+	}
+	c := &etagCache{seed: maphash.MakeSeed(), perShard: max/etagCacheShards + 1}
+	for i := range c.shards {
+		c.shards[i].m = make(map[api.Resource]api.ObjectVersion)
+	}
+	return c
+}
+
+func (c *etagCache) shard(r api.Resource) *etagShard {
+	return &c.shards[maphash.String(c.seed, string(r))%etagCacheShards]
+}
+
+// get returns the version this gateway last wrote for r, if it knows one.
+func (c *etagCache) get(r api.Resource) (api.ObjectVersion, bool) {
+	if c == nil {
+		return api.ObjectVersion{}, false
+	}
+	s := c.shard(r)
+	s.mu.Lock()
+	v, ok := s.m[r]
+	s.mu.Unlock()
+	return v, ok
+}
+
+// learn records that a write of this gateway left r at version v. Versions
+// of an object carry non-decreasing tokens, so an entry with a larger
+// token than v's is newer (two answers for one object can arrive out of
+// order) and is kept. Equal tokens cannot be ordered; the later answer
+// wins, and if it is the older version, the next write pays a 412.
+func (c *etagCache) learn(r api.Resource, v api.ObjectVersion) {
+	if c == nil {
+		return
+	}
+	s := c.shard(r)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.m[r]; ok {
+		if old.Token <= v.Token {
+			s.m[r] = v
+		}
+		return
+	}
+	if len(s.m) >= c.perShard {
+		for k := range s.m {
+			delete(s.m, k)
+			break
+		}
+	}
+	s.m[r] = v
+}
+
+// forget drops r's entry if it is still v: a conditional write that used v
+// lost a race, so v is no longer current.
+func (c *etagCache) forget(r api.Resource, v api.ObjectVersion) {
+	if c == nil {
+		return
+	}
+	s := c.shard(r)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.m[r]; ok && old == v {
+		delete(s.m, r)
+	}
+}

@@ -1,0 +1,232 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"fencegate/api"
+)
+
+// SessionService keeps sessions: leases that clients keep alive, to which
+// lock grants are bound. tokenstore.Store implements it.
+type SessionService interface {
+	// CreateSession grants a session of ttl seconds (zero: the default).
+	CreateSession(ctx context.Context, ttl int64) (api.Session, error)
+	// KeepAlive renews a session for its TTL, or fails with
+	// api.ErrSessionNotFound.
+	KeepAlive(ctx context.Context, id api.SessionID) (api.Session, error)
+	// RevokeSession ends a session, releasing its locks, or fails with
+	// api.ErrSessionNotFound.
+	RevokeSession(ctx context.Context, id api.SessionID) error
+}
+
+// LockQueue grants named locks to sessions, first come first served.
+// tokenstore.Store implements it.
+type LockQueue interface {
+	// Acquire waits at most wait for the lock and returns the grant, or
+	// fails with api.ErrLockTimeout, having left the queue.
+	Acquire(ctx context.Context, name string, session api.SessionID, wait time.Duration) (api.LockGrant, error)
+	// Release removes the grant (or queue place) with token, reporting
+	// whether it was still there; it never touches another grant.
+	Release(ctx context.Context, name string, token api.Token) (bool, error)
+	// LockState reads the holder's token and the queue's length.
+	LockState(ctx context.Context, name string) (api.LockState, error)
+}
+
+// LockService is what the lock API needs: sessions and lock queues.
+type LockService interface {
+	SessionService
+	LockQueue
+}
+
+// maxLockRequestBytes bounds the JSON bodies of the lock API.
+const maxLockRequestBytes = 4 << 10
+
+// WithLocks mounts the lock API on locks, which must not be nil:
+//
+//	POST   /v1/sessions                 {"ttl": 10} -> 201 {"session": "<id>", "ttl": 10}
+//	POST   /v1/sessions/{id}/keepalive  -> 200 {"session": "<id>", "ttl": 10}
+//	DELETE /v1/sessions/{id}            -> 204, releasing the session's locks
+//	POST   /v1/locks/{name}             {"session": "<id>", "wait": 5} -> 200 {"name", "token", "session"}
+//	DELETE /v1/locks/{name}?token=N     -> 200 {"name", "token", "released"}
+//	GET    /v1/locks/{name}             -> 200 {"name", "holder", "queue_length"}
+//
+// A lock request long-polls for at most its wait (api.MaxLockWait); when
+// the wait runs out it answers 409 lock-timeout (retryable) and the
+// request's place in the queue is gone.
+func WithLocks(locks LockService) Option {
+	if locks == nil {
+		panic("gateway: WithLocks(nil)")
+	}
+	return func(g *Gateway) {
+		h := &lockAPI{g: g, locks: locks}
+		g.mounts = append(g.mounts, h.mount)
+	}
+}
+
+// lockAPI serves the lock API's routes.
+type lockAPI struct {
+	g     *Gateway
+	locks LockService
+}
+
+func (h *lockAPI) mount(r chi.Router) {
+	r.Post("/v1/sessions", h.createSession)
+	r.Post("/v1/sessions/{id}/keepalive", h.keepAlive)
+	r.Delete("/v1/sessions/{id}", h.revokeSession)
+	r.Post("/v1/locks/{name}", h.acquire)
+	r.Delete("/v1/locks/{name}", h.release)
+	r.Get("/v1/locks/{name}", h.lockState)
+}
+
+func (h *lockAPI) createSession(w http.ResponseWriter, r *http.Request) {
+	var req api.SessionRequest
+	if err := decodeLockRequest(r, &req, true); err != nil {
+		h.g.writeError(w, r, err)
+		return
+	}
+	sess, err := h.locks.CreateSession(r.Context(), req.TTL)
+	if err != nil {
+		h.g.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/sessions/"+sess.ID.String())
+	writeJSON(w, http.StatusCreated, sess)
+}
+
+func (h *lockAPI) keepAlive(w http.ResponseWriter, r *http.Request) {
+	id, err := api.ParseSessionID(chi.URLParam(r, "id"))
+	if err != nil {
+		h.g.writeError(w, r, err)
+		return
+	}
+	sess, err := h.locks.KeepAlive(r.Context(), id)
+	if err != nil {
+		h.g.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sess)
+}
+
+func (h *lockAPI) revokeSession(w http.ResponseWriter, r *http.Request) {
+	id, err := api.ParseSessionID(chi.URLParam(r, "id"))
+	if err != nil {
+		h.g.writeError(w, r, err)
+		return
+	}
+	if err := h.locks.RevokeSession(r.Context(), id); err != nil {
+		h.g.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *lockAPI) acquire(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "name")
+	if err := api.ValidateLockName(name); err != nil {
+		h.g.writeError(w, r, err)
+		return
+	}
+	var req api.LockRequest
+	if err := decodeLockRequest(r, &req, false); err != nil {
+		h.g.writeError(w, r, err)
+		return
+	}
+	if req.Session == 0 {
+		h.g.writeError(w, r, fmt.Errorf("%w: \"session\" is required", api.ErrInvalidRequest))
+		return
+	}
+	maxWait := api.MaxLockWait.Seconds()
+	if math.IsNaN(req.Wait) || req.Wait < 0 || req.Wait > maxWait {
+		h.g.writeError(w, r, fmt.Errorf("%w: \"wait\" must be from 0 to %g seconds", api.ErrInvalidRequest, maxWait))
+		return
+	}
+	wait := time.Duration(req.Wait * float64(time.Second))
+	grant, err := h.locks.Acquire(r.Context(), name, req.Session, wait)
+	if err != nil {
+		h.g.writeError(w, r, err)
+		return
+	}
+	h.g.logger(r.Context()).Debug("lock granted", "lock", name, "session", req.Session.String())
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, grant)
+}
+
+func (h *lockAPI) release(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "name")
+	if err := api.ValidateLockName(name); err != nil {
+		h.g.writeError(w, r, err)
+		return
+	}
+	values, ok := r.URL.Query()["token"]
+	if !ok {
+		h.g.writeError(w, r, fmt.Errorf("%w: the \"token\" query parameter is required", api.ErrInvalidRequest))
+		return
+	}
+	token, err := api.ParseTokenHeader(values) // the same grammar: exactly one, digits only
+	if err != nil {
+		h.g.writeError(w, r, err)
+		return
+	}
+	released, err := h.locks.Release(r.Context(), name, token)
+	if err != nil {
+		h.g.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.LockRelease{Name: name, Token: token, Released: released})
+}
+
+func (h *lockAPI) lockState(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "name")
+	if err := api.ValidateLockName(name); err != nil {
+		h.g.writeError(w, r, err)
+		return
+	}
+	state, err := h.locks.LockState(r.Context(), name)
+	if err != nil {
+		h.g.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, state)
+}
+
+// decodeLockRequest reads a small JSON body into v, refusing unknown
+// fields and trailing data. An empty body is allowed only if emptyOK, and
+// leaves v as it is.
+func decodeLockRequest(r *http.Request, v any, emptyOK bool) error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxLockRequestBytes+1))
+	if err != nil {
+		return fmt.Errorf("%w: reading body: %v", api.ErrInvalidRequest, err)
+	}
+	if len(body) > maxLockRequestBytes {
+		return fmt.Errorf("%w: body over %d bytes", api.ErrBodyTooLarge, maxLockRequestBytes)
+	}
+	if len(body) == 0 {
+		if emptyOK {
+			return nil
+		}
+		return fmt.Errorf("%w: a JSON body is required", api.ErrInvalidRequest)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, api.ErrInvalidRequest) {
+			return err
+		}
+		return fmt.Errorf("%w: body: %v", api.ErrInvalidRequest, err)
+	}
+	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: body: data after the JSON value", api.ErrInvalidRequest)
+	}
+	return nil
+}

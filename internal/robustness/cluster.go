@@ -1,0 +1,702 @@
+package robustness
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"fencegate/internal/devstack"
+)
+
+// Names the harness gives things.
+const (
+	// Bucket is the one bucket every history writes to.
+	Bucket = "robustness"
+	// EtcdPrefix is the gateways' --etcd-prefix.
+	EtcdPrefix = "rb/"
+	// HWMPrefix starts every high-water mark key in etcd.
+	HWMPrefix = EtcdPrefix + "hwm/"
+	// etcdRequestTimeout is the gateways' --etcd-request-timeout.
+	etcdRequestTimeout = time.Second
+	// readyTimeout bounds how long a process may take to be ready.
+	readyTimeout = 45 * time.Second
+	// maxPause bounds how long a pause-after-fence holds a write.
+	maxPause = 3 * time.Second
+)
+
+// ClusterConfig configures a Cluster.
+type ClusterConfig struct {
+	// Dir holds the members' data, the objects and every log. Required.
+	Dir string
+	// Bin holds the built fencegate and etcdnode binaries (BuildBinaries).
+	// Required.
+	Bin string
+	// Members and Gateways count the etcd members and the gateways. Zero
+	// means 3 of each.
+	Members, Gateways int
+	// Hooks are extra FENCEGATE_UNSAFE_TEST_HOOKS items for every gateway,
+	// such as "swap-order" or "unconditional-write". Every gateway always
+	// gets pause-after-fence, pointed at its PauseController (unarmed, it
+	// pauses nothing).
+	Hooks []string
+	// Logf logs the harness's steps. Nil means silence.
+	Logf func(format string, args ...any)
+	// Seed seeds the proxies' jitter.
+	Seed uint64
+}
+
+// Cluster is the system under test, on 127.0.0.1: etcd members and
+// gateways as child processes, each in its own process group, versitygw,
+// and the fault proxies between them:
+//
+//	member <- peer proxy <- every other member   (one proxy per member, links told apart by X-Server-From)
+//	gateway -> etcd link proxy -> member          (one per gateway and member)
+//	gateway -> S3 link proxy -> S3 proxy -> versitygw (one per gateway; the S3 proxy records writes)
+type Cluster struct {
+	cfg      ClusterConfig
+	Members  []*Member
+	Gateways []*Gateway
+	S3       *devstack.S3Server
+	S3Proxy  *S3Proxy
+	// Client reaches every member directly, for the harness and the
+	// workload's locks.
+	Client *clientv3.Client
+
+	idMu      sync.Mutex
+	memberIDs map[string]string // hex member id -> name
+}
+
+// Member is one etcd member.
+type Member struct {
+	Name string
+	// ID is the member's id, known once the cluster has started.
+	ID uint64
+	// PeerProxy carries every connection other members open to this one.
+	PeerProxy *Proxy
+	ClientURL string
+	args      []string
+	bin       string
+	logPath   string
+	mu        sync.Mutex
+	cmd       *exec.Cmd
+	exited    chan struct{}
+	stopped   bool
+	starts    int
+}
+
+// Gateway is one fencegate process.
+type Gateway struct {
+	Name string
+	// URL is http://host:port of the gateway.
+	URL string
+	// EtcdLinks are its connections to each member, in member order.
+	EtcdLinks []*Proxy
+	// S3Link is its connection to the S3 proxy.
+	S3Link *Proxy
+	// Pause is the controller of its pause-after-fence hook.
+	Pause   *PauseController
+	logPath string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+}
+
+// Binaries are the executables the harness runs.
+type Binaries struct {
+	Fencegate, Etcdnode string
+}
+
+// BuildBinaries builds fencegate (the real binary) and etcdnode into dir
+// with `go build`, without the race detector (the children are the
+// system under test, not the test).
+func BuildBinaries(ctx context.Context, dir string) (Binaries, error) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		return Binaries{}, fmt.Errorf("build: the go tool is not on PATH: %w", err)
+	}
+	bins := Binaries{Fencegate: filepath.Join(dir, "fencegate"), Etcdnode: filepath.Join(dir, "etcdnode")}
+	for out, pkg := range map[string]string{bins.Fencegate: "fencegate/cmd/fencegate", bins.Etcdnode: "fencegate/internal/robustness/etcdnode"} {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		cmd := exec.CommandContext(ctx, goTool, "build", "-o", out, pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		output, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil {
+			return Binaries{}, fmt.Errorf("go build %s: %w\n%s", pkg, err, output)
+		}
+	}
+	return bins, nil
+}
+
+// StartCluster starts versitygw, the members and the gateways, and waits
+// until every gateway is ready. On error, everything started is stopped.
+func StartCluster(ctx context.Context, cfg ClusterConfig, bins Binaries) (_ *Cluster, err error) {
+	if cfg.Members == 0 {
+		cfg.Members = 3
+	}
+	if cfg.Gateways == 0 {
+		cfg.Gateways = 3
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	c := &Cluster{cfg: cfg, memberIDs: make(map[string]string)}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+
+	c.S3, err = devstack.StartVersityGW(ctx, devstack.S3Config{Dir: filepath.Join(cfg.Dir, "s3")})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.S3.CreateBucket(ctx, Bucket); err != nil {
+		return nil, err
+	}
+	var gatewayNames []string
+	for i := range cfg.Gateways {
+		gatewayNames = append(gatewayNames, fmt.Sprintf("gateway-%d", i+1))
+	}
+	c.S3Proxy, err = NewS3Proxy(c.S3.Endpoint(), gatewayNames, cfg.Seed)
+	if err != nil {
+		return nil, err
+	}
+
+	if err := c.startMembers(ctx, bins.Etcdnode); err != nil {
+		return nil, err
+	}
+	for i, name := range gatewayNames {
+		if err := c.startGateway(ctx, bins.Fencegate, name, uint64(i)); err != nil {
+			return nil, err
+		}
+	}
+	cfg.Logf("cluster up: %d members, %d gateways, versitygw at %s", len(c.Members), len(c.Gateways), c.S3.Endpoint())
+	return c, nil
+}
+
+// memberName returns the name of the member whose id is hex, or "".
+func (c *Cluster) memberName(hex string) string {
+	c.idMu.Lock()
+	defer c.idMu.Unlock()
+	return c.memberIDs[hex]
+}
+
+func (c *Cluster) startMembers(ctx context.Context, bin string) error {
+	var initial []string
+	for i := range c.cfg.Members {
+		name := fmt.Sprintf("member-%d", i+1)
+		peerPort, err := devstack.FreePort()
+		if err != nil {
+			return err
+		}
+		clientPort, err := devstack.FreePort()
+		if err != nil {
+			return err
+		}
+		proxy, err := NewProxy(ProxyConfig{
+			Name:     "peers->" + name,
+			Target:   net.JoinHostPort("127.0.0.1", strconv.Itoa(peerPort)),
+			MemberOf: c.memberName,
+			Seed:     c.cfg.Seed + uint64(i),
+		})
+		if err != nil {
+			return err
+		}
+		dir := filepath.Join(c.cfg.Dir, name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		m := &Member{
+			Name:      name,
+			PeerProxy: proxy,
+			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", clientPort),
+			bin:       bin,
+			logPath:   filepath.Join(dir, "etcd.log"),
+			args: []string{
+				"--name", name,
+				"--data-dir", filepath.Join(dir, "data"),
+				"--listen-peer-url", fmt.Sprintf("http://127.0.0.1:%d", peerPort),
+				"--advertise-peer-url", proxy.URL(),
+				"--listen-client-url", fmt.Sprintf("http://127.0.0.1:%d", clientPort),
+				"--heartbeat-interval", "50",
+				"--election-timeout", "500",
+				"--snapshot-count", "2000",
+				"--log-file", filepath.Join(dir, "etcd.log"),
+			},
+		}
+		c.Members = append(c.Members, m)
+		initial = append(initial, name+"="+proxy.URL())
+	}
+	for _, m := range c.Members {
+		m.args = append(m.args, "--initial-cluster", strings.Join(initial, ","))
+	}
+	errs := make(chan error, len(c.Members))
+	for _, m := range c.Members {
+		go func() { errs <- m.start(ctx) }()
+	}
+	var all []error
+	for range c.Members {
+		all = append(all, <-errs)
+	}
+	if err := errors.Join(all...); err != nil {
+		return err
+	}
+	var endpoints []string
+	for _, m := range c.Members {
+		endpoints = append(endpoints, m.ClientURL)
+	}
+	client, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 2 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return fmt.Errorf("etcd client: %w", err)
+	}
+	c.Client = client
+	listCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := client.MemberList(listCtx)
+	if err != nil {
+		return fmt.Errorf("member list: %w", err)
+	}
+	c.idMu.Lock()
+	defer c.idMu.Unlock()
+	for _, pm := range resp.Members {
+		c.memberIDs[strconv.FormatUint(pm.ID, 16)] = pm.Name
+		for _, m := range c.Members {
+			if m.Name == pm.Name {
+				m.ID = pm.ID
+			}
+		}
+	}
+	return nil
+}
+
+// start runs the member and waits for its ready line.
+func (m *Member) start(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cmd := exec.Command(m.bin, m.args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(m.logPath+".stderr", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("start %s: %w", m.Name, err)
+	}
+	m.starts++
+	m.cmd, m.exited, m.stopped = cmd, make(chan struct{}), false
+	ready := make(chan struct{})
+	go func() {
+		scanner := bufio.NewScanner(stdout)
+		signalled := false
+		for scanner.Scan() {
+			if !signalled && scanner.Text() == "etcdnode: ready" {
+				close(ready)
+				signalled = true
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	exited := m.exited
+	go func() {
+		_ = cmd.Wait()
+		logFile.Close()
+		close(exited)
+	}()
+	timer := time.NewTimer(readyTimeout)
+	defer timer.Stop()
+	select {
+	case <-ready:
+		return nil
+	case <-exited:
+		return fmt.Errorf("%s exited before it was ready (%v); see %s", m.Name, cmd.ProcessState, m.logPath)
+	case <-timer.C:
+		return fmt.Errorf("%s not ready after %v; see %s", m.Name, readyTimeout, m.logPath)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Running reports whether the member's process is alive (stopped or not).
+func (m *Member) Running() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd == nil {
+		return false
+	}
+	select {
+	case <-m.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Stopped reports whether the member is paused with SIGSTOP.
+func (m *Member) Stopped() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stopped
+}
+
+// Kill sends SIGKILL to the member's process group and waits for it to
+// exit: a crash. Its data directory stays, for Restart.
+func (m *Member) Kill() {
+	m.mu.Lock()
+	cmd, exited := m.cmd, m.exited
+	m.stopped = false
+	m.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = cmd.Process.Kill()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+// Restart starts a member that is not running, on its data directory.
+func (m *Member) Restart(ctx context.Context) error {
+	if m.Running() {
+		return nil
+	}
+	return m.start(ctx)
+}
+
+// Stop pauses the member with SIGSTOP.
+func (m *Member) Stop() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd != nil && m.cmd.Process != nil && !m.stopped {
+		_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGSTOP)
+		m.stopped = true
+	}
+}
+
+// Continue resumes a member paused with Stop.
+func (m *Member) Continue() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd != nil && m.cmd.Process != nil && m.stopped {
+		_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGCONT)
+		m.stopped = false
+	}
+}
+
+// Starts returns how many times the member's process was started.
+func (m *Member) Starts() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.starts
+}
+
+func (c *Cluster) startGateway(ctx context.Context, bin, name string, index uint64) error {
+	g := &Gateway{Name: name, logPath: filepath.Join(c.cfg.Dir, name+".log")}
+	c.Gateways = append(c.Gateways, g) // closed by Close, whatever happens below
+	var endpoints []string
+	for j, m := range c.Members {
+		proxy, err := NewProxy(ProxyConfig{
+			Name:   name + "->" + m.Name,
+			Target: strings.TrimPrefix(m.ClientURL, "http://"),
+			Source: name,
+			Seed:   c.cfg.Seed + 100*index + uint64(j),
+		})
+		if err != nil {
+			return err
+		}
+		g.EtcdLinks = append(g.EtcdLinks, proxy)
+		endpoints = append(endpoints, proxy.URL())
+	}
+	var err error
+	g.S3Link, err = NewProxy(ProxyConfig{Name: name + "->s3", Target: c.S3Proxy.Addr(name), Source: name, Seed: c.cfg.Seed + 100*index + 99})
+	if err != nil {
+		return err
+	}
+	g.Pause, err = NewPauseController(maxPause)
+	if err != nil {
+		return err
+	}
+	hooks := append([]string{"pause-after-fence=" + g.Pause.Addr()}, c.cfg.Hooks...)
+	for attempt := 1; ; attempt++ {
+		port, err := devstack.FreePort()
+		if err != nil {
+			return err
+		}
+		g.URL = fmt.Sprintf("http://127.0.0.1:%d", port)
+		cmd := exec.Command(bin, "serve",
+			"--listen", fmt.Sprintf("127.0.0.1:%d", port),
+			"--etcd-endpoints", strings.Join(endpoints, ","),
+			"--etcd-prefix", EtcdPrefix,
+			"--etcd-request-timeout", etcdRequestTimeout.String(),
+			"--etcd-dial-timeout", "2s",
+			"--s3-endpoint", g.S3Link.URL(),
+			"--s3-path-style",
+			"--s3-access-key", c.S3.AccessKey,
+			"--s3-secret-key", c.S3.SecretKey,
+			"--log-level", "warn",
+			"--shutdown-timeout", "2s",
+		)
+		cmd.Env = append(filteredEnv(), "FENCEGATE_UNSAFE_TEST_HOOKS="+strings.Join(hooks, ","))
+		logFile, err := os.OpenFile(g.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return err
+		}
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			logFile.Close()
+			return fmt.Errorf("start %s: %w", name, err)
+		}
+		g.cmd, g.exited = cmd, make(chan struct{})
+		exited := g.exited
+		go func() {
+			_ = cmd.Wait()
+			logFile.Close()
+			close(exited)
+		}()
+		err = g.waitReady(ctx, readyTimeout)
+		if err == nil {
+			return nil
+		}
+		g.kill()
+		if attempt == 3 || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// filteredEnv is this process's environment without FENCEGATE_ variables,
+// which would set the gateway's flags behind the harness's back.
+func filteredEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FENCEGATE_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// waitReady polls /readyz until it answers 200.
+func (g *Gateway) waitReady(ctx context.Context, bound time.Duration) error {
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	deadline := time.Now().Add(bound)
+	last := "no answer"
+	for time.Now().Before(deadline) {
+		select {
+		case <-g.exited:
+			return fmt.Errorf("%s exited; see %s", g.Name, g.logPath)
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.URL+"/readyz", nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = resp.Status + " " + string(body)
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not ready after %v (last: %s); see %s", g.Name, bound, last, g.logPath)
+}
+
+// kill stops the gateway's process group.
+func (g *Gateway) kill() {
+	if g.cmd == nil || g.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-g.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-g.exited:
+		return
+	case <-time.After(3 * time.Second):
+	}
+	_ = syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)
+	_ = g.cmd.Process.Kill()
+	<-g.exited
+}
+
+// Leader returns the member that the running members say leads, or an
+// error if none says so within the timeout.
+func (c *Cluster) Leader(ctx context.Context, timeout time.Duration) (*Member, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		for _, m := range c.Members {
+			if !m.Running() || m.Stopped() {
+				continue
+			}
+			sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			status, err := c.Client.Status(sctx, m.ClientURL)
+			cancel()
+			if err != nil || status.Leader == 0 {
+				continue
+			}
+			for _, l := range c.Members {
+				if l.ID == status.Leader && l.Running() && !l.Stopped() {
+					return l, nil
+				}
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, fmt.Errorf("no etcd leader within %v", timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Followers returns the running members other than leader.
+func (c *Cluster) Followers(leader *Member) []*Member {
+	var out []*Member
+	for _, m := range c.Members {
+		if m != leader && m.Running() && !m.Stopped() {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Isolate cuts m off from every other member: its own peer proxy swallows
+// everything, and the others' swallow what comes from m.
+func (c *Cluster) Isolate(m *Member) {
+	for _, other := range c.Members {
+		if other == m {
+			other.PeerProxy.SetFault(LinkFault{BlackholeTx: true, BlackholeRx: true})
+		} else {
+			other.PeerProxy.SetFault(LinkFault{BlackholeTx: true, BlackholeRx: true, From: []string{m.Name}})
+		}
+	}
+}
+
+// Proxies returns every fault proxy.
+func (c *Cluster) Proxies() []*Proxy {
+	var out []*Proxy
+	for _, m := range c.Members {
+		out = append(out, m.PeerProxy)
+	}
+	for _, g := range c.Gateways {
+		out = append(out, g.EtcdLinks...)
+		if g.S3Link != nil {
+			out = append(out, g.S3Link)
+		}
+	}
+	return out
+}
+
+// Heal removes every fault: proxies forward again, the S3 proxy stops
+// injecting, held writes go on, paused members continue and crashed ones
+// restart. Then it waits until etcd has a leader and answers linearizable
+// reads through every member, and every gateway is ready.
+func (c *Cluster) Heal(ctx context.Context) error {
+	for _, p := range c.Proxies() {
+		p.Heal()
+	}
+	c.S3Proxy.SetFault(S3Fault{})
+	for _, g := range c.Gateways {
+		g.Pause.ReleaseAll()
+	}
+	var errs []error
+	for _, m := range c.Members {
+		m.Continue()
+		if err := m.Restart(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return c.WaitHealthy(ctx, readyTimeout)
+}
+
+// WaitHealthy waits until every member serves linearizable reads and
+// every gateway is ready.
+func (c *Cluster) WaitHealthy(ctx context.Context, bound time.Duration) error {
+	deadline := time.Now().Add(bound)
+	for _, m := range c.Members {
+		for {
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
+			status, err := c.Client.Status(rctx, m.ClientURL)
+			if err == nil && status.Leader != 0 {
+				_, err = c.Client.Get(rctx, EtcdPrefix+"health")
+			} else if err == nil {
+				err = errors.New("no leader")
+			}
+			cancel()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("etcd %s not healthy after %v: %w", m.Name, bound, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	for _, g := range c.Gateways {
+		if err := g.waitReady(ctx, time.Until(deadline)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close stops everything the cluster started.
+func (c *Cluster) Close() {
+	var wg sync.WaitGroup
+	for _, g := range c.Gateways {
+		wg.Go(g.kill)
+	}
+	wg.Wait()
+	for _, g := range c.Gateways {
+		if g.Pause != nil {
+			g.Pause.Close()
+		}
+	}
+	if c.Client != nil {
+		_ = c.Client.Close()
+	}
+	for _, m := range c.Members {
+		wg.Go(m.Kill)
+	}
+	wg.Wait()
+	for _, p := range c.Proxies() {
+		p.Close()
+	}
+	if c.S3Proxy != nil {
+		c.S3Proxy.Close()
+	}
+	if c.S3 != nil {
+		c.S3.Close()
+	}
+}

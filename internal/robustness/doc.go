@@ -1,0 +1,32 @@
+// Package robustness is fencegate's fault-injection suite, in the manner
+// of etcd's tests/robustness and Jepsen: it runs seeded histories of a
+// real workload against the real system, injects faults, and checks the
+// recorded history with porcupine and with invariants read back from S3
+// and etcd.
+//
+// The system under test runs on 127.0.0.1, as child processes in their
+// own process groups: three etcd members (etcdnode, a main over etcd's
+// embed package, built from the version in go.mod), three gateways (the
+// real cmd/fencegate binary) and versitygw. In-process proxies sit on
+// every link: a TCP fault proxy (Proxy: delay, blackhole, drop, reset) on
+// each etcd peer link, each gateway->etcd link and each gateway->S3 link,
+// and behind the S3 links an HTTP proxy (S3Proxy) that injects S3 faults
+// (5xx before or after committing, a reply dropped after committing) and
+// records every object write in the order S3 committed it.
+//
+// The workload (Workload) is clients that take an etcd lock per object
+// (concurrency.Mutex; the token is the create revision of the holder's
+// key) and write through random gateways; some stall past their lease
+// before writing, some retry ambiguous writes with the same token. The
+// nemesis (Nemesis) injects at least two faults per history: SIGKILL of
+// the etcd leader or a follower, SIGSTOP of a member, the leader isolated,
+// a gateway cut off from etcd, 100±50 ms of delay, connections refused or
+// reset, a write held between its fence check and its PUT (through the
+// gateway's test-only pause hook) while its holder's lease is revoked, S3
+// faults, and etcd compaction. Check runs the checkers.
+//
+// The gateways' test-only switches are set through the environment
+// variable FENCEGATE_UNSAFE_TEST_HOOKS (see cmd/fencegate/testhooks.go),
+// which the mutation tests use to show that the checkers catch a gateway
+// that swaps the observe and fence steps or drops the If-Match.
+package robustness

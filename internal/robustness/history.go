@@ -1,0 +1,168 @@
+package robustness
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"fencegate/api"
+)
+
+// OpKind says what an operation did.
+type OpKind int
+
+const (
+	// OpWrite is a fenced PUT through a gateway.
+	OpWrite OpKind = iota
+	// OpRead is a GET through a gateway.
+	OpRead
+)
+
+// Outcome is what the client learned of an operation.
+type Outcome int
+
+const (
+	// Acked: the write answered 200/201, or the read answered.
+	Acked Outcome = iota
+	// RefusedStale: 409 stale-token. Nothing was written.
+	RefusedStale
+	// Refused: another answer that promises nothing was written: 409
+	// concurrent-modification, 503 fence-unavailable.
+	Refused
+	// Ambiguous: the write may or may not have happened (502, 504, a
+	// dropped connection, a client timeout). Its effect, if any, can fall
+	// at any time after its call: it has no known return time.
+	Ambiguous
+	// Failed: a read that did not answer. It is left out of the history.
+	Failed
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Acked:
+		return "ok"
+	case RefusedStale:
+		return "stale"
+	case Refused:
+		return "refused"
+	case Ambiguous:
+		return "ambiguous"
+	}
+	return "failed"
+}
+
+// Op is one operation of the workload, as its client saw it.
+type Op struct {
+	// ID is unique in the run; it starts the body of every write.
+	ID string
+	// Client is the workload client; Process the porcupine client id,
+	// which changes after each ambiguous operation (its client moved on
+	// while the operation may still be pending).
+	Client, Process int
+	Kind            OpKind
+	// Key is the object key, without the bucket.
+	Key     string
+	Token   api.Token
+	Gateway string
+	// Call and Return are nanoseconds since the history started; Return
+	// is meaningless for Ambiguous.
+	Call, Return int64
+	Outcome      Outcome
+	// Status and ProblemType are the gateway's answer (0 and "" if none).
+	Status      int
+	ProblemType string
+	// HighWaterMark is the mark a stale refusal reported.
+	HighWaterMark api.Token
+	// ReadExists, ReadValue and ReadToken are what a read found: the op
+	// id that wrote the body, and the token the object records.
+	ReadExists bool
+	ReadValue  string
+	ReadToken  api.Token
+	// ETag is the entity tag S3 gives a write's body (the MD5 of a
+	// single-part body), known before the write is sent.
+	ETag string
+	// Replaced is what an acked write reports it replaced: the ETag it
+	// was conditional on, or "" with Created when it created the object.
+	// ReplacedKnown is false when the answer did not say.
+	Replaced      string
+	Created       bool
+	ReplacedKnown bool
+	// Stale says the client wrote after stalling past its lease; Retry
+	// that the write retried an ambiguous one with the same token.
+	Stale, Retry bool
+	Err          string
+}
+
+// History collects a history's operations. It is safe for concurrent use.
+type History struct {
+	start time.Time
+	mu    sync.Mutex
+	ops   []Op
+	// acked[key] is the largest token acked for a write to key.
+	acked map[string]api.Token
+	// invoked[token] is when a write with token was first invoked.
+	invoked     map[api.Token]int64
+	nextProcess int
+	ambiguous   int
+}
+
+// NewHistory starts a history now.
+func NewHistory(clients int) *History {
+	return &History{start: time.Now(), acked: make(map[string]api.Token), invoked: make(map[api.Token]int64), nextProcess: clients}
+}
+
+// Now returns nanoseconds since the history started.
+func (h *History) Now() int64 { return int64(time.Since(h.start)) }
+
+// Invoke notes that a write with token is about to be sent.
+func (h *History) Invoke(token api.Token, at int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.invoked[token]; !ok {
+		h.invoked[token] = at
+	}
+}
+
+// InvokedBefore reports whether a write with token was invoked at or
+// before at.
+func (h *History) InvokedBefore(token api.Token, at int64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t, ok := h.invoked[token]
+	return ok && t <= at
+}
+
+// Add records op, and returns the porcupine process id the op's client
+// uses next.
+func (h *History) Add(op Op) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	next := op.Process
+	if op.Outcome == Ambiguous {
+		h.ambiguous++
+		next = h.nextProcess
+		h.nextProcess++
+	}
+	if op.Kind == OpWrite && op.Outcome == Acked && op.Token > h.acked[op.Key] {
+		h.acked[op.Key] = op.Token
+	}
+	h.ops = append(h.ops, op)
+	return next
+}
+
+// AckedAbove reports whether a write to key with a token above token has
+// been acked.
+func (h *History) AckedAbove(key string, token api.Token) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.acked[key] > token
+}
+
+// Ops returns the operations, by call time.
+func (h *History) Ops() []Op {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := append([]Op(nil), h.ops...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Call < out[j].Call })
+	return out
+}

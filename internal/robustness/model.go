@@ -1,0 +1,152 @@
+package robustness
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/anishathalye/porcupine"
+
+	"fencegate/api"
+)
+
+// The porcupine model: one fenced register per object. Its state is the
+// object's current version: whether it exists, the token it records and
+// the operation that wrote it.
+//
+//   - an acked write with token t is legal only if t >= the current
+//     version's token (every token already written), and if the version
+//     it reports it replaced (its If-Match, or "absent" for a create) is
+//     the current one; it makes itself current. The second condition
+//     orders a write after the version it replaced, which the call and
+//     return times alone cannot when the two were concurrent;
+//   - a refused write (stale, conflict, fence unavailable) changes
+//     nothing: the gateway promises it wrote nothing;
+//   - an ambiguous write either changes nothing or, if t >= the current
+//     token, makes itself current, at any time after its call (as in
+//     etcd's robustness tests, it never returns);
+//   - a read returns the current version exactly.
+
+type registerInput struct {
+	write bool
+	key   string
+	token api.Token
+	value string // the writing op's id
+	etag  string // its body's entity tag
+}
+
+type registerOutput struct {
+	outcome Outcome
+	// For acked writes: the version replaced, if known.
+	replacedKnown bool
+	created       bool
+	replaced      string
+	// For reads:
+	exists bool
+	value  string
+	token  api.Token
+}
+
+type registerState struct {
+	exists bool
+	token  api.Token
+	value  string
+	etag   string
+}
+
+// ambiguousReturn is the return time given to ambiguous operations: later
+// than anything in a history.
+const ambiguousReturn = math.MaxInt64 / 2
+
+// registerModel is the fenced register, partitioned by object.
+var registerModel = (&porcupine.NondeterministicModel{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		byKey := make(map[string][]porcupine.Operation)
+		var keys []string
+		for _, op := range history {
+			k := op.Input.(registerInput).key
+			if _, ok := byKey[k]; !ok {
+				keys = append(keys, k)
+			}
+			byKey[k] = append(byKey[k], op)
+		}
+		sort.Strings(keys)
+		out := make([][]porcupine.Operation, 0, len(keys))
+		for _, k := range keys {
+			out = append(out, byKey[k])
+		}
+		return out
+	},
+	Init: func() []interface{} { return []interface{}{registerState{}} },
+	Step: func(state, input, output interface{}) []interface{} {
+		st, in, out := state.(registerState), input.(registerInput), output.(registerOutput)
+		if !in.write {
+			if out.exists == st.exists && (!st.exists || out.value == st.value && out.token == st.token) {
+				return []interface{}{st}
+			}
+			return nil
+		}
+		written := registerState{exists: true, token: in.token, value: in.value, etag: in.etag}
+		switch out.outcome {
+		case Acked:
+			replacedCurrent := !out.replacedKnown ||
+				out.created && !st.exists ||
+				!out.created && st.exists && out.replaced == st.etag
+			if in.token >= st.token && replacedCurrent {
+				return []interface{}{written}
+			}
+			return nil
+		case Ambiguous:
+			if in.token >= st.token {
+				return []interface{}{st, written}
+			}
+			return []interface{}{st}
+		default:
+			return []interface{}{st}
+		}
+	},
+	Equal: func(a, b interface{}) bool { return a.(registerState) == b.(registerState) },
+	DescribeOperation: func(input, output interface{}) string {
+		in, out := input.(registerInput), output.(registerOutput)
+		if !in.write {
+			if !out.exists {
+				return "read() -> absent"
+			}
+			return fmt.Sprintf("read() -> %s@%d", out.value, out.token)
+		}
+		switch {
+		case out.outcome != Acked || !out.replacedKnown:
+			return fmt.Sprintf("write(%s@%d) -> %s", in.value, in.token, out.outcome)
+		case out.created:
+			return fmt.Sprintf("write(%s@%d) -> ok, created", in.value, in.token)
+		}
+		return fmt.Sprintf("write(%s@%d) -> ok, replaced %s", in.value, in.token, out.replaced)
+	},
+	DescribeState: func(state interface{}) string {
+		st := state.(registerState)
+		if !st.exists {
+			return "absent"
+		}
+		return fmt.Sprintf("%s@%d %s", st.value, st.token, st.etag)
+	},
+}).ToModel()
+
+// porcupineOps turns a history into porcupine operations. Failed reads
+// are left out; ambiguous writes never return.
+func porcupineOps(ops []Op) []porcupine.Operation {
+	var out []porcupine.Operation
+	for _, op := range ops {
+		if op.Outcome == Failed {
+			continue
+		}
+		in := registerInput{write: op.Kind == OpWrite, key: op.Key, token: op.Token, value: op.ID, etag: op.ETag}
+		o := registerOutput{outcome: op.Outcome, exists: op.ReadExists, value: op.ReadValue, token: op.ReadToken,
+			replacedKnown: op.ReplacedKnown, created: op.Created, replaced: op.Replaced}
+		ret := op.Return
+		if op.Outcome == Ambiguous {
+			ret = ambiguousReturn
+		}
+		out = append(out, porcupine.Operation{ClientId: op.Process, Input: in, Call: op.Call, Output: o, Return: ret, Metadata: op.Gateway})
+	}
+	return out
+}

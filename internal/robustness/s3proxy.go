@@ -1,0 +1,429 @@
+package robustness
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"fencegate/api"
+)
+
+// S3Fault is what the S3 proxy does to object writes (PUTs of an object).
+// Each write draws at most one of these, by the rates; the rates add up to
+// at most 1. The zero S3Fault forwards every write untouched.
+type S3Fault struct {
+	// ErrorBefore answers 503 SlowDown without forwarding: nothing is
+	// written.
+	ErrorBefore float64
+	// ErrorAfter forwards the write and, once S3 has committed it, answers
+	// 500 InternalError instead of S3's answer.
+	ErrorAfter float64
+	// DropAfter forwards the write and, once S3 has committed it, closes
+	// the connection without an answer.
+	DropAfter float64
+}
+
+// S3Write is one object write that reached the S3 proxy, in the order S3
+// committed them: the proxy serializes writes to the same key, so the
+// order of the record is S3's order for each key.
+type S3Write struct {
+	// Seq numbers every write the proxy saw, from 1.
+	Seq int64
+	// Gateway is the gateway whose link the write came through.
+	Gateway string
+	// Key is "bucket/key".
+	Key string
+	// Token is the write's x-amz-meta-fence-token (zero if none or bad).
+	Token api.Token
+	// Op is the workload operation that wrote the body ("" if unknown).
+	Op string
+	// Condition is the write's precondition as sent: `If-Match: "etag"`,
+	// `If-None-Match: *`, or "" for none.
+	Condition string
+	// Forwarded says the write was sent to S3; Status is S3's answer.
+	Forwarded bool
+	Status    int
+	// Committed says S3 answered 2xx: the write is a version.
+	Committed bool
+	// ETag is the new version's, when committed.
+	ETag string
+	// Fault is the fault injected on the write, or "".
+	Fault string
+	At    time.Time
+}
+
+// S3Proxy is an HTTP proxy in front of the S3 server, with one listener
+// per gateway. It records every object write (the per-object version
+// history the checkers read), and injects S3Fault into writes.
+type S3Proxy struct {
+	upstream  string // http://host:port of versitygw
+	transport *http.Transport
+	servers   []*http.Server
+	listeners map[string]net.Listener
+	wg        sync.WaitGroup
+
+	mu     sync.Mutex
+	fault  S3Fault
+	rnd    *rand.Rand
+	seq    int64
+	writes []S3Write
+	keys   map[string]*sync.Mutex
+	// faults counts the injected faults by name.
+	faults map[string]int
+}
+
+// NewS3Proxy starts one listener on 127.0.0.1 for each gateway name, all
+// forwarding to upstream. Close it.
+func NewS3Proxy(upstream string, gateways []string, seed uint64) (*S3Proxy, error) {
+	p := &S3Proxy{
+		upstream:  strings.TrimRight(upstream, "/"),
+		transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second, ResponseHeaderTimeout: 30 * time.Second},
+		listeners: make(map[string]net.Listener),
+		rnd:       rand.New(rand.NewPCG(seed, 0x5eed)),
+		keys:      make(map[string]*sync.Mutex),
+		faults:    make(map[string]int),
+	}
+	for _, gw := range gateways {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			p.Close()
+			return nil, fmt.Errorf("s3 proxy: %w", err)
+		}
+		p.listeners[gw] = ln
+		srv := &http.Server{Handler: p.handler(gw), ReadHeaderTimeout: 10 * time.Second}
+		p.servers = append(p.servers, srv)
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			_ = srv.Serve(ln)
+		}()
+	}
+	return p, nil
+}
+
+// Addr returns the host:port of gateway's listener.
+func (p *S3Proxy) Addr(gateway string) string { return p.listeners[gateway].Addr().String() }
+
+// SetFault puts f in force for the writes that arrive from now on.
+func (p *S3Proxy) SetFault(f S3Fault) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fault = f
+}
+
+// Writes returns the writes recorded so far whose key starts with prefix.
+func (p *S3Proxy) Writes(prefix string) []S3Write {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []S3Write
+	for _, w := range p.writes {
+		if strings.HasPrefix(w.Key, prefix) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// InjectedFaults returns how many writes got each S3 fault.
+func (p *S3Proxy) InjectedFaults() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]int, len(p.faults))
+	for k, v := range p.faults {
+		out[k] = v
+	}
+	return out
+}
+
+// Close stops the listeners and waits for requests in flight.
+func (p *S3Proxy) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, srv := range p.servers {
+		if err := srv.Shutdown(ctx); err != nil {
+			_ = srv.Close()
+		}
+	}
+	for _, ln := range p.listeners {
+		_ = ln.Close()
+	}
+	p.wg.Wait()
+	p.transport.CloseIdleConnections()
+}
+
+// keyLock returns the mutex that serializes writes to key.
+func (p *S3Proxy) keyLock(key string) *sync.Mutex {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m, ok := p.keys[key]
+	if !ok {
+		m = new(sync.Mutex)
+		p.keys[key] = m
+	}
+	return m
+}
+
+// drawFault picks the fault for one write.
+func (p *S3Proxy) drawFault() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	x := p.rnd.Float64()
+	switch f := p.fault; {
+	case x < f.ErrorBefore:
+		return "s3-error-before"
+	case x < f.ErrorBefore+f.ErrorAfter:
+		return "s3-error-after"
+	case x < f.ErrorBefore+f.ErrorAfter+f.DropAfter:
+		return "s3-drop-after"
+	}
+	return ""
+}
+
+// record appends w, numbered.
+func (p *S3Proxy) record(w S3Write) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq++
+	w.Seq = p.seq
+	p.writes = append(p.writes, w)
+	if w.Fault != "" {
+		p.faults[w.Fault]++
+	}
+}
+
+// objectKey returns "bucket/key" of a path-style object request, or "".
+func objectKey(r *http.Request) string {
+	path := strings.TrimPrefix(r.URL.Path, "/")
+	bucket, key, ok := strings.Cut(path, "/")
+	if !ok || bucket == "" || key == "" {
+		return ""
+	}
+	return bucket + "/" + key
+}
+
+// isObjectWrite reports whether r writes a whole object: a PUT of an
+// object that is not a copy, a part or a sub-resource (?acl, ?tagging...).
+func isObjectWrite(r *http.Request) bool {
+	if r.Method != http.MethodPut || objectKey(r) == "" || r.Header.Get("X-Amz-Copy-Source") != "" {
+		return false
+	}
+	for name := range r.URL.Query() {
+		if name != "x-id" { // the AWS SDK adds x-id=PutObject
+			return false
+		}
+	}
+	return true
+}
+
+func (p *S3Proxy) handler(gateway string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isObjectWrite(r) {
+			p.forward(w, r, nil)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+		if err != nil {
+			http.Error(w, "s3 proxy: reading body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		rec := S3Write{
+			Gateway:   gateway,
+			Key:       objectKey(r),
+			Token:     metadataToken(r.Header),
+			Op:        bodyOp(body),
+			Condition: condition(r.Header),
+			Fault:     p.drawFault(),
+			At:        time.Now(),
+		}
+		if rec.Fault == "s3-error-before" {
+			p.record(rec)
+			writeS3Error(w, http.StatusServiceUnavailable, "SlowDown", "injected by the robustness suite before forwarding")
+			return
+		}
+		lock := p.keyLock(rec.Key)
+		lock.Lock()
+		resp, respBody, err := p.roundTrip(r, body)
+		rec.Forwarded = true
+		if err == nil {
+			rec.Status = resp.StatusCode
+			rec.Committed = resp.StatusCode/100 == 2
+			if rec.Committed {
+				rec.ETag = resp.Header.Get("ETag")
+			}
+		}
+		if !rec.Committed && rec.Fault != "" {
+			rec.Fault = "" // the after-commit faults apply to commits only
+		}
+		p.record(rec) // before the key is unlocked: the record is S3's order
+		lock.Unlock()
+		if err != nil {
+			writeS3Error(w, http.StatusBadGateway, "InternalError", "s3 proxy: "+err.Error())
+			return
+		}
+		switch {
+		case rec.Committed && rec.Fault == "s3-error-after":
+			writeS3Error(w, http.StatusInternalServerError, "InternalError", "injected by the robustness suite after the write committed")
+		case rec.Committed && rec.Fault == "s3-drop-after":
+			dropConnection(w)
+		default:
+			copyResponse(w, resp, respBody)
+		}
+	})
+}
+
+// roundTrip sends r, with body, to S3 and reads the whole answer.
+func (p *S3Proxy) roundTrip(r *http.Request, body []byte) (*http.Response, []byte, error) {
+	out, err := http.NewRequestWithContext(context.WithoutCancel(r.Context()), r.Method, p.upstream+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	copyRequestHeader(out, r)
+	out.ContentLength = int64(len(body))
+	ctx, cancel := context.WithTimeout(out.Context(), 30*time.Second)
+	defer cancel()
+	resp, err := p.transport.RoundTrip(out.WithContext(ctx))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	respBody, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, nil, err
+	}
+	return resp, respBody, nil
+}
+
+// forward passes a request other than an object write through.
+func (p *S3Proxy) forward(w http.ResponseWriter, r *http.Request, _ []byte) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+	if err != nil {
+		http.Error(w, "s3 proxy: reading body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	out, err := http.NewRequestWithContext(r.Context(), r.Method, p.upstream+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	copyRequestHeader(out, r)
+	out.ContentLength = int64(len(body))
+	if len(body) == 0 && r.ContentLength <= 0 {
+		out.Body = nil
+	}
+	resp, err := p.transport.RoundTrip(out)
+	if err != nil {
+		writeS3Error(w, http.StatusBadGateway, "InternalError", "s3 proxy: "+err.Error())
+		return
+	}
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+// hopHeaders are not forwarded.
+var hopHeaders = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true,
+	"Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+}
+
+// copyRequestHeader copies r's headers to out, and keeps r's Host: SigV4
+// signed it.
+func copyRequestHeader(out, r *http.Request) {
+	for k, vs := range r.Header {
+		if !hopHeaders[k] {
+			out.Header[k] = vs
+		}
+	}
+	out.Host = r.Host
+}
+
+func copyResponse(w http.ResponseWriter, resp *http.Response, body []byte) {
+	for k, vs := range resp.Header {
+		if !hopHeaders[k] {
+			w.Header()[k] = vs
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(body)
+}
+
+// writeS3Error answers an S3 error document.
+func writeS3Error(w http.ResponseWriter, status int, code, message string) {
+	w.Header().Set("Content-Type", "application/xml")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>%s</Code><Message>%s</Message></Error>", code, message)
+}
+
+// dropConnection closes the client's connection without an answer.
+func dropConnection(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic(http.ErrAbortHandler)
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
+
+// metadataToken returns the fence token a write records, or zero.
+func metadataToken(h http.Header) api.Token {
+	t, err := api.ParseToken(h.Get("X-Amz-Meta-" + api.MetadataFenceToken))
+	if err != nil {
+		return 0
+	}
+	return t
+}
+
+// condition describes a write's precondition headers.
+func condition(h http.Header) string {
+	var parts []string
+	if vs, ok := h["If-Match"]; ok {
+		parts = append(parts, "If-Match: "+strings.Join(vs, ","))
+	}
+	if vs, ok := h["If-None-Match"]; ok {
+		parts = append(parts, "If-None-Match: "+strings.Join(vs, ","))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// errNoOp says a body names no workload operation.
+var errNoOp = errors.New("no op in body")
+
+// bodyOp returns the op id a workload body starts with ("op=ID ...").
+func bodyOp(body []byte) string {
+	op, err := parseBodyOp(body)
+	if err != nil {
+		return ""
+	}
+	return op
+}
+
+func parseBodyOp(body []byte) (string, error) {
+	rest, ok := bytes.CutPrefix(body, []byte("op="))
+	if !ok {
+		return "", errNoOp
+	}
+	if i := bytes.IndexAny(rest, " \n"); i >= 0 {
+		rest = rest[:i]
+	}
+	if len(rest) == 0 || len(rest) > 64 {
+		return "", errNoOp
+	}
+	return string(rest), nil
+}

@@ -1,0 +1,354 @@
+package robustness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"fencegate/api"
+)
+
+// SuiteConfig configures a run of seeded histories on one cluster.
+type SuiteConfig struct {
+	// Histories is how many histories to run. Zero means 24.
+	Histories int
+	// Seed is the first history's seed; history i uses Seed+i.
+	Seed uint64
+	// FaultsPerHistory is the least number of faults per history (at
+	// least 2); each history draws it or one more.
+	FaultsPerHistory int
+	// Kinds restricts the faults drawn. Empty means every kind.
+	Kinds []FaultKind
+	// Hooks are extra unsafe test hooks for the gateways (mutation runs).
+	Hooks []string
+	// Workload shapes the traffic. Zero means DefaultWorkload.
+	Workload WorkloadConfig
+	// StopAtViolation ends the run after the first history that breaks a
+	// guarantee (for mutation runs, which expect one).
+	StopAtViolation bool
+	// Dir holds the cluster's data and logs, and the visualizations of
+	// failing histories. Empty means a new temporary directory, removed
+	// after a run without violations.
+	Dir string
+	// Logf logs progress. Nil means silence.
+	Logf func(format string, args ...any)
+	// Out receives the figures. Nil means os.Stdout.
+	Out io.Writer
+}
+
+// HistoryReport is one history's figures and verdict.
+type HistoryReport struct {
+	Index    int
+	Seed     uint64
+	Plan     Plan
+	Summary  Summary
+	Faults   map[FaultKind]int
+	Check    CheckResult
+	Notes    []string
+	Duration time.Duration
+}
+
+// SuiteReport sums up a run.
+type SuiteReport struct {
+	Histories    []HistoryReport
+	Faults       map[FaultKind]int
+	S3Injections map[string]int
+	Ops          int
+	StaleRefused int
+	Ambiguous    int
+	Violations   int
+	Duration     time.Duration
+	// Dir is where the run's logs and artifacts are (kept when a history
+	// failed).
+	Dir string
+}
+
+// FinalLine is the one line that ends every run.
+func (r SuiteReport) FinalLine() string {
+	faults := 0
+	for _, n := range r.Faults {
+		faults += n
+	}
+	return fmt.Sprintf("robustness: histories=%d faults=%d ops=%d stale_refused=%d ambiguous=%d violations=%d",
+		len(r.Histories), faults, r.Ops, r.StaleRefused, r.Ambiguous, r.Violations)
+}
+
+// FaultsLine lists the faults injected by kind, and the writes the S3
+// proxy hit.
+func (r SuiteReport) FaultsLine() string {
+	var parts []string
+	for _, k := range sortedKinds(r.Faults) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, r.Faults[k]))
+	}
+	var hits []string
+	for _, k := range []string{"s3-error-before", "s3-error-after", "s3-drop-after"} {
+		hits = append(hits, fmt.Sprintf("%s=%d", k, r.S3Injections[k]))
+	}
+	return "robustness: faults by kind: " + strings.Join(parts, " ") + " (writes hit: " + strings.Join(hits, " ") + ")"
+}
+
+// RunSuite builds the binaries, starts a cluster, runs the histories one
+// after another on fresh objects, checks each, and prints the figures.
+func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
+	start := time.Now()
+	if cfg.Histories == 0 {
+		cfg.Histories = 24
+	}
+	if cfg.FaultsPerHistory < 2 {
+		cfg.FaultsPerHistory = 2
+	}
+	if cfg.Workload == (WorkloadConfig{}) {
+		cfg.Workload = DefaultWorkload
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	if cfg.Out == nil {
+		cfg.Out = os.Stdout
+	}
+	report := SuiteReport{Faults: make(map[FaultKind]int)}
+	dir := cfg.Dir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "fencegate-robustness-"); err != nil {
+			return report, err
+		}
+	}
+	report.Dir = dir
+	bins, err := BuildBinaries(ctx, filepath.Join(dir, "bin"))
+	if err != nil {
+		return report, err
+	}
+	cluster, err := StartCluster(ctx, ClusterConfig{
+		Dir: filepath.Join(dir, "cluster"), Hooks: cfg.Hooks, Logf: cfg.Logf, Seed: cfg.Seed,
+	}, bins)
+	if err != nil {
+		return report, err
+	}
+	defer cluster.Close()
+	watcher := StartWatcher(cluster.Client)
+	defer watcher.Close()
+	objects, err := newObjectReader(cluster)
+	if err != nil {
+		return report, err
+	}
+	cfg.Logf("robustness: %d histories from seed %d; cluster and logs in %s", cfg.Histories, cfg.Seed, dir)
+
+	for i := range cfg.Histories {
+		if ctx.Err() != nil {
+			return report, ctx.Err()
+		}
+		h, err := runHistory(ctx, cfg, cluster, watcher, objects, i, cfg.Seed+uint64(i), dir)
+		if err != nil {
+			return report, fmt.Errorf("history %d (seed %d): %w", i, cfg.Seed+uint64(i), err)
+		}
+		report.Histories = append(report.Histories, h)
+		for k, n := range h.Faults {
+			report.Faults[k] += n
+		}
+		report.Ops += h.Summary.Ops
+		report.StaleRefused += h.Summary.StaleRefused
+		report.Ambiguous += h.Summary.Ambiguous
+		report.Violations += len(h.Check.Violations)
+		fmt.Fprintf(cfg.Out, "robustness: history %d seed=%d ops=%d acked=%d stale_refused=%d refused=%d ambiguous=%d reads=%d porcupine=%s violations=%d (%v, acked writes %v) faults: %s\n",
+			i, h.Seed, h.Summary.Ops, h.Summary.Acked, h.Summary.StaleRefused, h.Summary.Refused, h.Summary.Ambiguous,
+			h.Summary.Reads, h.Check.Linearizability, len(h.Check.Violations), h.Duration.Round(time.Millisecond),
+			h.Summary.AckedLatency.Round(time.Millisecond), h.Plan)
+		if len(h.Check.Violations) > 0 {
+			fmt.Fprintf(cfg.Out, "robustness: history %d FAILED; replay with ROBUSTNESS_SEED=%d ROBUSTNESS_HISTORIES=1 (plan: %s)\n", i, h.Seed, h.Plan)
+			for _, v := range h.Check.Violations {
+				fmt.Fprintf(cfg.Out, "robustness:   %s\n", v)
+			}
+			for _, n := range h.Notes {
+				fmt.Fprintf(cfg.Out, "robustness:   nemesis: %s\n", n)
+			}
+			if cfg.StopAtViolation {
+				break
+			}
+		}
+	}
+	report.S3Injections = cluster.S3Proxy.InjectedFaults()
+	report.Duration = time.Since(start)
+	fmt.Fprintf(cfg.Out, "robustness: seed=%d wall=%v cluster=%d etcd members, %d gateways, versitygw; logs in %s\n",
+		cfg.Seed, report.Duration.Round(time.Second), len(cluster.Members), len(cluster.Gateways), dir)
+	fmt.Fprintln(cfg.Out, report.FaultsLine())
+	fmt.Fprintln(cfg.Out, report.FinalLine())
+	return report, nil
+}
+
+// runHistory runs one history: the workload and the nemesis together,
+// then heals, reads back, and checks.
+func runHistory(ctx context.Context, cfg SuiteConfig, cluster *Cluster, watcher *Watcher, objects *minio.Client, index int, seed uint64, dir string) (HistoryReport, error) {
+	start := time.Now()
+	rnd := rand.New(rand.NewPCG(seed, 0xfa017))
+	plan := DrawPlan(rnd, cfg.FaultsPerHistory+rnd.IntN(2), cfg.Kinds)
+	prefix := fmt.Sprintf("h%d-%d/", index, seed)
+	workload := NewWorkload(cfg.Workload, cluster, prefix)
+	defer workload.Close()
+	nemesis := NewNemesis(cluster, workload, watcher, cfg.Logf)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { workload.Run(ctx, seed, stop) })
+	nemesisCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	nemesis.Run(nemesisCtx, workload.History().start, plan)
+	cancel()
+	select {
+	case <-time.After(300 * time.Millisecond):
+	case <-ctx.Done():
+	}
+	close(stop)
+	// A client can be stuck in an etcd call that only a healed cluster
+	// answers (concurrency.Mutex cleans up after a failed Lock with no
+	// deadline): heal before waiting for all of them.
+	clientsDone := make(chan struct{})
+	go func() { wg.Wait(); close(clientsDone) }()
+	select {
+	case <-clientsDone:
+	case <-time.After(10 * time.Second):
+	}
+	if err := cluster.Heal(ctx); err != nil {
+		return HistoryReport{}, fmt.Errorf("heal: %w", err)
+	}
+	select {
+	case <-clientsDone:
+	case <-time.After(60 * time.Second):
+		return HistoryReport{}, errors.New("workload clients still running 60 s after the cluster healed")
+	}
+	workload.FinalReads(ctx)
+	ev, err := gatherEvidence(ctx, cluster, watcher, objects, workload)
+	if err != nil {
+		return HistoryReport{}, err
+	}
+	check := Check(ev, CheckConfig{ArtifactDir: filepath.Join(dir, "artifacts"), Name: fmt.Sprintf("history-%d-seed-%d", index, seed)})
+	return HistoryReport{
+		Index: index, Seed: seed, Plan: plan,
+		Summary: Summarize(ev.Ops), Faults: nemesis.Injected(), Check: check, Notes: nemesis.Notes(),
+		Duration: time.Since(start),
+	}, nil
+}
+
+// gatherEvidence reads what the checkers need: the history, the S3
+// proxy's record, the watch record, the marks and the objects.
+func gatherEvidence(ctx context.Context, cluster *Cluster, watcher *Watcher, objects *minio.Client, workload *Workload) (Evidence, error) {
+	ev := Evidence{
+		Ops:       workload.History().Ops(),
+		Keys:      workload.Keys(),
+		HWMEvents: make(map[string][]HWMEvent),
+		FinalHWM:  make(map[string]api.Token),
+		MemberHWM: make(map[string]map[string]api.Token),
+		Final:     make(map[string]ObjectState),
+	}
+	ev.Writes = cluster.S3Proxy.Writes(Bucket + "/" + workload.prefix)
+	if err := watcher.Sync(ctx, 15*time.Second); err != nil {
+		return ev, err
+	}
+	ev.WatchErr = watcher.Err()
+	markPrefix := HWMPrefix + "s3/" + Bucket + "/"
+	for key, events := range watcher.Events(markPrefix + workload.prefix) {
+		ev.HWMEvents[strings.TrimPrefix(key, markPrefix)] = events
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := cluster.Client.Get(rctx, markPrefix+workload.prefix, clientv3.WithPrefix())
+	if err != nil {
+		return ev, fmt.Errorf("read marks: %w", err)
+	}
+	for _, kv := range resp.Kvs {
+		t, _ := decodeStoredToken(kv.Value)
+		ev.FinalHWM[strings.TrimPrefix(string(kv.Key), markPrefix)] = t
+	}
+	views, err := memberViews(rctx, cluster, markPrefix, workload.prefix, resp.Header.Revision)
+	if err != nil {
+		return ev, err
+	}
+	ev.MemberHWM = views
+	for _, key := range ev.Keys {
+		state, err := readObject(rctx, objects, key)
+		if err != nil {
+			return ev, err
+		}
+		ev.Final[key] = state
+	}
+	return ev, nil
+}
+
+// memberViews reads the marks from each member alone (serializable), once
+// the member has applied revision rev.
+func memberViews(ctx context.Context, cluster *Cluster, markPrefix, prefix string, rev int64) (map[string]map[string]api.Token, error) {
+	views := make(map[string]map[string]api.Token)
+	for _, m := range cluster.Members {
+		client, err := clientv3.New(clientv3.Config{Endpoints: []string{m.ClientURL}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			return nil, err
+		}
+		var resp *clientv3.GetResponse
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			resp, err = client.Get(ctx, markPrefix+prefix, clientv3.WithPrefix(), clientv3.WithSerializable())
+			if err == nil && resp.Header.Revision >= rev || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		_ = client.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read marks from %s: %w", m.Name, err)
+		}
+		view := make(map[string]api.Token)
+		for _, kv := range resp.Kvs {
+			t, _ := decodeStoredToken(kv.Value)
+			view[strings.TrimPrefix(string(kv.Key), markPrefix)] = t
+		}
+		views[m.Name] = view
+	}
+	return views, nil
+}
+
+// newObjectReader returns a client that reads versitygw directly, with
+// another S3 library than the gateway's.
+func newObjectReader(cluster *Cluster) (*minio.Client, error) {
+	return minio.New(strings.TrimPrefix(cluster.S3.Endpoint(), "http://"), &minio.Options{
+		Creds: credentials.NewStaticV4(cluster.S3.AccessKey, cluster.S3.SecretKey, ""), Region: cluster.S3.Region,
+	})
+}
+
+// readObject reads key straight from versitygw, not through a gateway.
+func readObject(ctx context.Context, objects *minio.Client, key string) (ObjectState, error) {
+	obj, err := objects.GetObject(ctx, Bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return ObjectState{}, fmt.Errorf("read %s: %w", key, err)
+	}
+	defer obj.Close()
+	info, err := obj.Stat()
+	if err != nil {
+		if resp := minio.ToErrorResponse(err); resp.Code == "NoSuchKey" || resp.StatusCode == http.StatusNotFound {
+			return ObjectState{}, nil
+		}
+		return ObjectState{}, fmt.Errorf("read %s: %w", key, err)
+	}
+	body, err := io.ReadAll(io.LimitReader(obj, 64<<10))
+	if err != nil {
+		return ObjectState{}, fmt.Errorf("read %s: %w", key, err)
+	}
+	state := ObjectState{Exists: true, Op: bodyOp(body)}
+	for k, v := range info.UserMetadata {
+		if strings.EqualFold(k, api.MetadataFenceToken) {
+			state.Token, _ = api.ParseToken(v)
+		}
+	}
+	return state, nil
+}

@@ -1,0 +1,405 @@
+package robustness
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"fencegate/api"
+)
+
+// WorkloadConfig shapes one history's traffic.
+type WorkloadConfig struct {
+	// Clients is how many clients run at once; Objects how many hot
+	// objects they share.
+	Clients, Objects int
+	// ReadRatio is the share of operations that are reads.
+	ReadRatio float64
+	// StaleRatio is the share of lock grants after which the client stalls
+	// past its lease before writing.
+	StaleRatio float64
+	// RetryRatio is the share of ambiguous writes retried with the same
+	// token.
+	RetryRatio float64
+	// MaxOpsPerClient bounds each client's operations.
+	MaxOpsPerClient int
+}
+
+// DefaultWorkload is the workload of the suite's histories.
+var DefaultWorkload = WorkloadConfig{Clients: 8, Objects: 4, ReadRatio: 0.2, StaleRatio: 0.15, RetryRatio: 0.5, MaxOpsPerClient: 400}
+
+// lockTTL is the lease of every lock session, in seconds: etcd's minimum
+// with the members' 50 ms heartbeat and 500 ms election timeout.
+const lockTTL = 1
+
+// clientTimeout bounds each HTTP request of the workload. It is longer
+// than a pause-after-fence hold, so that a held write is answered.
+const clientTimeout = maxPause + 3*time.Second
+
+// Workload runs clients against a cluster and records a History.
+type Workload struct {
+	cfg     WorkloadConfig
+	cluster *Cluster
+	prefix  string // object keys start with it: "h3-1234/"
+	history *History
+	http    *http.Client
+
+	leaseMu  sync.Mutex
+	leases   map[string]clientv3.LeaseID // key + "@" + token -> the lock holder's lease
+	scripted *clientState                // WriteVia's client
+}
+
+// NewWorkload returns a workload on keys prefix+"obj-N".
+func NewWorkload(cfg WorkloadConfig, cluster *Cluster, prefix string) *Workload {
+	return &Workload{
+		cfg:     cfg,
+		cluster: cluster,
+		prefix:  prefix,
+		history: NewHistory(cfg.Clients),
+		http: &http.Client{Timeout: clientTimeout, Transport: &http.Transport{
+			MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second,
+		}},
+		leases: make(map[string]clientv3.LeaseID),
+	}
+}
+
+// History returns the history recorded so far.
+func (w *Workload) History() *History { return w.history }
+
+// Keys returns the objects' keys.
+func (w *Workload) Keys() []string {
+	var keys []string
+	for i := range w.cfg.Objects {
+		keys = append(keys, fmt.Sprintf("%sobj-%d", w.prefix, i+1))
+	}
+	return keys
+}
+
+// Close releases idle connections.
+func (w *Workload) Close() { w.http.CloseIdleConnections() }
+
+// Run runs the clients until stop is closed or each has done its
+// operations.
+func (w *Workload) Run(ctx context.Context, seed uint64, stop <-chan struct{}) {
+	var wg sync.WaitGroup
+	for c := range w.cfg.Clients {
+		wg.Go(func() {
+			w.client(ctx, c, rand.New(rand.NewPCG(seed, uint64(c))), stop)
+		})
+	}
+	wg.Wait()
+}
+
+// FinalReads reads every object through every gateway, into the history.
+func (w *Workload) FinalReads(ctx context.Context) {
+	for _, key := range w.Keys() {
+		for _, g := range w.cluster.Gateways {
+			w.read(ctx, -1, -1, g, key)
+		}
+	}
+}
+
+// HolderLease returns the lease of the lock holder that got token for
+// key.
+func (w *Workload) HolderLease(key string, token api.Token) (clientv3.LeaseID, bool) {
+	w.leaseMu.Lock()
+	defer w.leaseMu.Unlock()
+	id, ok := w.leases[fmt.Sprintf("%s@%d", key, token)]
+	return id, ok
+}
+
+// clientState is one client's loop state.
+type clientState struct {
+	id      int
+	process int
+	ops     int
+	rnd     *rand.Rand
+}
+
+func (w *Workload) client(ctx context.Context, id int, rnd *rand.Rand, stop <-chan struct{}) {
+	cs := &clientState{id: id, process: id, rnd: rnd}
+	stopped := func() bool {
+		select {
+		case <-stop:
+			return true
+		case <-ctx.Done():
+			return true
+		default:
+			return false
+		}
+	}
+	for cs.ops < w.cfg.MaxOpsPerClient && !stopped() {
+		key := w.Keys()[rnd.IntN(w.cfg.Objects)]
+		if rnd.Float64() < w.cfg.ReadRatio {
+			cs.process = w.read(ctx, cs.id, cs.process, w.gateway(rnd), key)
+			cs.ops++
+			continue
+		}
+		if err := w.lockedWrites(ctx, cs, key, stop); err != nil {
+			// The lock service is down or slow (a fault): back off.
+			select {
+			case <-time.After(time.Duration(20+rnd.IntN(80)) * time.Millisecond):
+			case <-stop:
+			}
+		}
+	}
+}
+
+func (w *Workload) gateway(rnd *rand.Rand) *Gateway {
+	return w.cluster.Gateways[rnd.IntN(len(w.cluster.Gateways))]
+}
+
+// lockedWrites takes key's lock, whose fencing token is the create
+// revision of the holder's lock key, and writes with it one to three
+// times; or, as a stale client, lets its lease expire first.
+func (w *Workload) lockedWrites(ctx context.Context, cs *clientState, key string, stop <-chan struct{}) error {
+	lockCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	session, err := concurrency.NewSession(w.cluster.Client, concurrency.WithTTL(lockTTL), concurrency.WithContext(lockCtx))
+	if err != nil {
+		return err
+	}
+	defer session.Close() // revokes the lease if it still exists (bounded by the client's timeouts)
+	mutex := concurrency.NewMutex(session, "/rb-locks/"+key)
+	if err := mutex.Lock(lockCtx); err != nil {
+		return err
+	}
+	resp, err := w.cluster.Client.Get(lockCtx, mutex.Key())
+	if err != nil || len(resp.Kvs) != 1 {
+		return fmt.Errorf("read lock key: %v", err)
+	}
+	token := api.Token(resp.Kvs[0].CreateRevision)
+	w.leaseMu.Lock()
+	w.leases[fmt.Sprintf("%s@%d", key, token)] = session.Lease()
+	w.leaseMu.Unlock()
+
+	stale := cs.rnd.Float64() < w.cfg.StaleRatio
+	if stale {
+		// Stall past the lease: stop renewing it and wait until the lock
+		// key is gone, then a little more, so that others can take the
+		// lock and write.
+		session.Orphan()
+		w.waitGone(ctx, mutex.Key(), 3*time.Second, stop)
+		select {
+		case <-time.After(time.Duration(100+cs.rnd.IntN(500)) * time.Millisecond):
+		case <-stop:
+		}
+	}
+	writes := 1 + cs.rnd.IntN(4)
+	for i := 0; i < writes && cs.ops < w.cfg.MaxOpsPerClient; i++ {
+		outcome := w.write(ctx, cs, key, token, stale, false)
+		if outcome == Ambiguous && cs.rnd.Float64() < w.cfg.RetryRatio && cs.ops < w.cfg.MaxOpsPerClient {
+			outcome = w.write(ctx, cs, key, token, stale, true)
+		}
+		if outcome == RefusedStale {
+			break // the lock has moved on
+		}
+		select {
+		case <-session.Done():
+			return nil // the lease is gone: so is the lock
+		default:
+		}
+	}
+	if !stale {
+		unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_ = mutex.Unlock(unlockCtx)
+		cancel()
+	}
+	return nil
+}
+
+// waitGone waits until key is deleted (the lease expired), within bound.
+func (w *Workload) waitGone(ctx context.Context, key string, bound time.Duration, stop <-chan struct{}) {
+	deadline := time.Now().Add(bound)
+	for time.Now().Before(deadline) {
+		gctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		resp, err := w.cluster.Client.Get(gctx, key, clientv3.WithCountOnly())
+		cancel()
+		if err == nil && resp.Count == 0 {
+			return
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-stop:
+			return
+		}
+	}
+}
+
+// problem is the part of a problem+json answer the workload reads.
+type problem struct {
+	Type          string    `json:"type"`
+	HighWaterMark api.Token `json:"high_water_mark"`
+}
+
+// write PUTs a body naming a fresh op through a random gateway, and
+// records the outcome.
+func (w *Workload) write(ctx context.Context, cs *clientState, key string, token api.Token, stale, retry bool) Outcome {
+	return w.writeVia(ctx, cs, w.gateway(cs.rnd), key, token, stale, retry).Outcome
+}
+
+// WriteVia writes key with token through g, as client 0, and returns the
+// operation as recorded.
+func (w *Workload) WriteVia(ctx context.Context, g *Gateway, key string, token api.Token) Op {
+	w.leaseMu.Lock()
+	if w.scripted == nil {
+		w.scripted = &clientState{id: 0, process: 0, rnd: rand.New(rand.NewPCG(0, 0))}
+	}
+	cs := w.scripted
+	w.leaseMu.Unlock()
+	return w.writeVia(ctx, cs, g, key, token, false, false)
+}
+
+// Acquire takes key's lock and returns its fencing token; release lets it
+// go.
+func (w *Workload) Acquire(ctx context.Context, key string) (token api.Token, release func(), err error) {
+	session, err := concurrency.NewSession(w.cluster.Client, concurrency.WithTTL(lockTTL), concurrency.WithContext(ctx))
+	if err != nil {
+		return 0, nil, err
+	}
+	mutex := concurrency.NewMutex(session, "/rb-locks/"+key)
+	if err := mutex.Lock(ctx); err != nil {
+		session.Close()
+		return 0, nil, err
+	}
+	resp, err := w.cluster.Client.Get(ctx, mutex.Key())
+	if err != nil || len(resp.Kvs) != 1 {
+		session.Close()
+		return 0, nil, fmt.Errorf("read lock key: %v", err)
+	}
+	return api.Token(resp.Kvs[0].CreateRevision), func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = mutex.Unlock(ctx)
+		session.Close()
+	}, nil
+}
+
+func (w *Workload) writeVia(ctx context.Context, cs *clientState, g *Gateway, key string, token api.Token, stale, retry bool) Op {
+	cs.ops++
+	id := fmt.Sprintf("%sc%d-%d", strings.ReplaceAll(w.prefix, "/", "-"), cs.id, cs.ops)
+	body := fmt.Sprintf("op=%s token=%d client=%d stale=%t retry=%t\n", id, token, cs.id, stale, retry)
+	op := Op{ID: id, Client: cs.id, Process: cs.process, Kind: OpWrite, Key: key, Token: token, Gateway: g.Name, Stale: stale, Retry: retry,
+		ETag: bodyETag([]byte(body))}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, g.URL+"/v1/objects/"+Bucket+"/"+key, strings.NewReader(body))
+	if err != nil {
+		panic(err) // a bug in the workload
+	}
+	req.Header.Set(api.HeaderFenceToken, token.String())
+	req.Header.Set("X-Request-Id", id)
+	req.Header.Set("Content-Type", "text/plain")
+	op.Call = w.history.Now()
+	w.history.Invoke(token, op.Call)
+	resp, err := w.http.Do(req)
+	op.Return = w.history.Now()
+	switch {
+	case err != nil:
+		op.Outcome, op.Err = Ambiguous, err.Error()
+	default:
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		op.Status = resp.StatusCode
+		var p problem
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), api.ContentTypeProblem) {
+			_ = json.Unmarshal(data, &p)
+		}
+		op.ProblemType = p.Type
+		op.Outcome = writeOutcome(resp.StatusCode, p.Type)
+		if op.Outcome == Acked {
+			var result writeResult
+			if err := json.Unmarshal(data, &result); err == nil && result.ETag != "" {
+				op.ReplacedKnown, op.Created, op.Replaced = true, result.Created, result.ReplacedETag
+				if result.ETag != op.ETag {
+					op.Err = fmt.Sprintf("unexpected answer: ETag %s, want the MD5 of the body %s", result.ETag, op.ETag)
+				}
+			}
+		}
+		if op.Outcome == RefusedStale {
+			op.HighWaterMark = p.HighWaterMark
+		}
+		if op.Outcome == Failed || op.Outcome == Ambiguous && resp.StatusCode < 500 {
+			op.Err = fmt.Sprintf("unexpected answer %d: %s", resp.StatusCode, data)
+			op.Outcome = Ambiguous
+		}
+	}
+	cs.process = w.history.Add(op)
+	return op
+}
+
+// writeResult is the part of a write's answer the workload reads (the
+// gateway's WriteResult).
+type writeResult struct {
+	ETag         string `json:"etag"`
+	Created      bool   `json:"created"`
+	ReplacedETag string `json:"replaced_etag"`
+}
+
+// bodyETag is the ETag S3 gives a single-part body: its quoted MD5.
+func bodyETag(body []byte) string {
+	sum := md5.Sum(body)
+	return `"` + hex.EncodeToString(sum[:]) + `"`
+}
+
+// writeOutcome classifies a gateway's answer to a write.
+func writeOutcome(status int, problemType string) Outcome {
+	switch {
+	case status == http.StatusOK || status == http.StatusCreated:
+		return Acked
+	case problemType == api.ProblemTypePrefix+"stale-token":
+		return RefusedStale
+	case problemType == api.ProblemTypePrefix+"concurrent-modification",
+		problemType == api.ProblemTypePrefix+"fence-unavailable":
+		return Refused
+	}
+	return Ambiguous
+}
+
+// read GETs key through g and records what it found. client -1 is the
+// harness's final reads. It returns the process id to use next.
+func (w *Workload) read(ctx context.Context, client, process int, g *Gateway, key string) int {
+	if client < 0 {
+		w.history.mu.Lock()
+		process = w.history.nextProcess
+		w.history.nextProcess++
+		w.history.mu.Unlock()
+	}
+	op := Op{ID: fmt.Sprintf("read-%d", w.history.Now()), Client: client, Process: process, Kind: OpRead, Key: key, Gateway: g.Name}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.URL+"/v1/objects/"+Bucket+"/"+key, nil)
+	if err != nil {
+		panic(err)
+	}
+	op.Call = w.history.Now()
+	resp, err := w.http.Do(req)
+	if err == nil {
+		data, readErr := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		op.Return = w.history.Now()
+		op.Status = resp.StatusCode
+		switch {
+		case readErr != nil:
+			op.Outcome, op.Err = Failed, readErr.Error()
+		case resp.StatusCode == http.StatusOK:
+			op.ReadExists = true
+			op.ReadValue = bodyOp(data)
+			op.ReadToken, _ = api.ParseToken(resp.Header.Get(api.HeaderFenceToken))
+		case resp.StatusCode == http.StatusNotFound:
+		default:
+			op.Outcome, op.Err = Failed, fmt.Sprintf("answer %d: %s", resp.StatusCode, data)
+		}
+	} else {
+		op.Return = w.history.Now()
+		op.Outcome, op.Err = Failed, err.Error()
+	}
+	return w.history.Add(op)
+}

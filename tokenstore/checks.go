@@ -1,0 +1,242 @@
+package tokenstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"fencegate/api"
+)
+
+// Check is a kind of token check that a Policy adds to the fence check's
+// "token >= high-water mark".
+type Check string
+
+// The token checks.
+const (
+	// CheckNone accepts any token that is not stale: tokens may come from
+	// any monotonic source (an etcd Mutex, a database lease table, a
+	// ZooKeeper zxid). It is the default.
+	CheckNone Check = "none"
+	// CheckPlausible also refuses a token larger than etcd's current
+	// revision (api.ErrImplausibleToken): no lock on this etcd cluster
+	// can have issued it, and accepting it would raise the high-water
+	// mark so far that no real token could ever write again. Use it when
+	// tokens are revisions of the gateway's own etcd cluster (fencegate
+	// locks, or concurrency.Mutex on the same cluster).
+	CheckPlausible Check = "plausible"
+	// CheckHeld also refuses a token that is not the current holder's of
+	// the policy's lock (api.ErrLockNotHeld), in the same etcd
+	// transaction as the high-water mark raise. A writer whose session
+	// expired is refused even when nobody else has acquired the lock
+	// yet, which plain fencing cannot do. Tokens must come from
+	// fencegate's lock API (POST /v1/locks/{name}).
+	CheckHeld Check = "held"
+)
+
+// ParseCheck parses the name of a check: "none", "plausible" or "held".
+func ParseCheck(s string) (Check, error) {
+	switch c := Check(s); c {
+	case CheckNone, CheckPlausible, CheckHeld:
+		return c, nil
+	}
+	return "", fmt.Errorf("token check %q: want none, plausible or held", s)
+}
+
+// Policy binds a token check to the resources whose names start with
+// Prefix, such as "s3/reports/" for every object of the bucket "reports".
+type Policy struct {
+	// Prefix selects the resources the policy applies to. When several
+	// policies match a resource, the one with the longest prefix wins.
+	// Empty matches every resource.
+	Prefix api.Resource
+	// Check is the check to apply. Empty means CheckNone.
+	Check Check
+	// Lock names the fencegate lock whose current holder's token a
+	// CheckHeld write must carry. Required with CheckHeld, and empty with
+	// the other checks.
+	Lock string
+}
+
+// policies is a validated list of policies, longest prefix first.
+type policies []Policy
+
+// newPolicies validates ps and sorts a copy by decreasing prefix length.
+func newPolicies(ps []Policy) (policies, error) {
+	out := slices.Clone(ps)
+	seen := make(map[api.Resource]bool, len(out))
+	var errs []error
+	for i := range out {
+		p := &out[i]
+		if p.Check == "" {
+			p.Check = CheckNone
+		}
+		if _, err := ParseCheck(string(p.Check)); err != nil {
+			errs = append(errs, fmt.Errorf("policy for prefix %q: %w", p.Prefix, err))
+		}
+		switch {
+		case p.Check == CheckHeld && p.Lock == "":
+			errs = append(errs, fmt.Errorf("policy for prefix %q: check held needs a lock name", p.Prefix))
+		case p.Check == CheckHeld:
+			if err := api.ValidateLockName(p.Lock); err != nil {
+				errs = append(errs, fmt.Errorf("policy for prefix %q: %w", p.Prefix, err))
+			}
+		case p.Lock != "":
+			errs = append(errs, fmt.Errorf("policy for prefix %q: a lock name goes only with check held", p.Prefix))
+		}
+		if seen[p.Prefix] {
+			errs = append(errs, fmt.Errorf("two policies for prefix %q", p.Prefix))
+		}
+		seen[p.Prefix] = true
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(out, func(a, b Policy) int { return len(b.Prefix) - len(a.Prefix) })
+	return out, nil
+}
+
+// match returns the policy with the longest prefix of resource, or a
+// CheckNone policy when none matches.
+func (ps policies) match(resource api.Resource) Policy {
+	for _, p := range ps {
+		if strings.HasPrefix(string(resource), string(p.Prefix)) {
+			return p
+		}
+	}
+	return Policy{Check: CheckNone}
+}
+
+// revisionClock is the largest etcd revision this Store has seen in any
+// answer from etcd (response headers, watch events). etcd's revision only
+// grows, so it is a lower bound of the current revision: a token at or
+// below it is plausible without asking etcd. Only a token above it costs a
+// round trip (a linearizable read of the current revision), and a token
+// issued by a lock of this gateway never does, since the grant's own answer
+// raised the clock to its token.
+type revisionClock struct {
+	seen atomic.Int64
+	// refresh serializes refreshes (a semaphore that honours contexts),
+	// so that a burst of tokens from the future costs one read at a time.
+	refresh chan struct{}
+}
+
+func newRevisionClock() *revisionClock {
+	return &revisionClock{refresh: make(chan struct{}, 1)}
+}
+
+// observe raises the clock to rev, if rev is larger.
+func (c *revisionClock) observe(rev int64) {
+	for {
+		old := c.seen.Load()
+		if rev <= old || c.seen.CompareAndSwap(old, rev) {
+			return
+		}
+	}
+}
+
+// checkPlausible refuses a token larger than etcd's current revision. It
+// makes no etcd request when the token is at or below the largest revision
+// seen; otherwise one linearizable read, whose answer is the current
+// revision.
+func (s *Store) checkPlausible(ctx context.Context, resource api.Resource, token api.Token) error {
+	if int64(token) <= s.revisions.seen.Load() {
+		return nil
+	}
+	select {
+	case s.revisions.refresh <- struct{}{}:
+		defer func() { <-s.revisions.refresh }()
+	case <-ctx.Done():
+		return fmt.Errorf("token check %s: %w: %w", resource, api.ErrUnavailable, ctx.Err())
+	}
+	if int64(token) <= s.revisions.seen.Load() { // raised while we queued
+		return nil
+	}
+	s.revisionReads.Add(1)
+	resp, err := s.client.Get(ctx, s.prefix+"ping", clientv3.WithCountOnly())
+	if err != nil {
+		return fmt.Errorf("token check %s: reading etcd's revision: %w: %w", resource, api.ErrUnavailable, err)
+	}
+	s.revisions.observe(resp.Header.Revision)
+	if int64(token) > resp.Header.Revision {
+		return fmt.Errorf("token check %s: %w: token %d is above etcd's current revision %d", resource, api.ErrImplausibleToken, token, resp.Header.Revision)
+	}
+	return nil
+}
+
+// RevisionReads counts the etcd reads that plausible checks made because a
+// token was above the largest revision seen. In steady state, with tokens
+// issued before the gateway's last answer from etcd, it does not grow.
+func (s *Store) RevisionReads() int64 { return s.revisionReads.Load() }
+
+// fenceCheckHeld is the fence check under CheckHeld: one etcd transaction
+// that accepts token only if it is the create revision of the oldest key in
+// the lock's queue (the current holder, see locks.go), and then compares
+// and raises the high-water mark as FenceCheck does.
+//
+// etcd cannot name "the key whose create revision is token" (the queue key
+// is named by the holder's session, which the writer does not send), but a
+// compare on a key range must hold for every key in the range, and on an
+// empty range it is evaluated against a zero key (create revision 0) (etcd
+// server/etcdserver/txn/txn.go, applyCompare). So, with Q the queue prefix:
+//
+//	If(CreateRevision(Q*) > token-1)       every queue key was created at or after token;
+//	                                       false on an empty queue (0 > token-1 is false)
+//	Then(Txn(
+//	    If(CreateRevision(Q*) > token)     ... and none at token: token's key is gone
+//	    Then(Get(Q, first created))        -> not held
+//	    Else(Txn(                          a key created at token exists and is the oldest:
+//	        If(Value(hwm) > token)         token is the holder's; now the usual fence check
+//	        Then(Get(hwm))                 -> stale
+//	        Else(Put(hwm, token)))))       -> accepted
+//	Else(Get(Q, first created))            -> not held (an older key holds, or none)
+//
+// Create revisions in one queue are distinct (each queue key is created by
+// its own transaction), so "all >= token and not all > token" is exactly
+// "the oldest key was created at token". A holder record key is not needed:
+// the queue itself is the record, and a lease that expires removes its
+// queue key in the same revision, so a writer whose session ended is
+// refused even if nobody else has queued.
+func (s *Store) fenceCheckHeld(ctx context.Context, resource api.Resource, token api.Token, lock string) error {
+	queue := s.lockQueue(lock)
+	key, value := s.hwmKey(resource), encodeToken(token)
+	holder := clientv3.OpGet(queue, clientv3.WithFirstCreate()...)
+	fence := clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), ">", value)},
+		[]clientv3.Op{clientv3.OpGet(key)},
+		[]clientv3.Op{clientv3.OpPut(key, value)},
+	)
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(queue), ">", int64(token)-1).WithPrefix()).
+		Then(clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(queue), ">", int64(token)).WithPrefix()},
+			[]clientv3.Op{holder},
+			[]clientv3.Op{fence},
+		)).
+		Else(holder).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("fence check %s: %w: %w", resource, api.ErrUnavailable, err)
+	}
+	s.revisions.observe(resp.Header.Revision)
+	notHeld := func(r *clientv3.TxnResponse, i int) error {
+		e := &api.LockNotHeldError{Resource: resource, Lock: lock, Token: token}
+		if kvs := r.Responses[i].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			e.Holder = api.Token(kvs[0].CreateRevision)
+		}
+		return fmt.Errorf("fence check: %w", e)
+	}
+	if !resp.Succeeded {
+		return notHeld(resp, 0)
+	}
+	inner := (*clientv3.TxnResponse)(resp.Responses[0].GetResponseTxn())
+	if inner.Succeeded {
+		return notHeld(inner, 0)
+	}
+	return s.fenceResult(resource, token, (*clientv3.TxnResponse)(inner.Responses[0].GetResponseTxn()))
+}

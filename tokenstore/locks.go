@@ -1,0 +1,329 @@
+package tokenstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"fencegate/api"
+)
+
+// Sessions and locks: the token issuer behind the lock API.
+//
+// A session is an etcd lease. A lock is a queue of keys, one per session
+// waiting for it or holding it, each bound to its session's lease:
+//
+//	<prefix>locks/<name>/<session id in hex>
+//
+// The key created first (the smallest create revision) holds the lock, and
+// its create revision is the holder's fencing token: etcd revisions grow
+// across the whole cluster, so every later grant of any lock has a larger
+// token. This is etcd's concurrency.Mutex (client/v3/concurrency/mutex.go),
+// with the waiting done here so that HTTP clients can long-poll:
+//
+//   - Acquire puts the session's key and reads the oldest key in one
+//     transaction; when it is the oldest, the lock is held at once.
+//   - Otherwise the waiter watches only the key just ahead of its own (the
+//     largest create revision below its own) for its deletion, then looks
+//     again. A release or an expiry deletes one key, which exactly one
+//     waiter watches: no thundering herd, and waiters are served in the
+//     order their keys were created (FIFO).
+//   - A session that ends (revoked, or expired because nobody kept it alive)
+//     loses its keys with its lease, in one revision: the lock passes on
+//     after the TTL even if its holder vanished.
+
+// lockQueue returns the key prefix of lock name's queue.
+func (s *Store) lockQueue(name string) string { return s.prefix + "locks/" + name + "/" }
+
+// CreateSession grants a session: an etcd lease of ttl seconds (zero means
+// api.DefaultSessionTTL). etcd may grant more than asked for, never less;
+// the answer says what it granted.
+func (s *Store) CreateSession(ctx context.Context, ttl int64) (api.Session, error) {
+	if ttl == 0 {
+		ttl = api.DefaultSessionTTL
+	}
+	if ttl < api.MinSessionTTL || ttl > api.MaxSessionTTL {
+		return api.Session{}, fmt.Errorf("%w: session ttl %d: want %d to %d seconds", api.ErrInvalidRequest, ttl, api.MinSessionTTL, api.MaxSessionTTL)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.client.Grant(ctx, ttl)
+	if err != nil {
+		return api.Session{}, fmt.Errorf("create session: %w: %w", api.ErrUnavailable, err)
+	}
+	s.observeHeader(resp.ResponseHeader)
+	return api.Session{ID: api.SessionID(resp.ID), TTL: resp.TTL}, nil
+}
+
+// KeepAlive renews a session's lease once, for its whole TTL from now.
+// A session that expired or was revoked is api.ErrSessionNotFound.
+func (s *Store) KeepAlive(ctx context.Context, id api.SessionID) (api.Session, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.client.KeepAliveOnce(ctx, clientv3.LeaseID(id))
+	if err != nil {
+		return api.Session{}, sessionError("keep session alive", id, err)
+	}
+	s.observeHeader(resp.ResponseHeader)
+	return api.Session{ID: id, TTL: resp.TTL}, nil
+}
+
+// RevokeSession ends a session at once: every lock it holds is released and
+// every queue it waits in is left, in one etcd revision. A session that
+// expired or was revoked already is api.ErrSessionNotFound.
+func (s *Store) RevokeSession(ctx context.Context, id api.SessionID) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.client.Revoke(ctx, clientv3.LeaseID(id))
+	if err != nil {
+		return sessionError("revoke session", id, err)
+	}
+	s.observeHeader(resp.Header)
+	return nil
+}
+
+// sessionError maps etcd's "lease not found" to api.ErrSessionNotFound and
+// anything else to api.ErrUnavailable.
+func sessionError(op string, id api.SessionID, err error) error {
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return fmt.Errorf("%s %s: %w", op, id, api.ErrSessionNotFound)
+	}
+	return fmt.Errorf("%s %s: %w: %w", op, id, api.ErrUnavailable, err)
+}
+
+// Acquire takes lock name for session, waiting at most wait for the
+// holders and waiters ahead of it. It answers the grant, whose token is
+// the create revision of the session's queue key.
+//
+// Acquiring again with a session that already holds or waits for the lock
+// finds its place: the same token, so a retried request is harmless. A
+// session may hold a lock only once.
+//
+// Errors: api.ErrLockTimeout when the wait ran out (the session's place in
+// the queue is removed); api.ErrSessionNotFound for a session that does not
+// exist; api.ErrLockNotHeld when the session's place vanished while it
+// waited (its session ended, or it was released by token);
+// api.ErrUnavailable when etcd failed, in which case the session may still
+// have a place in the queue: acquire again with it, or revoke it. When ctx
+// ends first, its error, after the place is removed.
+func (s *Store) Acquire(ctx context.Context, name string, session api.SessionID, wait time.Duration) (api.LockGrant, error) {
+	if err := api.ValidateLockName(name); err != nil {
+		return api.LockGrant{}, err
+	}
+	if session <= 0 {
+		return api.LockGrant{}, fmt.Errorf("%w: no session", api.ErrInvalidRequest)
+	}
+	if wait < 0 {
+		return api.LockGrant{}, fmt.Errorf("%w: negative wait", api.ErrInvalidRequest)
+	}
+	queue := s.lockQueue(name)
+	key := queue + session.String()
+	grant := api.LockGrant{Name: name, Session: session}
+
+	// Queue up (or find our place) and read the holder, in one round trip,
+	// as concurrency.Mutex's tryAcquire does.
+	rctx, cancel := context.WithTimeout(ctx, s.timeout)
+	holder := clientv3.OpGet(queue, clientv3.WithFirstCreate()...)
+	resp, err := s.client.Txn(rctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, "", clientv3.WithLease(clientv3.LeaseID(session))), holder).
+		Else(clientv3.OpGet(key), holder).
+		Commit()
+	cancel()
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return api.LockGrant{}, fmt.Errorf("acquire %s: session %s: %w", name, session, api.ErrSessionNotFound)
+		}
+		return api.LockGrant{}, fmt.Errorf("acquire %s: %w: %w", name, api.ErrUnavailable, err)
+	}
+	s.revisions.observe(resp.Header.Revision)
+	myRev := resp.Header.Revision
+	if !resp.Succeeded {
+		myRev = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
+	}
+	grant.Token = api.Token(myRev)
+	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 && kvs[0].CreateRevision == myRev {
+		return grant, nil
+	}
+
+	waitCtx, cancelWait := context.WithTimeout(ctx, wait)
+	defer cancelWait()
+	err = context.DeadlineExceeded // a zero wait does not wait
+	if wait > 0 {
+		err = s.waitTurn(waitCtx, queue, key, myRev)
+	}
+	if err == nil {
+		return grant, nil
+	}
+	// Leave the queue, removing only our own place (the key with our
+	// create revision), even though ctx may be done.
+	cleanupCtx, cancelCleanup := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
+	defer cancelCleanup()
+	if _, lerr := s.release(cleanupCtx, key, myRev); lerr != nil {
+		// Still queued, perhaps: the session's end will remove the key.
+		return api.LockGrant{}, fmt.Errorf("acquire %s: %v; then leaving the queue failed: %w", name, err, lerr)
+	}
+	switch {
+	case ctx.Err() != nil:
+		return api.LockGrant{}, fmt.Errorf("acquire %s: %w", name, ctx.Err())
+	case waitCtx.Err() != nil && !errors.Is(err, api.ErrLockNotHeld):
+		return api.LockGrant{}, fmt.Errorf("acquire %s: %w after %v", name, api.ErrLockTimeout, wait)
+	}
+	return api.LockGrant{}, fmt.Errorf("acquire %s: %w", name, err)
+}
+
+// waitTurn waits until key, created at myRev, is the oldest in queue: it
+// finds the key just ahead (the largest create revision below myRev),
+// waits for its deletion, and looks again, as concurrency's waitDeletes
+// does. Each look also checks, in the same transaction, that our own key
+// still exists.
+func (s *Store) waitTurn(ctx context.Context, queue, key string, myRev int64) error {
+	ahead := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(myRev-1))
+	for {
+		rctx, cancel := context.WithTimeout(ctx, s.timeout)
+		resp, err := s.client.Txn(rctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", myRev)).
+			Then(clientv3.OpGet(queue, ahead...)).
+			Commit()
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("%w: %w", api.ErrUnavailable, err)
+		}
+		s.revisions.observe(resp.Header.Revision)
+		if !resp.Succeeded {
+			return fmt.Errorf("%w: the place in the queue (token %d) is gone: its session ended, or it was released", api.ErrLockNotHeld, myRev)
+		}
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 {
+			return nil // nobody ahead: ours is the oldest key
+		}
+		if err := s.waitDelete(ctx, string(kvs[0].Key), resp.Header.Revision+1); err != nil {
+			return err
+		}
+	}
+}
+
+// waitDelete waits for the deletion of key after revision fromRev-1. It
+// returns nil also when the watch cannot start at fromRev because etcd
+// compacted it: the caller looks again.
+func (s *Store) waitDelete(ctx context.Context, key string, fromRev int64) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for wr := range s.client.Watch(wctx, key, clientv3.WithRev(fromRev), clientv3.WithFilterPut()) {
+		if err := wr.Err(); err != nil {
+			if errors.Is(err, rpctypes.ErrCompacted) {
+				return nil
+			}
+			return fmt.Errorf("%w: watching %s: %w", api.ErrUnavailable, key, err)
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE {
+				s.lockWakeups.Add(1)
+				s.revisions.observe(ev.Kv.ModRevision)
+				return nil
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: watch of %s closed", api.ErrUnavailable, key)
+}
+
+// Release removes the grant or queue place of lock name whose token is
+// token, and reports whether this call removed it (false: it was gone
+// already, released before or lost with its session). It deletes only the
+// key whose create revision is token, so a retried release never removes a
+// newer holder's key.
+func (s *Store) Release(ctx context.Context, name string, token api.Token) (bool, error) {
+	if err := api.ValidateLockName(name); err != nil {
+		return false, err
+	}
+	if token == 0 || token > api.MaxToken {
+		return false, fmt.Errorf("%w: token %d", api.ErrMalformedToken, token)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	// The key is named by its session, which the caller need not send:
+	// find it by its create revision, then delete it only if it is still
+	// that key (a session may have re-created its key since).
+	resp, err := s.client.Get(ctx, s.lockQueue(name), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithMinCreateRev(int64(token)), clientv3.WithMaxCreateRev(int64(token)))
+	if err != nil {
+		return false, fmt.Errorf("release %s: %w: %w", name, api.ErrUnavailable, err)
+	}
+	s.revisions.observe(resp.Header.Revision)
+	if len(resp.Kvs) == 0 {
+		return false, nil
+	}
+	released, err := s.release(ctx, string(resp.Kvs[0].Key), int64(token))
+	if err != nil {
+		return false, fmt.Errorf("release %s: %w", name, err)
+	}
+	return released, nil
+}
+
+// release deletes key if its create revision is still rev.
+func (s *Store) release(ctx context.Context, key string, rev int64) (bool, error) {
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+		Then(clientv3.OpDelete(key)).
+		Commit()
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", api.ErrUnavailable, err)
+	}
+	s.revisions.observe(resp.Header.Revision)
+	return resp.Succeeded, nil
+}
+
+// LockState reads lock name's holder and queue length, linearizably, in one
+// round trip.
+func (s *Store) LockState(ctx context.Context, name string) (api.LockState, error) {
+	if err := api.ValidateLockName(name); err != nil {
+		return api.LockState{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	queue := s.lockQueue(name)
+	resp, err := s.client.Txn(ctx).
+		Then(clientv3.OpGet(queue, clientv3.WithFirstCreate()...), clientv3.OpGet(queue, clientv3.WithPrefix(), clientv3.WithCountOnly())).
+		Commit()
+	if err != nil {
+		return api.LockState{}, fmt.Errorf("lock state %s: %w: %w", name, api.ErrUnavailable, err)
+	}
+	s.revisions.observe(resp.Header.Revision)
+	state := api.LockState{Name: name, QueueLength: resp.Responses[1].GetResponseRange().Count}
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		state.Holder = api.Token(kvs[0].CreateRevision)
+	}
+	return state, nil
+}
+
+// LockStats are counters of the lock API, for metrics and tests.
+type LockStats struct {
+	// Wakeups counts waiters woken by the deletion of the key they
+	// watched, the one just ahead of theirs. Each release or expiry of a
+	// queue key wakes at most one waiter: with n acquirers served one
+	// after another, it grows by n-1.
+	Wakeups int64
+}
+
+// LockStats returns the lock API's counters since New.
+func (s *Store) LockStats() LockStats {
+	return LockStats{Wakeups: s.lockWakeups.Load()}
+}
+
+// observeHeader raises the revision clock from a response header (nil
+// headers read as revision 0).
+func (s *Store) observeHeader(h *etcdserverpb.ResponseHeader) {
+	s.revisions.observe(h.GetRevision())
+}
