@@ -5,47 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 )
-
-// TestLockProblemGolden pins the wire form of the lock API's and the token
-// checks' problems (the rows added for them to the error table).
-func TestLockProblemGolden(t *testing.T) {
-	tests := []struct {
-		name string
-		err  error
-	}{
-		{"lock-not-held", fmt.Errorf("fence check: %w", &LockNotHeldError{Resource: "s3/reports/q3.csv", Lock: "report", Token: 33, Holder: 34})},
-		{"implausible-token", fmt.Errorf("token check s3/reports/q3.csv: %w: token 9000 is above etcd's current revision 57", ErrImplausibleToken)},
-		{"lock-timeout", fmt.Errorf("acquire report: %w after 5s", ErrLockTimeout)},
-		{"session-not-found", fmt.Errorf("keep session alive 694d8a3f0c1b2e07: %w", ErrSessionNotFound)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := json.MarshalIndent(ProblemFor(tt.err), "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			golden := filepath.Join("testdata", "problems", tt.name+".json")
-			if *update {
-				if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(got)+"\n" != string(want) {
-				t.Errorf("ProblemFor(%v) =\n%s\nwant (%s)\n%s", tt.err, got, golden, want)
-			}
-		})
-	}
-}
 
 func TestLockNotHeldErrorRoundTrip(t *testing.T) {
 	err := fmt.Errorf("fence check: %w", &LockNotHeldError{Resource: "s3/b/k", Lock: "l", Token: 5})

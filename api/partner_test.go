@@ -1,51 +1,12 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
-
-// TestPartnerProblemGolden pins the wire form of the partner routes'
-// problems (the rows added for them to the error table).
-func TestPartnerProblemGolden(t *testing.T) {
-	tests := []struct {
-		name string
-		err  error
-	}{
-		{"idempotency-in-flight", fmt.Errorf("admit partner/payments/accounts/a1: %w", ErrIdempotencyInFlight)},
-		{"idempotency-mismatch", fmt.Errorf("admit partner/payments/accounts/a1: %w", ErrIdempotencyMismatch)},
-		{"resource-busy", fmt.Errorf("admit partner/payments/accounts/a1: %w: still in flight after 5s", ErrResourceBusy)},
-		{"missing-idempotency-key", fmt.Errorf("route payments: %w", ErrMissingIdempotencyKey)},
-		{"malformed-idempotency-key", fmt.Errorf("%w: only printable ASCII characters are allowed", ErrMalformedIdempotencyKey)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := json.MarshalIndent(ProblemFor(tt.err), "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			golden := filepath.Join("testdata", "problems", tt.name+".json")
-			if *update {
-				if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(got)+"\n" != string(want) {
-				t.Errorf("ProblemFor(%v) =\n%s\nwant (%s)\n%s", tt.err, got, golden, want)
-			}
-		})
-	}
-}
 
 func TestNotForwardedIsAnUpstreamError(t *testing.T) {
 	err := fmt.Errorf("partner payments: %w: %w: connection refused", ErrUpstream, ErrNotForwarded)

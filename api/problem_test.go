@@ -12,7 +12,8 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
 
-// TestProblemGolden pins the wire form of every problem fencegate sends.
+// TestProblemGolden pins the wire form of every problem fencegate sends,
+// one case per row of the error table.
 func TestProblemGolden(t *testing.T) {
 	tests := []struct {
 		name string
@@ -26,6 +27,15 @@ func TestProblemGolden(t *testing.T) {
 		{"upstream-timeout", fmt.Errorf("s3 put dev/k: %w: %w", ErrUpstreamTimeout, ErrUpstream)},
 		{"body-too-large", fmt.Errorf("%w: 10 bytes, limit 5", ErrBodyTooLarge)},
 		{"internal", errors.New("secret detail that must not leak")},
+		{"lock-not-held", fmt.Errorf("fence check: %w", &LockNotHeldError{Resource: "s3/reports/q3.csv", Lock: "report", Token: 33, Holder: 34})},
+		{"implausible-token", fmt.Errorf("token check s3/reports/q3.csv: %w: token 9000 is above etcd's current revision 57", ErrImplausibleToken)},
+		{"lock-timeout", fmt.Errorf("acquire report: %w after 5s", ErrLockTimeout)},
+		{"session-not-found", fmt.Errorf("keep session alive 694d8a3f0c1b2e07: %w", ErrSessionNotFound)},
+		{"idempotency-in-flight", fmt.Errorf("admit partner/payments/accounts/a1: %w", ErrIdempotencyInFlight)},
+		{"idempotency-mismatch", fmt.Errorf("admit partner/payments/accounts/a1: %w", ErrIdempotencyMismatch)},
+		{"resource-busy", fmt.Errorf("admit partner/payments/accounts/a1: %w: still in flight after 5s", ErrResourceBusy)},
+		{"missing-idempotency-key", fmt.Errorf("route payments: %w", ErrMissingIdempotencyKey)},
+		{"malformed-idempotency-key", fmt.Errorf("%w: only printable ASCII characters are allowed", ErrMalformedIdempotencyKey)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
