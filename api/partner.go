@@ -176,6 +176,12 @@ func ParsePartnerPath(escaped string) (PartnerPath, error) {
 		}
 		p.Segments = append(p.Segments, seg)
 	}
+	// The limit holds for the canonical form too, which can be longer
+	// than the input (non-ASCII bytes escape to three): whatever parses
+	// here must parse again from Escaped().
+	if len(p.Escaped()) > 8<<10 {
+		return PartnerPath{}, fmt.Errorf("%w: partner path longer than 8 KiB once escaped", ErrInvalidRequest)
+	}
 	return p, nil
 }
 
