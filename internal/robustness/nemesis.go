@@ -19,19 +19,18 @@ type FaultKind string
 
 // The faults. Each history draws at least two.
 const (
-	KillLeader       FaultKind = "kill-leader"       // SIGKILL the etcd leader, restart it on its data
-	KillFollower     FaultKind = "kill-follower"     // SIGKILL a follower, restart it
-	StopMember       FaultKind = "stop-member"       // SIGSTOP a member, then SIGCONT
-	IsolateLeader    FaultKind = "isolate-leader"    // blackhole every peer link of the leader
-	GatewayCut       FaultKind = "gateway-etcd-cut"  // blackhole a gateway's links to every member
-	LinkDelay        FaultKind = "link-delay"        // 100±50 ms on the peer links, or on a gateway's links
-	LinkDrop         FaultKind = "link-drop"         // a gateway's S3 link refuses connections
-	LinkReset        FaultKind = "link-reset"        // RST every connection of a gateway's links
-	PauseAfterFence  FaultKind = "pause-after-fence" // hold a write between fence check and PUT; its holder's lease is revoked
-	S3Errors         FaultKind = "s3-5xx"            // S3 answers 5xx, before or after committing
-	S3DropReply      FaultKind = "s3-drop-reply"     // S3 commits, then the reply is dropped
-	Compaction       FaultKind = "compaction"        // compact etcd's history
-	defaultFaultSpan           = 1200 * time.Millisecond
+	KillLeader      FaultKind = "kill-leader"       // SIGKILL the etcd leader, restart it on its data
+	KillFollower    FaultKind = "kill-follower"     // SIGKILL a follower, restart it
+	StopMember      FaultKind = "stop-member"       // SIGSTOP a member, then SIGCONT
+	IsolateLeader   FaultKind = "isolate-leader"    // blackhole every peer link of the leader
+	GatewayCut      FaultKind = "gateway-etcd-cut"  // blackhole a gateway's links to every member
+	LinkDelay       FaultKind = "link-delay"        // 100±50 ms on the peer links, or on a gateway's links
+	LinkDrop        FaultKind = "link-drop"         // a gateway's S3 link refuses connections
+	LinkReset       FaultKind = "link-reset"        // RST every connection of a gateway's links
+	PauseAfterFence FaultKind = "pause-after-fence" // hold a write between fence check and PUT; its holder's lease is revoked
+	S3Errors        FaultKind = "s3-5xx"            // S3 answers 5xx, before or after committing
+	S3DropReply     FaultKind = "s3-drop-reply"     // S3 commits, then the reply is dropped
+	Compaction      FaultKind = "compaction"        // compact etcd's history
 )
 
 // AllFaults lists every fault kind, in the order the figures print them.

@@ -182,7 +182,7 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 	}
 	report.S3Injections = cluster.S3Proxy.InjectedFaults()
 	report.Duration = time.Since(start)
-	fmt.Fprintf(cfg.Out, "robustness: seed=%d wall=%v cluster=%d etcd members, %d gateways, versitygw; logs in %s\n",
+	fmt.Fprintf(cfg.Out, "robustness: seed=%d wall=%v cluster=%d etcd members, %d gateways, versitygw; logs in %s (kept when a history fails)\n",
 		cfg.Seed, report.Duration.Round(time.Second), len(cluster.Members), len(cluster.Gateways), dir)
 	fmt.Fprintln(cfg.Out, report.FaultsLine())
 	fmt.Fprintln(cfg.Out, report.FinalLine())
