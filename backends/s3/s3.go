@@ -3,7 +3,10 @@
 // and maps S3's failures to fencegate's error classes in package api.
 //
 // It talks to AWS S3 or any S3-compatible server through aws-sdk-go-v2, with
-// a custom endpoint and path-style addressing where configured.
+// a custom endpoint and path-style addressing where configured. The two
+// requests of the write path, the conditional PUT and the HEAD, are built
+// and signed with the SDK's own endpoint resolver, SigV4 signer and
+// credentials but sent without its per-operation middleware (signed.go).
 package s3
 
 import (
@@ -50,6 +53,9 @@ type Config struct {
 // Client is an S3 backend. It is safe for concurrent use.
 type Client struct {
 	s3 *s3.Client
+	// signed sends Put and Head without the SDK's middleware; nil means
+	// through the SDK (see newSignedHTTP).
+	signed *signedHTTP
 }
 
 // New returns a Client for cfg.
@@ -101,7 +107,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 		o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
 	})
-	return &Client{s3: client}, nil
+	return &Client{s3: client, signed: newSignedHTTP(client)}, nil
 }
 
 // Observe returns the object's current version: its ETag and recorded
@@ -121,6 +127,15 @@ func (c *Client) Observe(ctx context.Context, p api.ObjectPath) (api.ObjectVersi
 // If-Match its ETag, or If-None-Match: * when it did not exist. It returns
 // the new ETag. A lost race is api.ErrConcurrentModification.
 func (c *Client) Put(ctx context.Context, in api.PutObjectInput) (etag string, err error) {
+	if c.signed != nil && in.Size >= 0 {
+		etag, sdk, err := c.signed.put(ctx, in)
+		if err != nil {
+			return "", fmt.Errorf("s3 put %s/%s: %w", in.Path.Bucket, in.Path.Key, mapWriteError(err))
+		}
+		if !sdk {
+			return etag, nil
+		}
+	}
 	put := &s3.PutObjectInput{
 		Bucket:        aws.String(in.Path.Bucket),
 		Key:           aws.String(in.Path.Key),
@@ -175,6 +190,15 @@ func (c *Client) Get(ctx context.Context, p api.ObjectPath) (*api.Object, error)
 
 // Head reads the object's metadata.
 func (c *Client) Head(ctx context.Context, p api.ObjectPath) (*api.Object, error) {
+	if c.signed != nil {
+		obj, sdk, err := c.signed.head(ctx, p)
+		if err != nil {
+			return nil, fmt.Errorf("s3 head %s/%s: %w", p.Bucket, p.Key, mapReadError(err))
+		}
+		if !sdk {
+			return obj, nil
+		}
+	}
 	out, err := c.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(p.Bucket), Key: aws.String(p.Key)})
 	if err != nil {
 		return nil, fmt.Errorf("s3 head %s/%s: %w", p.Bucket, p.Key, mapReadError(err))
@@ -257,8 +281,10 @@ func mapTransportError(err error) error {
 	return fmt.Errorf("%w: %w", api.ErrUpstream, err)
 }
 
+// statusCode is the HTTP status of S3's answer, from the SDK's
+// *awshttp.ResponseError or the signed path's *responseError; 0 if none.
 func statusCode(err error) int {
-	var respErr *awshttp.ResponseError
+	var respErr interface{ HTTPStatusCode() int }
 	if errors.As(err, &respErr) {
 		return respErr.HTTPStatusCode()
 	}

@@ -26,16 +26,17 @@ type bench struct {
 	runID    string // starts every key, so that runs on one bucket never meet
 	progress *progress
 
-	metrics    *http.Client // for etcd's /metrics
-	direct     *s3.Client
-	directPool *http.Transport
-	etcd       *clientv3.Client
-	fences     *tokenstore.Store
-	objects    *s3backend.Client
-	http       *http.Client
-	proxy      *countingProxy             // in front of S3, for the stale gateways
-	gateways   map[string]*gatewayProcess // by mode
-	bodies     map[int64]*bodySource
+	metrics       *http.Client      // for etcd's /metrics
+	direct        *s3.Client        // modeDirectSDK's
+	directPool    *http.Transport   // direct's
+	directObjects *s3backend.Client // modeDirect's
+	etcd          *clientv3.Client
+	fences        *tokenstore.Store
+	objects       *s3backend.Client // modeClientSide's
+	http          *http.Client
+	proxy         *countingProxy             // in front of S3, for the stale gateways
+	gateways      map[string]*gatewayProcess // by mode
+	bodies        map[int64]*bodySource
 }
 
 // maxPool bounds every connection pool: the largest concurrency a run may
@@ -72,6 +73,18 @@ func newBench(ctx context.Context, cfg config, st *stack, bin string, p *progres
 		return nil, err
 	}
 	b.objects, err = s3backend.New(ctx, s3backend.Config{
+		Endpoint:        st.s3Endpoint,
+		AccessKeyID:     st.accessKey,
+		SecretAccessKey: st.secretKey,
+		UsePathStyle:    true,
+		MaxConnsPerHost: maxPool,
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The direct writers get a backend of their own: a pool apart from
+	// the client-side writers'.
+	b.directObjects, err = s3backend.New(ctx, s3backend.Config{
 		Endpoint:        st.s3Endpoint,
 		AccessKeyID:     st.accessKey,
 		SecretAccessKey: st.secretKey,
@@ -217,7 +230,9 @@ func (b *bench) runCell(ctx context.Context, c cell, attempt int) (cellResult, e
 	)
 	switch c.mode {
 	case modeDirect:
-		op = directPut(b.direct, b.st.bucket, c.size)
+		op = directPut(b.directObjects, b.st.bucket, c.size)
+	case modeDirectSDK:
+		op = directSDKPut(b.direct, b.st.bucket, c.size)
 	case modeClientSide:
 		op = clientSidePut(b.fences, b.objects, b.st.bucket, c.size)
 	case modeGateway, modeBaseline:

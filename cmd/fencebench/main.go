@@ -2,7 +2,9 @@
 // writing to S3 it replaces, in one run, against one etcd and one S3
 // server:
 //
-//   - direct: conditional PUTs straight to S3 (aws-sdk-go-v2), no fencing;
+//   - direct: conditional PUTs straight to S3, no fencing, with
+//     fencegate's backends/s3 (the same signed request as the gateway's);
+//   - direct-sdk: the same through aws-sdk-go-v2's PutObject operation;
 //   - clientside: the client fences by itself (HEAD, etcd transaction,
 //     conditional PUT, with fencegate's tokenstore and backends/s3);
 //   - gateway: PUTs through `fencegate serve`, run as a child process;
@@ -135,7 +137,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		upload                               = byteSize(1 << 30)
 	)
 	fs.StringVar(&cfg.set, "set", "short", "standard `set` of cells: short (make bench, about 2 minutes) or full (every mode, concurrency, pattern and size)")
-	fs.StringVar(&modes, "modes", "", "comma-separated `modes` to run (default: direct,clientside,gateway,stale, and baseline,stale-baseline with --baseline-fencegate)")
+	fs.StringVar(&modes, "modes", "", "comma-separated `modes` to run (default: direct,direct-sdk,clientside,gateway,stale, and baseline,stale-baseline with --baseline-fencegate)")
 	fs.StringVar(&concurrencies, "concurrency", "", "comma-separated `list` of concurrencies; with --patterns and --sizes it replaces the set by their cross product (default of each: 1,8,64,256; distinct,hot; 1KiB,64KiB,4MiB)")
 	fs.StringVar(&patterns, "patterns", "", "comma-separated `list`: distinct (a key per worker), hot (one key)")
 	fs.StringVar(&size, "sizes", "", "comma-separated body `sizes`, such as 1KiB,64KiB,4MiB")
@@ -187,14 +189,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	cfg.modes = splitList(modes)
 	if len(cfg.modes) == 0 {
-		cfg.modes = []string{modeDirect, modeClientSide, modeGateway, modeStale}
+		cfg.modes = []string{modeDirect, modeDirectSDK, modeClientSide, modeGateway, modeStale}
 		if cfg.baselineFencegate != "" {
 			cfg.modes = append(cfg.modes, modeBaseline, modeStaleBaseline)
 		}
 	}
 	for _, m := range cfg.modes {
 		switch m {
-		case modeDirect, modeClientSide, modeGateway, modeStale:
+		case modeDirect, modeDirectSDK, modeClientSide, modeGateway, modeStale:
 		case modeBaseline, modeStaleBaseline:
 			if cfg.baselineFencegate == "" {
 				errs = append(errs, fmt.Errorf("--modes %s needs --baseline-fencegate", m))
@@ -481,7 +483,7 @@ func plan(cfg config) []cell {
 	var cells []cell
 	for _, s := range accepted {
 		for _, m := range cfg.modes {
-			if m == modeDirect || m == modeClientSide || m == modeGateway || m == modeBaseline {
+			if m == modeDirect || m == modeDirectSDK || m == modeClientSide || m == modeGateway || m == modeBaseline {
 				cells = append(cells, cell{m, s.pattern, s.size, s.concurrency})
 			}
 		}

@@ -76,11 +76,11 @@ func TestPlanShortSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	cells := plan(cfg)
-	if len(cells) != 5*3+4 {
-		t.Fatalf("short set has %d cells; want 19", len(cells))
+	if len(cells) != 5*4+4 {
+		t.Fatalf("short set has %d cells; want 24", len(cells))
 	}
-	if cells[0].mode != modeDirect || cells[1].mode != modeClientSide || cells[2].mode != modeGateway || cells[0].concurrency != cells[2].concurrency {
-		t.Fatalf("first cells %v; want direct, clientside, gateway of one shape", cells[:3])
+	if cells[0].mode != modeDirect || cells[1].mode != modeDirectSDK || cells[2].mode != modeClientSide || cells[3].mode != modeGateway || cells[0].concurrency != cells[3].concurrency {
+		t.Fatalf("first cells %v; want direct, direct-sdk, clientside, gateway of one shape", cells[:4])
 	}
 	want := []cell{
 		{modeGateway, patternDistinct, 1 << 10, 64}, {modeDirect, patternDistinct, 1 << 10, 1},

@@ -24,10 +24,16 @@ import (
 
 // The modes: what one request of a cell is.
 const (
-	// modeDirect is a conditional PUT straight to S3 with aws-sdk-go-v2,
-	// If-Match the ETag of the writer's own last write (If-None-Match: *
-	// for the first): no fencing at all, the floor.
+	// modeDirect is a conditional PUT straight to S3, If-Match the ETag
+	// of the writer's own last write (If-None-Match: * for the first),
+	// with fencegate's own S3 backend (backends/s3: the same signed
+	// request, over the same kind of connection pool, as the gateway's):
+	// no fencing at all, the floor.
 	modeDirect = "direct"
+	// modeDirectSDK is modeDirect through aws-sdk-go-v2's PutObject
+	// operation, set up as fencegate's backend sets up its SDK client: what
+	// an application that writes with the SDK pays.
+	modeDirectSDK = "direct-sdk"
 	// modeClientSide is fencing done by the client itself, in this
 	// process, with fencegate's own packages: HEAD, the etcd fence-check
 	// transaction, conditional PUT (tokenstore and backends/s3, as the
@@ -59,10 +65,10 @@ const (
 	primeToken api.Token = 1 << 40
 )
 
-// newDirectClient returns an aws-sdk-go-v2 S3 client set up as
-// fencegate's S3 backend sets up its own (connection pool, no SDK retries,
-// no body checksums, unsigned payload), so that the direct baseline pays
-// for nothing the gateway does not.
+// newDirectClient returns modeDirectSDK's aws-sdk-go-v2 S3 client, set up
+// as fencegate's S3 backend sets up its own (connection pool, no SDK
+// retries, no body checksums, unsigned payload), so that it pays for
+// nothing but the SDK's operation machinery.
 func newDirectClient(st *stack, pool int) (*s3.Client, *http.Transport) {
 	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 		t.MaxIdleConns = pool
@@ -87,7 +93,31 @@ func newDirectClient(st *stack, pool int) (*s3.Client, *http.Transport) {
 
 // directPut is modeDirect. On a lost race (hot object) the writer reads
 // the object's current ETag with a HEAD and tries again.
-func directPut(client *s3.Client, bucket string, size int64) operation {
+func directPut(objects *s3backend.Client, bucket string, size int64) operation {
+	return func(ctx context.Context, w *worker) (outcome, error) {
+		path := api.ObjectPath{Bucket: bucket, Key: w.key}
+		for range writeAttempts {
+			replaces := api.ObjectVersion{Exists: w.object.exists, ETag: w.object.etag}
+			etag, err := objects.Put(ctx, api.PutObjectInput{Path: path, Body: w.nextBody(), Size: size, Token: benchToken, Replaces: replaces})
+			if err == nil {
+				w.object = objectVersion{exists: true, etag: etag}
+				return outcomeOK, nil
+			}
+			if !errors.Is(err, api.ErrConcurrentModification) {
+				return outcomeError, fmt.Errorf("direct put: %w", err)
+			}
+			seen, err := objects.Observe(ctx, path)
+			if err != nil {
+				return outcomeError, fmt.Errorf("direct head: %w", err)
+			}
+			w.object = objectVersion{exists: seen.Exists, etag: seen.ETag}
+		}
+		return outcomeConflict, nil
+	}
+}
+
+// directSDKPut is modeDirectSDK: directPut with the SDK's operations.
+func directSDKPut(client *s3.Client, bucket string, size int64) operation {
 	token := map[string]string{api.MetadataFenceToken: benchToken.String()}
 	return func(ctx context.Context, w *worker) (outcome, error) {
 		for range writeAttempts {
@@ -109,7 +139,7 @@ func directPut(client *s3.Client, bucket string, size int64) operation {
 				return outcomeOK, nil
 			}
 			if !lostRace(err) {
-				return outcomeError, fmt.Errorf("direct put: %w", err)
+				return outcomeError, fmt.Errorf("direct-sdk put: %w", err)
 			}
 			head, err := client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(w.key)})
 			switch {
@@ -118,7 +148,7 @@ func directPut(client *s3.Client, bucket string, size int64) operation {
 			case statusOf(err) == http.StatusNotFound:
 				w.object = objectVersion{}
 			default:
-				return outcomeError, fmt.Errorf("direct head: %w", err)
+				return outcomeError, fmt.Errorf("direct-sdk head: %w", err)
 			}
 		}
 		return outcomeConflict, nil

@@ -111,9 +111,11 @@ type cellResult struct {
 	// whole stale cell, warm-up included. They must be zero.
 	StaleEtcdRequests *int64 `json:"stale_etcd_requests,omitempty"`
 	StaleS3Requests   *int64 `json:"stale_s3_requests,omitempty"`
-	// RatioVsDirect and RatioVsClientSide are a gateway cell's RPS over
-	// the direct and clientside cells of the same shape.
+	// RatioVsDirect, RatioVsDirectSDK and RatioVsClientSide are a
+	// gateway cell's RPS over the direct, direct-sdk and clientside cells
+	// of the same shape.
 	RatioVsDirect     *float64 `json:"ratio_vs_direct,omitempty"`
+	RatioVsDirectSDK  *float64 `json:"ratio_vs_direct_sdk,omitempty"`
 	RatioVsClientSide *float64 `json:"ratio_vs_clientside,omitempty"`
 	Notes             []string `json:"notes,omitempty"`
 }
@@ -225,6 +227,7 @@ func (r *report) finish(cfg config) {
 			continue
 		}
 		c.RatioVsDirect = ratio(c, find(modeDirect, c.Pattern, c.SizeBytes, c.Concurrency))
+		c.RatioVsDirectSDK = ratio(c, find(modeDirectSDK, c.Pattern, c.SizeBytes, c.Concurrency))
 		c.RatioVsClientSide = ratio(c, find(modeClientSide, c.Pattern, c.SizeBytes, c.Concurrency))
 	}
 	s := &r.Summary
@@ -317,14 +320,14 @@ func (r *report) writeText(w io.Writer) error {
 		r.Config.EtcdFsync, r.Config.S3KeepAlive, r.Config.S3Data, r.Config.GatewayLogLevel, r.Config.StaleClient, r.Config.Duration, r.Config.Warmup)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tpattern\tsize\tconc\tok/s\tp50 ms\tp99 ms\tp99.9 ms\tconflicts\terrors\t"+
-		"CPU s/1k: gw\tetcd\ts3\tbench\tcores: gw\tetcd\ts3\tbench\tother\tetcd req/op\tvs direct\tvs clientside\t")
+		"CPU s/1k: gw\tetcd\ts3\tbench\tcores: gw\tetcd\ts3\tbench\tother\tetcd req/op\tvs direct\tvs direct-sdk\tvs clientside\t")
 	for _, c := range r.Cells {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.0f\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.0f\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 			c.Mode, c.Pattern, byteSize(c.SizeBytes), c.Concurrency, c.RPS,
 			ms(c.P50), ms(c.P99), ms(c.P999), c.Conflicts, c.Errors,
 			format(c.CPUPer1000.Gateway, 3), format(c.CPUPer1000.Etcd, 3), format(c.CPUPer1000.S3, 3), format(c.CPUPer1000.Bench, 3),
 			format(c.Cores.Gateway, 2), format(c.Cores.Etcd, 2), format(c.Cores.S3, 2), format(c.Cores.Bench, 2), format(c.OtherCores, 2),
-			format(c.EtcdRequestsPerOp, 2), format(c.RatioVsDirect, 2), format(c.RatioVsClientSide, 2))
+			format(c.EtcdRequestsPerOp, 2), format(c.RatioVsDirect, 2), format(c.RatioVsDirectSDK, 2), format(c.RatioVsClientSide, 2))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
