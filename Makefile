@@ -12,7 +12,8 @@ TEST_TIMEOUT ?= 20m
 FUZZTIME     ?= 20s
 # How many histories `make soak` runs (`make robustness` runs 24).
 N ?= 200
-# Extra flags for `fencegate dev`, e.g. make run ARGS='--listen 127.0.0.1:9090'.
+# Extra flags for `fencegate dev`, e.g. make run ARGS='--listen 127.0.0.1:9090' or
+# make run ARGS='--config fencegate.yaml' (partner routes and auth from a config file).
 ARGS ?=
 # Extra flags for fencebench, e.g. make bench BENCH_ARGS='--set full --json'.
 BENCH_ARGS ?=

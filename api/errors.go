@@ -46,6 +46,13 @@ var (
 	// ErrSessionNotFound means the session does not exist: it expired,
 	// was revoked, or never existed.
 	ErrSessionNotFound = errors.New("session not found")
+
+	// ErrUnauthorized means the request did not authenticate: no API key
+	// or client certificate, or one the gateway does not know.
+	ErrUnauthorized = errors.New("unauthorized")
+	// ErrForbidden means the request's identity has no grant of the
+	// operation for the resource.
+	ErrForbidden = errors.New("forbidden")
 )
 
 // StaleTokenError is the detail of an ErrStaleToken refusal: the request's
@@ -103,6 +110,8 @@ var classes = []class{
 	{ErrImplausibleToken, "implausible-token", "Implausible fencing token", http.StatusBadRequest, false},
 	{ErrLockTimeout, "lock-timeout", "Lock wait timed out", http.StatusConflict, true},
 	{ErrSessionNotFound, "session-not-found", "Session not found", http.StatusNotFound, false},
+	{ErrUnauthorized, "unauthorized", "Authentication required", http.StatusUnauthorized, false},
+	{ErrForbidden, "forbidden", "Forbidden", http.StatusForbidden, false},
 }
 
 // internalClass answers errors that belong to no class. Their details stay

@@ -36,6 +36,8 @@ func TestProblemGolden(t *testing.T) {
 		{"resource-busy", fmt.Errorf("admit partner/payments/accounts/a1: %w: still in flight after 5s", ErrResourceBusy)},
 		{"missing-idempotency-key", fmt.Errorf("route payments: %w", ErrMissingIdempotencyKey)},
 		{"malformed-idempotency-key", fmt.Errorf("%w: only printable ASCII characters are allowed", ErrMalformedIdempotencyKey)},
+		{"unauthorized", fmt.Errorf("%w: unknown API key", ErrUnauthorized)},
+		{"forbidden", fmt.Errorf("%w: identity \"batch\" may not write \"s3/reports/q3.csv\"", ErrForbidden)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

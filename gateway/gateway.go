@@ -86,8 +86,14 @@ type Gateway struct {
 	etags    *etagCache // nil when Config.ETagCacheEntries is negative
 	draining atomic.Bool
 	router   chi.Router
+	metrics  *metrics // served on /metrics
 	// mounts add optional route groups (see Option).
 	mounts []func(chi.Router)
+	// auth authenticates and authorizes requests; nil without WithAuth.
+	auth *authenticator
+	// optionErr collects the errors of options with invalid arguments;
+	// New returns it.
+	optionErr error
 }
 
 // Option adds an optional feature to a Gateway, such as a route group.
@@ -126,12 +132,20 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	case cfg.BufferBytes > cfg.MaxBodyBytes:
 		return nil, fmt.Errorf("gateway: buffer bytes %d exceed max body bytes %d", cfg.BufferBytes, cfg.MaxBodyBytes)
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, fences: fences, objects: objects, etags: newETagCache(cfg.ETagCacheEntries)}
+	// The stores are wrapped with instrumented ones: the fence checks and
+	// S3 requests are timed and counted without touching the write path.
+	m := newMetrics()
+	fences = &instrumentedFences{FenceStore: fences, m: m}
+	objects = &instrumentedObjects{ObjectStore: objects, m: m}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, fences: fences, objects: objects, etags: newETagCache(cfg.ETagCacheEntries), metrics: m}
 	if cfg.TestHooks != nil {
 		g.hooks = *cfg.TestHooks
 	}
 	for _, opt := range opts {
 		opt(g)
+	}
+	if g.optionErr != nil {
+		return nil, g.optionErr
 	}
 	g.router = g.routes()
 	return g, nil
@@ -146,7 +160,7 @@ func (g *Gateway) SetDraining() { g.draining.Store(true) }
 
 func (g *Gateway) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(g.requestLog, g.limitHeaders)
+	r.Use(g.requestLog, g.instrument, g.limitHeaders, g.authenticate)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, fmt.Errorf("%w: no route for %s", api.ErrNotFound, r.URL.Path))
 	})
@@ -155,6 +169,7 @@ func (g *Gateway) routes() chi.Router {
 	})
 	r.Get("/healthz", g.healthz)
 	r.Get("/readyz", g.readyz)
+	r.Method(http.MethodGet, "/metrics", g.metrics.handler()) // open: authenticate exempts it
 	r.Route("/v1/objects/{bucket}", func(r chi.Router) {
 		r.Put("/*", g.putObject)
 		r.Delete("/*", g.deleteObject)

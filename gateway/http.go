@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -55,6 +54,7 @@ func (g *Gateway) requestLog(next http.Handler) http.Handler {
 		log := g.log.With("request_id", id)
 		ctx := context.WithValue(r.Context(), requestIDKey, id)
 		ctx = context.WithValue(ctx, loggerKey, log)
+		ctx, caller := withCallerSlot(ctx) // filled by authenticate
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		next.ServeHTTP(ww, r.WithContext(ctx))
 		log.LogAttrs(ctx, slog.LevelInfo, "request",
@@ -63,6 +63,7 @@ func (g *Gateway) requestLog(next http.Handler) http.Handler {
 			slog.Int("status", ww.Status()),
 			slog.Int("bytes", ww.BytesWritten()),
 			slog.Duration("duration", time.Since(start)),
+			slog.String("identity", caller.name()),
 		)
 	})
 }
@@ -110,12 +111,12 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	p := api.ProblemFor(err)
 	p.Instance = r.URL.Path
 	p.RequestID = requestID(r.Context())
+	audited := g.noteProblem(r, p, err) // metrics, and the audit line of a refused write
 	log := g.logger(r.Context())
 	switch {
 	case p.Status >= 500:
 		log.Error("request failed", "status", p.Status, "err", err)
-	case errors.Is(err, api.ErrStaleToken):
-		log.Info("stale token refused", "resource", p.Resource, "token", p.Token, "high_water_mark", p.HighWaterMark)
+	case audited: // the "write refused" line says it all
 	default:
 		log.Debug("request refused", "status", p.Status, "err", err)
 	}

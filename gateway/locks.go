@@ -89,6 +89,10 @@ func (h *lockAPI) mount(r chi.Router) {
 }
 
 func (h *lockAPI) createSession(w http.ResponseWriter, r *http.Request) {
+	if err := h.g.authorizeAny(r.Context(), OpLock); err != nil {
+		h.g.writeError(w, r, err)
+		return
+	}
 	var req api.SessionRequest
 	if err := decodeLockRequest(r, &req, true); err != nil {
 		h.g.writeError(w, r, err)
@@ -105,6 +109,9 @@ func (h *lockAPI) createSession(w http.ResponseWriter, r *http.Request) {
 
 func (h *lockAPI) keepAlive(w http.ResponseWriter, r *http.Request) {
 	id, err := api.ParseSessionID(chi.URLParam(r, "id"))
+	if err == nil {
+		err = h.g.authorizeAny(r.Context(), OpLock) // sessions have no resource
+	}
 	if err != nil {
 		h.g.writeError(w, r, err)
 		return
@@ -119,6 +126,9 @@ func (h *lockAPI) keepAlive(w http.ResponseWriter, r *http.Request) {
 
 func (h *lockAPI) revokeSession(w http.ResponseWriter, r *http.Request) {
 	id, err := api.ParseSessionID(chi.URLParam(r, "id"))
+	if err == nil {
+		err = h.g.authorizeAny(r.Context(), OpLock) // sessions have no resource
+	}
 	if err != nil {
 		h.g.writeError(w, r, err)
 		return
@@ -132,7 +142,7 @@ func (h *lockAPI) revokeSession(w http.ResponseWriter, r *http.Request) {
 
 func (h *lockAPI) acquire(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "name")
-	if err := api.ValidateLockName(name); err != nil {
+	if err := h.authorizeLock(r, name); err != nil {
 		h.g.writeError(w, r, err)
 		return
 	}
@@ -163,7 +173,7 @@ func (h *lockAPI) acquire(w http.ResponseWriter, r *http.Request) {
 
 func (h *lockAPI) release(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "name")
-	if err := api.ValidateLockName(name); err != nil {
+	if err := h.authorizeLock(r, name); err != nil {
 		h.g.writeError(w, r, err)
 		return
 	}
@@ -187,7 +197,7 @@ func (h *lockAPI) release(w http.ResponseWriter, r *http.Request) {
 
 func (h *lockAPI) lockState(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "name")
-	if err := api.ValidateLockName(name); err != nil {
+	if err := h.authorizeLock(r, name); err != nil {
 		h.g.writeError(w, r, err)
 		return
 	}
@@ -198,6 +208,15 @@ func (h *lockAPI) lockState(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, state)
+}
+
+// authorizeLock validates a lock's name and checks that the caller may
+// take the lock operation on it (its resource is its name).
+func (h *lockAPI) authorizeLock(r *http.Request, name string) error {
+	if err := api.ValidateLockName(name); err != nil {
+		return err
+	}
+	return h.g.authorize(r.Context(), OpLock, api.Resource(name))
 }
 
 // decodeLockRequest reads a small JSON body into v, refusing unknown

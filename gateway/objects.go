@@ -50,10 +50,16 @@ type fencedRequest struct {
 
 // parseFenced runs the protocol's steps 1 and 2: parse the path and the
 // token, and refuse a token that the cache already knows to be stale,
-// without a round trip (safe: high-water marks only grow).
-func (g *Gateway) parseFenced(r *http.Request) (fencedRequest, error) {
+// without a round trip (safe: high-water marks only grow). Between the
+// two it checks that the caller may do op to the object: before anything
+// reaches etcd or S3, and before a stale answer could tell a caller that
+// may not write the object its high-water mark.
+func (g *Gateway) parseFenced(r *http.Request, op Operation) (fencedRequest, error) {
 	path, err := objectPath(r)
 	if err != nil {
+		return fencedRequest{}, err
+	}
+	if err := g.authorize(r.Context(), op, path.Resource()); err != nil {
 		return fencedRequest{}, err
 	}
 	token, err := api.ParseTokenHeader(r.Header.Values(api.HeaderFenceToken))
@@ -62,6 +68,7 @@ func (g *Gateway) parseFenced(r *http.Request) (fencedRequest, error) {
 	}
 	fr := fencedRequest{path: path, resource: path.Resource(), token: token}
 	if hwm, ok := g.fences.CachedHighWaterMark(fr.resource); ok && hwm > token {
+		noteStaleSource(r.Context(), staleFromCache)
 		return fencedRequest{}, &api.StaleTokenError{Resource: fr.resource, Token: token, HighWaterMark: hwm}
 	}
 	return fr, nil
@@ -125,6 +132,7 @@ func (g *Gateway) observeAndFence(ctx context.Context, fr fencedRequest, from ob
 		return api.ObjectVersion{}, false, err
 	}
 	if seen.Token > fr.token {
+		noteStaleSource(ctx, staleFromObject)
 		return api.ObjectVersion{}, false, &api.StaleTokenError{Resource: fr.resource, Token: fr.token, HighWaterMark: seen.Token}
 	}
 	if h := g.hooks.AfterObserve; h != nil {
@@ -160,7 +168,7 @@ func (g *Gateway) fenceThenObserve(ctx context.Context, fr fencedRequest, from o
 
 // putObject is the fenced write: steps 1-6 of the design.
 func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
-	fr, err := g.parseFenced(r)
+	fr, err := g.parseFenced(r, OpWrite)
 	if err != nil {
 		g.writeError(w, r, err)
 		return
@@ -228,7 +236,7 @@ func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
 // object that does not exist still checks (and raises) the fence, and
 // answers 204 without calling S3.
 func (g *Gateway) deleteObject(w http.ResponseWriter, r *http.Request) {
-	fr, err := g.parseFenced(r)
+	fr, err := g.parseFenced(r, OpDelete)
 	if err != nil {
 		g.writeError(w, r, err)
 		return
@@ -269,6 +277,9 @@ func (g *Gateway) deleteObject(w http.ResponseWriter, r *http.Request) {
 // in X-Fence-Token.
 func (g *Gateway) getObject(w http.ResponseWriter, r *http.Request) {
 	path, err := objectPath(r)
+	if err == nil {
+		err = g.authorize(r.Context(), OpRead, path.Resource())
+	}
 	if err != nil {
 		g.writeError(w, r, err)
 		return
@@ -312,6 +323,10 @@ func (g *Gateway) getFence(w http.ResponseWriter, r *http.Request) {
 	resource, _ := strings.CutPrefix(r.URL.Path, "/v1/fences/")
 	if resource == "" || len(resource) > maxResourceBytes {
 		g.writeError(w, r, fmt.Errorf("%w: resource name must be 1 to %d bytes", api.ErrInvalidRequest, maxResourceBytes))
+		return
+	}
+	if err := g.authorize(r.Context(), OpRead, api.Resource(resource)); err != nil {
+		g.writeError(w, r, err)
 		return
 	}
 	hwm, err := g.fences.HighWaterMark(r.Context(), api.Resource(resource))

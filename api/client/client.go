@@ -47,6 +47,12 @@ type Client struct {
 	// SessionTTL is the TTL of the sessions that WithLock creates, rounded
 	// up to whole seconds. Zero means api.DefaultSessionTTL seconds.
 	SessionTTL time.Duration
+	// APIKey, when not empty, is sent with every request as
+	// "Authorization: Bearer <APIKey>", for gateways that authenticate
+	// clients by API key. Empty sends no Authorization header (a gateway
+	// without auth, or one that authenticates the client certificate
+	// configured on HTTPClient's transport).
+	APIKey string
 }
 
 // Error is a problem+json answer of the gateway. It unwraps to the error
@@ -132,6 +138,9 @@ func (c *Client) roundTrip(ctx context.Context, req request) (*http.Response, er
 	}
 	if req.json != nil {
 		hr.Header.Set("Content-Type", "application/json")
+	}
+	if c.APIKey != "" {
+		hr.Header.Set("Authorization", "Bearer "+c.APIKey)
 	}
 	resp, err := c.httpClient().Do(hr)
 	if err != nil {

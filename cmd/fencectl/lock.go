@@ -103,6 +103,9 @@ func (c *cli) lock(ctx context.Context, args []string) int {
 		"FENCE_SESSION="+session.ID().String(),
 		"FENCEGATE_URL="+c.url,
 	)
+	if c.apiKey != "" { // a key from --api-key reaches the command's own fencectl calls
+		cmd.Env = append(cmd.Env, "FENCEGATE_API_KEY="+c.apiKey)
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.stdin, c.stdout, c.stderr
 	isolate(cmd)
 	signals := make(chan os.Signal, 4)

@@ -4,8 +4,10 @@
 // reads and inspects fenced objects, high-water marks and locks.
 //
 // It finds the gateway from --url, else FENCEGATE_URL, else
-// http://127.0.0.1:8080 (where `make run` listens). Output is for people by
-// default and JSON with --json. Exit codes:
+// http://127.0.0.1:8080 (where `make run` listens). For a gateway that
+// authenticates API keys, it sends FENCEGATE_API_KEY (or --api-key, which
+// other users of the machine can see in the process list) as a bearer key.
+// Output is for people by default and JSON with --json. Exit codes:
 //
 //	0    success
 //	1    failure: the gateway unreachable, a 5xx answer, an I/O error
@@ -68,7 +70,8 @@ const usage = `fencectl is the command-line client of fencegate, the fencing-tok
 Usage:
   fencectl [global flags] lock [--ttl 10s] [--wait 0] [--kill-after 10s] NAME -- CMD [ARGS...]
       run CMD while holding the lock NAME; CMD sees FENCE_TOKEN (the lock's
-      fencing token), FENCE_LOCK, FENCE_SESSION and FENCEGATE_URL
+      fencing token), FENCE_LOCK, FENCE_SESSION, FENCEGATE_URL and, with a
+      key, FENCEGATE_API_KEY
   fencectl [global flags] put BUCKET/KEY FILE [--token N] [--content-type TYPE]
       write FILE ("-": standard input) with the fencing token N
       (default: $FENCE_TOKEN)
@@ -82,8 +85,11 @@ Usage:
       print a lock's holder token and queue length
 
 Global flags:
-  --url URL   the gateway (default: $FENCEGATE_URL, else ` + defaultURL + `)
-  --json      print JSON instead of text
+  --url URL       the gateway (default: $FENCEGATE_URL, else ` + defaultURL + `)
+  --api-key KEY   the bearer API key, for gateways with authentication
+                  (default: $FENCEGATE_API_KEY, which is safer: flags are
+                  visible to other users in the process list)
+  --json          print JSON instead of text
 
 Exit codes: 0 ok, 1 failure, 2 usage, 3 refused by the gateway, 4 not found,
 5 lock not acquired within --wait, 124 lock lost (the command was stopped),
@@ -94,6 +100,7 @@ Exit codes: 0 ok, 1 failure, 2 usage, 3 refused by the gateway, 4 not found,
 type cli struct {
 	client  *client.Client
 	url     string
+	apiKey  string // "" sends none
 	json    bool
 	environ []string
 	stdin   io.Reader
@@ -107,6 +114,7 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 	fs := flag.NewFlagSet("fencectl", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	baseURL := fs.String("url", "", "")
+	apiKey := fs.String("api-key", "", "")
 	jsonOut := fs.Bool("json", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -126,7 +134,11 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 	if u, err := url.Parse(c.url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return usageError(stderr, fmt.Errorf("--url %q: want a URL such as %s", c.url, defaultURL))
 	}
-	c.client = &client.Client{BaseURL: c.url}
+	c.apiKey = *apiKey
+	if c.apiKey == "" {
+		c.apiKey = getenv(environ, "FENCEGATE_API_KEY")
+	}
+	c.client = &client.Client{BaseURL: c.url, APIKey: c.apiKey}
 	if fs.NArg() == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage

@@ -40,6 +40,12 @@ type devConfig struct {
 	log    logConfig
 	// tokenChecks are the token checks per bucket (--token-checks).
 	tokenChecks tokenChecks
+	limits      limits
+	// features are the config file's partner routes and auth.
+	features features
+	// ignored are the config file's settings that dev does not use (its
+	// etcd and S3 sections): dev runs its own.
+	ignored []string
 }
 
 const devDescription = `
@@ -50,7 +56,10 @@ session to try. Data stays in --data: run it again to pick up where you
 left off. Ctrl-C stops everything.
 
 The versitygw binary is taken from $FENCEGATE_VERSITYGW, else from next to
-the fencegate binary, else from bin/ of the repository it is run in.`
+the fencegate binary, else from bin/ of the repository it is run in.
+
+--config FILE reads the YAML config file that fencegate serve reads (to try
+partner routes and auth locally); its etcd and s3 sections are not used.`
 
 // parseDev reads dev's flags and environment and validates them.
 func parseDev(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (devConfig, error) {
@@ -61,16 +70,15 @@ func parseDev(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (devConf
 	fs.StringVar(&cfg.data, "data", ".fencegate", "`directory` of etcd's data (etcd/) and the S3 objects (s3/)")
 	fs.IntVar(&cfg.s3Port, "s3-port", 0, "`port` of the S3 server on 127.0.0.1 (0: a free one)")
 	fs.Var(&cfg.tokenChecks, "token-checks", tokenChecksUsage)
-	addShutdownFlags(fs, &cfg.http)
+	lim := addLimitFlags(fs)
+	addHTTPFlags(fs, &cfg.http)
 	addLogFlags(fs, &cfg.log)
+	cmd.addConfigFlag()
 	if err := cmd.parse(args, lookupEnv, stdout); err != nil {
 		return devConfig{}, err
 	}
-	// The http.Server's other timeouts take serve's defaults.
-	cfg.http.readHeaderTimeout = 10 * time.Second
-	cfg.http.readTimeout = 10 * time.Minute
-	cfg.http.writeTimeout = 10 * time.Minute
-	cfg.http.idleTimeout = 2 * time.Minute
+	cfg.limits = lim.limits()
+	cfg.ignored = cmd.ignored
 
 	var errs []error
 	errs = append(errs, checkListen("listen", cfg.listen))
@@ -80,7 +88,10 @@ func parseDev(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (devConf
 	if cfg.s3Port < 0 || cfg.s3Port > 65535 {
 		errs = append(errs, fmt.Errorf("--s3-port %d: must be from 0 to 65535", cfg.s3Port))
 	}
-	errs = append(errs, cfg.http.check(), cfg.log.check())
+	errs = append(errs, checkLimits(cfg.limits), cfg.http.check(), cfg.http.loadTLS(), cfg.log.check())
+	var err error
+	cfg.features, err = cmd.features(cfg.http)
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return devConfig{}, &usageError{fmt.Errorf("dev: %w", err)}
 	}
@@ -106,6 +117,9 @@ func dev(ctx context.Context, cfg devConfig, logger *slog.Logger, stdout io.Writ
 	data, err := filepath.Abs(cfg.data)
 	if err != nil {
 		return err
+	}
+	if len(cfg.ignored) > 0 {
+		logger.Info("dev runs its own etcd and S3 server: these settings of the config file are not used", "fields", cfg.ignored)
 	}
 	bin, err := devstack.FindVersityGW()
 	if err != nil {
@@ -150,13 +164,13 @@ func dev(ctx context.Context, cfg devConfig, logger *slog.Logger, stdout io.Writ
 		return fmt.Errorf("etcd client: %w", err)
 	}
 	defer client.Close()
-	gw, err := newGateway(ctx, logger, client, tokenstore.Config{Prefix: devPrefix, Policies: cfg.tokenChecks}, s3.Config{
+	gw, err := newGatewayWith(ctx, logger, client, tokenstore.Config{Prefix: devPrefix, Policies: cfg.tokenChecks}, s3.Config{
 		Endpoint:        objectServer.Endpoint(),
 		Region:          objectServer.Region,
 		AccessKeyID:     devAccessKey,
 		SecretAccessKey: devSecretKey,
 		UsePathStyle:    true,
-	}, defaultLimits())
+	}, cfg.limits, cfg.features)
 	if err != nil {
 		return err
 	}
@@ -165,6 +179,10 @@ func dev(ctx context.Context, cfg devConfig, logger *slog.Logger, stdout io.Writ
 		return err
 	}
 	session.Gateway = "http://" + reachableAddr(ln.Addr())
+	if cfg.http.tls != nil {
+		session.Gateway = "https://" + reachableAddr(ln.Addr())
+	}
+	session.Auth = cfg.features.auth != nil
 	session.Etcd = etcd.Endpoints()[0]
 	session.EtcdDir = filepath.Join(cfg.data, "etcd")
 	session.S3 = objectServer.Endpoint()
@@ -209,6 +227,9 @@ type devSession struct {
 	// Exists says whether the object exists already: the first write then
 	// answers 200 rather than 201.
 	Exists bool
+	// Auth says that the config file turned auth on: the curl commands
+	// then need a key.
+	Auth bool
 }
 
 // newDevSession reads the greeting's high-water mark and the token recorded
@@ -281,6 +302,9 @@ fencegate dev is running.
            access key {{.AccessKey}}, secret key {{.SecretKey}}, region {{.Region}}, bucket {{.Bucket}}
 
 Try it. The high-water mark of {{.Resource}} is {{.HighWaterMark}}{{if .Exists}}, and the object exists{{end}}.
+{{- if .Auth}}
+Auth is on (the config file's auth section): add -H 'Authorization: Bearer KEY' with a key
+whose hash the file lists, or each command gets 401.{{end}}
 
   # Write with token {{.Token}}: accepted, {{if .Exists}}200 OK{{else}}201 Created{{end}}, and the high-water mark becomes {{.Token}}.
   curl -i -X PUT --data-binary 'hello from {{.Token}}' -H 'X-Fence-Token: {{.Token}}' {{.Gateway}}/v1/objects/{{.Bucket}}/{{.Key}}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"strconv"
 	"strings"
 )
@@ -41,6 +40,13 @@ type command struct {
 	fs          *flag.FlagSet
 	synopsis    string // "fencegate serve [flags]"
 	description string // paragraphs printed before the flags
+	// configPath is the --config flag's value, nil for a command without
+	// it (see addConfigFlag).
+	configPath *string
+	// file is the config file that parse loaded, nil without one.
+	file *configFile
+	// ignored are the file's settings that the command has no flag for.
+	ignored []string
 }
 
 func newCommand(name, synopsis, description string) *command {
@@ -52,10 +58,20 @@ func newCommand(name, synopsis, description string) *command {
 	return &command{fs: fs, synopsis: synopsis, description: description}
 }
 
+// addConfigFlag adds --config: a YAML config file whose settings parse
+// gives the flags that neither the command line nor the environment set.
+func (c *command) addConfigFlag() {
+	c.configPath = new(string)
+	c.fs.StringVar(c.configPath, "config", "", "YAML config `file` (see the README's Configuration); flags and environment\n"+
+		"variables override its settings")
+}
+
 // parse parses args, then gives every flag that was not on the command
 // line the value of its environment variable, if that is set and not
-// empty: a flag wins over the environment, which wins over the default.
-// For -h it prints the usage to stdout and returns flag.ErrHelp.
+// empty, and every flag set by neither the value from the config file
+// (--config), if there is one: a flag wins over the environment, which
+// wins over the file, which wins over the default. For -h it prints the
+// usage to stdout and returns flag.ErrHelp.
 func (c *command) parse(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) error {
 	if err := c.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -67,17 +83,20 @@ func (c *command) parse(args []string, lookupEnv lookupEnvFunc, stdout io.Writer
 	if c.fs.NArg() > 0 {
 		return usageErrorf("%s: unexpected argument %q (see fencegate %s -h)", c.fs.Name(), c.fs.Arg(0), c.fs.Name())
 	}
-	onCommandLine := make(map[string]bool)
-	c.fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	// given are the flags on the command line or in the environment: the
+	// config file does not override them.
+	given := make(map[string]bool)
+	c.fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var errs []error
 	c.fs.VisitAll(func(f *flag.Flag) {
-		if onCommandLine[f.Name] {
+		if given[f.Name] {
 			return
 		}
 		value, ok := lookupEnv(envName(f.Name))
 		if !ok || value == "" {
 			return
 		}
+		given[f.Name] = true
 		// The value is not repeated: it may be a secret.
 		if err := f.Value.Set(value); err != nil {
 			errs = append(errs, fmt.Errorf("--%s: invalid value in %s: %v", f.Name, envName(f.Name), err))
@@ -86,6 +105,17 @@ func (c *command) parse(args []string, lookupEnv lookupEnvFunc, stdout io.Writer
 	if len(errs) > 0 {
 		return &usageError{fmt.Errorf("%s: %w", c.fs.Name(), errors.Join(errs...))}
 	}
+	if c.configPath == nil || *c.configPath == "" {
+		return nil
+	}
+	file, err := loadConfigFile(*c.configPath, lookupEnv)
+	if err != nil {
+		return &usageError{fmt.Errorf("%s: %w", c.fs.Name(), err)}
+	}
+	if c.ignored, err = file.apply(c, given); err != nil {
+		return &usageError{fmt.Errorf("%s: %w", c.fs.Name(), err)}
+	}
+	c.file = file
 	return nil
 }
 
@@ -93,9 +123,15 @@ func (c *command) parse(args []string, lookupEnv lookupEnvFunc, stdout io.Writer
 // environment variable and default.
 func (c *command) printUsage(w io.Writer) {
 	fmt.Fprintf(w, "Usage: %s\n\n%s\n", c.synopsis, strings.TrimSpace(c.description))
-	fmt.Fprintf(w, "\nFlags (each can also be set with the environment variable in brackets; a flag\n"+
-		"on the command line wins over the environment, which wins over the default;\n"+
-		"an empty variable counts as unset):\n\n")
+	if c.configPath != nil {
+		fmt.Fprintf(w, "\nFlags (each can also be set with the environment variable in brackets, or in\n"+
+			"the --config file; a flag on the command line wins over the environment, which\n"+
+			"wins over the file, which wins over the default; an empty variable counts as unset):\n\n")
+	} else {
+		fmt.Fprintf(w, "\nFlags (each can also be set with the environment variable in brackets; a flag\n"+
+			"on the command line wins over the environment, which wins over the default;\n"+
+			"an empty variable counts as unset):\n\n")
+	}
 	c.fs.VisitAll(func(f *flag.Flag) {
 		kind, usage := flag.UnquoteUsage(f)
 		fmt.Fprintf(w, "  --%s", f.Name)
@@ -170,12 +206,8 @@ func (b byteSize) String() string {
 // checkListen checks that addr is a host:port for net.Listen, with a
 // numeric port (0 picks a free one).
 func checkListen(flagName, addr string) error {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("--%s %q: want host:port, such as 127.0.0.1:8080: %v", flagName, addr, err)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return fmt.Errorf("--%s %q: port must be a number from 0 to 65535", flagName, addr)
+	if err := checkHostPort(addr); err != nil {
+		return fmt.Errorf("--%s %v", flagName, err)
 	}
 	return nil
 }

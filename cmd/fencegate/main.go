@@ -1,9 +1,11 @@
 // Command fencegate is the fencing-token gateway: `fencegate serve` (the
 // default) serves the HTTP API in front of S3 with high-water marks in
 // etcd, `fencegate dev` runs a local etcd, a local S3 server (versitygw)
-// and a gateway in front of them, and `fencegate version` prints build
-// information. `fencegate help` and `fencegate <command> -h` describe the
-// flags, each of which falls back to a FENCEGATE_* environment variable.
+// and a gateway in front of them, `fencegate config check FILE` checks a
+// config file, `fencegate auth hash-key` hashes an API key for one, and
+// `fencegate version` prints build information. `fencegate help` and
+// `fencegate <command> -h` describe the flags, each of which falls back to
+// a FENCEGATE_* environment variable, then to the --config file.
 //
 // This package is the only one that reads flags and the environment: it
 // turns them into the typed configs of the packages it wires together.
@@ -44,10 +46,12 @@ func main() {
 const topUsage = `fencegate is a gateway that enforces fencing tokens in front of S3.
 
 Usage:
-  fencegate [serve] [flags]   serve the HTTP API (the default command)
-  fencegate dev [flags]       run a local etcd, S3 server and gateway, for trying fencegate out
-  fencegate version           print build information
-  fencegate help              print this help
+  fencegate [serve] [flags]    serve the HTTP API (the default command)
+  fencegate dev [flags]        run a local etcd, S3 server and gateway, for trying fencegate out
+  fencegate config check FILE  check a config file (for --config) and exit
+  fencegate auth hash-key      read an API key on stdin, print its hash for the config file
+  fencegate version            print build information
+  fencegate help               print this help
 
 Run fencegate <command> -h for a command's flags.
 `
@@ -71,6 +75,10 @@ func runEnv(ctx context.Context, args []string, lookupEnv lookupEnvFunc, stdout,
 		return runServe(ctx, rest, lookupEnv, stdout, stderr)
 	case "dev":
 		return runDev(ctx, rest, lookupEnv, stdout, stderr)
+	case "config":
+		return runConfig(rest, lookupEnv, stdout)
+	case "auth":
+		return runAuth(rest, os.Stdin, stdout)
 	case "version":
 		return runVersion(rest, stdout)
 	case "help":

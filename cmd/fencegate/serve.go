@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -34,6 +35,8 @@ type serveConfig struct {
 	log     logConfig
 	// tokenChecks are the token checks per bucket (--token-checks).
 	tokenChecks tokenChecks
+	// features are the config file's partner routes and auth.
+	features features
 }
 
 // etcdConfig says how to reach etcd and where fencegate's keys live.
@@ -60,6 +63,23 @@ func defaultLimits() limits {
 	return limits{bufferBytes: 8 << 20, maxBodyBytes: 5 << 30, maxHeaderBytes: 64 << 10}
 }
 
+// limitFlags are the values of the limits' flags.
+type limitFlags struct{ buffer, maxBody, maxHeader byteSize }
+
+// addLimitFlags adds the limits' flags, with their defaults, to fs.
+func addLimitFlags(fs *flag.FlagSet) *limitFlags {
+	d := defaultLimits()
+	l := &limitFlags{buffer: byteSize(d.bufferBytes), maxBody: byteSize(d.maxBodyBytes), maxHeader: byteSize(d.maxHeaderBytes)}
+	fs.Var(&l.buffer, "buffer-bytes", "largest body held in memory (`bytes`, such as 8MiB), so that a write that lost a race\ncan be retried; larger bodies stream, and a lost race on them is a retryable 409")
+	fs.Var(&l.maxBody, "max-body-bytes", "largest request body accepted (`bytes`; 413 beyond)")
+	fs.Var(&l.maxHeader, "max-header-bytes", "largest request header block accepted (`bytes`; 431 beyond)")
+	return l
+}
+
+func (l *limitFlags) limits() limits {
+	return limits{bufferBytes: int64(l.buffer), maxBodyBytes: int64(l.maxBody), maxHeaderBytes: int(l.maxHeader)}
+}
+
 const serveDescription = `
 Serve fencegate's HTTP API: fenced writes to S3, with high-water marks of
 fencing tokens kept in etcd. This is the default command.
@@ -74,7 +94,12 @@ config files, instance roles).
 
 On SIGTERM or SIGINT, /readyz starts failing, the listener stays open for
 --drain-delay, then closes; requests in flight may finish within
---shutdown-timeout.`
+--shutdown-timeout.
+
+--config FILE reads a YAML file that gives the same settings as the flags,
+plus partner routes and auth (identities, hashed API keys, client
+certificates); flags and FENCEGATE_* variables override it. Check a file
+with fencegate config check FILE.`
 
 // parseServe reads serve's flags and environment and validates them.
 func parseServe(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (serveConfig, error) {
@@ -84,9 +109,6 @@ func parseServe(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (serve
 		cfg                       serveConfig
 		endpoints                 string
 		caFile, certFile, keyFile string
-		buffer                    = byteSize(defaultLimits().bufferBytes)
-		maxBody                   = byteSize(defaultLimits().maxBodyBytes)
-		maxHeader                 = byteSize(defaultLimits().maxHeaderBytes)
 	)
 	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8080", "`host:port` to serve HTTP on")
 	fs.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated etcd client `URLs`, such as\nhttp://etcd-1:2379,http://etcd-2:2379 (required)")
@@ -103,12 +125,11 @@ func parseServe(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (serve
 	fs.StringVar(&cfg.s3.AccessKeyID, "s3-access-key", "", "S3 access key `id` (with --s3-secret-key; empty: the AWS SDK's default chain)")
 	fs.StringVar(&cfg.s3.SecretAccessKey, "s3-secret-key", "", "S3 secret access `key`")
 	fs.BoolVar(&cfg.s3.UsePathStyle, "s3-path-style", false, "address buckets as endpoint/bucket/key, as most S3-compatible servers need")
-	fs.Var(&buffer, "buffer-bytes", "largest body held in memory (`bytes`, such as 8MiB), so that a write that lost a race\ncan be retried; larger bodies stream, and a lost race on them is a retryable 409")
-	fs.Var(&maxBody, "max-body-bytes", "largest request body accepted (`bytes`; 413 beyond)")
+	lim := addLimitFlags(fs)
 	fs.Var(&cfg.tokenChecks, "token-checks", tokenChecksUsage)
-	fs.Var(&maxHeader, "max-header-bytes", "largest request header block accepted (`bytes`; 431 beyond)")
 	addHTTPFlags(fs, &cfg.http)
 	addLogFlags(fs, &cfg.log)
+	cmd.addConfigFlag()
 	if err := cmd.parse(args, lookupEnv, stdout); err != nil {
 		return serveConfig{}, err
 	}
@@ -147,10 +168,13 @@ func parseServe(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (serve
 	if (cfg.s3.AccessKeyID == "") != (cfg.s3.SecretAccessKey == "") {
 		check(errors.New("--s3-access-key and --s3-secret-key go together: set both or neither (neither: the AWS SDK's default chain)"))
 	}
-	cfg.gateway = limits{bufferBytes: int64(buffer), maxBodyBytes: int64(maxBody), maxHeaderBytes: int(maxHeader)}
+	cfg.gateway = lim.limits()
 	check(checkLimits(cfg.gateway))
 	check(cfg.http.check())
+	check(cfg.http.loadTLS())
 	check(cfg.log.check())
+	cfg.features, err = cmd.features(cfg.http)
+	check(err)
 	if len(errs) > 0 {
 		return serveConfig{}, &usageError{fmt.Errorf("serve: %w", errors.Join(errs...))}
 	}
@@ -196,16 +220,17 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 		return fmt.Errorf("etcd client for %v: %w", cfg.etcd.endpoints, err)
 	}
 	defer client.Close()
-	gw, err := newGateway(ctx, logger, client, tokenstore.Config{
+	gw, err := newGatewayWith(ctx, logger, client, tokenstore.Config{
 		Prefix:         cfg.etcd.prefix,
 		RequestTimeout: cfg.etcd.requestTimeout,
 		Policies:       cfg.tokenChecks,
-	}, cfg.s3, cfg.gateway)
+	}, cfg.s3, cfg.gateway, cfg.features)
 	if err != nil {
 		return err
 	}
 	gw.probe(ctx)
-	logger.Info("listening", "addr", ln.Addr().String(), "etcd", cfg.etcd.endpoints, "s3", s3EndpointForLog(cfg.s3.Endpoint))
+	logger.Info("listening", "addr", ln.Addr().String(), "tls", cfg.http.tls != nil, "etcd", cfg.etcd.endpoints, "s3", s3EndpointForLog(cfg.s3.Endpoint),
+		"partner_routes", len(cfg.features.partners), "auth", cfg.features.auth != nil)
 	return serveHTTP(ctx, logger, ln, cfg.http, gw)
 }
 
@@ -221,6 +246,12 @@ type wiredGateway struct {
 // newGateway builds the token store, the S3 backend and the gateway on
 // them, with readiness probes of both.
 func newGateway(ctx context.Context, logger *slog.Logger, client *clientv3.Client, storeCfg tokenstore.Config, s3cfg s3.Config, lim limits) (*wiredGateway, error) {
+	return newGatewayWith(ctx, logger, client, storeCfg, s3cfg, lim, features{})
+}
+
+// newGatewayWith is newGateway with the config file's features: partner
+// routes and auth.
+func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.Client, storeCfg tokenstore.Config, s3cfg s3.Config, lim limits, f features) (*wiredGateway, error) {
 	store, err := tokenstore.New(client, storeCfg)
 	if err != nil {
 		return nil, err
@@ -233,6 +264,17 @@ func newGateway(ctx context.Context, logger *slog.Logger, client *clientv3.Clien
 	if err != nil {
 		return nil, err
 	}
+	opts := []gateway.Option{gateway.WithLocks(store)}
+	if len(f.partners) > 0 {
+		partners, err := tokenstore.NewPartners(store)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, gateway.WithPartners(f.partners, partners, nil))
+	}
+	if f.auth != nil {
+		opts = append(opts, gateway.WithAuth(*f.auth))
+	}
 	gw, err := gateway.New(gateway.Config{
 		Logger:         logger,
 		BufferBytes:    lim.bufferBytes,
@@ -243,7 +285,7 @@ func newGateway(ctx context.Context, logger *slog.Logger, client *clientv3.Clien
 			{Name: "etcd", Probe: store.Ping},
 			{Name: "s3", Probe: objects.Ping},
 		},
-	}, store, objects, gateway.WithLocks(store))
+	}, store, objects, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -282,23 +324,19 @@ func splitList(s string) []string {
 // each is an http(s):// URL with a host, or a host:port.
 func checkEtcdEndpoints(endpoints []string) error {
 	if len(endpoints) == 0 {
-		return fmt.Errorf("--etcd-endpoints is required (or %s), such as http://127.0.0.1:2379; "+
-			"for a local etcd and S3 server, run `fencegate dev`", envName("etcd-endpoints"))
+		return fmt.Errorf("--etcd-endpoints is required (or %s, or etcd.endpoints in the --config file), "+
+			"such as http://127.0.0.1:2379; for a local etcd and S3 server, run `fencegate dev`", envName("etcd-endpoints"))
 	}
 	schemes := make(map[string]bool)
 	for _, e := range endpoints {
-		if !strings.Contains(e, "://") {
-			if err := checkListen("etcd-endpoints", e); err != nil {
-				return fmt.Errorf("--etcd-endpoints %q: want a URL such as http://host:2379 or a host:port", e)
-			}
-			schemes["http"] = true
-			continue
+		if err := checkEtcdEndpoint(e); err != nil {
+			return fmt.Errorf("--etcd-endpoints %w", err)
 		}
-		u, err := url.Parse(e)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			return fmt.Errorf("--etcd-endpoints %q: want a URL such as http://host:2379 or https://host:2379", e)
+		scheme, _, ok := strings.Cut(e, "://")
+		if !ok {
+			scheme = "http"
 		}
-		schemes[u.Scheme] = true
+		schemes[scheme] = true
 	}
 	if len(schemes) > 1 {
 		return errors.New("--etcd-endpoints mixes http:// and https:// endpoints")

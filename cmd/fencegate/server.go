@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 )
 
@@ -25,6 +28,11 @@ type httpConfig struct {
 	idleTimeout       time.Duration
 	shutdownTimeout   time.Duration
 	drainDelay        time.Duration
+	// tlsCert, tlsKey and tlsClientCA are the files of --tls-cert,
+	// --tls-key and --tls-client-ca; tls is loaded from them by loadTLS,
+	// nil for plain HTTP.
+	tlsCert, tlsKey, tlsClientCA string
+	tls                          *tls.Config
 }
 
 func addHTTPFlags(fs *flag.FlagSet, c *httpConfig) {
@@ -32,7 +40,61 @@ func addHTTPFlags(fs *flag.FlagSet, c *httpConfig) {
 	fs.DurationVar(&c.readTimeout, "read-timeout", 10*time.Minute, "bound on reading a whole request, body included (0: none)")
 	fs.DurationVar(&c.writeTimeout, "write-timeout", 10*time.Minute, "bound on a request from the end of its headers to the end of the response (0: none)")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", 2*time.Minute, "how long an idle keep-alive connection is kept open")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM `file` of the server's certificate chain: serve HTTPS (with --tls-key)")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM `file` of the server certificate's private key")
+	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "PEM `file` of the CAs whose client certificates are verified, when a client\n"+
+		"sends one (mTLS; clients without one may still use a bearer API key)")
 	addShutdownFlags(fs, c)
+}
+
+// loadTLS loads the listener's TLS configuration from the flags' files.
+func (c *httpConfig) loadTLS() error {
+	switch {
+	case c.tlsCert == "" && c.tlsKey == "" && c.tlsClientCA == "":
+		return nil
+	case c.tlsCert == "" || c.tlsKey == "":
+		return errors.New("--tls-cert and --tls-key go together (and --tls-client-ca needs them)")
+	}
+	cfg, err := serverTLS(c.tlsCert, c.tlsKey, c.tlsClientCA)
+	if err != nil {
+		return fmt.Errorf("--tls-cert, --tls-key, --tls-client-ca: %w", err)
+	}
+	c.tls = cfg
+	return nil
+}
+
+// serverTLS loads a server certificate and key and, if clientCAFile is
+// not empty, the CAs of client certificates. Clients are asked for a
+// certificate and one they send must verify (tls.VerifyClientCertIfGiven):
+// a client without one can still authenticate with a bearer key.
+func serverTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("server certificate: %w", err)
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}
+	if clientCAFile != "" {
+		pool, err := loadCertPool(clientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("client CAs: %w", err)
+		}
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.VerifyClientCertIfGiven
+	}
+	return cfg, nil
+}
+
+// loadCertPool reads the PEM certificates in file.
+func loadCertPool(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no PEM certificates in it", file)
+	}
+	return pool, nil
 }
 
 // addShutdownFlags adds the flags of a graceful shutdown.
@@ -114,7 +176,12 @@ func serveHTTP(ctx context.Context, logger *slog.Logger, ln net.Listener, c http
 		// graceful shutdown, it does not abort requests in flight.
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	if c.tls != nil {
+		srv.TLSConfig = c.tls
+		go func() { served <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { served <- srv.Serve(ln) }()
+	}
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve http: %w", err)

@@ -1,0 +1,786 @@
+package main
+
+// The config file: one YAML file for `fencegate serve` and `fencegate dev`
+// (--config FILE, or FENCEGATE_CONFIG). Its scalar settings are the flags'
+// settings under other names (http.listen is --listen); they are applied
+// to the flags that neither the command line nor the environment set, so
+// that a flag wins over the environment, which wins over the file, which
+// wins over the default. Partner routes and auth exist only in the file.
+//
+// The file is decoded into a yaml.Node tree, not into structs, so that
+// every error can name the file, the line and the field's path, such as
+// fencegate.yaml:14: partners[1].upstream: scheme "ftp" not allowed.
+// Everything is checked before anything starts, and every problem is
+// reported, not only the first.
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"fencegate/gateway"
+)
+
+// maxConfigBytes bounds the config file: it is read whole.
+const maxConfigBytes = 4 << 20
+
+// configFile is a loaded and checked config file.
+type configFile struct {
+	// path is the file's name as given.
+	path string
+	// settings are the values for flags, by flag name, in the form the
+	// flag parses.
+	settings map[string]fileSetting
+	// partners are the partner routes, in file order; nil without a
+	// partners section.
+	partners []gateway.PartnerRoute
+	// auth is the auth section; nil without one.
+	auth *gateway.Auth
+	// clientCertsAt is where the first client certificate is mapped
+	// ("FILE:LINE: auth.identities[0].client_certs"), "" when none is:
+	// client certificates need a TLS listener that asks for them.
+	clientCertsAt string
+}
+
+// fileSetting is one flag's value from the file.
+type fileSetting struct {
+	value string
+	// path is the field's path, such as http.listen.
+	path string
+	// at is "FILE:LINE: path", for errors.
+	at string
+}
+
+// configError is one problem in the config file.
+type configError struct {
+	file string
+	line int
+	path string // the field's path, such as partners[1].upstream; "" for the whole file
+	msg  string
+}
+
+func (e *configError) Error() string {
+	if e.path == "" {
+		return fmt.Sprintf("%s:%d: %s", e.file, e.line, e.msg)
+	}
+	return fmt.Sprintf("%s:%d: %s: %s", e.file, e.line, e.path, e.msg)
+}
+
+// loadConfigFile reads, decodes and checks the config file at path.
+// ${NAME} in partners' add_headers and the *_env settings are looked up
+// with lookupEnv. Relative paths of files in it (certificates) are
+// relative to the config file's directory. The error lists every problem,
+// each as FILE:LINE: field: message.
+func loadConfigFile(path string, lookupEnv lookupEnvFunc) (*configFile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	if len(data) > maxConfigBytes {
+		return nil, fmt.Errorf("config file %s: larger than %v", path, byteSize(maxConfigBytes))
+	}
+	return parseConfig(path, filepath.Dir(path), data, lookupEnv)
+}
+
+// parseConfig decodes and checks data, the config file named path, whose
+// relative file names are relative to dir.
+func parseConfig(path, dir string, data []byte, lookupEnv lookupEnvFunc) (*configFile, error) {
+	d := &decoder{
+		file:      path,
+		dir:       dir,
+		lookupEnv: lookupEnv,
+		out:       &configFile{path: path, settings: map[string]fileSetting{}},
+		nodes:     map[string]*yaml.Node{},
+	}
+	var root yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &configError{file: path, line: 1, msg: "the file is empty; want a mapping such as `etcd: {endpoints: [http://127.0.0.1:2379]}`"}
+		}
+		return nil, yamlSyntaxError(path, err)
+	}
+	var second yaml.Node
+	if err := dec.Decode(&second); err == nil {
+		return nil, &configError{file: path, line: second.Line, msg: "a second YAML document (---); want one"}
+	} else if !errors.Is(err, io.EOF) {
+		return nil, yamlSyntaxError(path, err)
+	}
+	doc := &root
+	if doc.Kind == yaml.DocumentNode {
+		if len(doc.Content) == 0 {
+			return nil, &configError{file: path, line: 1, msg: "the file is empty"}
+		}
+		doc = doc.Content[0]
+	}
+	d.fields(doc, "", topLevel)
+	d.crossChecks()
+	if len(d.errs) > 0 {
+		slices.SortStableFunc(d.errs, func(a, b *configError) int { return cmp.Compare(a.line, b.line) })
+		errs := make([]error, len(d.errs))
+		for i, e := range d.errs {
+			errs[i] = e
+		}
+		return nil, errors.Join(errs...)
+	}
+	return d.out, nil
+}
+
+// yamlSyntaxError turns a YAML parser error into a configError; the
+// parser's messages start with "yaml: line N: ".
+func yamlSyntaxError(path string, err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 1
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		var n int
+		if _, scanErr := fmt.Sscanf(rest, "%d:", &n); scanErr == nil && n > 0 {
+			line = n
+			_, msg, _ = strings.Cut(rest, ": ")
+		}
+	}
+	return &configError{file: path, line: line, msg: "YAML: " + msg}
+}
+
+// decoder walks the YAML tree, collecting settings and errors.
+type decoder struct {
+	file      string
+	dir       string
+	lookupEnv lookupEnvFunc
+	out       *configFile
+	errs      []*configError
+	// nodes are the value nodes of the fields present, valid or not, by
+	// path, for the checks that involve more than one.
+	nodes map[string]*yaml.Node
+}
+
+// errorf records a problem with the node n at path.
+func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
+	line := 1
+	if n != nil && n.Line > 0 {
+		line = n.Line
+	}
+	d.errs = append(d.errs, &configError{file: d.file, line: line, path: path, msg: fmt.Sprintf(format, args...)})
+}
+
+// at returns "FILE:LINE: path" for n.
+func (d *decoder) at(n *yaml.Node, path string) string {
+	return fmt.Sprintf("%s:%d: %s", d.file, n.Line, path)
+}
+
+// field is one key of a mapping and what decodes its value.
+type field struct {
+	key    string
+	decode func(d *decoder, n *yaml.Node, path string)
+}
+
+// fields decodes the mapping n at path: each key with its field, refusing
+// unknown and repeated keys.
+func (d *decoder) fields(n *yaml.Node, path string, known []field) {
+	if !d.isKind(n, path, yaml.MappingNode, "a mapping") {
+		return
+	}
+	firstAt := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, value := n.Content[i], n.Content[i+1]
+		if key.Kind != yaml.ScalarNode {
+			d.errorf(key, path, "keys must be plain names")
+			continue
+		}
+		p := joinPath(path, key.Value)
+		if line, dup := firstAt[key.Value]; dup {
+			d.errorf(key, p, "repeated (first at line %d)", line)
+			continue
+		}
+		firstAt[key.Value] = key.Line
+		i := slices.IndexFunc(known, func(f field) bool { return f.key == key.Value })
+		if i < 0 {
+			names := make([]string, len(known))
+			for j, f := range known {
+				names[j] = f.key
+			}
+			d.errorf(key, p, "unknown field (want one of %s)", strings.Join(names, ", "))
+			continue
+		}
+		if value.Kind == yaml.AliasNode {
+			d.errorf(value, p, "YAML aliases are not supported")
+			continue
+		}
+		d.nodes[p] = value
+		known[i].decode(d, value, p)
+	}
+}
+
+// isKind reports whether n is of kind, recording an error naming want if
+// it is not.
+func (d *decoder) isKind(n *yaml.Node, path string, kind yaml.Kind, want string) bool {
+	if n.Kind == kind && !(kind == yaml.ScalarNode && isNull(n)) {
+		return true
+	}
+	d.errorf(n, path, "want %s, got %s", want, describe(n))
+	return false
+}
+
+// isNull reports whether n is YAML's null (an empty value, ~ or null).
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }
+
+// describe names what n is, for errors.
+func describe(n *yaml.Node) string {
+	switch {
+	case isNull(n):
+		return "nothing"
+	case n.Kind == yaml.MappingNode:
+		return "a mapping"
+	case n.Kind == yaml.SequenceNode:
+		return "a list"
+	case n.Kind == yaml.AliasNode:
+		return "an alias"
+	}
+	// The value is not quoted: it may be a secret in the wrong place.
+	switch n.ShortTag() {
+	case "!!int", "!!float":
+		return "a number"
+	case "!!bool":
+		return "true or false"
+	default:
+		return "a single value"
+	}
+}
+
+// joinPath appends key to path; a key that is not a plain name is quoted,
+// so that an error's path stays on one line.
+func joinPath(path, key string) string {
+	if !plainKey.MatchString(key) {
+		key = strconv.Quote(key)
+	}
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// plainKey is a key that paths show unquoted.
+var plainKey = regexp.MustCompile(`^[A-Za-z0-9_*][A-Za-z0-9_.*/-]{0,127}$`)
+
+// scalar returns n's value when n is a non-null scalar.
+func (d *decoder) scalar(n *yaml.Node, path, want string) (string, bool) {
+	if !d.isKind(n, path, yaml.ScalarNode, want) {
+		return "", false
+	}
+	return n.Value, true
+}
+
+// list returns the items of the list n.
+func (d *decoder) list(n *yaml.Node, path, want string) ([]*yaml.Node, bool) {
+	if !d.isKind(n, path, yaml.SequenceNode, want) {
+		return nil, false
+	}
+	for i, item := range n.Content {
+		if item.Kind == yaml.AliasNode {
+			d.errorf(item, fmt.Sprintf("%s[%d]", path, i), "YAML aliases are not supported")
+			return nil, false
+		}
+	}
+	return n.Content, true
+}
+
+// strings returns the list n of non-empty strings.
+func (d *decoder) strings(n *yaml.Node, path, want string) ([]string, bool) {
+	items, ok := d.list(n, path, "a list of "+want)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(items))
+	for i, item := range items {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		s, ok := d.scalar(item, p, want)
+		if !ok {
+			return nil, false
+		}
+		if strings.TrimSpace(s) == "" {
+			d.errorf(item, p, "empty; want %s", want)
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
+
+// set records value for the flag flagName, from n at path.
+func (d *decoder) set(flagName, value string, n *yaml.Node, path string) {
+	d.out.settings[flagName] = fileSetting{value: value, path: path, at: d.at(n, path)}
+}
+
+// A setting is a field that gives a flag its value.
+
+// stringSetting is a non-empty string for flagName, checked by check (if
+// not nil), whose error message is reported as is.
+func stringSetting(key, flagName, want string, check func(string) error) field {
+	return field{key, func(d *decoder, n *yaml.Node, path string) {
+		s, ok := d.scalar(n, path, want)
+		if !ok {
+			return
+		}
+		if s == "" {
+			d.errorf(n, path, "empty; want %s", want)
+			return
+		}
+		if check != nil {
+			if err := check(s); err != nil {
+				d.errorf(n, path, "%v", err)
+				return
+			}
+		}
+		d.set(flagName, s, n, path)
+	}}
+}
+
+// durationMin says how small a duration may be.
+type durationMin int
+
+const (
+	aboveZero durationMin = iota
+	zeroOrMore
+)
+
+// durationSetting is a duration such as 10s for flagName.
+func durationSetting(key, flagName string, least durationMin) field {
+	return field{key, func(d *decoder, n *yaml.Node, path string) {
+		if dur, ok := d.duration(n, path, least); ok {
+			d.set(flagName, dur.String(), n, path)
+		}
+	}}
+}
+
+// duration decodes a duration such as 10s, 2m or 1h30m.
+func (d *decoder) duration(n *yaml.Node, path string, least durationMin) (time.Duration, bool) {
+	s, ok := d.scalar(n, path, "a duration such as 10s")
+	if !ok {
+		return 0, false
+	}
+	dur, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		d.errorf(n, path, "%q is not a duration; want a number with a unit, such as 500ms, 10s or 2m", s)
+		return 0, false
+	case least == aboveZero && dur <= 0:
+		d.errorf(n, path, "%v: must be above zero", dur)
+		return 0, false
+	case dur < 0:
+		d.errorf(n, path, "%v: must not be negative", dur)
+		return 0, false
+	}
+	return dur, true
+}
+
+// sizeSetting is a size in bytes for flagName, from least to most.
+func sizeSetting(key, flagName string, least, most int64) field {
+	return field{key, func(d *decoder, n *yaml.Node, path string) {
+		if size, ok := d.size(n, path, least, most); ok {
+			d.set(flagName, byteSize(size).String(), n, path)
+		}
+	}}
+}
+
+// size decodes a size in bytes such as 65536 or 64KiB, from least to most.
+func (d *decoder) size(n *yaml.Node, path string, least, most int64) (int64, bool) {
+	s, ok := d.scalar(n, path, "a size such as 64KiB")
+	if !ok {
+		return 0, false
+	}
+	var b byteSize
+	if err := b.Set(s); err != nil {
+		d.errorf(n, path, "%q: %v", s, err)
+		return 0, false
+	}
+	if int64(b) < least || int64(b) > most {
+		d.errorf(n, path, "%v: must be from %v to %v", b, byteSize(least), byteSize(most))
+		return 0, false
+	}
+	return int64(b), true
+}
+
+// boolSetting is true or false for flagName.
+func boolSetting(key, flagName string) field {
+	return field{key, func(d *decoder, n *yaml.Node, path string) {
+		s, ok := d.scalar(n, path, "true or false")
+		if !ok {
+			return
+		}
+		if n.ShortTag() != "!!bool" {
+			d.errorf(n, path, "%q: want true or false", s)
+			return
+		}
+		var b bool
+		if err := n.Decode(&b); err != nil {
+			d.errorf(n, path, "%q: want true or false", s)
+			return
+		}
+		d.set(flagName, fmt.Sprint(b), n, path)
+	}}
+}
+
+// fileSettingField is the name of a file for flagName, relative to the
+// config file's directory unless absolute. The file must exist.
+func fileSettingField(key, flagName string) field {
+	return field{key, func(d *decoder, n *yaml.Node, path string) {
+		s, ok := d.scalar(n, path, "a file name")
+		if !ok {
+			return
+		}
+		if s == "" {
+			d.errorf(n, path, "empty; want a file name")
+			return
+		}
+		name := s
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(d.dir, name)
+		}
+		if _, err := os.Stat(name); err != nil {
+			d.errorf(n, path, "%v", err)
+			return
+		}
+		d.set(flagName, name, n, path)
+	}}
+}
+
+// secretEnvSetting is the name of an environment variable that holds the
+// value for flagName (a password): the variable must be set and not empty.
+func secretEnvSetting(key, flagName string) field {
+	return field{key, func(d *decoder, n *yaml.Node, path string) {
+		name, ok := d.scalar(n, path, "the name of an environment variable")
+		if !ok {
+			return
+		}
+		if !envNamePattern.MatchString(name) {
+			d.errorf(n, path, "%q is not an environment variable name (want letters, digits and _)", name)
+			return
+		}
+		value, ok := d.lookupEnv(name)
+		if !ok || value == "" {
+			d.errorf(n, path, "environment variable %s is not set", name)
+			return
+		}
+		d.set(flagName, value, n, path)
+	}}
+}
+
+// topLevel are the sections of the file.
+var topLevel = []field{
+	{"http", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, httpFields) }},
+	{"etcd", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, etcdFields) }},
+	{"s3", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, s3Fields) }},
+	{"limits", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, limitFields) }},
+	{"log", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, logFields) }},
+	{"token_checks", (*decoder).tokenChecks},
+	{"partners", (*decoder).partners},
+	{"auth", (*decoder).auth},
+}
+
+var httpFields = []field{
+	stringSetting("listen", "listen", "host:port", checkHostPort),
+	durationSetting("read_header_timeout", "read-header-timeout", aboveZero),
+	durationSetting("read_timeout", "read-timeout", zeroOrMore),
+	durationSetting("write_timeout", "write-timeout", zeroOrMore),
+	durationSetting("idle_timeout", "idle-timeout", aboveZero),
+	durationSetting("shutdown_timeout", "shutdown-timeout", aboveZero),
+	durationSetting("drain_delay", "drain-delay", zeroOrMore),
+	{"tls", func(d *decoder, n *yaml.Node, path string) {
+		d.fields(n, path, []field{
+			fileSettingField("cert_file", "tls-cert"),
+			fileSettingField("key_file", "tls-key"),
+			fileSettingField("client_ca_file", "tls-client-ca"),
+		})
+	}},
+}
+
+var etcdFields = []field{
+	{"endpoints", func(d *decoder, n *yaml.Node, path string) {
+		endpoints, ok := d.strings(n, path, "etcd client URLs")
+		if !ok {
+			return
+		}
+		if len(endpoints) == 0 {
+			d.errorf(n, path, "empty; want at least one URL such as http://127.0.0.1:2379")
+			return
+		}
+		for i, e := range endpoints {
+			if err := checkEtcdEndpoint(e); err != nil {
+				d.errorf(n.Content[i], fmt.Sprintf("%s[%d]", path, i), "%v", err)
+				return
+			}
+		}
+		if err := checkEtcdEndpoints(endpoints); err != nil {
+			d.errorf(n, path, "mixes http:// and https:// endpoints")
+			return
+		}
+		d.set("etcd-endpoints", strings.Join(endpoints, ","), n, path)
+	}},
+	stringSetting("prefix", "etcd-prefix", "a key prefix such as fencegate/", nil),
+	stringSetting("username", "etcd-username", "a user name", nil),
+	stringSetting("password", "etcd-password", "a password", nil),
+	secretEnvSetting("password_env", "etcd-password"),
+	durationSetting("dial_timeout", "etcd-dial-timeout", aboveZero),
+	durationSetting("request_timeout", "etcd-request-timeout", aboveZero),
+	{"tls", func(d *decoder, n *yaml.Node, path string) {
+		d.fields(n, path, []field{
+			fileSettingField("ca_file", "etcd-ca"),
+			fileSettingField("cert_file", "etcd-cert"),
+			fileSettingField("key_file", "etcd-key"),
+		})
+	}},
+}
+
+var s3Fields = []field{
+	stringSetting("endpoint", "s3-endpoint", "a URL such as http://127.0.0.1:7070", func(s string) error {
+		if checkS3Endpoint(s) != nil {
+			return fmt.Errorf("%q: want a URL such as http://127.0.0.1:7070", s)
+		}
+		return nil
+	}),
+	stringSetting("region", "s3-region", "a region such as us-east-1", nil),
+	boolSetting("path_style", "s3-path-style"),
+	stringSetting("access_key", "s3-access-key", "an access key id", nil),
+	stringSetting("secret_key", "s3-secret-key", "a secret access key", nil),
+	secretEnvSetting("secret_key_env", "s3-secret-key"),
+}
+
+var limitFields = []field{
+	sizeSetting("buffer_bytes", "buffer-bytes", 1, 1<<62),
+	sizeSetting("max_body_bytes", "max-body-bytes", 1, 1<<62),
+	sizeSetting("max_header_bytes", "max-header-bytes", 1<<10, 16<<20),
+}
+
+var logFields = []field{
+	stringSetting("level", "log-level", "debug, info, warn or error", func(s string) error {
+		var level slog.Level
+		if err := level.UnmarshalText([]byte(s)); err != nil {
+			return fmt.Errorf("%q: want debug, info, warn or error", s)
+		}
+		return nil
+	}),
+	stringSetting("format", "log-format", "text or json", func(s string) error {
+		if s != "text" && s != "json" {
+			return fmt.Errorf("%q: want text or json", s)
+		}
+		return nil
+	}),
+}
+
+// tokenChecks decodes token_checks, a mapping of bucket ("*": every other
+// resource) to none, plausible or held:LOCK, into --token-checks.
+func (d *decoder) tokenChecks(n *yaml.Node, path string) {
+	if !d.isKind(n, path, yaml.MappingNode, "a mapping of bucket to none, plausible or held:LOCK") {
+		return
+	}
+	var items []string
+	ok := true
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, value := n.Content[i], n.Content[i+1]
+		bucket, keyOK := d.scalar(key, path, "a bucket name")
+		p := joinPath(path, bucket)
+		spec, valueOK := d.scalar(value, p, "none, plausible or held:LOCK")
+		if !keyOK || !valueOK {
+			ok = false
+			continue
+		}
+		item := bucket + "=" + spec
+		var one tokenChecks
+		if err := one.Set(item); err != nil || len(one) != 1 {
+			d.errorf(value, p, "%v", cmp.Or(err, errors.New("want none, plausible or held:LOCK")))
+			ok = false
+			continue
+		}
+		items = append(items, item)
+	}
+	if !ok {
+		return
+	}
+	value := strings.Join(items, ",")
+	var all tokenChecks
+	if err := all.Set(value); err != nil {
+		d.errorf(n, path, "%v", err) // a bucket named twice
+		return
+	}
+	d.set("token-checks", value, n, path)
+}
+
+// has reports whether the file set the flag flagName with a valid value.
+func (d *decoder) has(flagName string) bool {
+	_, ok := d.out.settings[flagName]
+	return ok
+}
+
+// envNamePattern is the syntax of the environment variable names that the
+// file refers to.
+var envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// checkHostPort checks a listen address: host:port with a numeric port.
+func checkHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q: want host:port, such as 127.0.0.1:8080", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%q: port must be a number from 0 to 65535", addr)
+	}
+	return nil
+}
+
+// checkEtcdEndpoint checks one etcd endpoint: an http(s):// URL with a
+// host and no path, or a host:port.
+func checkEtcdEndpoint(e string) error {
+	if strings.ContainsAny(e, ", ") {
+		return fmt.Errorf("%q: one URL per item, without commas or spaces", e)
+	}
+	if !strings.Contains(e, "://") {
+		if checkHostPort(e) != nil {
+			return fmt.Errorf("%q: want a URL such as http://host:2379 or a host:port", e)
+		}
+		return nil
+	}
+	u, err := url.Parse(e)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return fmt.Errorf("%q: want a URL such as http://host:2379 or https://host:2379", e)
+	}
+	return nil
+}
+
+// crossChecks checks the settings that go together.
+func (d *decoder) crossChecks() {
+	// together checks that the field a and one of the fields bs are
+	// both set or both not.
+	together := func(why, a string, bs ...string) {
+		na := d.nodes[a]
+		var nb *yaml.Node
+		b := bs[0]
+		for _, name := range bs {
+			if n := d.nodes[name]; n != nil {
+				nb, b = n, name
+				break
+			}
+		}
+		switch {
+		case na != nil && nb == nil:
+			d.errorf(na, a, "needs %s%s", strings.Join(bs, " or "), why)
+		case nb != nil && na == nil:
+			d.errorf(nb, b, "needs %s%s", a, why)
+		}
+	}
+	exclusive := func(a, b string) {
+		if na, nb := d.nodes[a], d.nodes[b]; na != nil && nb != nil {
+			d.errorf(nb, b, "set %s or %s, not both", a, b)
+		}
+	}
+	exclusive("etcd.password", "etcd.password_env")
+	together("", "etcd.username", "etcd.password", "etcd.password_env")
+	together("", "etcd.tls.cert_file", "etcd.tls.key_file")
+	if n := d.nodes["etcd.endpoints"]; n != nil && (d.nodes["etcd.tls.ca_file"] != nil || d.nodes["etcd.tls.cert_file"] != nil) {
+		for i, item := range n.Content {
+			if strings.HasPrefix(item.Value, "http://") {
+				d.errorf(item, fmt.Sprintf("etcd.endpoints[%d]", i), "%q is http:// but etcd.tls is set: use https://", item.Value)
+			}
+		}
+	}
+	exclusive("s3.secret_key", "s3.secret_key_env")
+	together(" (neither: the AWS SDK's default chain)", "s3.access_key", "s3.secret_key", "s3.secret_key_env")
+	together("", "http.tls.cert_file", "http.tls.key_file")
+	if n := d.nodes["http.tls.client_ca_file"]; n != nil && d.nodes["http.tls.cert_file"] == nil {
+		d.errorf(n, "http.tls.client_ca_file", "needs http.tls.cert_file and key_file: client certificates need a TLS listener")
+	}
+	if d.has("tls-cert") && d.has("tls-key") && (d.has("tls-client-ca") || d.nodes["http.tls.client_ca_file"] == nil) {
+		_, err := serverTLS(d.out.settings["tls-cert"].value, d.out.settings["tls-key"].value, d.out.settings["tls-client-ca"].value)
+		if err != nil {
+			d.errorf(d.nodes["http.tls.cert_file"], "http.tls", "%v", err)
+		}
+	}
+	if n := d.nodes["etcd.tls.ca_file"]; d.has("etcd-ca") {
+		if _, err := loadCertPool(d.out.settings["etcd-ca"].value); err != nil {
+			d.errorf(n, "etcd.tls.ca_file", "%v", err)
+		}
+	}
+	if d.has("etcd-cert") && d.has("etcd-key") {
+		if _, err := tls.LoadX509KeyPair(d.out.settings["etcd-cert"].value, d.out.settings["etcd-key"].value); err != nil {
+			d.errorf(d.nodes["etcd.tls.cert_file"], "etcd.tls", "client certificate: %v", err)
+		}
+	}
+	buffer, maxBody := d.out.settings["buffer-bytes"], d.out.settings["max-body-bytes"]
+	if buffer.value != "" && maxBody.value != "" {
+		var b, m byteSize
+		if b.Set(buffer.value) == nil && m.Set(maxBody.value) == nil && b > m {
+			d.errorf(d.nodes["limits.buffer_bytes"], "limits.buffer_bytes", "%v must not exceed limits.max_body_bytes %v", b, m)
+		}
+	}
+}
+
+// features are what only the config file configures: partner routes and
+// auth. The zero features configure neither.
+type features struct {
+	partners []gateway.PartnerRoute
+	auth     *gateway.Auth
+}
+
+// features returns the partner routes and auth of the command's config
+// file (none without one). Client certificates in auth need a listener
+// that asks for them: h must have a client CA.
+func (c *command) features(h httpConfig) (features, error) {
+	if c.file == nil {
+		return features{}, nil
+	}
+	if c.file.clientCertsAt != "" && h.tlsClientCA == "" {
+		return features{}, fmt.Errorf("%s: client certificates need http.tls.client_ca_file (or --tls-client-ca): "+
+			"without it the listener never asks for one", c.file.clientCertsAt)
+	}
+	return features{partners: c.file.partners, auth: c.file.auth}, nil
+}
+
+// apply gives every flag of c that neither the command line nor the
+// environment set its value from the file. It returns the settings that
+// c has no flag for, which the command ignores (dev runs its own etcd and
+// S3 server).
+func (f *configFile) apply(c *command, set map[string]bool) (ignored []string, err error) {
+	var errs []error
+	for _, name := range sortedKeys(f.settings) {
+		s := f.settings[name]
+		fl := c.fs.Lookup(name)
+		if fl == nil {
+			ignored = append(ignored, s.path)
+			continue
+		}
+		if set[name] {
+			continue
+		}
+		if err := fl.Value.Set(s.value); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %v", s.at, err))
+		}
+	}
+	return ignored, errors.Join(errs...)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,349 @@
+package gateway
+
+// Authentication and authorization. The authenticate middleware finds out
+// who sends a request (a bearer API key or a verified mTLS client
+// certificate) and records the identity in the request's context; each
+// handler then calls authorize once it knows the resource, before it
+// touches etcd or S3, so that a refused request changes nothing (a
+// forbidden write never raises a high-water mark).
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"fencegate/api"
+)
+
+// Operation is what an identity may do to the resources under a prefix.
+type Operation string
+
+// Operations that grants name.
+const (
+	OpRead   Operation = "read"   // GET and HEAD of objects, GET of fences
+	OpWrite  Operation = "write"  // PUT of objects, partner requests
+	OpDelete Operation = "delete" // DELETE of objects
+	OpLock   Operation = "lock"   // sessions and locks
+	OpAdmin  Operation = "admin"  // everything
+)
+
+// operations lists every operation that a grant may name.
+var operations = []Operation{OpRead, OpWrite, OpDelete, OpLock, OpAdmin}
+
+// Grant lets an identity do Operations to every resource whose name
+// starts with Prefix ("" is every resource). Resource names are those of
+// the design: "s3/<bucket>/<key>" for objects (and for GET /v1/fences),
+// "partner/<route>/<resource-id>" for partner requests, and the lock's
+// name for /v1/locks/{name}. Sessions have no resource: any grant of
+// OpLock (or OpAdmin) allows them. OpAdmin allows every operation.
+type Grant struct {
+	Prefix     string
+	Operations []Operation
+}
+
+// Identity is a client that the gateway knows, with what it may do.
+type Identity struct {
+	Name   string
+	Grants []Grant
+}
+
+// APIKey is a bearer key, stored as the SHA-256 of the key, that
+// authenticates as the identity named Identity.
+type APIKey struct {
+	SHA256   [32]byte
+	Identity string
+}
+
+// ClientCert maps an mTLS client certificate, by its subject common name,
+// to the identity named Identity. The TLS listener verifies the chain.
+type ClientCert struct {
+	CommonName string
+	Identity   string
+}
+
+// Auth configures authentication and authorization. The zero Auth turns
+// both off: every request is allowed, as identity "".
+type Auth struct {
+	Identities  []Identity
+	APIKeys     []APIKey
+	ClientCerts []ClientCert
+}
+
+// Enabled reports whether a configures any credential, that is, whether
+// WithAuth(a) authenticates requests at all.
+func (a Auth) Enabled() bool { return len(a.APIKeys) > 0 || len(a.ClientCerts) > 0 }
+
+// Validate checks that a is consistent: identities have unique, non-empty
+// names; every grant names known operations; every key and certificate
+// names a known identity; no key hash or common name is configured twice.
+// Errors name the offending entry, never a key.
+func (a Auth) Validate() error {
+	_, err := newAuthenticator(a)
+	return err
+}
+
+// WithAuth authenticates every request but /healthz, /readyz and /metrics
+// with a's keys and client certificates, and authorizes each operation
+// against the identity's grants (401 and 403 as problem+json). New fails
+// when a is not valid (see Auth.Validate). The zero Auth leaves the
+// gateway open, as without WithAuth.
+func WithAuth(a Auth) Option {
+	return func(g *Gateway) {
+		if !a.Enabled() && len(a.Identities) == 0 {
+			return
+		}
+		auth, err := newAuthenticator(a)
+		if err != nil {
+			g.optionErr = errors.Join(g.optionErr, fmt.Errorf("gateway: %w", err))
+			return
+		}
+		g.auth = auth
+	}
+}
+
+// openPaths answer without authentication: probes and metrics scrapes.
+var openPaths = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
+
+// keyPrefix is the part of a key's hash that indexes keyIndex: the lookup
+// narrows the candidates, and subtle.ConstantTimeCompare decides.
+type keyPrefix uint64
+
+// apiKeyEntry is a configured key's hash and its identity.
+type apiKeyEntry struct {
+	sum      [32]byte
+	identity *Identity
+}
+
+// authenticator is a validated Auth, indexed for the request path.
+type authenticator struct {
+	keyIndex map[keyPrefix][]apiKeyEntry
+	certs    map[string]*Identity // by subject common name
+}
+
+func newAuthenticator(a Auth) (*authenticator, error) {
+	if len(a.Identities) > 0 && !a.Enabled() {
+		return nil, errors.New("auth: identities are configured but no API key or client certificate authenticates as any of them")
+	}
+	byName := make(map[string]*Identity, len(a.Identities))
+	for i := range a.Identities {
+		id := a.Identities[i]
+		if id.Name == "" {
+			return nil, fmt.Errorf("auth: identities[%d]: empty name", i)
+		}
+		if _, dup := byName[id.Name]; dup {
+			return nil, fmt.Errorf("auth: identities[%d]: identity %q is defined twice", i, id.Name)
+		}
+		for j, gr := range id.Grants {
+			if len(gr.Operations) == 0 {
+				return nil, fmt.Errorf("auth: identity %q: grants[%d]: no operations", id.Name, j)
+			}
+			for _, op := range gr.Operations {
+				if !slices.Contains(operations, op) {
+					return nil, fmt.Errorf("auth: identity %q: grants[%d]: unknown operation %q (want one of %v)", id.Name, j, op, operations)
+				}
+			}
+		}
+		id.Grants = slices.Clone(id.Grants) // a later change to a must not change the gateway
+		byName[id.Name] = &id
+	}
+	auth := &authenticator{keyIndex: map[keyPrefix][]apiKeyEntry{}, certs: map[string]*Identity{}}
+	for i, k := range a.APIKeys {
+		id, ok := byName[k.Identity]
+		if !ok {
+			return nil, fmt.Errorf("auth: api_keys[%d]: unknown identity %q", i, k.Identity)
+		}
+		if k.SHA256 == ([32]byte{}) {
+			return nil, fmt.Errorf("auth: api_keys[%d] (identity %q): empty SHA-256", i, k.Identity)
+		}
+		p := prefixOf(k.SHA256)
+		for _, e := range auth.keyIndex[p] {
+			if e.sum == k.SHA256 {
+				return nil, fmt.Errorf("auth: api_keys[%d] (identity %q): the same key is configured twice", i, k.Identity)
+			}
+		}
+		auth.keyIndex[p] = append(auth.keyIndex[p], apiKeyEntry{sum: k.SHA256, identity: id})
+	}
+	for i, c := range a.ClientCerts {
+		id, ok := byName[c.Identity]
+		if !ok {
+			return nil, fmt.Errorf("auth: client_certs[%d]: unknown identity %q", i, c.Identity)
+		}
+		if c.CommonName == "" {
+			return nil, fmt.Errorf("auth: client_certs[%d] (identity %q): empty common name", i, c.Identity)
+		}
+		if _, dup := auth.certs[c.CommonName]; dup {
+			return nil, fmt.Errorf("auth: client_certs[%d]: common name %q is mapped twice", i, c.CommonName)
+		}
+		auth.certs[c.CommonName] = id
+	}
+	return auth, nil
+}
+
+func prefixOf(sum [32]byte) keyPrefix { return keyPrefix(binary.BigEndian.Uint64(sum[:8])) }
+
+// keyIdentity returns the identity whose key is key, or nil. The index
+// narrows the candidates by the first bytes of the key's SHA-256; the
+// whole hash is then compared in constant time, so that the time taken
+// says nothing of how much of a configured hash a guess matched.
+func (a *authenticator) keyIdentity(key string) *Identity {
+	sum := sha256.Sum256([]byte(key))
+	var found *Identity
+	for _, e := range a.keyIndex[prefixOf(sum)] {
+		if subtle.ConstantTimeCompare(e.sum[:], sum[:]) == 1 {
+			found = e.identity
+		}
+	}
+	return found
+}
+
+// identify authenticates r: by its bearer key when it has an Authorization
+// header (a bad key is refused even if a client certificate would pass),
+// else by its verified client certificate. Failures are
+// api.ErrUnauthorized, and never quote the key.
+func (a *authenticator) identify(r *http.Request) (*Identity, error) {
+	if values := r.Header.Values("Authorization"); len(values) > 0 {
+		if len(values) > 1 {
+			return nil, fmt.Errorf("%w: more than one Authorization header", api.ErrUnauthorized)
+		}
+		scheme, key, _ := strings.Cut(values[0], " ")
+		if !strings.EqualFold(scheme, "Bearer") {
+			return nil, fmt.Errorf("%w: the Authorization scheme must be Bearer", api.ErrUnauthorized)
+		}
+		key = strings.TrimLeft(key, " ")
+		if key == "" {
+			return nil, fmt.Errorf("%w: empty bearer key", api.ErrUnauthorized)
+		}
+		if id := a.keyIdentity(key); id != nil {
+			return id, nil
+		}
+		return nil, fmt.Errorf("%w: unknown API key", api.ErrUnauthorized)
+	}
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
+		cn := r.TLS.VerifiedChains[0][0].Subject.CommonName
+		if id, ok := a.certs[cn]; ok {
+			return id, nil
+		}
+		return nil, fmt.Errorf("%w: client certificate %q is not mapped to an identity", api.ErrUnauthorized, cn)
+	}
+	return nil, fmt.Errorf("%w: no API key (Authorization: Bearer) or client certificate", api.ErrUnauthorized)
+}
+
+// authenticate is the middleware that WithAuth mounts: it answers 401,
+// with WWW-Authenticate, to requests that do not authenticate, and
+// records the identity of those that do (see callerName). Without auth it
+// passes every request through.
+func (g *Gateway) authenticate(next http.Handler) http.Handler {
+	if g.auth == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if openPaths[r.URL.Path] {
+			next.ServeHTTP(w, r)
+			return
+		}
+		id, err := g.auth.identify(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="fencegate"`)
+			g.writeError(w, r, err)
+			return
+		}
+		slot := callerSlotOf(r.Context())
+		if slot == nil {
+			var ctx context.Context
+			ctx, slot = withCallerSlot(r.Context())
+			r = r.WithContext(ctx)
+		}
+		slot.identity = id
+		next.ServeHTTP(w, r)
+	})
+}
+
+// callerSlot holds the request's identity. The access log puts it in the
+// context (withCallerSlot) before the authentication middleware runs, so
+// that it can read what that middleware found once the request is done.
+type callerSlot struct {
+	identity *Identity // nil until authenticated
+}
+
+type callerSlotKey struct{}
+
+// withCallerSlot returns ctx with an empty callerSlot, and the slot.
+func withCallerSlot(ctx context.Context) (context.Context, *callerSlot) {
+	slot := new(callerSlot)
+	return context.WithValue(ctx, callerSlotKey{}, slot), slot
+}
+
+func callerSlotOf(ctx context.Context) *callerSlot {
+	slot, _ := ctx.Value(callerSlotKey{}).(*callerSlot)
+	return slot
+}
+
+// name is the slot's identity's name, "" when none.
+func (s *callerSlot) name() string {
+	if s == nil || s.identity == nil {
+		return ""
+	}
+	return s.identity.Name
+}
+
+// callerIdentity is the request's authenticated identity, or nil.
+func callerIdentity(ctx context.Context) *Identity {
+	if slot := callerSlotOf(ctx); slot != nil {
+		return slot.identity
+	}
+	return nil
+}
+
+// authorize reports whether the request's identity may do op to resource:
+// nil, or an error of class api.ErrForbidden. Handlers call it once they
+// know the resource. Without auth it always allows.
+func (g *Gateway) authorize(ctx context.Context, op Operation, resource api.Resource) error {
+	if g.auth == nil {
+		return nil
+	}
+	id := callerIdentity(ctx)
+	if id == nil { // only if a route escaped the middleware: fail closed
+		return fmt.Errorf("authorize %s %q: %w: request not authenticated", op, resource, api.ErrUnauthorized)
+	}
+	for _, gr := range id.Grants {
+		if strings.HasPrefix(string(resource), gr.Prefix) && gr.allows(op) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: identity %q may not %s %q", api.ErrForbidden, id.Name, op, resource)
+}
+
+// authorizeAny is authorize for operations that have no resource
+// (sessions): the identity needs op on some prefix.
+func (g *Gateway) authorizeAny(ctx context.Context, op Operation) error {
+	if g.auth == nil {
+		return nil
+	}
+	id := callerIdentity(ctx)
+	if id == nil {
+		return fmt.Errorf("authorize %s: %w: request not authenticated", op, api.ErrUnauthorized)
+	}
+	for _, gr := range id.Grants {
+		if gr.allows(op) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: identity %q may not %s any resource", api.ErrForbidden, id.Name, op)
+}
+
+// allows reports whether the grant includes op (OpAdmin includes all).
+func (gr Grant) allows(op Operation) bool {
+	return slices.Contains(gr.Operations, op) || slices.Contains(gr.Operations, OpAdmin)
+}
+
+// callerName is the name of the request's identity, or "" without auth.
+// Idempotency keys and audit lines are scoped by it.
+func callerName(ctx context.Context) string {
+	return callerSlotOf(ctx).name()
+}

@@ -1,0 +1,311 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"net/http"
+	"strings"
+	"testing"
+
+	"fencegate/api"
+)
+
+// Pure unit tests of the authenticator and of authorize, without servers:
+// what each Authorization header and TLS state authenticates as, and what
+// each grant allows. auth_test.go shows the same through real requests.
+
+const (
+	testKeyAlice = "k-alice-8f14e45fceea167a5a36dedd4bea2543"
+	testKeyBob   = "k-bob-c9f0f895fb98ab9159f51fd0297e236d"
+)
+
+func testAuth() Auth {
+	return Auth{
+		Identities: []Identity{
+			{Name: "alice", Grants: []Grant{{Prefix: "s3/dev/alice/", Operations: []Operation{OpRead, OpWrite}}, {Prefix: "jobs-", Operations: []Operation{OpLock}}}},
+			{Name: "bob", Grants: []Grant{{Prefix: "s3/dev/", Operations: []Operation{OpRead}}}},
+			{Name: "root", Grants: []Grant{{Prefix: "", Operations: []Operation{OpAdmin}}}},
+			{Name: "batch", Grants: []Grant{{Prefix: "s3/dev/batch/", Operations: []Operation{OpWrite, OpDelete}}}},
+		},
+		APIKeys: []APIKey{
+			{SHA256: sha256.Sum256([]byte(testKeyAlice)), Identity: "alice"},
+			{SHA256: sha256.Sum256([]byte(testKeyBob)), Identity: "bob"},
+		},
+		ClientCerts: []ClientCert{{CommonName: "batch-job", Identity: "batch"}},
+	}
+}
+
+// verifiedTLS is the TLS state of a connection whose client certificate,
+// with subject common name cn, the listener verified.
+func verifiedTLS(cn string) *tls.ConnectionState {
+	cert := &x509.Certificate{Subject: pkix.Name{CommonName: cn}}
+	return &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}, VerifiedChains: [][]*x509.Certificate{{cert}}}
+}
+
+func TestIdentify(t *testing.T) {
+	auth, err := newAuthenticator(testAuth())
+	if err != nil {
+		t.Fatal(err)
+	}
+	unverified := &tls.ConnectionState{PeerCertificates: []*x509.Certificate{{Subject: pkix.Name{CommonName: "batch-job"}}}}
+	tests := []struct {
+		name          string
+		authorization []string
+		tls           *tls.ConnectionState
+		want          string // identity; "" means ErrUnauthorized
+	}{
+		{"bearer key", []string{"Bearer " + testKeyAlice}, nil, "alice"},
+		{"other key", []string{"Bearer " + testKeyBob}, nil, "bob"},
+		{"scheme is case-insensitive", []string{"bearer " + testKeyAlice}, nil, "alice"},
+		{"unknown key", []string{"Bearer k-mallory"}, nil, ""},
+		{"key with a changed last byte", []string{"Bearer " + testKeyAlice[:len(testKeyAlice)-1] + "4"}, nil, ""},
+		{"key prefix", []string{"Bearer " + testKeyAlice[:10]}, nil, ""},
+		{"basic scheme", []string{"Basic " + testKeyAlice}, nil, ""},
+		{"no scheme", []string{testKeyAlice}, nil, ""},
+		{"empty bearer", []string{"Bearer "}, nil, ""},
+		{"two headers", []string{"Bearer " + testKeyAlice, "Bearer " + testKeyAlice}, nil, ""},
+		{"nothing", nil, nil, ""},
+		{"verified client certificate", nil, verifiedTLS("batch-job"), "batch"},
+		{"verified certificate, unmapped name", nil, verifiedTLS("stranger"), ""},
+		{"unverified client certificate", nil, unverified, ""},
+		{"bad key beside a good certificate", []string{"Bearer k-mallory"}, verifiedTLS("batch-job"), ""},
+		{"key beside a certificate", []string{"Bearer " + testKeyBob}, verifiedTLS("batch-job"), "bob"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, _ := http.NewRequest(http.MethodGet, "/v1/objects/dev/x", nil)
+			r.Header["Authorization"] = tt.authorization
+			r.TLS = tt.tls
+			id, err := auth.identify(r)
+			switch {
+			case tt.want == "" && !errors.Is(err, api.ErrUnauthorized):
+				t.Fatalf("identify(%q, tls %v) = %v, %v; want ErrUnauthorized", tt.authorization, tt.tls != nil, id, err)
+			case tt.want != "" && (err != nil || id.Name != tt.want):
+				t.Fatalf("identify(%q, tls %v) = %v, %v; want %q", tt.authorization, tt.tls != nil, id, err, tt.want)
+			}
+			for _, v := range tt.authorization {
+				if key := strings.TrimPrefix(v, "Bearer "); err != nil && len(key) > 8 && strings.Contains(err.Error(), key) {
+					t.Errorf("error %q quotes the key", err)
+				}
+			}
+		})
+	}
+}
+
+// TestKeyHashComparedWhole shows that the index on the hash's first bytes
+// only narrows the candidates: a configured hash that shares them with
+// the request key's hash but differs after them does not authenticate.
+func TestKeyHashComparedWhole(t *testing.T) {
+	auth, err := newAuthenticator(testAuth())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("k-mallory"))
+	near := sum
+	near[31] ^= 1
+	auth.keyIndex[prefixOf(sum)] = []apiKeyEntry{{sum: near, identity: &Identity{Name: "victim"}}}
+	if id := auth.keyIdentity("k-mallory"); id != nil {
+		t.Fatalf("keyIdentity of a key whose hash differs in its last byte = %q; want nil", id.Name)
+	}
+	auth.keyIndex[prefixOf(sum)] = append(auth.keyIndex[prefixOf(sum)], apiKeyEntry{sum: sum, identity: &Identity{Name: "mallory"}})
+	if id := auth.keyIdentity("k-mallory"); id == nil || id.Name != "mallory" {
+		t.Fatalf("keyIdentity with two candidates = %v; want mallory", id)
+	}
+}
+
+// TestKeyComparedInConstantTime reads auth.go: the key check compares the
+// whole hash with subtle.ConstantTimeCompare, and compares no bytes, hash
+// or key with == or bytes.Equal, whose time depends on where the first
+// difference is.
+func TestKeyComparedInConstantTime(t *testing.T) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "auth.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := map[string]bool{"keyIdentity": false, "identify": false}
+	for _, decl := range f.Decls {
+		fn, ok := decl.(*ast.FuncDecl)
+		if !ok {
+			continue
+		}
+		if _, ok := checked[fn.Name.Name]; !ok {
+			continue
+		}
+		checked[fn.Name.Name] = true
+		var constantTime bool
+		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.CallExpr:
+				if sel, ok := n.Fun.(*ast.SelectorExpr); ok {
+					if x, ok := sel.X.(*ast.Ident); ok {
+						switch x.Name + "." + sel.Sel.Name {
+						case "subtle.ConstantTimeCompare":
+							constantTime = true
+						case "bytes.Equal", "bytes.Compare", "strings.Compare", "strings.EqualFold", "slices.Equal":
+							if mentionsKey(n) {
+								t.Errorf("%s: %s compares the key or its hash in variable time", fset.Position(n.Pos()), types.ExprString(n))
+							}
+						}
+					}
+				}
+			case *ast.BinaryExpr:
+				_, literal := n.Y.(*ast.BasicLit) // key == "": a length check
+				_, result := n.X.(*ast.CallExpr)  // subtle.ConstantTimeCompare(...) == 1
+				if (n.Op == token.EQL || n.Op == token.NEQ) && mentionsKey(n) && !literal && !result {
+					t.Errorf("%s: %s compares the key or its hash with %s", fset.Position(n.Pos()), types.ExprString(n), n.Op)
+				}
+			}
+			return true
+		})
+		if fn.Name.Name == "keyIdentity" && !constantTime {
+			t.Errorf("keyIdentity does not call subtle.ConstantTimeCompare")
+		}
+	}
+	for name, found := range checked {
+		if !found {
+			t.Errorf("auth.go has no func %s", name)
+		}
+	}
+}
+
+// mentionsKey reports whether a comparison involves the key or its hash.
+func mentionsKey(n ast.Node) bool {
+	found := false
+	ast.Inspect(n, func(n ast.Node) bool {
+		if id, ok := n.(*ast.Ident); ok && (id.Name == "key" || id.Name == "sum") {
+			found = true
+		}
+		return true
+	})
+	return found
+}
+
+func TestAuthorize(t *testing.T) {
+	g := &Gateway{}
+	WithAuth(testAuth())(g)
+	if g.optionErr != nil {
+		t.Fatal(g.optionErr)
+	}
+	byName := map[string]*Identity{}
+	for _, e := range g.auth.keyIndex {
+		for _, k := range e {
+			byName[k.identity.Name] = k.identity
+		}
+	}
+	for _, id := range g.auth.certs {
+		byName[id.Name] = id
+	}
+	byName["root"] = &testAuth().Identities[2]
+	tests := []struct {
+		identity string
+		op       Operation
+		resource api.Resource
+		allowed  bool
+	}{
+		{"alice", OpWrite, "s3/dev/alice/report.csv", true},
+		{"alice", OpRead, "s3/dev/alice/report.csv", true},
+		{"alice", OpDelete, "s3/dev/alice/report.csv", false}, // not granted
+		{"alice", OpWrite, "s3/dev/alice", false},             // the prefix ends with '/'
+		{"alice", OpWrite, "s3/dev/bob/x", false},
+		{"alice", OpWrite, "s3/prod/alice/x", false},
+		{"alice", OpLock, "jobs-nightly", true},
+		{"alice", OpLock, "backup", false},
+		{"alice", OpWrite, "jobs-nightly", false}, // the lock grant is lock only
+		{"bob", OpRead, "s3/dev/alice/report.csv", true},
+		{"bob", OpWrite, "s3/dev/alice/report.csv", false},
+		{"bob", OpLock, "jobs-nightly", false},
+		{"batch", OpDelete, "s3/dev/batch/out", true},
+		{"batch", OpRead, "s3/dev/batch/out", false},
+		{"root", OpWrite, "partner/payments/accounts/a1", true},
+		{"root", OpDelete, "s3/any/thing", true},
+		{"root", OpLock, "anything", true},
+	}
+	for _, tt := range tests {
+		ctx, slot := withCallerSlot(context.Background())
+		slot.identity = byName[tt.identity]
+		err := g.authorize(ctx, tt.op, tt.resource)
+		if tt.allowed && err != nil || !tt.allowed && !errors.Is(err, api.ErrForbidden) {
+			t.Errorf("%s: authorize(%s, %q) = %v; want allowed %v", tt.identity, tt.op, tt.resource, err, tt.allowed)
+		}
+		if !tt.allowed && err != nil {
+			for _, part := range []string{tt.identity, string(tt.op), string(tt.resource)} {
+				if !strings.Contains(err.Error(), part) {
+					t.Errorf("authorize error %q does not name %q", err, part)
+				}
+			}
+		}
+	}
+	anyLock := map[string]bool{"alice": true, "bob": false, "batch": false, "root": true}
+	for name, want := range anyLock {
+		ctx, slot := withCallerSlot(context.Background())
+		slot.identity = byName[name]
+		if err := g.authorizeAny(ctx, OpLock); (err == nil) != want || err != nil && !errors.Is(err, api.ErrForbidden) {
+			t.Errorf("%s: authorizeAny(lock) = %v; want allowed %v", name, err, want)
+		}
+	}
+	// A request that no middleware authenticated is refused, not allowed.
+	if err := g.authorize(context.Background(), OpRead, "s3/dev/x"); !errors.Is(err, api.ErrUnauthorized) {
+		t.Errorf("authorize without identity = %v; want ErrUnauthorized", err)
+	}
+	// Without WithAuth, everything is allowed, as identity "".
+	open := &Gateway{}
+	WithAuth(Auth{})(open)
+	if err := open.authorize(context.Background(), OpAdmin, "s3/dev/x"); err != nil || open.auth != nil {
+		t.Errorf("zero Auth: authorize = %v, auth %v; want nil, nil", err, open.auth)
+	}
+	if name := callerName(context.Background()); name != "" {
+		t.Errorf("callerName without auth = %q; want \"\"", name)
+	}
+}
+
+// TestAuthValidate refuses inconsistent configurations with an error that
+// names the entry, and never the key.
+func TestAuthValidate(t *testing.T) {
+	alice := Identity{Name: "alice", Grants: []Grant{{Prefix: "s3/", Operations: []Operation{OpRead}}}}
+	aliceKey := APIKey{SHA256: sha256.Sum256([]byte(testKeyAlice)), Identity: "alice"}
+	tests := []struct {
+		name string
+		auth Auth
+		want string
+	}{
+		{"key for an unknown identity", Auth{Identities: []Identity{alice}, APIKeys: []APIKey{{SHA256: aliceKey.SHA256, Identity: "bob"}}}, `api_keys[0]: unknown identity "bob"`},
+		{"certificate for an unknown identity", Auth{Identities: []Identity{alice}, ClientCerts: []ClientCert{{CommonName: "x", Identity: "bob"}}}, `client_certs[0]: unknown identity "bob"`},
+		{"unnamed identity", Auth{Identities: []Identity{{}}, APIKeys: []APIKey{aliceKey}}, "identities[0]: empty name"},
+		{"identity twice", Auth{Identities: []Identity{alice, alice}, APIKeys: []APIKey{aliceKey}}, `identities[1]: identity "alice" is defined twice`},
+		{"unknown operation", Auth{Identities: []Identity{{Name: "alice", Grants: []Grant{{Operations: []Operation{"rwx"}}}}}, APIKeys: []APIKey{aliceKey}}, `grants[0]: unknown operation "rwx"`},
+		{"grant without operations", Auth{Identities: []Identity{{Name: "alice", Grants: []Grant{{Prefix: "s3/"}}}}, APIKeys: []APIKey{aliceKey}}, `grants[0]: no operations`},
+		{"zero hash", Auth{Identities: []Identity{alice}, APIKeys: []APIKey{{Identity: "alice"}}}, "api_keys[0] (identity \"alice\"): empty SHA-256"},
+		{"key twice", Auth{Identities: []Identity{alice}, APIKeys: []APIKey{aliceKey, aliceKey}}, "api_keys[1] (identity \"alice\"): the same key is configured twice"},
+		{"empty common name", Auth{Identities: []Identity{alice}, ClientCerts: []ClientCert{{Identity: "alice"}}}, "client_certs[0] (identity \"alice\"): empty common name"},
+		{"common name twice", Auth{Identities: []Identity{alice}, ClientCerts: []ClientCert{{CommonName: "c", Identity: "alice"}, {CommonName: "c", Identity: "alice"}}}, `client_certs[1]: common name "c" is mapped twice`},
+		{"identities without credentials", Auth{Identities: []Identity{alice}}, "no API key or client certificate"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.auth.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Validate() = %v; want an error containing %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), testKeyAlice) {
+				t.Errorf("Validate() = %v; quotes a key", err)
+			}
+			g := &Gateway{}
+			WithAuth(tt.auth)(g)
+			if g.optionErr == nil || g.auth != nil {
+				t.Errorf("WithAuth: optionErr %v, auth %v; want the error and no auth", g.optionErr, g.auth)
+			}
+		})
+	}
+	if err := testAuth().Validate(); err != nil {
+		t.Errorf("Validate(valid) = %v", err)
+	}
+}

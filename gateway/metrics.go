@@ -1,0 +1,368 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"fencegate/api"
+)
+
+// Metrics: every gateway has its own Prometheus registry (tests build many
+// gateways in one process), served on GET /metrics. Request metrics are
+// labelled by chi's route pattern, never by the request's path, so that
+// the number of series stays bounded whatever clients send. The README's
+// "Metrics and logs" section lists every metric.
+
+// latencyBuckets span 0.1 ms to about 15 s: a stale refusal from the cache
+// takes well under a millisecond, an accepted write a few, a large upload
+// seconds.
+var latencyBuckets = prometheus.ExponentialBuckets(0.0001, 2.5, 14)
+
+// Values of the metrics' labels.
+const (
+	// routeNone is the route label of requests that matched no route, or
+	// that were answered before routing (such as 431).
+	routeNone = "none"
+	// methodOther is the method label of methods that no route serves.
+	methodOther = "other"
+
+	// Stale refusal sources (fencegate_stale_refusals_total).
+	staleFromCache  = "cache"  // the fast reject: the cached mark is larger
+	staleFromObject = "object" // the object already records a larger token
+	staleFromEtcd   = "etcd"   // the fence check's transaction
+
+	// Fence check results (fencegate_fence_check_duration_seconds).
+	fenceAccepted = "accepted"
+	fenceStale    = "stale"
+	fenceRefused  = "refused" // a token check: lock not held, implausible
+	fenceError    = "error"   // outcome unknown: etcd unavailable, timeout
+
+	// S3 request results (fencegate_s3_request_duration_seconds).
+	s3OK                 = "ok"
+	s3PreconditionFailed = "precondition_failed"
+	s3NotFound           = "not_found"
+	s3Error              = "error"
+)
+
+// metrics are a gateway's collectors and the registry that serves them.
+type metrics struct {
+	registry *prometheus.Registry
+
+	requests        *prometheus.CounterVec   // route, method, status_class, problem
+	requestDuration *prometheus.HistogramVec // route, method
+	inFlight        prometheus.Gauge
+	staleRefusals   *prometheus.CounterVec // source
+	refusedWrites   *prometheus.CounterVec // reason
+	fenceCheck      *prometheus.HistogramVec
+	etcdErrors      *prometheus.CounterVec // operation
+	s3Duration      *prometheus.HistogramVec
+	lostRaces       *prometheus.CounterVec // operation
+}
+
+// newMetrics makes the collectors and registers them, with the Go runtime
+// and process collectors, on a new registry.
+func newMetrics() *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencegate_requests_total",
+			Help: "HTTP requests answered, by route pattern, method, status class (2xx...) and problem type slug (empty when the answer is not a problem).",
+		}, []string{"route", "method", "status_class", "problem"}),
+		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "fencegate_request_duration_seconds",
+			Help:    "Time from the request's arrival to the end of its answer, by route pattern and method.",
+			Buckets: latencyBuckets,
+		}, []string{"route", "method"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fencegate_requests_in_flight",
+			Help: "HTTP requests being served.",
+		}),
+		staleRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencegate_stale_refusals_total",
+			Help: "Writes refused as stale (409 stale-token), by source: cache (fast reject, no etcd request), object (the object records a larger token), etcd (the fence check's transaction).",
+		}, []string{"source"}),
+		refusedWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencegate_refused_writes_total",
+			Help: "Writes refused for a reason that is audited (one \"write refused\" log line each), by problem type slug.",
+		}, []string{"reason"}),
+		fenceCheck: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "fencegate_fence_check_duration_seconds",
+			Help:    "Fence checks in etcd (partner routes: the admission, fence check and in-flight marker in one transaction), by result: accepted, stale, refused (a token check, a busy resource, an idempotency conflict) or error (outcome unknown).",
+			Buckets: latencyBuckets,
+		}, []string{"result"}),
+		etcdErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencegate_etcd_errors_total",
+			Help: "Token store requests that failed without a decision (not refusals), by operation: fence_check, high_water_mark, partner_admission.",
+		}, []string{"operation"}),
+		s3Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "fencegate_s3_request_duration_seconds",
+			Help:    "S3 requests, by operation (observe, put, delete, get, head) and result (ok, precondition_failed, not_found, error). A get is timed to its answer's headers, not to the end of its body.",
+			Buckets: latencyBuckets,
+		}, []string{"operation", "result"}),
+		lostRaces: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencegate_s3_lost_races_total",
+			Help: "Conditional writes S3 refused with 412 Precondition Failed (another writer changed the object since it was observed), by operation: put, delete. Each is observed again and retried, up to the write attempts.",
+		}, []string{"operation"}),
+	}
+	m.registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.requests, m.requestDuration, m.inFlight, m.staleRefusals, m.refusedWrites,
+		m.fenceCheck, m.etcdErrors, m.s3Duration, m.lostRaces,
+	)
+	return m
+}
+
+// Registry returns the gateway's metrics registry, which GET /metrics
+// serves. Callers may register more collectors on it.
+func (g *Gateway) Registry() *prometheus.Registry { return g.metrics.registry }
+
+// handler serves the registry in Prometheus' exposition formats.
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// outcomeKey is the context key of a request's *outcome.
+type outcomeKey struct{}
+
+// outcome is what a request's handlers learned that its metrics and audit
+// line need. The instrument middleware makes one per request; handlers and
+// the store decorators fill it through the request's context (one
+// goroutine per request: no locking).
+type outcome struct {
+	// problem is the slug of the problem answered, "" when none.
+	problem string
+	// staleSource is where a stale refusal came from (staleFrom...),
+	// "" for the fence check in etcd.
+	staleSource string
+	// resource and token are the last ones checked, for the audit line.
+	resource api.Resource
+	token    api.Token
+}
+
+func outcomeOf(ctx context.Context) *outcome {
+	o, _ := ctx.Value(outcomeKey{}).(*outcome)
+	return o
+}
+
+// noteStaleSource records where the request's stale refusal comes from.
+func noteStaleSource(ctx context.Context, source string) {
+	if o := outcomeOf(ctx); o != nil {
+		o.staleSource = source
+	}
+}
+
+// noteChecked records the resource and token a request is checked for.
+func noteChecked(ctx context.Context, resource api.Resource, token api.Token) {
+	if o := outcomeOf(ctx); o != nil {
+		o.resource, o.token = resource, token
+	}
+}
+
+// instrument counts and times every request by its route pattern, which
+// chi knows once the request was routed. A request answered before
+// routing (401, 431) is matched against the router here, so that it is
+// counted under the route it asked for.
+func (g *Gateway) instrument(next http.Handler) http.Handler {
+	m := g.metrics
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		m.inFlight.Inc()
+		defer m.inFlight.Dec()
+		o := &outcome{}
+		ww, ok := w.(middleware.WrapResponseWriter)
+		if !ok {
+			ww = middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		}
+		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), outcomeKey{}, o)))
+		route := g.routeOf(r)
+		method := methodLabel(r.Method)
+		status := ww.Status()
+		if status == 0 {
+			status = http.StatusOK // nothing written: net/http answers 200
+		}
+		m.requests.WithLabelValues(route, method, statusClass(status), o.problem).Inc()
+		m.requestDuration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+	})
+}
+
+// routeOf returns the pattern of the route that r matched, or that it
+// would have matched had it been routed, or routeNone.
+func (g *Gateway) routeOf(r *http.Request) string {
+	if route := chi.RouteContext(r.Context()).RoutePattern(); route != "" {
+		return route
+	}
+	path := r.URL.RawPath // what chi routes on
+	if path == "" {
+		path = r.URL.Path
+	}
+	rctx := chi.NewRouteContext()
+	if g.router != nil && g.router.Match(rctx, r.Method, path) {
+		if route := rctx.RoutePattern(); route != "" {
+			return route
+		}
+	}
+	return routeNone
+}
+
+// methodLabel bounds the method label: clients may send any token.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPost,
+		http.MethodDelete, http.MethodPatch, http.MethodOptions:
+		return method
+	}
+	return methodOther
+}
+
+func statusClass(status int) string {
+	if status < 100 || status > 599 {
+		return "other"
+	}
+	return strconv.Itoa(status/100) + "xx"
+}
+
+// refusal reports whether err is a token refusal (a decision, not a
+// failure): stale, or a token check that refused.
+func refusal(err error) bool {
+	return errors.Is(err, api.ErrStaleToken) || errors.Is(err, api.ErrLockNotHeld) || errors.Is(err, api.ErrImplausibleToken)
+}
+
+// instrumentedFences times and counts the fence store's round trips.
+type instrumentedFences struct {
+	FenceStore
+	m *metrics
+}
+
+var _ FenceStore = (*instrumentedFences)(nil)
+
+// FenceCheck times the fence check by its result.
+func (f *instrumentedFences) FenceCheck(ctx context.Context, resource api.Resource, token api.Token) error {
+	noteChecked(ctx, resource, token)
+	start := time.Now()
+	err := f.FenceStore.FenceCheck(ctx, resource, token)
+	result := fenceAccepted
+	switch {
+	case err == nil:
+	case errors.Is(err, api.ErrStaleToken):
+		result = fenceStale
+	case refusal(err):
+		result = fenceRefused
+	default:
+		result = fenceError
+		f.m.etcdErrors.WithLabelValues("fence_check").Inc()
+	}
+	f.m.fenceCheck.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	return err
+}
+
+// HighWaterMark counts the mark reads that fail.
+func (f *instrumentedFences) HighWaterMark(ctx context.Context, resource api.Resource) (api.Token, error) {
+	hwm, err := f.FenceStore.HighWaterMark(ctx, resource)
+	if err != nil {
+		f.m.etcdErrors.WithLabelValues("high_water_mark").Inc()
+	}
+	return hwm, err
+}
+
+// instrumentedPartners times the partner routes' admissions (their fence
+// checks) like the object routes' fence checks.
+type instrumentedPartners struct {
+	PartnerStore
+	m *metrics
+}
+
+var _ PartnerStore = (*instrumentedPartners)(nil)
+
+// AdmitPartner times the admission by its result. A busy resource or an
+// idempotency conflict is a refusal; only a failure to decide is an etcd
+// error.
+func (p *instrumentedPartners) AdmitPartner(ctx context.Context, req api.PartnerAdmission) (api.Admission, error) {
+	start := time.Now()
+	adm, err := p.PartnerStore.AdmitPartner(ctx, req)
+	result := fenceAccepted
+	switch {
+	case err == nil:
+	case errors.Is(err, api.ErrStaleToken):
+		result = fenceStale
+	case refusal(err), errors.Is(err, api.ErrResourceBusy), errors.Is(err, api.ErrIdempotencyInFlight), errors.Is(err, api.ErrIdempotencyMismatch):
+		result = fenceRefused
+	case ctx.Err() != nil:
+		// The client left while waiting: no decision, and no fault of etcd.
+		result = fenceRefused
+	default:
+		result = fenceError
+		p.m.etcdErrors.WithLabelValues("partner_admission").Inc()
+	}
+	p.m.fenceCheck.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	return adm, err
+}
+
+// instrumentedObjects times every S3 request by operation and counts the
+// conditional writes that lost a race.
+type instrumentedObjects struct {
+	ObjectStore
+	m *metrics
+}
+
+var _ ObjectStore = (*instrumentedObjects)(nil)
+
+// done observes one S3 request of operation that started at start.
+func (o *instrumentedObjects) done(operation string, start time.Time, err error) {
+	result := s3OK
+	switch {
+	case err == nil:
+	case errors.Is(err, api.ErrConcurrentModification):
+		result = s3PreconditionFailed
+		o.m.lostRaces.WithLabelValues(operation).Inc()
+	case errors.Is(err, api.ErrNotFound):
+		result = s3NotFound
+	default:
+		result = s3Error
+	}
+	o.m.s3Duration.WithLabelValues(operation, result).Observe(time.Since(start).Seconds())
+}
+
+func (o *instrumentedObjects) Observe(ctx context.Context, path api.ObjectPath) (api.ObjectVersion, error) {
+	start := time.Now()
+	v, err := o.ObjectStore.Observe(ctx, path)
+	o.done("observe", start, err)
+	return v, err
+}
+
+func (o *instrumentedObjects) Put(ctx context.Context, in api.PutObjectInput) (string, error) {
+	start := time.Now()
+	etag, err := o.ObjectStore.Put(ctx, in)
+	o.done("put", start, err)
+	return etag, err
+}
+
+func (o *instrumentedObjects) Delete(ctx context.Context, path api.ObjectPath, etag string) error {
+	start := time.Now()
+	err := o.ObjectStore.Delete(ctx, path, etag)
+	o.done("delete", start, err)
+	return err
+}
+
+func (o *instrumentedObjects) Get(ctx context.Context, path api.ObjectPath) (*api.Object, error) {
+	start := time.Now()
+	obj, err := o.ObjectStore.Get(ctx, path)
+	o.done("get", start, err)
+	return obj, err
+}
+
+func (o *instrumentedObjects) Head(ctx context.Context, path api.ObjectPath) (*api.Object, error) {
+	start := time.Now()
+	obj, err := o.ObjectStore.Head(ctx, path)
+	o.done("head", start, err)
+	return obj, err
+}

@@ -1,0 +1,221 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync/atomic"
+
+	"fencegate/api"
+)
+
+// hopByHopHeaders are never forwarded, in either direction (RFC 9110
+// section 7.6.1), nor are the headers a Connection header names.
+var hopByHopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+func isHopByHop(canonical string) bool {
+	for _, h := range hopByHopHeaders {
+		if h == canonical {
+			return true
+		}
+	}
+	return false
+}
+
+// alwaysStripped are request headers never forwarded to a partner: the
+// client's credentials for the gateway, headers that name a host, the
+// client's idempotency key (replaced by upstreamIdempotencyKey), and
+// Expect (the body is already read).
+var alwaysStripped = []string{"Authorization", "Cookie", "Forwarded", "X-Forwarded-Host", api.HeaderIdempotencyKey, "Expect"}
+
+// storedHeaders are the response headers kept with a stored response,
+// besides the status and the body.
+var storedHeaders = []string{
+	"Content-Type", "Content-Encoding", "Content-Language", "Content-Location",
+	"Location", "Etag", "Last-Modified",
+}
+
+// forwardAdmitted calls the upstream for an admitted request, completes
+// its admission (storing the response under its idempotency key, and
+// releasing the resource's in-flight marker), and answers the client.
+//
+// The upstream call does not end when the client goes away: once the
+// request may have reached the partner, its outcome must be recorded. It
+// runs under context.WithoutCancel, bounded by the route's timeout.
+//
+// What is stored: every answer the partner gave, whatever its status (a
+// 5xx too: the partner may have acted before failing, so a retry with the
+// same key gets the same 5xx, as in Stripe's API), and the gateway's own
+// 502 or 504 when the call failed after the request may have reached the
+// partner (the outcome is unknown, so the key is never forwarded again).
+// Only a call that never reached the partner (no connection could be
+// made) drops the record, so that a retry with the same key is forwarded.
+func (h *partnerAPI) forwardAdmitted(w http.ResponseWriter, r *http.Request, pr partnerRequest, scope string, adm api.Admission) {
+	ctx := r.Context()
+	log := h.g.logger(ctx)
+	upCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pr.route.Timeout)
+	defer cancel()
+
+	resp, err := h.call(upCtx, r, pr, scope)
+	if err != nil {
+		var stored *api.StoredResponse
+		if !errors.Is(err, api.ErrNotForwarded) {
+			stored = problemResponse(r, err)
+		}
+		if ferr := adm.Finish(finishContext(ctx), stored); ferr != nil {
+			log.Warn("partner request not recorded", "route", pr.route.Name, "resource", pr.resource, "err", ferr)
+		}
+		h.g.writeError(w, r, err)
+		return
+	}
+	defer resp.Body.Close()
+
+	// Read what is stored before answering, so that the record is
+	// complete (and the marker gone) by the time the client sees the
+	// answer: a client that retries at once gets the replay.
+	limit := pr.route.MaxStoredResponseBytes
+	head, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		err = upstreamError(upCtx, fmt.Errorf("partner %s: reading the answer: %w", pr.route.Name, err))
+		if ferr := adm.Finish(finishContext(ctx), problemResponse(r, err)); ferr != nil {
+			log.Warn("partner request not recorded", "route", pr.route.Name, "resource", pr.resource, "err", ferr)
+		}
+		h.g.writeError(w, r, err)
+		return
+	}
+	stored := &api.StoredResponse{Status: resp.StatusCode, Header: http.Header{}}
+	for _, name := range storedHeaders {
+		if values := resp.Header.Values(name); len(values) > 0 {
+			stored.Header[name] = append([]string(nil), values...)
+		}
+	}
+	whole := int64(len(head)) <= limit
+	if whole {
+		stored.Body = head
+	} else {
+		stored.BodyOmitted = true
+	}
+	if ferr := adm.Finish(finishContext(ctx), stored); ferr != nil {
+		log.Warn("partner request not recorded", "route", pr.route.Name, "resource", pr.resource, "err", ferr)
+	}
+
+	header := w.Header()
+	for name, values := range resp.Header {
+		if !isHopByHop(name) && name != "Content-Length" {
+			header[name] = values
+		}
+	}
+	removeConnectionHeaders(header, resp.Header)
+	switch {
+	case r.Method == http.MethodHead:
+		if n := resp.Header.Get("Content-Length"); n != "" {
+			header.Set("Content-Length", n) // the length a GET would have
+		}
+	case whole:
+		header.Set("Content-Length", fmt.Sprint(len(head)))
+	}
+	w.WriteHeader(resp.StatusCode)
+	if _, err := w.Write(head); err != nil || whole {
+		return
+	}
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		log.Info("partner answer cut short", "route", pr.route.Name, "err", err)
+	}
+}
+
+// call sends the request upstream. Its errors wrap api.ErrUpstream, or
+// api.ErrUpstreamTimeout when ctx's deadline passed; those of a call that
+// never reached the partner also wrap api.ErrNotForwarded.
+func (h *partnerAPI) call(ctx context.Context, r *http.Request, pr partnerRequest, scope string) (*http.Response, error) {
+	var body io.Reader = http.NoBody
+	if len(pr.body) > 0 {
+		body = bytes.NewReader(pr.body)
+	}
+	var connected atomic.Bool
+	trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), r.Method, pr.target.String(), body)
+	if err != nil {
+		return nil, fmt.Errorf("partner %s: %w: %w: %w", pr.route.Name, api.ErrUpstream, api.ErrNotForwarded, err)
+	}
+	req.Header = forwardedHeader(r.Header, pr.route)
+	req.Header.Set(api.HeaderFenceToken, pr.token.String())
+	if pr.key != "" {
+		req.Header.Set(api.HeaderIdempotencyKey, upstreamIdempotencyKey(scope, pr.key))
+	}
+	if id := requestID(r.Context()); id != "" {
+		req.Header.Set(headerRequestID, id)
+	}
+	// Host is the upstream's, from the URL, never the client's.
+	req.Host = pr.target.Host
+	resp, err := h.client.Do(req)
+	if err != nil {
+		err = upstreamError(ctx, fmt.Errorf("partner %s: %w", pr.route.Name, err))
+		if !connected.Load() {
+			err = fmt.Errorf("%w: %w", api.ErrNotForwarded, err)
+		}
+		return nil, err
+	}
+	return resp, nil
+}
+
+// upstreamError classes a failed upstream call: a timeout when ctx's
+// deadline passed, an upstream error otherwise.
+func upstreamError(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", api.ErrUpstreamTimeout, err)
+	}
+	return fmt.Errorf("%w: %w", api.ErrUpstream, err)
+}
+
+// forwardedHeader returns the client's headers minus the hop-by-hop ones,
+// the X-Fence-* ones, the client's credentials and the route's stripped
+// headers, plus the route's added headers.
+func forwardedHeader(in http.Header, route *partnerRoute) http.Header {
+	out := make(http.Header, len(in)+len(route.AddHeaders))
+	for name, values := range in {
+		switch {
+		case isHopByHop(name), strings.HasPrefix(name, "X-Fence-"), route.strip[name]:
+			continue
+		}
+		out[name] = append([]string(nil), values...)
+	}
+	for _, name := range alwaysStripped {
+		out.Del(name)
+	}
+	removeConnectionHeaders(out, in)
+	for name, values := range route.AddHeaders {
+		out[name] = append([]string(nil), values...)
+	}
+	return out
+}
+
+// removeConnectionHeaders deletes from h the headers that from's
+// Connection header names.
+func removeConnectionHeaders(h, from http.Header) {
+	for _, v := range from.Values("Connection") {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+}
+
+// upstreamIdempotencyKey is the Idempotency-Key sent to the partner: a
+// hash of the key and its scope, the same on every attempt, so that a
+// partner that honours keys also deduplicates; two callers' equal keys do
+// not collide there.
+func upstreamIdempotencyKey(scope string, key api.IdempotencyKey) string {
+	sum := sha256.Sum256([]byte(scope + "\x00" + string(key)))
+	return "fg-" + hex.EncodeToString(sum[:])
+}

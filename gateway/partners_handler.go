@@ -1,0 +1,239 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"fencegate/api"
+)
+
+// partnersPrefix starts every partner route.
+const partnersPrefix = "/v1/partners/"
+
+// partnerRequest is a partner request that passed every check that needs
+// no round trip.
+type partnerRequest struct {
+	route    *partnerRoute
+	target   *url.URL // upstream URL: the route's base + path + query
+	resource api.Resource
+	token    api.Token
+	key      api.IdempotencyKey // "" without one
+	body     []byte
+}
+
+// serve handles one partner request, in this order:
+//
+//	route, method, path (SSRF checks) -> token (428/400) -> resource ->
+//	Idempotency-Key -> cached stale reject (409) -> authorize -> body ->
+//	admission (fence check, in-flight marker, idempotency record; or a
+//	replay) -> upstream call -> record completed -> answer
+//
+// Nothing reaches the upstream unless the admission succeeded: it fails
+// closed.
+func (h *partnerAPI) serve(w http.ResponseWriter, r *http.Request) {
+	pr, err := h.parse(r)
+	if err != nil {
+		var notAllowed *methodNotAllowed
+		if errors.As(err, &notAllowed) {
+			w.Header().Set("Allow", notAllowed.allow)
+		}
+		h.g.writeError(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	adm := api.PartnerAdmission{
+		Resource: pr.resource,
+		Token:    pr.token,
+		Hold:     pr.route.Timeout,
+		MaxWait:  pr.route.MaxWait,
+	}
+	scope := idempotencyScope(pr.route.Name, callerName(ctx))
+	if pr.key != "" {
+		adm.Idempotency = &api.IdempotencyClaim{
+			Scope:       scope,
+			Key:         pr.key,
+			Fingerprint: api.NewFingerprint(r.Method, string(pr.resource)+" "+pr.target.RequestURI(), pr.body, pr.token),
+			Retention:   pr.route.IdempotencyTTL,
+		}
+	}
+	admission, err := h.store.AdmitPartner(ctx, adm)
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			// The client went away while waiting for the resource:
+			// nothing was forwarded, and nobody reads an answer.
+			h.g.logger(ctx).Info("partner request abandoned while waiting", "route", pr.route.Name, "resource", pr.resource)
+			return
+		}
+		h.g.writeError(w, r, fmt.Errorf("partner %s: %w", pr.route.Name, err))
+		return
+	}
+	if admission.Replay != nil {
+		h.g.logger(ctx).Debug("idempotent replay", "route", pr.route.Name, "resource", pr.resource, "status", admission.Replay.Status)
+		writeStoredResponse(w, r, admission.Replay, true)
+		return
+	}
+	h.forwardAdmitted(w, r, pr, scope, admission)
+}
+
+// parse runs every check of a partner request that needs no round trip.
+func (h *partnerAPI) parse(r *http.Request) (partnerRequest, error) {
+	name := chi.URLParam(r, "route")
+	route, ok := h.routes[name]
+	if !ok {
+		return partnerRequest{}, fmt.Errorf("%w: no partner route %q", api.ErrNotFound, name)
+	}
+	// Only origin-form request targets ("/v1/..."): an absolute-form
+	// target names a host, and no host is ever taken from the request.
+	if r.URL.Scheme != "" || r.URL.Host != "" || (r.RequestURI != "" && !strings.HasPrefix(r.RequestURI, "/")) {
+		return partnerRequest{}, fmt.Errorf("%w: the request target must be a path, not an absolute URL", api.ErrInvalidRequest)
+	}
+	if !route.methods[r.Method] {
+		return partnerRequest{}, &methodNotAllowed{allow: route.allow, err: fmt.Errorf("%w: partner route %s takes %s, not %s", api.ErrMethodNotAllowed, name, route.allow, r.Method)}
+	}
+	escaped := r.URL.EscapedPath()
+	rest, ok := strings.CutPrefix(escaped, partnersPrefix+name)
+	if !ok || (rest != "" && rest[0] != '/') {
+		return partnerRequest{}, fmt.Errorf("%w: partner route name must not be escaped", api.ErrInvalidRequest)
+	}
+	path, err := api.ParsePartnerPath(strings.TrimPrefix(rest, "/"))
+	if err != nil {
+		return partnerRequest{}, err
+	}
+	target, err := upstreamURL(route.Upstream, path, r.URL.RawQuery)
+	if err != nil {
+		return partnerRequest{}, err
+	}
+	token, err := api.ParseTokenHeader(r.Header.Values(api.HeaderFenceToken))
+	if err != nil {
+		return partnerRequest{}, err
+	}
+	id, err := route.template.resourceID(r.Header, path)
+	if err != nil {
+		return partnerRequest{}, err
+	}
+	resource := api.PartnerResource(name, id)
+	key, err := api.ParseIdempotencyKey(r.Header.Values(api.HeaderIdempotencyKey))
+	if err != nil {
+		return partnerRequest{}, err
+	}
+	if key == "" && route.RequireIdempotencyKey {
+		return partnerRequest{}, fmt.Errorf("%w: partner route %s requires an %s header", api.ErrMissingIdempotencyKey, name, api.HeaderIdempotencyKey)
+	}
+	// Authorize before anything reveals the resource's mark.
+	if err := h.g.authorize(r.Context(), OpWrite, resource); err != nil {
+		return partnerRequest{}, err
+	}
+	noteChecked(r.Context(), resource, token)
+	// Fast reject, as for objects: high-water marks only grow.
+	if hwm, ok := h.store.CachedHighWaterMark(resource); ok && hwm > token {
+		noteStaleSource(r.Context(), staleFromCache)
+		return partnerRequest{}, &api.StaleTokenError{Resource: resource, Token: token, HighWaterMark: hwm}
+	}
+	body, err := readPartnerBody(r, route.MaxBodyBytes)
+	if err != nil {
+		return partnerRequest{}, err
+	}
+	return partnerRequest{route: route, target: target, resource: resource, token: token, key: key, body: body}, nil
+}
+
+// methodNotAllowed is a 405 that also sets the Allow header.
+type methodNotAllowed struct {
+	allow string
+	err   error
+}
+
+func (e *methodNotAllowed) Error() string { return e.err.Error() }
+func (e *methodNotAllowed) Unwrap() error { return e.err }
+
+// upstreamURL joins the route's base URL, the validated path and the
+// query. The host and scheme are always the base's: the path is made of
+// escaped segments, none of them "." or "..", and the query cannot hold a
+// '#'. The result is checked again all the same.
+func upstreamURL(base *url.URL, path api.PartnerPath, rawQuery string) (*url.URL, error) {
+	escaped := strings.TrimSuffix(base.EscapedPath(), "/") + "/" + path.Escaped()
+	s := base.Scheme + "://" + base.Host + escaped
+	if rawQuery != "" {
+		s += "?" + rawQuery
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: partner request target: %w", api.ErrInvalidRequest, err)
+	}
+	if u.Scheme != base.Scheme || u.Host != base.Host || u.User != nil || u.Fragment != "" {
+		return nil, fmt.Errorf("%w: partner request target leaves the route's upstream", api.ErrInvalidRequest)
+	}
+	return u, nil
+}
+
+// readPartnerBody reads the whole request body, up to limit (413 beyond).
+func readPartnerBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, fmt.Errorf("%w: %d bytes, the route's limit is %d", api.ErrBodyTooLarge, r.ContentLength, limit)
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading the body: %w", api.ErrInvalidRequest, err)
+	}
+	if int64(len(body)) > limit {
+		return nil, fmt.Errorf("%w: over the route's limit of %d bytes", api.ErrBodyTooLarge, limit)
+	}
+	return body, nil
+}
+
+// idempotencyScope is where an idempotency key is unique: the route and
+// the caller. The caller's name is escaped, so that it holds no '/', and
+// a key (which may) cannot make two scopes' records collide.
+func idempotencyScope(route, caller string) string {
+	return route + "/@" + url.PathEscape(caller)
+}
+
+// writeStoredResponse answers a stored response: a replay, or the first
+// answer of a request whose response was just stored.
+func writeStoredResponse(w http.ResponseWriter, r *http.Request, s *api.StoredResponse, replayed bool) {
+	for name, values := range s.Header {
+		w.Header()[http.CanonicalHeaderKey(name)] = append([]string(nil), values...)
+	}
+	if replayed {
+		w.Header().Set(api.HeaderIdempotentReplayed, "true")
+		if s.BodyOmitted {
+			w.Header().Set(api.HeaderIdempotentBodyOmitted, "true")
+		}
+	}
+	if r.Method != http.MethodHead {
+		w.Header().Set("Content-Length", strconv.Itoa(len(s.Body)))
+	}
+	w.WriteHeader(s.Status)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(s.Body)
+	}
+}
+
+// problemResponse renders err as the problem+json answer that writeError
+// would send, so that it can be stored for replays: the outcome of a
+// request that failed after it was forwarded.
+func problemResponse(r *http.Request, err error) *api.StoredResponse {
+	p := api.ProblemFor(err)
+	p.Instance = r.URL.Path
+	p.RequestID = requestID(r.Context())
+	var b bytes.Buffer
+	_ = json.NewEncoder(&b).Encode(p)
+	header := http.Header{"Content-Type": {api.ContentTypeProblem}, "Cache-Control": {"no-store"}}
+	return &api.StoredResponse{Status: p.Status, Header: header, Body: b.Bytes()}
+}
+
+// finishContext is the context of a request's Finish: not cancelled with
+// the client's request, which may be gone by then.
+func finishContext(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }

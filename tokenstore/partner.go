@@ -1,0 +1,408 @@
+package tokenstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"fencegate/api"
+)
+
+// Partner admissions: the fence check, the per-resource in-flight marker and
+// the idempotency record of a request to a partner API, decided in one etcd
+// transaction.
+//
+// Leases. The marker and the in-flight idempotency record are bound to a
+// lease that is never kept alive: its TTL is the request's Hold (the
+// route's timeout) plus a margin for the two etcd round trips around the
+// upstream call (2 x RequestTimeout + 1 s). A request cannot stay upstream
+// longer than its Hold, so the marker cannot vanish while its gateway may
+// still have the request upstream, even if that gateway is cut off from
+// etcd (a kept-alive per-process lease would expire then, and let a second
+// gateway forward while the first request still runs). If the gateway
+// dies, the marker and the record go when the lease expires. To spare a
+// lease grant per request, requests share a lease for up to a second (see
+// leasePool): a marker outlives a dead gateway by Hold + margin, and at
+// most one second more.
+
+// holdLeaseReuse is how long in-flight leases are shared between requests.
+const holdLeaseReuse = time.Second
+
+// Partners admits requests to partner APIs, with the etcd client, key
+// prefix, request timeout and high-water mark cache of a Store. It is safe
+// for concurrent use. Make it with NewPartners.
+type Partners struct {
+	store  *Store
+	leases *leasePool
+}
+
+// NewPartners returns the partner admissions of store.
+func NewPartners(store *Store) (*Partners, error) {
+	if store == nil {
+		return nil, errors.New("tokenstore: nil store")
+	}
+	return &Partners{store: store, leases: newLeasePool(store.client, store.timeout)}, nil
+}
+
+// CachedHighWaterMark is the Store's: a lower bound of resource's mark,
+// known without a round trip.
+func (p *Partners) CachedHighWaterMark(resource api.Resource) (api.Token, bool) {
+	return p.store.CachedHighWaterMark(resource)
+}
+
+// markerKey is the in-flight marker of a resource.
+func (s *Store) markerKey(r api.Resource) string { return s.prefix + "inflight/" + string(r) }
+
+// idempotencyKey is the record of an idempotency key in its scope.
+func (s *Store) idempotencyKey(scope string, key api.IdempotencyKey) string {
+	return s.prefix + "idem/" + scope + "/" + string(key)
+}
+
+// holdMargin covers the etcd round trips before and after the upstream
+// call: the admission's transaction and Finish's.
+func (s *Store) holdMargin() time.Duration { return 2*s.timeout + time.Second }
+
+// AdmitPartner decides whether a request may be forwarded to a partner.
+// With an idempotency claim, it first looks for the key's record: a
+// completed record with the same fingerprint is returned as
+// Admission.Replay (nothing else is checked: the request was admitted
+// before), an in-flight one is api.ErrIdempotencyInFlight, and one with
+// another fingerprint api.ErrIdempotencyMismatch. Otherwise it runs the
+// fence check and takes the resource's in-flight marker (and creates the
+// key's record, in flight) in one etcd transaction:
+//
+//	If(CreateRevision(record) > 0) Then(Get(record))      -- with a claim only
+//	Else(Txn(
+//	    If(Value(hwm) > token) Then(Get(hwm))              -- stale
+//	    Else(Txn(
+//	        If(CreateRevision(marker) = 0)
+//	        Then(Put(hwm, token), Put(marker, lease), Put(record, lease))
+//	        Else(Get(marker))))))                           -- busy
+//
+// Nothing is written unless the request is admitted: a stale or busy
+// request leaves neither a raised mark nor a record. When the resource is
+// busy, it watches the marker's deletion and tries again, for up to
+// req.MaxWait; a token that became stale meanwhile is refused then. After
+// that it fails with api.ErrResourceBusy.
+//
+// Errors: a *api.StaleTokenError, api.ErrIdempotencyInFlight,
+// api.ErrIdempotencyMismatch, api.ErrResourceBusy, ctx's error when ctx
+// ends while waiting, or api.ErrUnavailable when etcd cannot decide (the
+// outcome is then unknown, and the caller must forward nothing; what the
+// transaction may have taken is removed on a best-effort basis, and
+// otherwise expires with its lease).
+//
+// Each transaction runs to its end even if ctx is cancelled meanwhile, so
+// that a client that disconnects never leaves an outcome unknown.
+func (p *Partners) AdmitPartner(ctx context.Context, req api.PartnerAdmission) (api.Admission, error) {
+	s := p.store
+	if req.Hold <= 0 {
+		return api.Admission{}, fmt.Errorf("admit %s: hold %v must be above zero", req.Resource, req.Hold)
+	}
+	if req.Token < 1 || req.Token > api.MaxToken {
+		return api.Admission{}, fmt.Errorf("admit %s: %w: token %d out of range", req.Resource, api.ErrMalformedToken, req.Token)
+	}
+	deadline := time.Now().Add(req.MaxWait)
+	for {
+		if err := ctx.Err(); err != nil {
+			return api.Admission{}, fmt.Errorf("admit %s: %w", req.Resource, err)
+		}
+		out, err := p.admitOnce(ctx, req)
+		if err != nil || !out.busy {
+			return out.admission, err
+		}
+		if req.MaxWait <= 0 || !time.Now().Before(deadline) {
+			return api.Admission{}, fmt.Errorf("admit %s: %w: another request is in flight", req.Resource, api.ErrResourceBusy)
+		}
+		if err := s.waitMarkerGone(ctx, s.markerKey(req.Resource), out.markerRevision, deadline); err != nil {
+			return api.Admission{}, err
+		}
+	}
+}
+
+// admitOutcome is the result of one admission transaction.
+type admitOutcome struct {
+	admission api.Admission
+	// busy: the marker is held; markerRevision is its last modification.
+	busy           bool
+	markerRevision int64
+}
+
+// admitOnce runs one admission transaction.
+func (p *Partners) admitOnce(ctx context.Context, req api.PartnerAdmission) (admitOutcome, error) {
+	s := p.store
+	hold := req.Hold + s.holdMargin()
+	lease, err := p.leases.lease(ctx, hold, holdLeaseReuse)
+	if err != nil {
+		return admitOutcome{}, fmt.Errorf("admit %s: lease: %w: %w", req.Resource, api.ErrUnavailable, err)
+	}
+	nonce := newNonce()
+	hwmKey, markerKey := s.hwmKey(req.Resource), s.markerKey(req.Resource)
+	token := encodeToken(req.Token)
+	markerValue := nonce + " " + token
+	puts := []clientv3.Op{
+		clientv3.OpPut(hwmKey, token),
+		clientv3.OpPut(markerKey, markerValue, clientv3.WithLease(lease)),
+	}
+	var recordKey string
+	var recordValue []byte
+	if c := req.Idempotency; c != nil {
+		recordKey = s.idempotencyKey(c.Scope, c.Key)
+		recordValue, err = encodeRecord(record{State: stateInFlight, Fingerprint: c.Fingerprint.String(), Token: req.Token, Nonce: nonce, Resource: req.Resource})
+		if err != nil {
+			return admitOutcome{}, fmt.Errorf("admit %s: %w", req.Resource, err)
+		}
+		puts = append(puts, clientv3.OpPut(recordKey, string(recordValue), clientv3.WithLease(lease)))
+	}
+	fence := clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.Value(hwmKey), ">", token)},
+		[]clientv3.Op{clientv3.OpGet(hwmKey)},
+		[]clientv3.Op{clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(markerKey), "=", 0)},
+			puts,
+			[]clientv3.Op{clientv3.OpGet(markerKey)},
+		)},
+	)
+	txnCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
+	defer cancel()
+	txn := s.client.Txn(txnCtx)
+	if recordKey != "" {
+		txn = txn.If(clientv3.Compare(clientv3.CreateRevision(recordKey), ">", 0)).
+			Then(clientv3.OpGet(recordKey)).
+			Else(fence)
+	} else {
+		// The same transaction without the record's layer: its Else is
+		// the fence transaction's own branches.
+		txn = txn.If(clientv3.Compare(clientv3.Value(hwmKey), ">", token)).
+			Then(clientv3.OpGet(hwmKey)).
+			Else(clientv3.OpTxn(
+				[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(markerKey), "=", 0)},
+				puts,
+				[]clientv3.Op{clientv3.OpGet(markerKey)},
+			))
+	}
+	resp, err := txn.Commit()
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		// The pooled lease is gone (revoked, or etcd restored from a
+		// backup): nothing was written. Forget it; the next try grants.
+		p.leases.forget(lease)
+		return admitOutcome{}, fmt.Errorf("admit %s: %w: %w", req.Resource, api.ErrUnavailable, err)
+	}
+	if err != nil {
+		s.cleanUpUnknownAdmission(ctx, markerKey, markerValue, recordKey, recordValue)
+		return admitOutcome{}, fmt.Errorf("admit %s: %w: %w", req.Resource, api.ErrUnavailable, err)
+	}
+
+	// Walk down the branches taken.
+	ops := resp.Responses
+	succeeded := resp.Succeeded
+	if recordKey != "" {
+		if succeeded {
+			return existingRecord(req, ops[0].GetResponseRange().GetKvs())
+		}
+		inner := ops[0].GetResponseTxn()
+		ops, succeeded = inner.GetResponses(), inner.GetSucceeded()
+	}
+	if succeeded { // stale
+		kvs := ops[0].GetResponseRange().GetKvs()
+		if len(kvs) != 1 {
+			return admitOutcome{}, fmt.Errorf("admit %s: compare succeeded but the mark is gone: %w", req.Resource, api.ErrUnavailable)
+		}
+		hwm, err := decodeToken(kvs[0].Value)
+		if err != nil {
+			return admitOutcome{}, fmt.Errorf("admit %s: %w", req.Resource, err)
+		}
+		s.cache.raise(req.Resource, hwm)
+		return admitOutcome{}, &api.StaleTokenError{Resource: req.Resource, Token: req.Token, HighWaterMark: hwm}
+	}
+	inner := ops[0].GetResponseTxn()
+	if !inner.GetSucceeded() { // busy
+		kvs := inner.GetResponses()[0].GetResponseRange().GetKvs()
+		if len(kvs) != 1 {
+			// Deleted between the compare and the get cannot happen
+			// within one transaction; treat as busy at this revision.
+			return admitOutcome{busy: true, markerRevision: resp.Header.Revision}, nil
+		}
+		return admitOutcome{busy: true, markerRevision: kvs[0].ModRevision}, nil
+	}
+	s.cache.raise(req.Resource, req.Token)
+	held := heldAdmission{
+		partners:  p,
+		resource:  req.Resource,
+		marker:    markerKey,
+		record:    recordKey,
+		revision:  resp.Header.Revision, // the create revision of both keys
+		retention: defaultRetention,
+	}
+	if c := req.Idempotency; c != nil && c.Retention > 0 {
+		held.retention = c.Retention
+	}
+	if c := req.Idempotency; c != nil {
+		held.claim = *c
+		held.token = req.Token
+	}
+	return admitOutcome{admission: api.Admission{Finish: held.finish}}, nil
+}
+
+// waitMarkerGone waits until the marker key is deleted after revision
+// fromRev, or deadline passes (api.ErrResourceBusy), or ctx ends.
+func (s *Store) waitMarkerGone(ctx context.Context, key string, fromRev int64, deadline time.Time) error {
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	watch := s.client.Watch(clientv3.WithRequireLeader(wctx), key, clientv3.WithRev(fromRev+1), clientv3.WithFilterPut())
+	for wr := range watch {
+		if err := wr.Err(); err != nil {
+			// Compacted past fromRev, or the leader is lost: let the
+			// caller look again.
+			return nil
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE {
+				return nil
+			}
+		}
+	}
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("admit: waiting for %s: %w", key, ctx.Err())
+	case wctx.Err() != nil:
+		return fmt.Errorf("admit: %w: another request was still in flight when the wait ended", api.ErrResourceBusy)
+	}
+	return nil // the watch closed on its own: look again
+}
+
+// cleanUpUnknownAdmission removes, on a best-effort basis, what an
+// admission transaction of unknown outcome may have written: the marker
+// and the record, each only if it still holds this admission's value
+// (whose nonce no other admission has). The high-water mark may stay
+// raised, as after any 503. Whatever is left expires with its lease.
+func (s *Store) cleanUpUnknownAdmission(ctx context.Context, markerKey, markerValue, recordKey string, recordValue []byte) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
+	defer cancel()
+	ops := []clientv3.Op{clientv3.OpDelete(markerKey)}
+	if recordKey != "" {
+		ops = append(ops, clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.Value(recordKey), "=", string(recordValue))},
+			[]clientv3.Op{clientv3.OpDelete(recordKey)}, nil))
+	}
+	_, _ = s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.Value(markerKey), "=", markerValue)).
+		Then(ops...).
+		Commit()
+}
+
+// heldAdmission is what an admitted request holds until Finish.
+type heldAdmission struct {
+	partners  *Partners
+	resource  api.Resource
+	marker    string
+	record    string // "" without an idempotency claim
+	revision  int64  // create revision of the marker and the record
+	claim     api.IdempotencyClaim
+	token     api.Token
+	retention time.Duration
+}
+
+// finishAttempts bounds the tries of Finish's transaction, which is
+// idempotent (guarded by the keys' create revision).
+const finishAttempts = 3
+
+// finish stores resp in the record (or drops the record when resp is nil)
+// and deletes the marker, each only if it is still this admission's:
+//
+//	If(CreateRevision(record) = rev)
+//	Then(Put(record, completed, retention lease) or Delete(record), Txn(marker...))
+//	Else(Txn(If(CreateRevision(marker) = rev) Then(Delete(marker))))
+func (h heldAdmission) finish(ctx context.Context, resp *api.StoredResponse) error {
+	releaseMarker := clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(h.marker), "=", h.revision)},
+		[]clientv3.Op{clientv3.OpDelete(h.marker)}, nil)
+	var err error
+	for attempt := 1; attempt <= finishAttempts; attempt++ {
+		if attempt > 1 {
+			time.Sleep(time.Duration(attempt-1) * 100 * time.Millisecond)
+		}
+		err = h.finishOnce(ctx, resp, releaseMarker)
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("finish %s: %w: %w (the marker and record expire with their lease)", h.resource, api.ErrUnavailable, err)
+	}
+	return err
+}
+
+// errRecordLost says that the in-flight record was no longer this
+// admission's when the request finished: its lease expired while the
+// request was upstream.
+var errRecordLost = errors.New("idempotency record expired before the request finished")
+
+func (h heldAdmission) finishOnce(ctx context.Context, resp *api.StoredResponse, releaseMarker clientv3.Op) error {
+	s := h.partners.store
+	if h.record == "" {
+		tctx, cancel := context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+		_, err := s.client.Txn(tctx).Then(releaseMarker).Commit()
+		return err
+	}
+	var recordOp clientv3.Op
+	var lease clientv3.LeaseID
+	if resp == nil {
+		recordOp = clientv3.OpDelete(h.record)
+	} else {
+		var err error
+		lease, err = h.partners.leases.lease(ctx, h.retention, retentionLeaseReuse)
+		if err != nil {
+			return err
+		}
+		value, err := encodeRecord(record{
+			State:       stateComplete,
+			Fingerprint: h.claim.Fingerprint.String(),
+			Token:       h.token,
+			Resource:    h.resource,
+			Status:      resp.Status,
+			Header:      resp.Header,
+			BodyOmitted: resp.BodyOmitted,
+			Completed:   time.Now().UTC().Format(time.RFC3339Nano),
+			body:        resp.Body,
+		})
+		if err != nil {
+			return err
+		}
+		recordOp = clientv3.OpPut(h.record, string(value), clientv3.WithLease(lease))
+	}
+	tctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	r, err := s.client.Txn(tctx).
+		If(clientv3.Compare(clientv3.CreateRevision(h.record), "=", h.revision)).
+		Then(recordOp, releaseMarker).
+		Else(releaseMarker).
+		Commit()
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		h.partners.leases.forget(lease)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if !r.Succeeded {
+		return errRecordLost
+	}
+	return nil
+}
+
+// newNonce returns 16 random hex digits that tell one admission's values
+// from every other's.
+func newNonce() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails
+	return hex.EncodeToString(b[:])
+}
