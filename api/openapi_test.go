@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -157,15 +158,6 @@ func tableSlugs() map[string]class {
 	return slugs
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
 // TestOpenAPIProblemTypes checks the problem types of the spec against the
 // error table: the same set in both; each one's title, status and
 // retryable as the table has them (in its example, which also matches its
@@ -189,7 +181,7 @@ func TestOpenAPIProblemTypes(t *testing.T) {
 		inSpec[slug] = title
 	}
 	var missing, extra []string
-	for _, slug := range sortedKeys(table) {
+	for _, slug := range slices.Sorted(maps.Keys(table)) {
 		title, ok := inSpec[slug]
 		switch {
 		case !ok:
@@ -198,7 +190,7 @@ func TestOpenAPIProblemTypes(t *testing.T) {
 			t.Errorf("ProblemType %s: title %q; the error table says %q", slug, title, table[slug].title)
 		}
 	}
-	for _, slug := range sortedKeys(inSpec) {
+	for _, slug := range slices.Sorted(maps.Keys(inSpec)) {
 		if _, ok := table[slug]; !ok {
 			extra = append(extra, slug)
 		}
@@ -212,7 +204,7 @@ func TestOpenAPIProblemTypes(t *testing.T) {
 
 	// components.examples has one example per type, named by its slug,
 	// that agrees with the table and with the type's golden file.
-	for _, slug := range sortedKeys(table) {
+	for _, slug := range slices.Sorted(maps.Keys(table)) {
 		c := table[slug]
 		ex, ok := get(doc.root, "components", "examples", slug, "value").(map[string]any)
 		if !ok {
@@ -262,7 +254,7 @@ func TestOpenAPIProblemTypes(t *testing.T) {
 		}
 	}
 	var unnamed []string
-	for _, slug := range sortedKeys(table) {
+	for _, slug := range slices.Sorted(maps.Keys(table)) {
 		if len(named[slug]) == 0 {
 			unnamed = append(unnamed, slug)
 		}
@@ -361,7 +353,7 @@ func TestOpenAPIWireTypes(t *testing.T) {
 					wantRequired = append(wantRequired, name)
 				}
 			}
-			for _, name := range sortedKeys(props) {
+			for _, name := range slices.Sorted(maps.Keys(props)) {
 				if !members[name] {
 					t.Errorf("schema %s: property %q is not a member of api.%s", tt.schema, name, tt.typ.Name())
 				}

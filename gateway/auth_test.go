@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -26,7 +25,6 @@ import (
 	"time"
 
 	"fencegate/api"
-	"fencegate/backends/s3"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
 	"fencegate/tokenstore"
@@ -51,23 +49,7 @@ func newAuthEnv(tb testing.TB, auth func(bucket string) gateway.Auth, extra ...f
 		minio:  sharedS3.Minio(tb),
 	}
 	sharedS3.CreateBucket(tb, e.bucket)
-	client, calls := e.etcd.CountingClient(tb)
-	e.etcdCalls = calls
-	store, err := tokenstore.New(client, tokenstore.Config{RequestTimeout: 5 * time.Second})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	e.store = store
-	e.s3 = testenv.NewCountingProxy(tb, sharedS3.Endpoint())
-	backend, err := s3.New(context.Background(), s3.Config{
-		Endpoint:        e.s3.URL(),
-		AccessKeyID:     sharedS3.AccessKey,
-		SecretAccessKey: sharedS3.SecretKey,
-		UsePathStyle:    true,
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	store, backend := e.connect(tb, tokenstore.Config{RequestTimeout: 5 * time.Second})
 	logs := new(authLogBuffer)
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts := []gateway.Option{gateway.WithAuth(auth(e.bucket)), gateway.WithLocks(store)}

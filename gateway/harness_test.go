@@ -68,11 +68,14 @@ func newEnvSharing(tb testing.TB, e *env) *env {
 	return e2
 }
 
-func (e *env) startGateway(tb testing.TB, cfg gateway.Config) {
+// connect gives e a token store on a counting etcd client and an S3
+// backend behind a counting proxy, so that tests can tell what reached
+// each.
+func (e *env) connect(tb testing.TB, cfg tokenstore.Config) (*tokenstore.Store, *s3.Client) {
 	tb.Helper()
 	client, calls := e.etcd.CountingClient(tb)
 	e.etcdCalls = calls
-	store, err := tokenstore.New(client, tokenstore.Config{RequestTimeout: time.Second})
+	store, err := tokenstore.New(client, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -87,6 +90,12 @@ func (e *env) startGateway(tb testing.TB, cfg gateway.Config) {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return store, backend
+}
+
+func (e *env) startGateway(tb testing.TB, cfg gateway.Config) {
+	tb.Helper()
+	store, backend := e.connect(tb, tokenstore.Config{RequestTimeout: time.Second})
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"fencegate/api"
-	"fencegate/backends/s3"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
 	"fencegate/tokenstore"
@@ -33,27 +32,11 @@ func newLockEnv(tb testing.TB, policies func(bucket string) []tokenstore.Policy)
 		minio:  sharedS3.Minio(tb),
 	}
 	sharedS3.CreateBucket(tb, e.bucket)
-	client, calls := e.etcd.CountingClient(tb)
-	e.etcdCalls = calls
 	var ps []tokenstore.Policy
 	if policies != nil {
 		ps = policies(e.bucket)
 	}
-	store, err := tokenstore.New(client, tokenstore.Config{RequestTimeout: 5 * time.Second, Policies: ps})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	e.store = store
-	e.s3 = testenv.NewCountingProxy(tb, sharedS3.Endpoint())
-	backend, err := s3.New(context.Background(), s3.Config{
-		Endpoint:        e.s3.URL(),
-		AccessKeyID:     sharedS3.AccessKey,
-		SecretAccessKey: sharedS3.SecretKey,
-		UsePathStyle:    true,
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	store, backend := e.connect(tb, tokenstore.Config{RequestTimeout: 5 * time.Second, Policies: ps})
 	gw, err := gateway.New(gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store, backend, gateway.WithLocks(store))
 	if err != nil {
 		tb.Fatal(err)

@@ -170,35 +170,15 @@ func compilePartnerRoute(rt PartnerRoute) (*partnerRoute, error) {
 		return nil, fmt.Errorf("resource: %w", err)
 	}
 	route.template = tmpl
-	for _, d := range []struct {
-		name  string
-		value *time.Duration
-		def   time.Duration
-	}{
-		{"timeout", &route.Timeout, defaultPartnerTimeout},
-		{"max_wait", &route.MaxWait, defaultPartnerMaxWait},
-		{"idempotency_ttl", &route.IdempotencyTTL, defaultIdempotencyTTL},
+	for _, err := range []error{
+		defaultIfZero("timeout", &route.Timeout, defaultPartnerTimeout),
+		defaultIfZero("max_wait", &route.MaxWait, defaultPartnerMaxWait),
+		defaultIfZero("idempotency_ttl", &route.IdempotencyTTL, defaultIdempotencyTTL),
+		defaultIfZero("max_body_bytes", &route.MaxBodyBytes, defaultPartnerMaxBody),
+		defaultIfZero("max_stored_response_bytes", &route.MaxStoredResponseBytes, defaultPartnerMaxStored),
 	} {
-		switch {
-		case *d.value < 0:
-			return nil, fmt.Errorf("%s: negative duration %v", d.name, *d.value)
-		case *d.value == 0:
-			*d.value = d.def
-		}
-	}
-	for _, l := range []struct {
-		name  string
-		value *int64
-		def   int64
-	}{
-		{"max_body_bytes", &route.MaxBodyBytes, defaultPartnerMaxBody},
-		{"max_stored_response_bytes", &route.MaxStoredResponseBytes, defaultPartnerMaxStored},
-	} {
-		switch {
-		case *l.value < 0:
-			return nil, fmt.Errorf("%s: negative limit %d", l.name, *l.value)
-		case *l.value == 0:
-			*l.value = l.def
+		if err != nil {
+			return nil, err
 		}
 	}
 	if route.MaxStoredResponseBytes > maxPartnerStoredResponseSize {
@@ -391,4 +371,19 @@ func parseResourceHeader(values []string) (string, error) {
 		}
 	}
 	return v, nil
+}
+
+// defaultIfZero sets *v to def when it is zero, and refuses a negative
+// duration or limit, naming its field.
+func defaultIfZero[T time.Duration | int64](name string, v *T, def T) error {
+	switch {
+	case *v < 0:
+		if d, ok := any(*v).(time.Duration); ok {
+			return fmt.Errorf("%s: negative duration %v", name, d)
+		}
+		return fmt.Errorf("%s: negative limit %d", name, *v)
+	case *v == 0:
+		*v = def
+	}
+	return nil
 }

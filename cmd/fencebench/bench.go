@@ -72,25 +72,22 @@ func newBench(ctx context.Context, cfg config, st *stack, bin string, p *progres
 	if b.fences, err = tokenstore.New(b.etcd, tokenstore.Config{}); err != nil {
 		return nil, err
 	}
-	b.objects, err = s3backend.New(ctx, s3backend.Config{
-		Endpoint:        st.s3Endpoint,
-		AccessKeyID:     st.accessKey,
-		SecretAccessKey: st.secretKey,
-		UsePathStyle:    true,
-		MaxConnsPerHost: maxPool,
-	})
+	// The client-side and the direct writers each get a backend of their
+	// own: two pools, as two clients would have.
+	newObjects := func() (*s3backend.Client, error) {
+		return s3backend.New(ctx, s3backend.Config{
+			Endpoint:        st.s3Endpoint,
+			AccessKeyID:     st.accessKey,
+			SecretAccessKey: st.secretKey,
+			UsePathStyle:    true,
+			MaxConnsPerHost: maxPool,
+		})
+	}
+	b.objects, err = newObjects()
 	if err != nil {
 		return nil, err
 	}
-	// The direct writers get a backend of their own: a pool apart from
-	// the client-side writers'.
-	b.directObjects, err = s3backend.New(ctx, s3backend.Config{
-		Endpoint:        st.s3Endpoint,
-		AccessKeyID:     st.accessKey,
-		SecretAccessKey: st.secretKey,
-		UsePathStyle:    true,
-		MaxConnsPerHost: maxPool,
-	})
+	b.directObjects, err = newObjects()
 	if err != nil {
 		return nil, err
 	}

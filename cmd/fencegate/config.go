@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -759,7 +760,7 @@ func (c *command) features(h httpConfig) (features, error) {
 // S3 server).
 func (f *configFile) apply(c *command, set map[string]bool) (ignored []string, err error) {
 	var errs []error
-	for _, name := range sortedKeys(f.settings) {
+	for _, name := range slices.Sorted(maps.Keys(f.settings)) {
 		s := f.settings[name]
 		fl := c.fs.Lookup(name)
 		if fl == nil {
@@ -774,13 +775,4 @@ func (f *configFile) apply(c *command, set map[string]bool) (ignored []string, e
 		}
 	}
 	return ignored, errors.Join(errs...)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
