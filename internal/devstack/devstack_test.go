@@ -329,3 +329,17 @@ func TestZapLogger(t *testing.T) {
 	}
 	devstack.ZapLogger(nil, zap.DebugLevel).Error("nowhere") // must not panic
 }
+
+func TestFreePortsAreDistinct(t *testing.T) {
+	ports, err := devstack.FreePorts(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(map[int]bool)
+	for _, p := range ports {
+		if p <= 0 || p > 65535 || seen[p] {
+			t.Fatalf("FreePorts(64) = %v: port %d is out of range or repeated", ports, p)
+		}
+		seen[p] = true
+	}
+}

@@ -97,13 +97,9 @@ func StartEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 
 // startEtcd makes one attempt at starting etcd.
 func startEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
-	clientPort, err := portOrFree(cfg.ClientPort)
-	if err != nil {
-		return nil, fmt.Errorf("client port: %w", err)
-	}
-	peerPort, err := portOrFree(cfg.PeerPort)
-	if err != nil {
-		return nil, fmt.Errorf("peer port: %w", err)
+	clientPort, peerPort := cfg.ClientPort, cfg.PeerPort
+	if err := fillFreePorts(&clientPort, &peerPort); err != nil {
+		return nil, err
 	}
 	if clientPort == peerPort {
 		return nil, fmt.Errorf("client and peer port are both %d", clientPort)

@@ -15,26 +15,56 @@ import (
 // port before the caller binds it, so callers that can retry on a new port
 // should.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := FreePorts(1)
 	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
+		return 0, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
-	}
-	return port, nil
+	return ports[0], nil
 }
 
-// portOrFree returns port, or a free port when port is zero.
-func portOrFree(port int) (int, error) {
-	if port < 0 || port > 65535 {
-		return 0, fmt.Errorf("port %d out of range", port)
+// FreePorts returns n distinct TCP ports of 127.0.0.1 that were free a
+// moment ago. It holds every listener open until all n are picked, so the
+// kernel cannot hand out the same port twice, as n calls to [FreePort]
+// can.
+func FreePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("free port: %w", err)
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	if port != 0 {
-		return port, nil
+	return ports, nil
+}
+
+// fillFreePorts sets every port that is zero to a free port, all of them
+// distinct, and checks that the others are in range.
+func fillFreePorts(ports ...*int) error {
+	var zero []*int
+	for _, p := range ports {
+		switch {
+		case *p < 0 || *p > 65535:
+			return fmt.Errorf("port %d out of range", *p)
+		case *p == 0:
+			zero = append(zero, p)
+		}
 	}
-	return FreePort()
+	free, err := FreePorts(len(zero))
+	if err != nil {
+		return err
+	}
+	for i, p := range zero {
+		*p = free[i]
+	}
+	return nil
 }
 
 // ErrAddrInUse says that a server could not listen because its port was

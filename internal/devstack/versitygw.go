@@ -138,8 +138,8 @@ var errNotOurServer = errors.New("the server on the port is not the one started"
 
 // startVersityGW makes one attempt at starting versitygw.
 func startVersityGW(ctx context.Context, cfg S3Config) (*S3Server, error) {
-	port, err := portOrFree(cfg.Port)
-	if err != nil {
+	port := cfg.Port
+	if err := fillFreePorts(&port); err != nil {
 		return nil, err
 	}
 	s := newS3Server(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cfg.AccessKey, cfg.SecretKey)
@@ -147,7 +147,7 @@ func startVersityGW(ctx context.Context, cfg S3Config) (*S3Server, error) {
 		s.transport.CloseIdleConnections()
 		return nil, err
 	}
-	err = s.waitHealthy(ctx)
+	err := s.waitHealthy(ctx)
 	if err == nil {
 		err = s.checkCredentials(ctx)
 	}

@@ -198,16 +198,14 @@ func (c *Cluster) memberName(hex string) string {
 
 func (c *Cluster) startMembers(ctx context.Context, bin string) error {
 	var initial []string
+	// All ports are picked at once so that no two members get the same one.
+	ports, err := devstack.FreePorts(2 * c.cfg.Members)
+	if err != nil {
+		return err
+	}
 	for i := range c.cfg.Members {
 		name := fmt.Sprintf("member-%d", i+1)
-		peerPort, err := devstack.FreePort()
-		if err != nil {
-			return err
-		}
-		clientPort, err := devstack.FreePort()
-		if err != nil {
-			return err
-		}
+		peerPort, clientPort := ports[2*i], ports[2*i+1]
 		proxy, err := NewProxy(ProxyConfig{
 			Name:     "peers->" + name,
 			Target:   net.JoinHostPort("127.0.0.1", strconv.Itoa(peerPort)),
