@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -14,23 +13,24 @@ import (
 // Audit: every write that the gateway refuses for a reason an operator
 // must be able to account for (a stale token, a token check, 401 or 403,
 // an idempotency conflict) gets one structured log line at WARN,
-// auditMessage, in the same slog stream as the access log, and one count
-// in fencegate_refused_writes_total. Both happen in noteProblem, which
-// writeError calls for every problem answered: the one place that knows
-// the problem.
+// auditMessage, and one count in fencegate_refused_writes_total.
+// noteProblem, which writeError calls for every problem answered (the one
+// place that knows the problem), counts it and puts the line's own fields
+// in the request's exchange; the track middleware writes the line when
+// the request ends, in place of its access line (exchange.go).
 
 // auditMessage is the msg of audit lines.
 const auditMessage = "write refused"
 
 // noteProblem records the problem p answered for err: in the request's
-// outcome (the problem label of fencegate_requests_total), in the stale
+// exchange (the problem label of fencegate_requests_total), in the stale
 // refusals counter, and, when it refused a write for an audited reason,
-// in the audit log and fencegate_refused_writes_total. It reports whether
-// it wrote the audit line.
+// in fencegate_refused_writes_total and the exchange's audit fields. It
+// reports whether the request is audited.
 func (g *Gateway) noteProblem(r *http.Request, p api.Problem, err error) bool {
 	ctx := r.Context()
 	slug := strings.TrimPrefix(p.Type, api.ProblemTypePrefix)
-	o := outcomeOf(ctx)
+	o := exchangeOf(ctx)
 	if o != nil {
 		o.problem = slug
 	}
@@ -45,8 +45,11 @@ func (g *Gateway) noteProblem(r *http.Request, p api.Problem, err error) bool {
 		return false
 	}
 	g.metrics.refusedWrites.WithLabelValues(slug).Inc()
+	if o == nil { // outside track: no line to write
+		return true
+	}
 	resource, token := auditSubject(r, p, err, o)
-	attrs := make([]slog.Attr, 0, 11)
+	attrs := make([]slog.Attr, 0, 12) // and the track middleware's 7
 	attrs = append(attrs, slog.String("resource", string(resource)))
 	if token != 0 {
 		attrs = append(attrs, slog.Uint64("token", uint64(token)))
@@ -54,18 +57,10 @@ func (g *Gateway) noteProblem(r *http.Request, p api.Problem, err error) bool {
 	if p.HighWaterMark != 0 {
 		attrs = append(attrs, slog.Uint64("high_water_mark", uint64(p.HighWaterMark)))
 	}
-	attrs = append(attrs,
-		slog.String("identity", callerName(ctx)),
-		slog.String("method", r.Method),
-		slog.String("path", r.URL.Path),
-		slog.Int("status", p.Status),
+	o.audit = append(attrs,
 		slog.String("problem_type", p.Type),
 		slog.String("detail", p.Detail),
-		slog.String("request_id", requestID(ctx)),
 	)
-	// The gateway's logger, not the request's: the line names every
-	// attribute once, whatever the request's logger carries.
-	g.log.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn, auditMessage, attrs...)
 	return true
 }
 
@@ -103,7 +98,7 @@ func audited(p api.Problem, err error) bool {
 // was asked, else the request itself (an object path, a valid
 // X-Fence-Token). Either may stay empty (zero), as on a 401 for a path
 // that is no object's.
-func auditSubject(r *http.Request, p api.Problem, err error, o *outcome) (api.Resource, api.Token) {
+func auditSubject(r *http.Request, p api.Problem, err error, o *exchange) (api.Resource, api.Token) {
 	resource, token := p.Resource, p.Token
 	var notHeld *api.LockNotHeldError
 	if errors.As(err, &notHeld) {

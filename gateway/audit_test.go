@@ -70,7 +70,8 @@ func (b *lockedBuffer) auditLines(tb testing.TB, requestID string) []map[string]
 
 // TestAuditLine checks that a refused write leaves exactly one audit line
 // in the gateway's JSON log, with the fields an operator needs, and that
-// accepted writes and refusals that are not audited leave none.
+// accepted writes and refusals that are not audited leave none. Every
+// request has exactly one line, the audit line or the access line.
 func TestAuditLine(t *testing.T) {
 	var logs lockedBuffer
 	e := newEnv(t, gateway.Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
@@ -126,11 +127,28 @@ func TestAuditLine(t *testing.T) {
 			if id == "" || (r.problem.Type != "" && r.problem.RequestID != id) {
 				t.Fatalf("request id %q, problem's %q: want one, the same", id, r.problem.RequestID)
 			}
-			// The audit line is written before the answer: it is there now.
+			// The request's line is written when the handlers return,
+			// before net/http sends the buffered answer: it is there now.
+			// Each request has one line: the audit line replaces the
+			// access line and carries its fields.
+			var own []map[string]any
+			for _, line := range logs.lines(t) {
+				if line["request_id"] == id {
+					own = append(own, line)
+				}
+			}
+			if len(own) != 1 {
+				t.Fatalf("%d log lines for request %s; want 1: %v", len(own), id, own)
+			}
+			for _, field := range []string{"status", "bytes", "duration", "method", "path", "identity"} {
+				if _, ok := own[0][field]; !ok {
+					t.Errorf("the request's line %v has no %s", own[0], field)
+				}
+			}
 			lines := logs.auditLines(t, id)
 			if tt.want == nil {
-				if len(lines) != 0 {
-					t.Fatalf("audit lines %v; want none", lines)
+				if len(lines) != 0 || own[0]["msg"] != "request" {
+					t.Fatalf("audit lines %v, line %v; want none, and an access line", lines, own[0])
 				}
 				return
 			}

@@ -253,49 +253,28 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 			g.writeError(w, r, err)
 			return
 		}
-		slot := callerSlotOf(r.Context())
-		if slot == nil {
-			var ctx context.Context
-			ctx, slot = withCallerSlot(r.Context())
-			r = r.WithContext(ctx)
+		x := exchangeOf(r.Context())
+		if x == nil { // outside track, as in unit tests
+			x = &exchange{}
+			r = r.WithContext(withExchange(r.Context(), x))
 		}
-		slot.identity = id
+		x.identity = id
 		next.ServeHTTP(w, r)
 	})
 }
 
-// callerSlot holds the request's identity. The access log puts it in the
-// context (withCallerSlot) before the authentication middleware runs, so
-// that it can read what that middleware found once the request is done.
-type callerSlot struct {
-	identity *Identity // nil until authenticated
-}
-
-type callerSlotKey struct{}
-
-// withCallerSlot returns ctx with an empty callerSlot, and the slot.
-func withCallerSlot(ctx context.Context) (context.Context, *callerSlot) {
-	slot := new(callerSlot)
-	return context.WithValue(ctx, callerSlotKey{}, slot), slot
-}
-
-func callerSlotOf(ctx context.Context) *callerSlot {
-	slot, _ := ctx.Value(callerSlotKey{}).(*callerSlot)
-	return slot
-}
-
-// name is the slot's identity's name, "" when none.
-func (s *callerSlot) name() string {
-	if s == nil || s.identity == nil {
+// name is the identity's name, "" for none.
+func (id *Identity) name() string {
+	if id == nil {
 		return ""
 	}
-	return s.identity.Name
+	return id.Name
 }
 
 // callerIdentity is the request's authenticated identity, or nil.
 func callerIdentity(ctx context.Context) *Identity {
-	if slot := callerSlotOf(ctx); slot != nil {
-		return slot.identity
+	if x := exchangeOf(ctx); x != nil {
+		return x.identity
 	}
 	return nil
 }
@@ -345,5 +324,5 @@ func (gr Grant) allows(op Operation) bool {
 // callerName is the name of the request's identity, or "" without auth.
 // Idempotency keys and audit lines are scoped by it.
 func callerName(ctx context.Context) string {
-	return callerSlotOf(ctx).name()
+	return callerIdentity(ctx).name()
 }

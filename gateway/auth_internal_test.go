@@ -230,8 +230,7 @@ func TestAuthorize(t *testing.T) {
 		{"root", OpLock, "anything", true},
 	}
 	for _, tt := range tests {
-		ctx, slot := withCallerSlot(context.Background())
-		slot.identity = byName[tt.identity]
+		ctx := withExchange(context.Background(), &exchange{identity: byName[tt.identity]})
 		err := g.authorize(ctx, tt.op, tt.resource)
 		if tt.allowed && err != nil || !tt.allowed && !errors.Is(err, api.ErrForbidden) {
 			t.Errorf("%s: authorize(%s, %q) = %v; want allowed %v", tt.identity, tt.op, tt.resource, err, tt.allowed)
@@ -246,8 +245,7 @@ func TestAuthorize(t *testing.T) {
 	}
 	anyLock := map[string]bool{"alice": true, "bob": false, "batch": false, "root": true}
 	for name, want := range anyLock {
-		ctx, slot := withCallerSlot(context.Background())
-		slot.identity = byName[name]
+		ctx := withExchange(context.Background(), &exchange{identity: byName[name]})
 		if err := g.authorizeAny(ctx, OpLock); (err == nil) != want || err != nil && !errors.Is(err, api.ErrForbidden) {
 			t.Errorf("%s: authorizeAny(lock) = %v; want allowed %v", name, err, want)
 		}

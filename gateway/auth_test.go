@@ -191,7 +191,8 @@ func (b *authLogBuffer) String() string {
 	return b.buf.String()
 }
 
-// accessLines returns the gateway's access log lines ("request").
+// accessLines returns the gateway's log line of every request: "request",
+// or "write refused" for an audited refusal.
 func (a *authEnv) accessLines(tb testing.TB) []map[string]any {
 	tb.Helper()
 	var lines []map[string]any
@@ -202,7 +203,7 @@ func (a *authEnv) accessLines(tb testing.TB) []map[string]any {
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
 			tb.Fatalf("log line %q: %v", sc.Text(), err)
 		}
-		if line["msg"] == "request" {
+		if line["msg"] == "request" || line["msg"] == "write refused" {
 			lines = append(lines, line)
 		}
 	}

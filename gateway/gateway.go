@@ -160,7 +160,7 @@ func (g *Gateway) SetDraining() { g.draining.Store(true) }
 
 func (g *Gateway) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(g.requestLog, g.instrument, g.limitHeaders, g.authenticate)
+	r.Use(g.track, g.limitHeaders, g.authenticate)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, fmt.Errorf("%w: no route for %s", api.ErrNotFound, r.URL.Path))
 	})

@@ -6,11 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"time"
-
-	"github.com/go-chi/chi/v5/middleware"
 
 	"fencegate/api"
 )
@@ -20,53 +16,6 @@ const headerRequestID = "X-Request-Id"
 
 // retryAfterSeconds is what 503 answers tell clients to wait.
 const retryAfterSeconds = "1"
-
-type ctxKey int
-
-const (
-	loggerKey ctxKey = iota
-	requestIDKey
-)
-
-// logger returns the request's logger, which carries its id.
-func (g *Gateway) logger(ctx context.Context) *slog.Logger {
-	if l, ok := ctx.Value(loggerKey).(*slog.Logger); ok {
-		return l
-	}
-	return g.log
-}
-
-func requestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey).(string)
-	return id
-}
-
-// requestLog gives each request an id and a logger, and logs one access
-// line when it ends.
-func (g *Gateway) requestLog(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		id := r.Header.Get(headerRequestID)
-		if !validRequestID(id) {
-			id = newRequestID()
-		}
-		w.Header().Set(headerRequestID, id)
-		log := g.log.With("request_id", id)
-		ctx := context.WithValue(r.Context(), requestIDKey, id)
-		ctx = context.WithValue(ctx, loggerKey, log)
-		ctx, caller := withCallerSlot(ctx) // filled by authenticate
-		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		next.ServeHTTP(ww, r.WithContext(ctx))
-		log.LogAttrs(ctx, slog.LevelInfo, "request",
-			slog.String("method", r.Method),
-			slog.String("path", r.URL.Path),
-			slog.Int("status", ww.Status()),
-			slog.Int("bytes", ww.BytesWritten()),
-			slog.Duration("duration", time.Since(start)),
-			slog.String("identity", caller.name()),
-		)
-	})
-}
 
 func validRequestID(id string) bool {
 	if id == "" || len(id) > 128 {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -131,68 +130,18 @@ func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
 }
 
-// outcomeKey is the context key of a request's *outcome.
-type outcomeKey struct{}
-
-// outcome is what a request's handlers learned that its metrics and audit
-// line need. The instrument middleware makes one per request; handlers and
-// the store decorators fill it through the request's context (one
-// goroutine per request: no locking).
-type outcome struct {
-	// problem is the slug of the problem answered, "" when none.
-	problem string
-	// staleSource is where a stale refusal came from (staleFrom...),
-	// "" for the fence check in etcd.
-	staleSource string
-	// resource and token are the last ones checked, for the audit line.
-	resource api.Resource
-	token    api.Token
-}
-
-func outcomeOf(ctx context.Context) *outcome {
-	o, _ := ctx.Value(outcomeKey{}).(*outcome)
-	return o
-}
-
 // noteStaleSource records where the request's stale refusal comes from.
 func noteStaleSource(ctx context.Context, source string) {
-	if o := outcomeOf(ctx); o != nil {
-		o.staleSource = source
+	if x := exchangeOf(ctx); x != nil {
+		x.staleSource = source
 	}
 }
 
 // noteChecked records the resource and token a request is checked for.
 func noteChecked(ctx context.Context, resource api.Resource, token api.Token) {
-	if o := outcomeOf(ctx); o != nil {
-		o.resource, o.token = resource, token
+	if x := exchangeOf(ctx); x != nil {
+		x.resource, x.token = resource, token
 	}
-}
-
-// instrument counts and times every request by its route pattern, which
-// chi knows once the request was routed. A request answered before
-// routing (401, 431) is matched against the router here, so that it is
-// counted under the route it asked for.
-func (g *Gateway) instrument(next http.Handler) http.Handler {
-	m := g.metrics
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		m.inFlight.Inc()
-		defer m.inFlight.Dec()
-		o := &outcome{}
-		ww, ok := w.(middleware.WrapResponseWriter)
-		if !ok {
-			ww = middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		}
-		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), outcomeKey{}, o)))
-		route := g.routeOf(r)
-		method := methodLabel(r.Method)
-		status := ww.Status()
-		if status == 0 {
-			status = http.StatusOK // nothing written: net/http answers 200
-		}
-		m.requests.WithLabelValues(route, method, statusClass(status), o.problem).Inc()
-		m.requestDuration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
-	})
 }
 
 // routeOf returns the pattern of the route that r matched, or that it

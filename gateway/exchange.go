@@ -1,0 +1,125 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5/middleware"
+
+	"fencegate/api"
+)
+
+// The track middleware, first in the chain, gives every
+// request an id and an exchange, and when the request ends it counts and
+// times it (metrics.go) and writes its one log line. That line is the
+// access log line ("request", at INFO), or, for a write refused for an
+// audited reason, the audit line ("write refused", at WARN, audit.go),
+// which carries the access line's fields too. One line a request keeps the
+// cost of logging a stale refusal, the cheapest request the gateway
+// serves, at one formatted record and one write.
+
+// exchange is what the gateway learns of one request while serving it.
+// The track middleware makes one per request and puts it in the
+// request's context; the authentication middleware, the handlers and the
+// store decorators fill it (one goroutine per request: no locking); the
+// metrics and the log line read it when the request ends.
+type exchange struct {
+	// id is the request id, the client's X-Request-Id when valid.
+	id string
+	// identity is the authenticated caller, nil until authenticated (and
+	// without auth).
+	identity *Identity
+	// problem is the slug of the problem answered, "" when none.
+	problem string
+	// staleSource is where a stale refusal came from (staleFrom...),
+	// "" for the fence check in etcd.
+	staleSource string
+	// resource and token are the last ones checked, for the audit line.
+	resource api.Resource
+	token    api.Token
+	// audit holds the audit line's own attributes once a write was
+	// refused for an audited reason (noteProblem); nil otherwise.
+	audit []slog.Attr
+}
+
+type exchangeKey struct{}
+
+// withExchange returns ctx carrying x.
+func withExchange(ctx context.Context, x *exchange) context.Context {
+	return context.WithValue(ctx, exchangeKey{}, x)
+}
+
+// exchangeOf returns the request's exchange, or nil outside the track
+// middleware (in unit tests of single handlers).
+func exchangeOf(ctx context.Context) *exchange {
+	x, _ := ctx.Value(exchangeKey{}).(*exchange)
+	return x
+}
+
+// requestID returns the request's id, "" outside the middleware.
+func requestID(ctx context.Context) string {
+	if x := exchangeOf(ctx); x != nil {
+		return x.id
+	}
+	return ""
+}
+
+// logger returns a logger that adds the request's id to each line. It is
+// made when asked for, as few requests log more than their one line.
+func (g *Gateway) logger(ctx context.Context) *slog.Logger {
+	if id := requestID(ctx); id != "" {
+		return g.log.With("request_id", id)
+	}
+	return g.log
+}
+
+// track is the first middleware: see the comment at the top of the file.
+func (g *Gateway) track(next http.Handler) http.Handler {
+	m := g.metrics
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		m.inFlight.Inc()
+		defer m.inFlight.Dec()
+		x := &exchange{id: r.Header.Get(headerRequestID)}
+		if !validRequestID(x.id) {
+			x.id = newRequestID()
+		}
+		w.Header().Set(headerRequestID, x.id)
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		ctx := withExchange(r.Context(), x)
+		next.ServeHTTP(ww, r.WithContext(ctx))
+		elapsed := time.Since(start)
+		status := ww.Status()
+		if status == 0 {
+			status = http.StatusOK // nothing written: net/http answers 200
+		}
+		route, method := g.routeOf(r), methodLabel(r.Method)
+		m.requests.WithLabelValues(route, method, statusClass(status), x.problem).Inc()
+		m.requestDuration.WithLabelValues(route, method).Observe(elapsed.Seconds())
+		g.logExchange(ctx, r, x, status, ww.BytesWritten(), elapsed)
+	})
+}
+
+// logExchange writes the request's one line.
+func (g *Gateway) logExchange(ctx context.Context, r *http.Request, x *exchange, status, bytes int, elapsed time.Duration) {
+	level, msg := slog.LevelInfo, "request"
+	if x.audit != nil {
+		level, msg = slog.LevelWarn, auditMessage
+	}
+	ctx = context.WithoutCancel(ctx)
+	if !g.log.Enabled(ctx, level) {
+		return
+	}
+	attrs := append(x.audit,
+		slog.String("request_id", x.id),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.Int("bytes", bytes),
+		slog.Duration("duration", elapsed),
+		slog.String("identity", x.identity.name()),
+	)
+	g.log.LogAttrs(ctx, level, msg, attrs...)
+}
