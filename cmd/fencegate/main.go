@@ -30,6 +30,7 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
+	setGCPercent(os.LookupEnv)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	switch {
