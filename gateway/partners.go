@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -139,10 +140,25 @@ func noRedirects(client *http.Client) *http.Client {
 	return &c
 }
 
+// routeNamePattern is the syntax of a partner route's name, the path
+// segment after /v1/partners/.
 var routeNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
-// methodPattern is an upper-case HTTP method token.
-var methodPattern = regexp.MustCompile(`^[A-Z][A-Z0-9-]{0,31}$`)
+// ValidPartnerRouteName reports whether name may name a PartnerRoute: 1
+// to 63 lower-case letters, digits and '-', starting with a letter or
+// digit.
+func ValidPartnerRouteName(name string) bool { return routeNamePattern.MatchString(name) }
+
+// partnerMethods are the methods a partner route may allow: those the
+// router serves (chi answers 405 to any other method before a route sees
+// it), less CONNECT and TRACE, which are never forwarded.
+var partnerMethods = []string{
+	http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+	http.MethodPatch, http.MethodDelete, http.MethodOptions,
+}
+
+// PartnerMethods returns the methods a PartnerRoute may allow, upper case.
+func PartnerMethods() []string { return slices.Clone(partnerMethods) }
 
 func compilePartnerRoute(rt PartnerRoute) (*partnerRoute, error) {
 	if !routeNamePattern.MatchString(rt.Name) {
@@ -156,11 +172,8 @@ func compilePartnerRoute(rt PartnerRoute) (*partnerRoute, error) {
 		return nil, errors.New("methods: list at least one")
 	}
 	for _, m := range rt.Methods {
-		if !methodPattern.MatchString(m) {
-			return nil, fmt.Errorf("methods: %q is not an upper-case HTTP method", m)
-		}
-		if m == http.MethodConnect || m == http.MethodTrace {
-			return nil, fmt.Errorf("methods: %s cannot be forwarded", m)
+		if !slices.Contains(partnerMethods, m) {
+			return nil, fmt.Errorf("methods: %q is not one of %s", m, strings.Join(partnerMethods, ", "))
 		}
 		route.methods[m] = true
 	}

@@ -16,16 +16,6 @@ import (
 	"fencegate/gateway"
 )
 
-// partnerNamePattern is the syntax of a partner route's name, the path
-// segment after /v1/partners/.
-var partnerNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-
-// partnerMethods are the methods a route may allow.
-var partnerMethods = []string{
-	http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
-	http.MethodPatch, http.MethodDelete, http.MethodOptions,
-}
-
 // envReference is ${NAME} in add_headers values.
 var envReference = regexp.MustCompile(`\$\{([^}]*)\}`)
 
@@ -83,7 +73,7 @@ func (d *decoder) partner(n *yaml.Node, path string) (gateway.PartnerRoute, bool
 		{"name", func(d *decoder, n *yaml.Node, path string) {
 			note("name")
 			if s, ok := d.scalar(n, path, "a route name"); ok {
-				if !partnerNamePattern.MatchString(s) {
+				if !gateway.ValidPartnerRouteName(s) {
 					d.errorf(n, path, "%q: want lower-case letters, digits and -, starting with a letter or digit, at most 63", s)
 					return
 				}
@@ -114,8 +104,8 @@ func (d *decoder) partner(n *yaml.Node, path string) (gateway.PartnerRoute, bool
 			for i, m := range methods {
 				p := fmt.Sprintf("%s[%d]", path, i)
 				switch {
-				case !slices.Contains(partnerMethods, m):
-					d.errorf(n.Content[i], p, "unknown method %q (want one of %s, in upper case)", m, strings.Join(partnerMethods, ", "))
+				case !slices.Contains(gateway.PartnerMethods(), m):
+					d.errorf(n.Content[i], p, "unknown method %q (want one of %s, in upper case)", m, strings.Join(gateway.PartnerMethods(), ", "))
 					return
 				case slices.Contains(methods[:i], m):
 					d.errorf(n.Content[i], p, "%s is listed twice", m)
