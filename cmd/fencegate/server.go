@@ -177,7 +177,13 @@ func serveHTTP(ctx context.Context, logger *slog.Logger, ln net.Listener, c http
 	}
 	served := make(chan error, 1)
 	if c.tls != nil {
-		srv.TLSConfig = c.tls
+		certs, err := newCertReloader(c.tlsCert, c.tlsKey, logger)
+		if err != nil {
+			return err
+		}
+		srv.TLSConfig = c.tls.Clone()
+		srv.TLSConfig.Certificates = nil
+		srv.TLSConfig.GetCertificate = certs.getCertificate
 		go func() { served <- srv.ServeTLS(ln, "", "") }()
 	} else {
 		go func() { served <- srv.Serve(ln) }()

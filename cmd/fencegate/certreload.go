@@ -1,0 +1,90 @@
+package main
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+)
+
+// certCheckInterval is how often, at most, a TLS handshake looks at the
+// certificate files for a change.
+const certCheckInterval = time.Second
+
+// certReloader serves the server certificate of --tls-cert and --tls-key
+// and loads the pair again when either file changes, so that a renewed
+// certificate (cert-manager, certbot) is served without a restart. A
+// handshake looks at the files' modification times at most once per
+// certCheckInterval. A pair that does not load (a file half written, a key
+// that does not match) is logged once and the last good pair is served
+// until the files change again. The client CAs of --tls-client-ca are
+// loaded once, at start.
+type certReloader struct {
+	certFile, keyFile string
+	log               *slog.Logger
+	now               func() time.Time
+
+	mu        sync.Mutex
+	cert      *tls.Certificate
+	loaded    [2]time.Time // the files' modification times that cert, or the last failure, came from
+	nextCheck time.Time
+}
+
+// newCertReloader loads the pair once; it fails when the pair does not
+// load.
+func newCertReloader(certFile, keyFile string, log *slog.Logger) (*certReloader, error) {
+	r := &certReloader{certFile: certFile, keyFile: keyFile, log: log, now: time.Now}
+	mod, err := r.modTimes()
+	if err != nil {
+		return nil, err
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("server certificate: %w", err)
+	}
+	r.cert, r.loaded, r.nextCheck = &cert, mod, r.now().Add(certCheckInterval)
+	return r, nil
+}
+
+// getCertificate is tls.Config.GetCertificate.
+func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if now := r.now(); !now.Before(r.nextCheck) {
+		r.nextCheck = now.Add(certCheckInterval)
+		r.reload()
+	}
+	return r.cert, nil
+}
+
+// reload loads the pair again if either file changed since the last load
+// or failure. r.mu is held.
+func (r *certReloader) reload() {
+	mod, err := r.modTimes()
+	if err != nil || mod == r.loaded {
+		return // a file that is missing for a moment is being replaced
+	}
+	r.loaded = mod
+	cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	if err != nil {
+		r.log.Error("server certificate not reloaded: serving the previous one", "cert_file", r.certFile, "key_file", r.keyFile, "err", err)
+		return
+	}
+	r.cert = &cert
+	r.log.Info("server certificate reloaded", "cert_file", r.certFile, "key_file", r.keyFile)
+}
+
+// modTimes returns the modification times of the certificate and key files.
+func (r *certReloader) modTimes() ([2]time.Time, error) {
+	var mod [2]time.Time
+	for i, f := range []string{r.certFile, r.keyFile} {
+		fi, err := os.Stat(f)
+		if err != nil {
+			return mod, fmt.Errorf("server certificate: %w", err)
+		}
+		mod[i] = fi.ModTime()
+	}
+	return mod, nil
+}
