@@ -364,6 +364,87 @@ func TestAuthLocks(t *testing.T) {
 	a.identityLogged(t, http.MethodPost, "/v1/locks/jobs-nightly", 200, "locker")
 }
 
+// TestAuthSessionOwners: a session belongs to the identity that created
+// it. Another identity with a lock grant is refused (403 forbidden) on
+// every call that names the session or one of its grants, and the lock
+// stays held; so is an identity with admin on a prefix only. The owner's
+// calls succeed, and an operator (admin on every resource) may revoke the
+// session.
+func TestAuthSessionOwners(t *testing.T) {
+	aliceKey, aliceAPIKey := newKey(t, "alice")
+	bobKey, bobAPIKey := newKey(t, "bob")
+	opsKey, opsAPIKey := newKey(t, "ops")
+	scopedKey, scopedAPIKey := newKey(t, "jobs-admin")
+	a := newAuthEnv(t, func(bucket string) gateway.Auth {
+		lock := []gateway.Grant{{Prefix: "jobs-", Operations: []gateway.Operation{gateway.OpLock}}}
+		return gateway.Auth{
+			Identities: []gateway.Identity{
+				{Name: "alice", Grants: lock},
+				{Name: "bob", Grants: lock},
+				{Name: "ops", Grants: []gateway.Grant{{Operations: []gateway.Operation{gateway.OpAdmin}}}},
+				{Name: "jobs-admin", Grants: []gateway.Grant{{Prefix: "jobs-", Operations: []gateway.Operation{gateway.OpAdmin}}}},
+			},
+			APIKeys: []gateway.APIKey{aliceAPIKey, bobAPIKey, opsAPIKey, scopedAPIKey},
+		}
+	})
+	a.serve(t)
+	r := (authRequest{name: "alice's session", method: http.MethodPost, path: "/v1/sessions", key: aliceKey, body: api.SessionRequest{TTL: 60}, status: 201}).run(t, a, nil)
+	var sess api.Session
+	if err := json.Unmarshal(r.body, &sess); err != nil || sess.ID == 0 {
+		t.Fatalf("session: %s", r)
+	}
+	acquire := api.LockRequest{Session: sess.ID}
+	r = (authRequest{name: "alice acquires", method: http.MethodPost, path: "/v1/locks/jobs-nightly", key: aliceKey, body: acquire, status: 200}).run(t, a, nil)
+	var grant api.LockGrant
+	if err := json.Unmarshal(r.body, &grant); err != nil || grant.Token == 0 {
+		t.Fatalf("grant: %s", r)
+	}
+	sessionPath := "/v1/sessions/" + sess.ID.String()
+	release := fmt.Sprintf("/v1/locks/jobs-nightly?token=%d", grant.Token)
+	const notYours = "the session belongs to another identity"
+	for _, q := range []authRequest{
+		{name: "bob keeps alice's session alive", method: http.MethodPost, path: sessionPath + "/keepalive", key: bobKey, status: 403, slug: "forbidden", detail: notYours},
+		{name: "bob revokes alice's session", method: http.MethodDelete, path: sessionPath, key: bobKey, status: 403, slug: "forbidden", detail: notYours},
+		{name: "bob acquires the held lock with alice's session", method: http.MethodPost, path: "/v1/locks/jobs-nightly", key: bobKey, body: acquire, status: 403, slug: "forbidden", detail: notYours},
+		{name: "bob acquires another lock with alice's session", method: http.MethodPost, path: "/v1/locks/jobs-other", key: bobKey, body: acquire, status: 403, slug: "forbidden", detail: notYours},
+		{name: "bob releases alice's grant", method: http.MethodDelete, path: release, key: bobKey, status: 403, slug: "forbidden", detail: notYours},
+		{name: "an admin of a prefix revokes alice's session", method: http.MethodDelete, path: sessionPath, key: scopedKey, status: 403, slug: "forbidden", detail: notYours},
+		{name: "an admin of a prefix releases alice's grant", method: http.MethodDelete, path: release, key: scopedKey, status: 403, slug: "forbidden", detail: notYours},
+	} {
+		q.run(t, a, nil)
+	}
+	for _, lock := range []struct {
+		name   string
+		holder api.Token
+		queue  int64
+	}{{"jobs-nightly", grant.Token, 1}, {"jobs-other", 0, 0}} {
+		var st api.LockState
+		r := (authRequest{name: "state after refusals", method: http.MethodGet, path: "/v1/locks/" + lock.name, key: aliceKey, status: 200}).run(t, a, nil)
+		if err := json.Unmarshal(r.body, &st); err != nil || st.Holder != lock.holder || st.QueueLength != lock.queue {
+			t.Fatalf("lock state %s; want holder %d, queue %d: the refused calls changed nothing", r.body, lock.holder, lock.queue)
+		}
+	}
+
+	(authRequest{name: "alice keeps her session alive", method: http.MethodPost, path: sessionPath + "/keepalive", key: aliceKey, status: 200}).run(t, a, nil)
+	r = (authRequest{name: "alice acquires again", method: http.MethodPost, path: "/v1/locks/jobs-nightly", key: aliceKey, body: acquire, status: 200}).run(t, a, nil)
+	if !strings.Contains(string(r.body), fmt.Sprintf(`"token":%d`, grant.Token)) {
+		t.Fatalf("alice's second acquire: %s; want token %d", r, grant.Token)
+	}
+	r = (authRequest{name: "alice releases", method: http.MethodDelete, path: release, key: aliceKey, status: 200}).run(t, a, nil)
+	if !strings.Contains(string(r.body), `"released":true`) {
+		t.Fatalf("alice's release: %s; want released", r)
+	}
+	(authRequest{name: "alice acquires once more", method: http.MethodPost, path: "/v1/locks/jobs-nightly", key: aliceKey, body: acquire, status: 200}).run(t, a, nil)
+	(authRequest{name: "ops keeps alice's session alive", method: http.MethodPost, path: sessionPath + "/keepalive", key: opsKey, status: 200}).run(t, a, nil)
+	(authRequest{name: "ops revokes alice's session", method: http.MethodDelete, path: sessionPath, key: opsKey, status: 204}).run(t, a, nil)
+	(authRequest{name: "alice's session is gone", method: http.MethodPost, path: sessionPath + "/keepalive", key: aliceKey, status: 404, slug: "session-not-found"}).run(t, a, nil)
+	var st api.LockState
+	r = (authRequest{name: "state after ops revoked", method: http.MethodGet, path: "/v1/locks/jobs-nightly", key: aliceKey, status: 200}).run(t, a, nil)
+	if err := json.Unmarshal(r.body, &st); err != nil || st.Holder != 0 || st.QueueLength != 0 {
+		t.Fatalf("lock state %s; want free after ops revoked alice's session", r.body)
+	}
+}
+
 // pki is a certificate authority made for one test.
 type pki struct {
 	cert *x509.Certificate

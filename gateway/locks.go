@@ -17,27 +17,33 @@ import (
 )
 
 // SessionService keeps sessions: leases that clients keep alive, to which
-// lock grants are bound. tokenstore.Store implements it.
+// lock grants are bound. Each session belongs to the identity that
+// created it. Calls on a session take the owner to check: nil checks
+// none (an operator's call); otherwise a session that does not belong to
+// *owner is refused with api.ErrForbidden, and nothing changes.
+// tokenstore.Store implements it.
 type SessionService interface {
-	// CreateSession grants a session of ttl seconds (zero: the default).
-	CreateSession(ctx context.Context, ttl int64) (api.Session, error)
+	// CreateSession grants a session of ttl seconds (zero: the default)
+	// that belongs to owner.
+	CreateSession(ctx context.Context, ttl int64, owner string) (api.Session, error)
 	// KeepAlive renews a session for its TTL, or fails with
-	// api.ErrSessionNotFound.
-	KeepAlive(ctx context.Context, id api.SessionID) (api.Session, error)
+	// api.ErrSessionNotFound or api.ErrForbidden.
+	KeepAlive(ctx context.Context, id api.SessionID, owner *string) (api.Session, error)
 	// RevokeSession ends a session, releasing its locks, or fails with
-	// api.ErrSessionNotFound.
-	RevokeSession(ctx context.Context, id api.SessionID) error
+	// api.ErrSessionNotFound or api.ErrForbidden.
+	RevokeSession(ctx context.Context, id api.SessionID, owner *string) error
 }
 
 // LockQueue grants named locks to sessions, first come first served.
+// Acquire and Release check the session's owner as SessionService does.
 // tokenstore.Store implements it.
 type LockQueue interface {
 	// Acquire waits at most wait for the lock and returns the grant, or
 	// fails with api.ErrLockTimeout, having left the queue.
-	Acquire(ctx context.Context, name string, session api.SessionID, wait time.Duration) (api.LockGrant, error)
+	Acquire(ctx context.Context, name string, session api.SessionID, owner *string, wait time.Duration) (api.LockGrant, error)
 	// Release removes the grant (or queue place) with token, reporting
 	// whether it was still there; it never touches another grant.
-	Release(ctx context.Context, name string, token api.Token) (bool, error)
+	Release(ctx context.Context, name string, token api.Token, owner *string) (bool, error)
 	// LockState reads the holder's token and the queue's length.
 	LockState(ctx context.Context, name string) (api.LockState, error)
 }
@@ -63,6 +69,11 @@ const maxLockRequestBytes = 4 << 10
 // A lock request long-polls for at most its wait (api.MaxLockWait); when
 // the wait runs out it answers 409 lock-timeout (retryable) and the
 // request's place in the queue is gone.
+//
+// With auth, a session belongs to the identity that created it: keepalive,
+// revoke, acquire with it and release of its grants by another identity
+// answer 403 forbidden, unless the caller is an operator (see
+// sessionOwner).
 func WithLocks(locks LockService) Option {
 	if locks == nil {
 		panic("gateway: WithLocks(nil)")
@@ -98,7 +109,7 @@ func (h *lockAPI) createSession(w http.ResponseWriter, r *http.Request) {
 		h.g.writeError(w, r, err)
 		return
 	}
-	sess, err := h.locks.CreateSession(r.Context(), req.TTL)
+	sess, err := h.locks.CreateSession(r.Context(), req.TTL, callerName(r.Context()))
 	if err != nil {
 		h.g.writeError(w, r, err)
 		return
@@ -116,7 +127,7 @@ func (h *lockAPI) keepAlive(w http.ResponseWriter, r *http.Request) {
 		h.g.writeError(w, r, err)
 		return
 	}
-	sess, err := h.locks.KeepAlive(r.Context(), id)
+	sess, err := h.locks.KeepAlive(r.Context(), id, h.sessionOwner(r.Context()))
 	if err != nil {
 		h.g.writeError(w, r, err)
 		return
@@ -133,7 +144,7 @@ func (h *lockAPI) revokeSession(w http.ResponseWriter, r *http.Request) {
 		h.g.writeError(w, r, err)
 		return
 	}
-	if err := h.locks.RevokeSession(r.Context(), id); err != nil {
+	if err := h.locks.RevokeSession(r.Context(), id, h.sessionOwner(r.Context())); err != nil {
 		h.g.writeError(w, r, err)
 		return
 	}
@@ -161,7 +172,7 @@ func (h *lockAPI) acquire(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wait := time.Duration(req.Wait * float64(time.Second))
-	grant, err := h.locks.Acquire(r.Context(), name, req.Session, wait)
+	grant, err := h.locks.Acquire(r.Context(), name, req.Session, h.sessionOwner(r.Context()), wait)
 	if err != nil {
 		h.g.writeError(w, r, err)
 		return
@@ -187,7 +198,7 @@ func (h *lockAPI) release(w http.ResponseWriter, r *http.Request) {
 		h.g.writeError(w, r, err)
 		return
 	}
-	released, err := h.locks.Release(r.Context(), name, token)
+	released, err := h.locks.Release(r.Context(), name, token, h.sessionOwner(r.Context()))
 	if err != nil {
 		h.g.writeError(w, r, err)
 		return
@@ -217,6 +228,20 @@ func (h *lockAPI) authorizeLock(r *http.Request, name string) error {
 		return err
 	}
 	return h.g.authorize(r.Context(), OpLock, api.Resource(name))
+}
+
+// sessionOwner is the owner that the store checks before it acts on a
+// session for this request: the caller's name ("" without auth), or nil,
+// no check, for an operator, an identity granted OpAdmin on every
+// resource (a grant with the empty prefix), which may keep alive, revoke,
+// acquire with and release for any identity's session. An admin grant on
+// a narrower prefix is not enough: a session may hold locks of any name.
+func (h *lockAPI) sessionOwner(ctx context.Context) *string {
+	if h.g.auth != nil && h.g.authorize(ctx, OpAdmin, "") == nil {
+		return nil
+	}
+	name := callerName(ctx)
+	return &name
 }
 
 // decodeLockRequest reads a small JSON body into v, refusing unknown

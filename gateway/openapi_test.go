@@ -438,19 +438,19 @@ func (s openAPIStores) Head(context.Context, api.ObjectPath) (*api.Object, error
 	}
 	return &api.Object{Size: 2, ETag: `"e1"`, Token: 3}, nil
 }
-func (s openAPIStores) CreateSession(context.Context, int64) (api.Session, error) {
+func (s openAPIStores) CreateSession(context.Context, int64, string) (api.Session, error) {
 	return api.Session{ID: 0x694d, TTL: 10}, s.errs["CreateSession"]
 }
-func (s openAPIStores) KeepAlive(_ context.Context, id api.SessionID) (api.Session, error) {
+func (s openAPIStores) KeepAlive(_ context.Context, id api.SessionID, _ *string) (api.Session, error) {
 	return api.Session{ID: id, TTL: 10}, s.errs["KeepAlive"]
 }
-func (s openAPIStores) RevokeSession(context.Context, api.SessionID) error {
+func (s openAPIStores) RevokeSession(context.Context, api.SessionID, *string) error {
 	return s.errs["RevokeSession"]
 }
-func (s openAPIStores) Acquire(_ context.Context, name string, session api.SessionID, _ time.Duration) (api.LockGrant, error) {
+func (s openAPIStores) Acquire(_ context.Context, name string, session api.SessionID, _ *string, _ time.Duration) (api.LockGrant, error) {
 	return api.LockGrant{Name: name, Token: 9, Session: session}, s.errs["Acquire"]
 }
-func (s openAPIStores) Release(context.Context, string, api.Token) (bool, error) {
+func (s openAPIStores) Release(context.Context, string, api.Token, *string) (bool, error) {
 	return true, s.errs["Release"]
 }
 func (s openAPIStores) LockState(_ context.Context, name string) (api.LockState, error) {

@@ -86,7 +86,7 @@ func TestHeldRefusesWaitersAndStrangers(t *testing.T) {
 
 	holder := mustAcquire(t, s, "report", newSession(t, s, 60))
 	waiterSession := newSession(t, s, 60)
-	go func() { _, _ = s.Acquire(ctx, "report", waiterSession, 10*time.Second) }()
+	go func() { _, _ = s.Acquire(ctx, "report", waiterSession, anonymous, 10*time.Second) }()
 	waitForQueue(t, s, "report", 2)
 	resp, err := client.Get(ctx, "test/locks/report/", clientv3.WithLastCreate()...)
 	if err != nil || len(resp.Kvs) != 1 {
@@ -100,7 +100,7 @@ func TestHeldRefusesWaitersAndStrangers(t *testing.T) {
 	if err := s.FenceCheck(ctx, res, holder); err != nil {
 		t.Fatalf("FenceCheck(holder %d) = %v; want accepted", holder, err)
 	}
-	if ok, err := s.Release(ctx, "report", holder); err != nil || !ok {
+	if ok, err := s.Release(ctx, "report", holder, anonymous); err != nil || !ok {
 		t.Fatalf("Release(%d) = %v, %v", holder, ok, err)
 	}
 	waitForQueue(t, s, "report", 1) // the waiter holds now
@@ -108,7 +108,7 @@ func TestHeldRefusesWaitersAndStrangers(t *testing.T) {
 	if err := s.FenceCheck(ctx, res, waiter); err != nil {
 		t.Fatalf("FenceCheck(new holder %d) = %v; want accepted", waiter, err)
 	}
-	if ok, err := s.Release(ctx, "report", waiter); err != nil || !ok {
+	if ok, err := s.Release(ctx, "report", waiter, anonymous); err != nil || !ok {
 		t.Fatalf("Release(%d) = %v, %v", waiter, ok, err)
 	}
 }

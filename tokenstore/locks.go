@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -16,10 +17,27 @@ import (
 
 // Sessions and locks: the token issuer behind the lock API.
 //
-// A session is an etcd lease. A lock is a queue of keys, one per session
-// waiting for it or holding it, each bound to its session's lease:
+// A session is an etcd lease, and belongs to the identity that created it.
+// A lock is a queue of keys, one per session waiting for it or holding it.
+// Every key is bound to its session's lease, so that it goes with it:
 //
-//	<prefix>locks/<name>/<session id in hex>
+//	<prefix>sessions/<session id in hex>     the session's owner: the name
+//	                                         of the identity that created it
+//	                                         ("" without auth)
+//	<prefix>locks/<name>/<session id in hex> the session's place in lock
+//	                                         name's queue (empty value)
+//
+// Only the owner may keep a session alive, revoke it, acquire with it, or
+// release its grants; the other calls fail with api.ErrForbidden and change
+// nothing. The caller passes the owner to check, or nil for none (the
+// gateway passes nil for an operator). A live session without an owner
+// record (created by an older build) belongs to "". Acquire and Release
+// check the owner in the transaction that does the work (a compare on the
+// record, the work nested in the branch it allows); KeepAlive and
+// RevokeSession read the record first, since a lease request cannot be
+// part of a transaction (the record is written once, when the session is
+// created, and goes with its lease: what the read finds stays true while
+// the lease lives).
 //
 // The key created first (the smallest create revision) holds the lock, and
 // its create revision is the holder's fencing token: etcd revisions grow
@@ -41,51 +59,166 @@ import (
 // lockQueue returns the key prefix of lock name's queue.
 func (s *Store) lockQueue(name string) string { return s.prefix + "locks/" + name + "/" }
 
-// CreateSession grants a session: an etcd lease of ttl seconds (zero means
-// api.DefaultSessionTTL). etcd may grant more than asked for, never less;
-// the answer says what it granted.
-func (s *Store) CreateSession(ctx context.Context, ttl int64) (api.Session, error) {
+// sessionKey returns the key of session id's owner record.
+func (s *Store) sessionKey(id api.SessionID) string { return s.prefix + "sessions/" + id.String() }
+
+// CreateSession grants a session that belongs to owner (the identity's
+// name; "" without auth): an etcd lease of ttl seconds (zero means
+// api.DefaultSessionTTL), and the owner record bound to it. etcd may grant
+// more than asked for, never less; the answer says what it granted. When
+// the record cannot be written, the lease is revoked and the call fails
+// with api.ErrUnavailable.
+func (s *Store) CreateSession(ctx context.Context, ttl int64, owner string) (api.Session, error) {
 	if ttl == 0 {
 		ttl = api.DefaultSessionTTL
 	}
 	if ttl < api.MinSessionTTL || ttl > api.MaxSessionTTL {
 		return api.Session{}, fmt.Errorf("%w: session ttl %d: want %d to %d seconds", api.ErrInvalidRequest, ttl, api.MinSessionTTL, api.MaxSessionTTL)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	resp, err := s.client.Grant(ctx, ttl)
+	gctx, cancel := context.WithTimeout(ctx, s.timeout)
+	resp, err := s.client.Grant(gctx, ttl)
+	cancel()
 	if err != nil {
 		return api.Session{}, fmt.Errorf("create session: %w: %w", api.ErrUnavailable, err)
 	}
 	s.observeHeader(resp.ResponseHeader)
-	return api.Session{ID: api.SessionID(resp.ID), TTL: resp.TTL}, nil
+	sess := api.Session{ID: api.SessionID(resp.ID), TTL: resp.TTL}
+
+	pctx, cancel := context.WithTimeout(ctx, s.timeout)
+	put, err := s.client.Put(pctx, s.sessionKey(sess.ID), owner, clientv3.WithLease(resp.ID))
+	cancel()
+	if err == nil {
+		s.observeHeader(put.Header)
+		return sess, nil
+	}
+	// Without its record the session would belong to "": end it, even
+	// though ctx may be done. If that fails too, nobody knows its id, and
+	// it expires after its TTL.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
+	defer cancel()
+	if _, rerr := s.client.Revoke(rctx, resp.ID); rerr != nil {
+		return api.Session{}, fmt.Errorf("create session: recording its owner: %w: %w (then revoking %s failed: %v)", api.ErrUnavailable, err, sess.ID, rerr)
+	}
+	return api.Session{}, fmt.Errorf("create session: recording its owner: %w: %w", api.ErrUnavailable, err)
 }
 
-// KeepAlive renews a session's lease once, for its whole TTL from now.
-// A session that expired or was revoked is api.ErrSessionNotFound.
-func (s *Store) KeepAlive(ctx context.Context, id api.SessionID) (api.Session, error) {
+// KeepAlive renews a session's lease once, for its whole TTL from now, if
+// it belongs to owner (nil: to anyone). A session that expired or was
+// revoked is api.ErrSessionNotFound; another identity's is
+// api.ErrForbidden, and is not renewed.
+func (s *Store) KeepAlive(ctx context.Context, id api.SessionID, owner *string) (api.Session, error) {
+	const op = "keep session alive"
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	if err := s.checkOwner(ctx, op, id, owner); err != nil {
+		return api.Session{}, err
+	}
 	resp, err := s.client.KeepAliveOnce(ctx, clientv3.LeaseID(id))
 	if err != nil {
-		return api.Session{}, sessionError("keep session alive", id, err)
+		return api.Session{}, sessionError(op, id, err)
 	}
 	s.observeHeader(resp.ResponseHeader)
 	return api.Session{ID: id, TTL: resp.TTL}, nil
 }
 
-// RevokeSession ends a session at once: every lock it holds is released and
-// every queue it waits in is left, in one etcd revision. A session that
-// expired or was revoked already is api.ErrSessionNotFound.
-func (s *Store) RevokeSession(ctx context.Context, id api.SessionID) error {
+// RevokeSession ends a session that belongs to owner (nil: to anyone) at
+// once: every lock it holds is released and every queue it waits in is
+// left, in one etcd revision. A session that expired or was revoked
+// already is api.ErrSessionNotFound; another identity's is
+// api.ErrForbidden, and is not revoked.
+func (s *Store) RevokeSession(ctx context.Context, id api.SessionID, owner *string) error {
+	const op = "revoke session"
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	if err := s.checkOwner(ctx, op, id, owner); err != nil {
+		return err
+	}
 	resp, err := s.client.Revoke(ctx, clientv3.LeaseID(id))
 	if err != nil {
-		return sessionError("revoke session", id, err)
+		return sessionError(op, id, err)
 	}
 	s.observeHeader(resp.Header)
 	return nil
+}
+
+// checkOwner reads session id's owner record and fails unless it names
+// owner (nil: no check, and no read). A missing record is owner "": a
+// session of an older build, or one that ended, which the lease request
+// that follows finds out.
+func (s *Store) checkOwner(ctx context.Context, op string, id api.SessionID, owner *string) error {
+	if owner == nil {
+		return nil
+	}
+	resp, err := s.client.Get(ctx, s.sessionKey(id))
+	if err != nil {
+		return fmt.Errorf("%s %s: %w: %w", op, id, api.ErrUnavailable, err)
+	}
+	s.observeHeader(resp.Header)
+	switch {
+	case len(resp.Kvs) > 0 && string(resp.Kvs[0].Value) == *owner:
+		return nil
+	case len(resp.Kvs) > 0:
+		return notOwnerError(op, id)
+	case *owner == "":
+		return nil
+	}
+	return s.notOwned(ctx, op, id, false)
+}
+
+// commitOwned commits inner, a transaction (clientv3.OpTxn), nested in one
+// that runs it only if session belongs to owner (nil: always), and returns
+// inner's answer and the revision of the whole. The owner check costs no
+// round trip of its own. Errors: api.ErrForbidden when the session is
+// another identity's (inner did not run); api.ErrSessionNotFound when it
+// does not exist (no owner record, and no lease; or inner put a key with
+// its lease); api.ErrUnavailable when etcd failed.
+func (s *Store) commitOwned(ctx context.Context, op string, session api.SessionID, owner *string, inner clientv3.Op) (*etcdserverpb.TxnResponse, int64, error) {
+	key := s.sessionKey(session)
+	txn := s.client.Txn(ctx)
+	switch {
+	case owner == nil:
+		txn = txn.Then(inner)
+	case *owner == "":
+		// A missing record is owner "" too, and a Value compare on a
+		// missing key is always false: so ask whether the owner is
+		// someone else, and run inner when it is not.
+		txn = txn.If(clientv3.Compare(clientv3.Value(key), ">", "")).Then(clientv3.OpGet(key)).Else(inner)
+	default:
+		txn = txn.If(clientv3.Compare(clientv3.Value(key), "=", *owner)).Then(inner).Else(clientv3.OpGet(key))
+	}
+	resp, err := txn.Commit()
+	if err != nil {
+		return nil, 0, sessionError(op, session, err)
+	}
+	s.revisions.observe(resp.Header.Revision)
+	if owner == nil || resp.Succeeded == (*owner != "") {
+		return resp.Responses[0].GetResponseTxn(), resp.Header.Revision, nil
+	}
+	return nil, 0, s.notOwned(ctx, op, session, len(resp.Responses[0].GetResponseRange().Kvs) > 0)
+}
+
+// notOwned is the error for a session whose owner record did not name the
+// caller (who is not ""). With a record, the session is another
+// identity's. Without one, it is either gone or an older build's (owner
+// ""): its lease says which.
+func (s *Store) notOwned(ctx context.Context, op string, id api.SessionID, recorded bool) error {
+	if recorded {
+		return notOwnerError(op, id)
+	}
+	resp, err := s.client.TimeToLive(ctx, clientv3.LeaseID(id))
+	if err != nil {
+		return sessionError(op, id, err)
+	}
+	if resp.TTL < 0 { // etcd's answer for a lease it does not have
+		return fmt.Errorf("%s %s: %w", op, id, api.ErrSessionNotFound)
+	}
+	return notOwnerError(op, id)
+}
+
+// notOwnerError refuses the caller a session that belongs to another
+// identity, without naming it.
+func notOwnerError(op string, id api.SessionID) error {
+	return fmt.Errorf("%s %s: %w: the session belongs to another identity", op, id, api.ErrForbidden)
 }
 
 // sessionError maps etcd's "lease not found" to api.ErrSessionNotFound and
@@ -105,14 +238,18 @@ func sessionError(op string, id api.SessionID, err error) error {
 // finds its place: the same token, so a retried request is harmless. A
 // session may hold a lock only once.
 //
+// The session must belong to owner (nil: to anyone): the check is a
+// compare in the transaction that queues the session.
+//
 // Errors: api.ErrLockTimeout when the wait ran out (the session's place in
 // the queue is removed); api.ErrSessionNotFound for a session that does not
-// exist; api.ErrLockNotHeld when the session's place vanished while it
+// exist; api.ErrForbidden for another identity's session (nothing was
+// queued); api.ErrLockNotHeld when the session's place vanished while it
 // waited (its session ended, or it was released by token);
 // api.ErrUnavailable when etcd failed, in which case the session may still
 // have a place in the queue: acquire again with it, or revoke it. When ctx
 // ends first, its error, after the place is removed.
-func (s *Store) Acquire(ctx context.Context, name string, session api.SessionID, wait time.Duration) (api.LockGrant, error) {
+func (s *Store) Acquire(ctx context.Context, name string, session api.SessionID, owner *string, wait time.Duration) (api.LockGrant, error) {
 	if err := api.ValidateLockName(name); err != nil {
 		return api.LockGrant{}, err
 	}
@@ -127,23 +264,18 @@ func (s *Store) Acquire(ctx context.Context, name string, session api.SessionID,
 	grant := api.LockGrant{Name: name, Session: session}
 
 	// Queue up (or find our place) and read the holder, in one round trip,
-	// as concurrency.Mutex's tryAcquire does.
+	// as concurrency.Mutex's tryAcquire does, if the session is owner's.
 	rctx, cancel := context.WithTimeout(ctx, s.timeout)
 	holder := clientv3.OpGet(queue, clientv3.WithFirstCreate()...)
-	resp, err := s.client.Txn(rctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, "", clientv3.WithLease(clientv3.LeaseID(session))), holder).
-		Else(clientv3.OpGet(key), holder).
-		Commit()
+	resp, rev, err := s.commitOwned(rctx, "acquire "+name+": session", session, owner, clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+		[]clientv3.Op{clientv3.OpPut(key, "", clientv3.WithLease(clientv3.LeaseID(session))), holder},
+		[]clientv3.Op{clientv3.OpGet(key), holder}))
 	cancel()
 	if err != nil {
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return api.LockGrant{}, fmt.Errorf("acquire %s: session %s: %w", name, session, api.ErrSessionNotFound)
-		}
-		return api.LockGrant{}, fmt.Errorf("acquire %s: %w: %w", name, api.ErrUnavailable, err)
+		return api.LockGrant{}, err
 	}
-	s.revisions.observe(resp.Header.Revision)
-	myRev := resp.Header.Revision
+	myRev := rev
 	if !resp.Succeeded {
 		myRev = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
 	}
@@ -243,8 +375,10 @@ func (s *Store) waitDelete(ctx context.Context, key string, fromRev int64) error
 // token, and reports whether this call removed it (false: it was gone
 // already, released before or lost with its session). It deletes only the
 // key whose create revision is token, so a retried release never removes a
-// newer holder's key.
-func (s *Store) Release(ctx context.Context, name string, token api.Token) (bool, error) {
+// newer holder's key. The key's session (the last element of its name)
+// must belong to owner (nil: to anyone), or the call fails with
+// api.ErrForbidden and removes nothing.
+func (s *Store) Release(ctx context.Context, name string, token api.Token, owner *string) (bool, error) {
 	if err := api.ValidateLockName(name); err != nil {
 		return false, err
 	}
@@ -265,11 +399,28 @@ func (s *Store) Release(ctx context.Context, name string, token api.Token) (bool
 	if len(resp.Kvs) == 0 {
 		return false, nil
 	}
-	released, err := s.release(ctx, string(resp.Kvs[0].Key), int64(token))
-	if err != nil {
-		return false, fmt.Errorf("release %s: %w", name, err)
+	key := string(resp.Kvs[0].Key)
+	if owner == nil {
+		released, err := s.release(ctx, key, int64(token))
+		if err != nil {
+			return false, fmt.Errorf("release %s: %w", name, err)
+		}
+		return released, nil
 	}
-	return released, nil
+	session, err := api.ParseSessionID(strings.TrimPrefix(key, s.lockQueue(name)))
+	if err != nil { // not a key of ours: nobody's session
+		return false, fmt.Errorf("release %s: token %d: %w: its queue key names no session", name, token, api.ErrForbidden)
+	}
+	del, _, err := s.commitOwned(ctx, "release "+name+": session", session, owner, clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", int64(token))},
+		[]clientv3.Op{clientv3.OpDelete(key)}, nil))
+	switch {
+	case errors.Is(err, api.ErrSessionNotFound):
+		return false, nil // the session ended since the read, and its key with it
+	case err != nil:
+		return false, err
+	}
+	return del.Succeeded, nil
 }
 
 // release deletes key if its create revision is still rev.

@@ -18,9 +18,13 @@ import (
 // longWait is a lock wait that no passing test reaches.
 const longWait = 60 * time.Second
 
+// anonymous is the owner that a gateway without auth passes: "". Sessions
+// that newSession creates belong to it.
+var anonymous = new("")
+
 func newSession(tb testing.TB, s *tokenstore.Store, ttl int64) api.SessionID {
 	tb.Helper()
-	sess, err := s.CreateSession(context.Background(), ttl)
+	sess, err := s.CreateSession(context.Background(), ttl, "")
 	if err != nil {
 		tb.Fatalf("CreateSession(%d): %v", ttl, err)
 	}
@@ -29,7 +33,7 @@ func newSession(tb testing.TB, s *tokenstore.Store, ttl int64) api.SessionID {
 
 func mustAcquire(tb testing.TB, s *tokenstore.Store, name string, session api.SessionID) api.Token {
 	tb.Helper()
-	g, err := s.Acquire(context.Background(), name, session, longWait)
+	g, err := s.Acquire(context.Background(), name, session, anonymous, longWait)
 	if err != nil {
 		tb.Fatalf("Acquire(%s, %s): %v", name, session, err)
 	}
@@ -91,7 +95,7 @@ func TestLockFIFOHundredAcquirers(t *testing.T) {
 		s := stores[i%2]
 		session := newSession(t, s, 120)
 		wg.Go(func() {
-			g, err := s.Acquire(context.Background(), "job", session, longWait)
+			g, err := s.Acquire(context.Background(), "job", session, anonymous, longWait)
 			if err != nil {
 				t.Errorf("acquirer %d: Acquire: %v", i, err)
 				return
@@ -109,7 +113,7 @@ func TestLockFIFOHundredAcquirers(t *testing.T) {
 			mu.Lock()
 			intervals = append(intervals, iv)
 			mu.Unlock()
-			if ok, err := s.Release(context.Background(), "job", g.Token); err != nil || !ok {
+			if ok, err := s.Release(context.Background(), "job", g.Token, anonymous); err != nil || !ok {
 				t.Errorf("acquirer %d: Release(%d) = %v, %v; want true", i, g.Token, ok, err)
 			}
 		})
@@ -174,7 +178,7 @@ func TestLockKeepAliveKeepsLock(t *testing.T) {
 	session := newSession(t, s, 1)
 	token := mustAcquire(t, s, "job", session)
 	for range 12 {
-		sess, err := s.KeepAlive(ctx, session)
+		sess, err := s.KeepAlive(ctx, session, anonymous)
 		if err != nil || sess.ID != session || sess.TTL < 1 {
 			t.Fatalf("KeepAlive = %+v, %v", sess, err)
 		}
@@ -192,15 +196,15 @@ func TestLockReleaseOnlyOwnGrant(t *testing.T) {
 	s := newStore(t, etcd.Client(t))
 	ctx := context.Background()
 	a := mustAcquire(t, s, "job", newSession(t, s, 60))
-	if ok, err := s.Release(ctx, "job", a); err != nil || !ok {
+	if ok, err := s.Release(ctx, "job", a, anonymous); err != nil || !ok {
 		t.Fatalf("Release(%d) = %v, %v; want true", a, ok, err)
 	}
 	b := mustAcquire(t, s, "job", newSession(t, s, 60))
-	if ok, err := s.Release(ctx, "job", a); err != nil || ok {
+	if ok, err := s.Release(ctx, "job", a, anonymous); err != nil || ok {
 		t.Fatalf("retried Release(%d) = %v, %v; want false, nil", a, ok, err)
 	}
 	for _, bogus := range []api.Token{b - 1, b + 1, 1, api.MaxToken} {
-		if ok, err := s.Release(ctx, "job", bogus); err != nil || ok {
+		if ok, err := s.Release(ctx, "job", bogus, anonymous); err != nil || ok {
 			t.Fatalf("Release(%d) = %v, %v; want false, nil", bogus, ok, err)
 		}
 	}
@@ -232,7 +236,7 @@ func TestLockWaitTimeoutLeavesQueue(t *testing.T) {
 	ctx := context.Background()
 	holder := mustAcquire(t, s, "job", newSession(t, s, 60))
 	for _, wait := range []time.Duration{0, 200 * time.Millisecond} {
-		_, err := s.Acquire(ctx, "job", newSession(t, s, 60), wait)
+		_, err := s.Acquire(ctx, "job", newSession(t, s, 60), anonymous, wait)
 		if !errors.Is(err, api.ErrLockTimeout) {
 			t.Fatalf("Acquire(wait %v) on a held lock = %v; want ErrLockTimeout", wait, err)
 		}
@@ -251,7 +255,7 @@ func TestLockCancelledWaitLeavesQueue(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.Acquire(ctx, "job", newSession(t, s, 60), longWait)
+		_, err := s.Acquire(ctx, "job", newSession(t, s, 60), anonymous, longWait)
 		done <- err
 	}()
 	waitForQueue(t, s, "job", 2)
@@ -273,13 +277,13 @@ func TestLockWaiterLeavingMiddle(t *testing.T) {
 	middle := newSession(t, s, 60)
 	middleDone := make(chan error, 1)
 	go func() {
-		_, err := s.Acquire(ctx, "job", middle, 300*time.Millisecond)
+		_, err := s.Acquire(ctx, "job", middle, anonymous, 300*time.Millisecond)
 		middleDone <- err
 	}()
 	waitForQueue(t, s, "job", 2)
 	lastGrant := make(chan api.LockGrant, 1)
 	go func() {
-		g, err := s.Acquire(ctx, "job", newSession(t, s, 60), longWait)
+		g, err := s.Acquire(ctx, "job", newSession(t, s, 60), anonymous, longWait)
 		if err != nil {
 			t.Errorf("last Acquire: %v", err)
 		}
@@ -293,7 +297,7 @@ func TestLockWaiterLeavingMiddle(t *testing.T) {
 	if st := lockState(t, s, "job"); st.Holder != holder {
 		t.Fatalf("LockState = %+v; want holder %d", st, holder)
 	}
-	if ok, err := s.Release(ctx, "job", holder); err != nil || !ok {
+	if ok, err := s.Release(ctx, "job", holder, anonymous); err != nil || !ok {
 		t.Fatalf("Release(%d) = %v, %v", holder, ok, err)
 	}
 	if g := <-lastGrant; g.Token <= holder {
@@ -309,19 +313,19 @@ func TestLockRevokeSessionReleases(t *testing.T) {
 	ctx := context.Background()
 	session := newSession(t, s, 60)
 	mustAcquire(t, s, "job", session)
-	if err := s.RevokeSession(ctx, session); err != nil {
+	if err := s.RevokeSession(ctx, session, anonymous); err != nil {
 		t.Fatal(err)
 	}
 	if st := lockState(t, s, "job"); st.QueueLength != 0 {
 		t.Fatalf("LockState after revoke = %+v; want empty", st)
 	}
-	if _, err := s.KeepAlive(ctx, session); !errors.Is(err, api.ErrSessionNotFound) {
+	if _, err := s.KeepAlive(ctx, session, anonymous); !errors.Is(err, api.ErrSessionNotFound) {
 		t.Fatalf("KeepAlive(revoked) = %v; want ErrSessionNotFound", err)
 	}
-	if err := s.RevokeSession(ctx, session); !errors.Is(err, api.ErrSessionNotFound) {
+	if err := s.RevokeSession(ctx, session, anonymous); !errors.Is(err, api.ErrSessionNotFound) {
 		t.Fatalf("RevokeSession(revoked) = %v; want ErrSessionNotFound", err)
 	}
-	if _, err := s.Acquire(ctx, "job", session, 0); !errors.Is(err, api.ErrSessionNotFound) {
+	if _, err := s.Acquire(ctx, "job", session, anonymous, 0); !errors.Is(err, api.ErrSessionNotFound) {
 		t.Fatalf("Acquire(revoked session) = %v; want ErrSessionNotFound", err)
 	}
 }
@@ -336,13 +340,13 @@ func TestLockBadInput(t *testing.T) {
 		call func() error
 		want error
 	}{
-		{"ttl too small", func() error { _, err := s.CreateSession(ctx, -1); return err }, api.ErrInvalidRequest},
-		{"ttl too large", func() error { _, err := s.CreateSession(ctx, api.MaxSessionTTL+1); return err }, api.ErrInvalidRequest},
-		{"name with slash", func() error { _, err := s.Acquire(ctx, "a/b", session, 0); return err }, api.ErrInvalidRequest},
-		{"empty name", func() error { _, err := s.Acquire(ctx, "", session, 0); return err }, api.ErrInvalidRequest},
-		{"no session", func() error { _, err := s.Acquire(ctx, "job", 0, 0); return err }, api.ErrInvalidRequest},
-		{"negative wait", func() error { _, err := s.Acquire(ctx, "job", session, -1); return err }, api.ErrInvalidRequest},
-		{"release token 0", func() error { _, err := s.Release(ctx, "job", 0); return err }, api.ErrMalformedToken},
+		{"ttl too small", func() error { _, err := s.CreateSession(ctx, -1, ""); return err }, api.ErrInvalidRequest},
+		{"ttl too large", func() error { _, err := s.CreateSession(ctx, api.MaxSessionTTL+1, ""); return err }, api.ErrInvalidRequest},
+		{"name with slash", func() error { _, err := s.Acquire(ctx, "a/b", session, anonymous, 0); return err }, api.ErrInvalidRequest},
+		{"empty name", func() error { _, err := s.Acquire(ctx, "", session, anonymous, 0); return err }, api.ErrInvalidRequest},
+		{"no session", func() error { _, err := s.Acquire(ctx, "job", 0, anonymous, 0); return err }, api.ErrInvalidRequest},
+		{"negative wait", func() error { _, err := s.Acquire(ctx, "job", session, anonymous, -1); return err }, api.ErrInvalidRequest},
+		{"release token 0", func() error { _, err := s.Release(ctx, "job", 0, anonymous); return err }, api.ErrMalformedToken},
 		{"state of bad name", func() error { _, err := s.LockState(ctx, ".."); return err }, api.ErrInvalidRequest},
 	}
 	for _, tt := range tests {
@@ -379,19 +383,19 @@ func TestLockFailsWhenEtcdStops(t *testing.T) {
 	ctx := context.Background()
 	session := newSession(t, s, 60)
 	etcd.Stop(t)
-	if _, err := s.Acquire(ctx, "job", session, time.Second); !errors.Is(err, api.ErrUnavailable) {
+	if _, err := s.Acquire(ctx, "job", session, anonymous, time.Second); !errors.Is(err, api.ErrUnavailable) {
 		t.Errorf("Acquire with etcd stopped = %v; want ErrUnavailable", err)
 	}
-	if _, err := s.KeepAlive(ctx, session); !errors.Is(err, api.ErrUnavailable) {
+	if _, err := s.KeepAlive(ctx, session, anonymous); !errors.Is(err, api.ErrUnavailable) {
 		t.Errorf("KeepAlive with etcd stopped = %v; want ErrUnavailable", err)
 	}
-	if _, err := s.CreateSession(ctx, 5); !errors.Is(err, api.ErrUnavailable) {
+	if _, err := s.CreateSession(ctx, 5, ""); !errors.Is(err, api.ErrUnavailable) {
 		t.Errorf("CreateSession with etcd stopped = %v; want ErrUnavailable", err)
 	}
 	if _, err := s.LockState(ctx, "job"); !errors.Is(err, api.ErrUnavailable) {
 		t.Errorf("LockState with etcd stopped = %v; want ErrUnavailable", err)
 	}
-	if _, err := s.Release(ctx, "job", 5); !errors.Is(err, api.ErrUnavailable) {
+	if _, err := s.Release(ctx, "job", 5, anonymous); !errors.Is(err, api.ErrUnavailable) {
 		t.Errorf("Release with etcd stopped = %v; want ErrUnavailable", err)
 	}
 }

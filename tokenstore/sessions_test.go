@@ -1,0 +1,287 @@
+package tokenstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"fencegate/api"
+	"fencegate/internal/testenv"
+	"fencegate/tokenstore"
+)
+
+// ownerRecord reads session id's owner record from etcd: its value and
+// lease, and whether it exists.
+func ownerRecord(tb testing.TB, client *clientv3.Client, id api.SessionID) (owner string, lease int64, ok bool) {
+	tb.Helper()
+	resp, err := client.Get(context.Background(), "test/sessions/"+id.String())
+	if err != nil {
+		tb.Fatalf("reading the owner record of %s: %v", id, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", 0, false
+	}
+	return string(resp.Kvs[0].Value), resp.Kvs[0].Lease, true
+}
+
+// leaseAlive reports whether etcd still has session id's lease.
+func leaseAlive(tb testing.TB, client *clientv3.Client, id api.SessionID) bool {
+	tb.Helper()
+	resp, err := client.TimeToLive(context.Background(), clientv3.LeaseID(id))
+	if err != nil {
+		tb.Fatalf("TimeToLive(%s): %v", id, err)
+	}
+	return resp.TTL > 0
+}
+
+// queueKeyRevision returns the create revision of session id's key in lock
+// name's queue, read from etcd; zero when there is none.
+func queueKeyRevision(tb testing.TB, client *clientv3.Client, name string, id api.SessionID) api.Token {
+	tb.Helper()
+	resp, err := client.Get(context.Background(), fmt.Sprintf("test/locks/%s/%s", name, id))
+	if err != nil {
+		tb.Fatalf("reading the queue key of %s in %s: %v", id, name, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0
+	}
+	return api.Token(resp.Kvs[0].CreateRevision)
+}
+
+// TestSessionOwnerRecord: a session's owner is recorded under
+// <prefix>sessions/<id>, bound to its lease, and goes with it.
+func TestSessionOwnerRecord(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	client := etcd.Client(t)
+	s := newStore(t, client)
+	ctx := context.Background()
+	for _, owner := range []string{"alice", ""} {
+		sess, err := s.CreateSession(ctx, 60, owner)
+		if err != nil {
+			t.Fatalf("CreateSession(60, %q): %v", owner, err)
+		}
+		got, lease, ok := ownerRecord(t, client, sess.ID)
+		if !ok || got != owner || lease != int64(sess.ID) {
+			t.Fatalf("owner record of %s = %q (lease %x, exists %v); want %q bound to the session's lease", sess.ID, got, lease, ok, owner)
+		}
+		if err := s.RevokeSession(ctx, sess.ID, &owner); err != nil {
+			t.Fatalf("RevokeSession(%s, %q): %v", sess.ID, owner, err)
+		}
+		if _, _, ok := ownerRecord(t, client, sess.ID); ok {
+			t.Fatalf("owner record of %s outlived its revoked session", sess.ID)
+		}
+	}
+}
+
+// TestSessionOtherIdentityForbidden: each session call by an identity that
+// does not own the session fails with ErrForbidden and changes nothing in
+// etcd: the session stays alive and its lock stays held with the same
+// token. The owner's calls, and an operator's (nil owner), succeed.
+func TestSessionOtherIdentityForbidden(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	client := etcd.Client(t)
+	s := newStore(t, client)
+	ctx := context.Background()
+	calls := []struct {
+		name string
+		call func(session api.SessionID, token api.Token, owner *string) error
+	}{
+		{"keepalive", func(session api.SessionID, _ api.Token, owner *string) error {
+			_, err := s.KeepAlive(ctx, session, owner)
+			return err
+		}},
+		{"revoke", func(session api.SessionID, _ api.Token, owner *string) error {
+			return s.RevokeSession(ctx, session, owner)
+		}},
+		{"acquire the held lock", func(session api.SessionID, token api.Token, owner *string) error {
+			g, err := s.Acquire(ctx, "job", session, owner, 0)
+			if err == nil && g.Token != token {
+				return fmt.Errorf("grant %+v; want token %d", g, token)
+			}
+			return err
+		}},
+		{"acquire another lock", func(session api.SessionID, _ api.Token, owner *string) error {
+			_, err := s.Acquire(ctx, "other", session, owner, 0)
+			return err
+		}},
+		{"release", func(_ api.SessionID, token api.Token, owner *string) error {
+			released, err := s.Release(ctx, "job", token, owner)
+			if err == nil && !released {
+				return errors.New("released false; want true")
+			}
+			return err
+		}},
+	}
+	for _, c := range calls {
+		for _, stranger := range []string{"bob", "", "alice2", "alic"} {
+			t.Run(fmt.Sprintf("%s by %q", c.name, stranger), func(t *testing.T) {
+				session := newOwnedSession(t, s, "alice")
+				token := mustAcquireAs(t, s, "job", session, "alice")
+				if err := c.call(session, token, &stranger); !errors.Is(err, api.ErrForbidden) {
+					t.Fatalf("%s of alice's session by %q = %v; want ErrForbidden", c.name, stranger, err)
+				}
+				if !leaseAlive(t, client, session) {
+					t.Fatalf("alice's session %s ended after %s by %q", session, c.name, stranger)
+				}
+				if got := queueKeyRevision(t, client, "job", session); got != token {
+					t.Fatalf("alice's key in job created at %d after %s by %q; want %d, held", got, c.name, stranger, token)
+				}
+				if st := lockState(t, s, "job"); st.Holder != token || st.QueueLength != 1 {
+					t.Fatalf("LockState(job) = %+v; want alice's %d alone", st, token)
+				}
+				if got := queueKeyRevision(t, client, "other", session); got != 0 {
+					t.Fatalf("alice's session queued for other at %d by %q", got, stranger)
+				}
+				if owner, _, ok := ownerRecord(t, client, session); !ok || owner != "alice" {
+					t.Fatalf("owner record = %q, %v; want alice's", owner, ok)
+				}
+			})
+		}
+		for _, who := range []struct {
+			name  string
+			owner *string
+		}{{"owner", new("alice")}, {"operator", nil}} {
+			t.Run(c.name+" by "+who.name, func(t *testing.T) {
+				session := newOwnedSession(t, s, "alice")
+				token := mustAcquireAs(t, s, "job", session, "alice")
+				if err := c.call(session, token, who.owner); err != nil {
+					t.Fatalf("%s of alice's session by the %s = %v", c.name, who.name, err)
+				}
+			})
+		}
+	}
+}
+
+// TestSessionWithoutOwnerRecord: a live lease without an owner record (a
+// session of an older build) belongs to "": "" may use it, anyone else is
+// refused.
+func TestSessionWithoutOwnerRecord(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	client := etcd.Client(t)
+	s := newStore(t, client)
+	ctx := context.Background()
+	lease, err := client.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	session := api.SessionID(lease.ID)
+	token := mustAcquire(t, s, "job", session) // as ""
+	bob := new("bob")
+	if _, err := s.KeepAlive(ctx, session, bob); !errors.Is(err, api.ErrForbidden) {
+		t.Errorf("KeepAlive by bob = %v; want ErrForbidden", err)
+	}
+	if err := s.RevokeSession(ctx, session, bob); !errors.Is(err, api.ErrForbidden) {
+		t.Errorf("RevokeSession by bob = %v; want ErrForbidden", err)
+	}
+	if _, err := s.Acquire(ctx, "job", session, bob, 0); !errors.Is(err, api.ErrForbidden) {
+		t.Errorf("Acquire by bob = %v; want ErrForbidden", err)
+	}
+	if _, err := s.Release(ctx, "job", token, bob); !errors.Is(err, api.ErrForbidden) {
+		t.Errorf("Release by bob = %v; want ErrForbidden", err)
+	}
+	if got := queueKeyRevision(t, client, "job", session); got != token || !leaseAlive(t, client, session) {
+		t.Fatalf("after bob's calls: key at %d, lease alive %v; want %d, alive", got, leaseAlive(t, client, session), token)
+	}
+	if _, err := s.KeepAlive(ctx, session, anonymous); err != nil {
+		t.Errorf("KeepAlive by \"\" = %v", err)
+	}
+	if released, err := s.Release(ctx, "job", token, anonymous); err != nil || !released {
+		t.Errorf("Release by \"\" = %v, %v; want true", released, err)
+	}
+	if err := s.RevokeSession(ctx, session, anonymous); err != nil {
+		t.Errorf("RevokeSession by \"\" = %v", err)
+	}
+}
+
+// TestSessionGoneIsNotFound: for a session that does not exist (revoked,
+// or never created), every caller gets ErrSessionNotFound, not
+// ErrForbidden, and a release by token answers false.
+func TestSessionGoneIsNotFound(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	s := newStore(t, etcd.Client(t))
+	ctx := context.Background()
+	revoked := newOwnedSession(t, s, "alice")
+	token := mustAcquireAs(t, s, "job", revoked, "alice")
+	if err := s.RevokeSession(ctx, revoked, new("alice")); err != nil {
+		t.Fatal(err)
+	}
+	for _, session := range []api.SessionID{revoked, 0x7eadbeef} {
+		for _, owner := range []*string{new("alice"), new("bob"), anonymous, nil} {
+			who := "operator"
+			if owner != nil {
+				who = fmt.Sprintf("%q", *owner)
+			}
+			if _, err := s.KeepAlive(ctx, session, owner); !errors.Is(err, api.ErrSessionNotFound) {
+				t.Errorf("KeepAlive(%s) by %s = %v; want ErrSessionNotFound", session, who, err)
+			}
+			if err := s.RevokeSession(ctx, session, owner); !errors.Is(err, api.ErrSessionNotFound) {
+				t.Errorf("RevokeSession(%s) by %s = %v; want ErrSessionNotFound", session, who, err)
+			}
+			if _, err := s.Acquire(ctx, "job", session, owner, 0); !errors.Is(err, api.ErrSessionNotFound) {
+				t.Errorf("Acquire(%s) by %s = %v; want ErrSessionNotFound", session, who, err)
+			}
+			if released, err := s.Release(ctx, "job", token, owner); err != nil || released {
+				t.Errorf("Release(%d) by %s = %v, %v; want false, nil", token, who, released, err)
+			}
+		}
+	}
+}
+
+// TestCreateSessionRevokesWithoutRecord: when the owner record cannot be
+// written, CreateSession fails with ErrUnavailable and revokes the lease
+// it was granted, so that no session is left without its owner.
+func TestCreateSessionRevokesWithoutRecord(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	refusePuts, err := clientv3.New(clientv3.Config{
+		Endpoints: etcd.Endpoints(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(
+			func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+				if method == "/etcdserverpb.KV/Put" {
+					return status.Error(codes.PermissionDenied, "test: puts refused")
+				}
+				return invoker(ctx, method, req, reply, cc, opts...)
+			})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer refusePuts.Close()
+	s := newStore(t, refusePuts)
+	if _, err := s.CreateSession(context.Background(), 60, "alice"); !errors.Is(err, api.ErrUnavailable) {
+		t.Fatalf("CreateSession with puts refused = %v; want ErrUnavailable", err)
+	}
+	leases, err := etcd.Client(t).Leases(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leases.Leases) != 0 {
+		t.Fatalf("leases after a failed CreateSession: %v; want none", leases.Leases)
+	}
+}
+
+// newOwnedSession creates a session of owner, revoked (if it still lives)
+// when the test ends.
+func newOwnedSession(tb testing.TB, s *tokenstore.Store, owner string) api.SessionID {
+	tb.Helper()
+	sess, err := s.CreateSession(context.Background(), 60, owner)
+	if err != nil {
+		tb.Fatalf("CreateSession(60, %q): %v", owner, err)
+	}
+	tb.Cleanup(func() { _ = s.RevokeSession(context.Background(), sess.ID, nil) })
+	return sess.ID
+}
+
+func mustAcquireAs(tb testing.TB, s *tokenstore.Store, name string, session api.SessionID, owner string) api.Token {
+	tb.Helper()
+	g, err := s.Acquire(context.Background(), name, session, &owner, longWait)
+	if err != nil {
+		tb.Fatalf("Acquire(%s, %s) as %q: %v", name, session, owner, err)
+	}
+	return g.Token
+}
