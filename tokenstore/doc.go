@@ -1,13 +1,28 @@
-// Package tokenstore keeps fencing high-water marks in etcd. It owns the key
-// layout, the fence-check transaction, linearizable high-water mark reads,
-// and an in-memory cache of high-water marks learned from etcd's answers,
-// which lets a gateway refuse stale tokens without a round trip.
+// Package tokenstore keeps fencing high-water marks in etcd, and the other
+// state the gateway shares through etcd: lock-API sessions and lock
+// queues, and partner routes' in-flight markers and idempotency records.
+// It owns the key layout, the fence-check transaction, linearizable
+// high-water mark reads, and an in-memory cache of high-water marks
+// learned from etcd's answers, which lets a gateway refuse stale tokens
+// without a round trip.
 //
 // Key layout, below the configured prefix:
 //
-//	<prefix>hwm/<resource>  the resource's high-water mark, as a 20-digit
-//	                        zero-padded decimal so that etcd's byte-wise
-//	                        value comparison is numeric comparison
+//	<prefix>hwm/<resource>           the resource's high-water mark, as a
+//	                                 20-digit zero-padded decimal so that
+//	                                 etcd's byte-wise value comparison is
+//	                                 numeric comparison (store.go)
+//	<prefix>sessions/<session>       a lock-API session's owner, bound to
+//	                                 the session's lease (locks.go)
+//	<prefix>locks/<name>/<session>   a session's place in lock name's
+//	                                 queue, bound to its lease; the oldest
+//	                                 holds the lock (locks.go)
+//	<prefix>inflight/<resource>      a partner request in flight for the
+//	                                 resource, bound to a gateway's lease
+//	                                 (partner.go)
+//	<prefix>idem/<scope>/<key>       a partner route's idempotency record,
+//	                                 bound to the in-flight lease, then to
+//	                                 a retention lease (idempotency.go)
 //
 // The store never serves a request on its own: it decides, and the caller
 // forwards.
