@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 
 	"fencegate/api"
@@ -61,13 +62,12 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	p.Instance = r.URL.Path
 	p.RequestID = requestID(r.Context())
 	audited := g.noteProblem(r, p, err) // metrics, and the audit line of a refused write
-	log := g.logger(r.Context())
-	switch {
+	switch ctx := r.Context(); {
 	case p.Status >= 500:
-		log.Error("request failed", "status", p.Status, "err", err)
+		g.logger(ctx).Error("request failed", "status", p.Status, "err", err)
 	case audited: // the "write refused" line says it all
-	default:
-		log.Debug("request refused", "status", p.Status, "err", err)
+	case g.log.Enabled(ctx, slog.LevelDebug):
+		g.logger(ctx).Debug("request refused", "status", p.Status, "err", err)
 	}
 	if p.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", retryAfterSeconds)
