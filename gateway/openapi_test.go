@@ -487,6 +487,7 @@ func TestOpenAPIAnswers(t *testing.T) {
 
 	spec := specPaths(t)
 	stale := &api.StaleTokenError{Resource: "s3/dev/k", Token: 3, HighWaterMark: 4}
+	notOwner := fmt.Errorf("session 694d: %w: the session belongs to another identity", api.ErrForbidden)
 	errs := func(method string, err error) openAPIStores {
 		return openAPIStores{errs: map[string]error{method: err}}
 	}
@@ -544,11 +545,14 @@ func TestOpenAPIAnswers(t *testing.T) {
 		{name: "create session body too large", method: "POST", target: "/v1/sessions", body: strings.Repeat(" ", 5<<10), wantStatus: 413, wantType: "body-too-large"},
 		{name: "keepalive", method: "POST", target: "/v1/sessions/694d/keepalive", wantStatus: 200},
 		{name: "keepalive gone", method: "POST", target: "/v1/sessions/694d/keepalive", stores: errs("KeepAlive", api.ErrSessionNotFound), wantStatus: 404, wantType: "session-not-found"},
+		{name: "keepalive of another identity's session", method: "POST", target: "/v1/sessions/694d/keepalive", stores: errs("KeepAlive", notOwner), wantStatus: 403, wantType: "forbidden"},
 		{name: "revoke", method: "DELETE", target: "/v1/sessions/694d", wantStatus: 204},
+		{name: "revoke another identity's session", method: "DELETE", target: "/v1/sessions/694d", stores: errs("RevokeSession", notOwner), wantStatus: 403, wantType: "forbidden"},
 		{name: "acquire", method: "POST", target: "/v1/locks/report", body: `{"session": "694d", "wait": 1}`, wantStatus: 200},
 		{name: "acquire timeout", method: "POST", target: "/v1/locks/report", body: `{"session": "694d"}`, stores: errs("Acquire", api.ErrLockTimeout), wantStatus: 409, wantType: "lock-timeout"},
 		{name: "acquire forbidden", method: "POST", target: "/v1/locks/report", header: map[string]string{"Authorization": "Bearer reader-key"}, body: `{"session": "694d"}`, wantStatus: 403, wantType: "forbidden"},
 		{name: "release", method: "DELETE", target: "/v1/locks/report?token=9", wantStatus: 200},
+		{name: "release another identity's grant", method: "DELETE", target: "/v1/locks/report?token=9", stores: errs("Release", notOwner), wantStatus: 403, wantType: "forbidden"},
 		{name: "release bad token", method: "DELETE", target: "/v1/locks/report?token=x", wantStatus: 400, wantType: "malformed-token"},
 		{name: "lock state", method: "GET", target: "/v1/locks/report", wantStatus: 200},
 		{name: "lock state unavailable", method: "GET", target: "/v1/locks/report", stores: errs("LockState", api.ErrUnavailable), wantStatus: 503, wantType: "fence-unavailable"},
