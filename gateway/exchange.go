@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5/middleware"
+	"go.opentelemetry.io/otel/trace"
 
 	"fencegate/api"
 )
@@ -42,6 +43,10 @@ type exchange struct {
 	// audit holds the audit line's own attributes once a write was
 	// refused for an audited reason (noteProblem); nil otherwise.
 	audit []slog.Attr
+	// tracing starts the request's client spans (tracing.go); nil when
+	// tracing is off. A pointer, not the interface, keeps the exchange in
+	// its allocation size class.
+	tracing *tracing
 }
 
 type exchangeKey struct{}
@@ -76,8 +81,14 @@ func (g *Gateway) logger(ctx context.Context) *slog.Logger {
 }
 
 // track is the first middleware: see the comment at the top of the file.
+// With a tracer, it also starts and ends the request's server span
+// (tracing.go).
 func (g *Gateway) track(next http.Handler) http.Handler {
 	m := g.metrics
+	var tracer *tracing
+	if g.cfg.Tracer != nil {
+		tracer = &tracing{tracer: g.cfg.Tracer}
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		m.inFlight.Inc()
@@ -88,7 +99,13 @@ func (g *Gateway) track(next http.Handler) http.Handler {
 		}
 		w.Header().Set(headerRequestID, x.id)
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		ctx := withExchange(r.Context(), x)
+		ctx := r.Context()
+		var span trace.Span
+		if tracer != nil {
+			x.tracing = tracer
+			ctx, span = startRequestSpan(ctx, tracer.tracer, r, x, start)
+		}
+		ctx = withExchange(ctx, x)
 		next.ServeHTTP(ww, r.WithContext(ctx))
 		elapsed := time.Since(start)
 		status := ww.Status()
@@ -98,6 +115,9 @@ func (g *Gateway) track(next http.Handler) http.Handler {
 		route, method := g.routeOf(r), methodLabel(r.Method)
 		m.requests.WithLabelValues(route, method, statusClass(status), x.problem).Inc()
 		m.requestDuration.WithLabelValues(route, method).Observe(elapsed.Seconds())
+		if span != nil {
+			endRequestSpan(span, r, x, route, status)
+		}
 		g.logExchange(ctx, r, x, status, ww.BytesWritten(), elapsed)
 	})
 }

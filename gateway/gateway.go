@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/trace"
 
 	"fencegate/api"
 )
@@ -43,6 +44,11 @@ type Config struct {
 	ReadinessTimeout time.Duration
 	// Readiness probes are run by /readyz; all must pass.
 	Readiness []Check
+	// Tracer, when not nil, traces every request: a server span per
+	// request, continuing the client's W3C traceparent, with client spans
+	// of its etcd and S3 requests and partner calls as children, and the
+	// traceparent sent on to partners. Nil means no tracing, at no cost.
+	Tracer trace.Tracer
 	// TestHooks lets tests stop a write between protocol steps. Nil in
 	// production.
 	TestHooks *TestHooks

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"fencegate/api"
 )
@@ -186,7 +187,8 @@ func refusal(err error) bool {
 	return errors.Is(err, api.ErrStaleToken) || errors.Is(err, api.ErrLockNotHeld) || errors.Is(err, api.ErrImplausibleToken)
 }
 
-// instrumentedFences times and counts the fence store's round trips.
+// instrumentedFences times and counts the fence store's round trips, and
+// traces them (a client span each) when the request is traced.
 type instrumentedFences struct {
 	FenceStore
 	m *metrics
@@ -197,6 +199,10 @@ var _ FenceStore = (*instrumentedFences)(nil)
 // FenceCheck times the fence check by its result.
 func (f *instrumentedFences) FenceCheck(ctx context.Context, resource api.Resource, token api.Token) error {
 	noteChecked(ctx, resource, token)
+	ctx, span := startClientSpan(ctx, "etcd fence_check")
+	if span != nil {
+		span.SetAttributes(attrResource.String(string(resource)), attrToken.String(token.String()))
+	}
 	start := time.Now()
 	err := f.FenceStore.FenceCheck(ctx, resource, token)
 	result := fenceAccepted
@@ -211,20 +217,28 @@ func (f *instrumentedFences) FenceCheck(ctx context.Context, resource api.Resour
 		f.m.etcdErrors.WithLabelValues("fence_check").Inc()
 	}
 	f.m.fenceCheck.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	endClientSpan(span, result, result == fenceError, err)
 	return err
 }
 
 // HighWaterMark counts the mark reads that fail.
 func (f *instrumentedFences) HighWaterMark(ctx context.Context, resource api.Resource) (api.Token, error) {
+	ctx, span := startClientSpan(ctx, "etcd high_water_mark")
+	if span != nil {
+		span.SetAttributes(attrResource.String(string(resource)))
+	}
 	hwm, err := f.FenceStore.HighWaterMark(ctx, resource)
+	result := "ok" // a read: there is no decision to classify
 	if err != nil {
+		result = fenceError
 		f.m.etcdErrors.WithLabelValues("high_water_mark").Inc()
 	}
+	endClientSpan(span, result, err != nil, err)
 	return hwm, err
 }
 
 // instrumentedPartners times the partner routes' admissions (their fence
-// checks) like the object routes' fence checks.
+// checks) like the object routes' fence checks, and traces them.
 type instrumentedPartners struct {
 	PartnerStore
 	m *metrics
@@ -236,8 +250,12 @@ var _ PartnerStore = (*instrumentedPartners)(nil)
 // idempotency conflict is a refusal; only a failure to decide is an etcd
 // error.
 func (p *instrumentedPartners) AdmitPartner(ctx context.Context, req api.PartnerAdmission) (api.Admission, error) {
+	spanCtx, span := startClientSpan(ctx, "etcd partner_admission")
+	if span != nil {
+		span.SetAttributes(attrResource.String(string(req.Resource)), attrToken.String(req.Token.String()))
+	}
 	start := time.Now()
-	adm, err := p.PartnerStore.AdmitPartner(ctx, req)
+	adm, err := p.PartnerStore.AdmitPartner(spanCtx, req)
 	result := fenceAccepted
 	switch {
 	case err == nil:
@@ -253,11 +271,12 @@ func (p *instrumentedPartners) AdmitPartner(ctx context.Context, req api.Partner
 		p.m.etcdErrors.WithLabelValues("partner_admission").Inc()
 	}
 	p.m.fenceCheck.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	endClientSpan(span, result, result == fenceError, err)
 	return adm, err
 }
 
-// instrumentedObjects times every S3 request by operation and counts the
-// conditional writes that lost a race.
+// instrumentedObjects times every S3 request by operation, counts the
+// conditional writes that lost a race, and traces every S3 request.
 type instrumentedObjects struct {
 	ObjectStore
 	m *metrics
@@ -265,8 +284,20 @@ type instrumentedObjects struct {
 
 var _ ObjectStore = (*instrumentedObjects)(nil)
 
-// done observes one S3 request of operation that started at start.
-func (o *instrumentedObjects) done(operation string, start time.Time, err error) {
+// start starts the client span spanName ("s3 put") of a request on
+// bucket, when the request is traced (nil otherwise), and returns the
+// time it starts.
+func (o *instrumentedObjects) start(ctx context.Context, spanName, bucket string) (context.Context, trace.Span, time.Time) {
+	ctx, span := startClientSpan(ctx, spanName)
+	if span != nil {
+		span.SetAttributes(attrBucket.String(bucket))
+	}
+	return ctx, span, time.Now()
+}
+
+// done observes one S3 request of operation that started at start, and
+// ends its span.
+func (o *instrumentedObjects) done(operation string, start time.Time, span trace.Span, err error) {
 	result := s3OK
 	switch {
 	case err == nil:
@@ -279,39 +310,40 @@ func (o *instrumentedObjects) done(operation string, start time.Time, err error)
 		result = s3Error
 	}
 	o.m.s3Duration.WithLabelValues(operation, result).Observe(time.Since(start).Seconds())
+	endClientSpan(span, result, result == s3Error, err)
 }
 
 func (o *instrumentedObjects) Observe(ctx context.Context, path api.ObjectPath) (api.ObjectVersion, error) {
-	start := time.Now()
+	ctx, span, start := o.start(ctx, "s3 observe", path.Bucket)
 	v, err := o.ObjectStore.Observe(ctx, path)
-	o.done("observe", start, err)
+	o.done("observe", start, span, err)
 	return v, err
 }
 
 func (o *instrumentedObjects) Put(ctx context.Context, in api.PutObjectInput) (string, error) {
-	start := time.Now()
+	ctx, span, start := o.start(ctx, "s3 put", in.Path.Bucket)
 	etag, err := o.ObjectStore.Put(ctx, in)
-	o.done("put", start, err)
+	o.done("put", start, span, err)
 	return etag, err
 }
 
 func (o *instrumentedObjects) Delete(ctx context.Context, path api.ObjectPath, etag string) error {
-	start := time.Now()
+	ctx, span, start := o.start(ctx, "s3 delete", path.Bucket)
 	err := o.ObjectStore.Delete(ctx, path, etag)
-	o.done("delete", start, err)
+	o.done("delete", start, span, err)
 	return err
 }
 
 func (o *instrumentedObjects) Get(ctx context.Context, path api.ObjectPath) (*api.Object, error) {
-	start := time.Now()
+	ctx, span, start := o.start(ctx, "s3 get", path.Bucket)
 	obj, err := o.ObjectStore.Get(ctx, path)
-	o.done("get", start, err)
+	o.done("get", start, span, err)
 	return obj, err
 }
 
 func (o *instrumentedObjects) Head(ctx context.Context, path api.ObjectPath) (*api.Object, error) {
-	start := time.Now()
+	ctx, span, start := o.start(ctx, "s3 head", path.Bucket)
 	obj, err := o.ObjectStore.Head(ctx, path)
-	o.done("head", start, err)
+	o.done("head", start, span, err)
 	return obj, err
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/codes"
+
 	"fencegate/api"
 )
 
@@ -157,14 +159,30 @@ func (h *partnerAPI) call(ctx context.Context, r *http.Request, pr partnerReques
 	}
 	// Host is the upstream's, from the URL, never the client's.
 	req.Host = pr.target.Host
+	// With tracing, the call is a client span, timed to the answer's
+	// headers, and the partner gets its traceparent (in place of the
+	// client's).
+	spanCtx, span := startClientSpan(ctx, "partner "+pr.route.Name)
+	if span != nil {
+		span.SetAttributes(attrPartner.String(pr.route.Name), attrMethod.String(r.Method), attrServer.String(pr.target.Hostname()))
+		injectTraceparent(spanCtx, req.Header)
+	}
 	resp, err := h.client.Do(req)
 	if err != nil {
 		err = upstreamError(ctx, fmt.Errorf("partner %s: %w", pr.route.Name, err))
 		if !connected.Load() {
 			err = fmt.Errorf("%w: %w", api.ErrNotForwarded, err)
 		}
+		endClientSpan(span, "error", true, err)
 		return nil, err
 	}
+	if span != nil {
+		span.SetAttributes(attrStatusCode.Int(resp.StatusCode))
+		if resp.StatusCode >= 500 {
+			span.SetStatus(codes.Error, resp.Status)
+		}
+	}
+	endClientSpan(span, "ok", false, nil)
 	return resp, nil
 }
 

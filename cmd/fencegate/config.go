@@ -492,6 +492,7 @@ var topLevel = []field{
 	{"s3", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, s3Fields) }},
 	{"limits", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, limitFields) }},
 	{"log", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, logFields) }},
+	{"tracing", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, tracingFields) }},
 	{"token_checks", (*decoder).tokenChecks},
 	{"partners", (*decoder).partners},
 	{"auth", (*decoder).auth},
@@ -585,6 +586,26 @@ var logFields = []field{
 		}
 		return nil
 	}),
+}
+
+var tracingFields = []field{
+	stringSetting("otlp_endpoint", "otlp-endpoint", "a URL such as http://127.0.0.1:4317", checkOTLPEndpoint),
+	{"sample_ratio", func(d *decoder, n *yaml.Node, path string) {
+		s, ok := d.scalar(n, path, "a number from 0 to 1")
+		if !ok {
+			return
+		}
+		ratio, err := strconv.ParseFloat(s, 64)
+		if err != nil || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") {
+			d.errorf(n, path, "%q: want a number from 0 to 1", s)
+			return
+		}
+		if err := checkSampleRatio(ratio); err != nil {
+			d.errorf(n, path, "%v", err)
+			return
+		}
+		d.set("trace-sample-ratio", strconv.FormatFloat(ratio, 'g', -1, 64), n, path)
+	}},
 }
 
 // tokenChecks decodes token_checks, a mapping of bucket ("*": every other

@@ -38,6 +38,8 @@ type devConfig struct {
 	s3Port int
 	http   httpConfig
 	log    logConfig
+	// tracing is where spans go (--otlp-endpoint); off by default.
+	tracing tracingConfig
 	// tokenChecks are the token checks per bucket (--token-checks).
 	tokenChecks tokenChecks
 	limits      limits
@@ -73,6 +75,7 @@ func parseDev(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (devConf
 	lim := addLimitFlags(fs)
 	addHTTPFlags(fs, &cfg.http)
 	addLogFlags(fs, &cfg.log)
+	addTracingFlags(fs, &cfg.tracing)
 	cmd.addConfigFlag()
 	if err := cmd.parse(args, lookupEnv, stdout); err != nil {
 		return devConfig{}, err
@@ -88,7 +91,7 @@ func parseDev(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (devConf
 	if cfg.s3Port < 0 || cfg.s3Port > 65535 {
 		errs = append(errs, fmt.Errorf("--s3-port %d: must be from 0 to 65535", cfg.s3Port))
 	}
-	errs = append(errs, checkLimits(cfg.limits), cfg.http.check(), cfg.http.loadTLS(), cfg.log.check())
+	errs = append(errs, checkLimits(cfg.limits), cfg.http.check(), cfg.http.loadTLS(), cfg.log.check(), cfg.tracing.check())
 	var err error
 	cfg.features, err = cmd.features(cfg.http)
 	errs = append(errs, err)
@@ -164,13 +167,18 @@ func dev(ctx context.Context, cfg devConfig, logger *slog.Logger, stdout io.Writ
 		return fmt.Errorf("etcd client: %w", err)
 	}
 	defer client.Close()
+	tracing, err := startTracing(ctx, cfg.tracing)
+	if err != nil {
+		return err
+	}
+	defer tracing.shutdown(logger)
 	gw, err := newGatewayWith(ctx, logger, client, tokenstore.Config{Prefix: devPrefix, Policies: cfg.tokenChecks}, s3.Config{
 		Endpoint:        objectServer.Endpoint(),
 		Region:          objectServer.Region,
 		AccessKeyID:     devAccessKey,
 		SecretAccessKey: devSecretKey,
 		UsePathStyle:    true,
-	}, cfg.limits, cfg.features)
+	}, cfg.limits, cfg.features, tracing.tracer())
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap/zapcore"
 
 	"fencegate/backends/s3"
@@ -33,6 +34,7 @@ type serveConfig struct {
 	gateway limits
 	http    httpConfig
 	log     logConfig
+	tracing tracingConfig
 	// tokenChecks are the token checks per bucket (--token-checks).
 	tokenChecks tokenChecks
 	// features are the config file's partner routes and auth.
@@ -129,6 +131,7 @@ func parseServe(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (serve
 	fs.Var(&cfg.tokenChecks, "token-checks", tokenChecksUsage)
 	addHTTPFlags(fs, &cfg.http)
 	addLogFlags(fs, &cfg.log)
+	addTracingFlags(fs, &cfg.tracing)
 	cmd.addConfigFlag()
 	if err := cmd.parse(args, lookupEnv, stdout); err != nil {
 		return serveConfig{}, err
@@ -173,6 +176,7 @@ func parseServe(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (serve
 	check(cfg.http.check())
 	check(cfg.http.loadTLS())
 	check(cfg.log.check())
+	check(cfg.tracing.check())
 	cfg.features, err = cmd.features(cfg.http)
 	check(err)
 	if len(errs) > 0 {
@@ -208,6 +212,13 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 		return err
 	}
 	defer ln.Close()
+	tracing, err := startTracing(ctx, cfg.tracing)
+	if err != nil {
+		return err
+	}
+	// Runs last: the spans of requests that ended during the shutdown
+	// are exported too.
+	defer tracing.shutdown(logger)
 	client, err := clientv3.New(clientv3.Config{
 		Endpoints:   cfg.etcd.endpoints,
 		DialTimeout: cfg.etcd.dialTimeout,
@@ -224,13 +235,13 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger) error {
 		Prefix:         cfg.etcd.prefix,
 		RequestTimeout: cfg.etcd.requestTimeout,
 		Policies:       cfg.tokenChecks,
-	}, cfg.s3, cfg.gateway, cfg.features)
+	}, cfg.s3, cfg.gateway, cfg.features, tracing.tracer())
 	if err != nil {
 		return err
 	}
 	gw.probe(ctx)
 	logger.Info("listening", "addr", ln.Addr().String(), "tls", cfg.http.tls != nil, "etcd", cfg.etcd.endpoints, "s3", s3EndpointForLog(cfg.s3.Endpoint),
-		"partner_routes", len(cfg.features.partners), "auth", cfg.features.auth != nil)
+		"partner_routes", len(cfg.features.partners), "auth", cfg.features.auth != nil, "otlp_endpoint", cfg.tracing.endpoint)
 	return serveHTTP(ctx, logger, ln, cfg.http, gw)
 }
 
@@ -246,12 +257,12 @@ type wiredGateway struct {
 // newGateway builds the token store, the S3 backend and the gateway on
 // them, with readiness probes of both.
 func newGateway(ctx context.Context, logger *slog.Logger, client *clientv3.Client, storeCfg tokenstore.Config, s3cfg s3.Config, lim limits) (*wiredGateway, error) {
-	return newGatewayWith(ctx, logger, client, storeCfg, s3cfg, lim, features{})
+	return newGatewayWith(ctx, logger, client, storeCfg, s3cfg, lim, features{}, nil)
 }
 
-// newGatewayWith is newGateway with the config file's features: partner
-// routes and auth.
-func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.Client, storeCfg tokenstore.Config, s3cfg s3.Config, lim limits, f features) (*wiredGateway, error) {
+// newGatewayWith is newGateway with the config file's features (partner
+// routes and auth) and a tracer (nil: no tracing).
+func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.Client, storeCfg tokenstore.Config, s3cfg s3.Config, lim limits, f features, tracer trace.Tracer) (*wiredGateway, error) {
 	store, err := tokenstore.New(client, storeCfg)
 	if err != nil {
 		return nil, err
@@ -281,6 +292,7 @@ func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.C
 		MaxBodyBytes:   lim.maxBodyBytes,
 		MaxHeaderBytes: lim.maxHeaderBytes,
 		TestHooks:      hooks,
+		Tracer:         tracer,
 		Readiness: []gateway.Check{
 			{Name: "etcd", Probe: store.Ping},
 			{Name: "s3", Probe: objects.Ping},

@@ -1,0 +1,143 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"fencegate/api"
+)
+
+// Tracing (Config.Tracer; off when nil). Each request gets one server
+// span, started by the track middleware and continuing the client's W3C
+// traceparent, named by its route pattern. Its children are client spans
+// of the round trips the request makes: the fence check, mark read or
+// partner admission in etcd and every S3 request (started by the store
+// decorators in metrics.go, with the result their metrics count), and a
+// partner route's upstream call (partners_forward.go), whose request
+// carries the span's traceparent. The tracer travels with the request's
+// exchange, so that code that never sees the Gateway starts spans too;
+// with tracing off, the exchange's tracer is nil and each place that
+// would start a span costs one nil check.
+
+// Span attribute keys. The HTTP ones follow OpenTelemetry's semantic
+// conventions; the others are fencegate's.
+const (
+	attrMethod     = attribute.Key("http.request.method")
+	attrRoute      = attribute.Key("http.route")
+	attrPath       = attribute.Key("url.path")
+	attrStatusCode = attribute.Key("http.response.status_code")
+	attrServer     = attribute.Key("server.address")
+	attrRequestID  = attribute.Key("fencegate.request_id")
+	attrResource   = attribute.Key("fencegate.resource")
+	attrToken      = attribute.Key("fencegate.token")
+	attrProblem    = attribute.Key("fencegate.problem")
+	attrPartner    = attribute.Key("fencegate.partner_route")
+	attrResult     = attribute.Key("result")
+	attrBucket     = attribute.Key("bucket")
+)
+
+// tracing is the gateway's tracer, which every traced request's exchange
+// points to.
+type tracing struct {
+	tracer trace.Tracer
+}
+
+// traceContext reads and writes W3C traceparent and tracestate headers.
+var traceContext propagation.TraceContext
+
+// startRequestSpan starts r's server span with tracer, as a child of the
+// trace that r's traceparent names, if any, and returns the context that
+// carries it. The span's name and its outcome's attributes are set when
+// the request ends (endRequestSpan), once the route is known.
+func startRequestSpan(ctx context.Context, tracer trace.Tracer, r *http.Request, x *exchange, start time.Time) (context.Context, trace.Span) {
+	ctx = traceContext.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	return tracer.Start(ctx, r.Method,
+		trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithTimestamp(start),
+		trace.WithAttributes(
+			attrMethod.String(r.Method),
+			attrPath.String(r.URL.Path),
+			attrRequestID.String(x.id),
+		))
+}
+
+// endRequestSpan names span by route ("PUT /v1/objects/{bucket}/*"), adds
+// the request's outcome and ends it. The status is Error for a 5xx.
+func endRequestSpan(span trace.Span, r *http.Request, x *exchange, route string, status int) {
+	if route != routeNone {
+		span.SetName(r.Method + " " + route)
+		span.SetAttributes(attrRoute.String(route))
+	}
+	span.SetAttributes(attrStatusCode.Int(status))
+	if resource, token := checkedSubject(r, x); resource != "" && token != 0 {
+		span.SetAttributes(attrResource.String(string(resource)), attrToken.String(token.String()))
+	}
+	if x.problem != "" {
+		span.SetAttributes(attrProblem.String(x.problem))
+	}
+	if status >= 500 {
+		span.SetStatus(codes.Error, strconv.Itoa(status)+" "+x.problem)
+	}
+	span.End()
+}
+
+// checkedSubject returns the resource and token the request was checked
+// for (noteChecked), or, for a request refused before its check (a stale
+// token refused from the cached mark), those the object request names.
+// Zero when the request is not fenced.
+func checkedSubject(r *http.Request, x *exchange) (api.Resource, api.Token) {
+	if x.resource != "" {
+		return x.resource, x.token
+	}
+	token, err := api.ParseTokenHeader(r.Header.Values(api.HeaderFenceToken))
+	if err != nil {
+		return "", 0
+	}
+	path, err := objectPath(r)
+	if err != nil {
+		return "", 0
+	}
+	return path.Resource(), token
+}
+
+// startClientSpan starts a client span named name under ctx's span, when
+// the request is traced; otherwise it returns ctx and a nil span, which
+// endClientSpan ignores.
+func startClientSpan(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	x := exchangeOf(ctx)
+	if x == nil || x.tracing == nil {
+		return ctx, nil
+	}
+	return x.tracing.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+}
+
+// endClientSpan records result (as the metrics count it) on span and
+// ends it; an error result sets the status Error with err. A nil span is
+// a request that is not traced.
+func endClientSpan(span trace.Span, result string, failed bool, err error) {
+	if span == nil {
+		return
+	}
+	span.SetAttributes(attrResult.String(result))
+	if failed && err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// injectTraceparent writes ctx's span context into h as traceparent (and
+// tracestate), replacing any the client sent. It does nothing when ctx
+// carries no valid span context.
+func injectTraceparent(ctx context.Context, h http.Header) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return
+	}
+	traceContext.Inject(ctx, propagation.HeaderCarrier(h))
+}

@@ -1,0 +1,302 @@
+package gateway_test
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"fencegate/api"
+	"fencegate/gateway"
+	"fencegate/internal/testenv"
+	"fencegate/tokenstore"
+)
+
+// newTracer returns a tracer whose ended spans rec records.
+func newTracer(tb testing.TB) (trace.Tracer, *tracetest.SpanRecorder) {
+	tb.Helper()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	tb.Cleanup(func() { tp.Shutdown(tb.Context()) })
+	return tp.Tracer("fencegate-test"), rec
+}
+
+// serverSpans waits until rec holds n ended server spans (the track
+// middleware ends a request's span after its answer is sent) and returns
+// them, with every ended span.
+func serverSpans(tb testing.TB, rec *tracetest.SpanRecorder, n int) (servers, all []sdktrace.ReadOnlySpan) {
+	tb.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		all = rec.Ended()
+		servers = servers[:0]
+		for _, s := range all {
+			if s.SpanKind() == trace.SpanKindServer {
+				servers = append(servers, s)
+			}
+		}
+		if len(servers) >= n || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(servers) != n {
+		tb.Fatalf("%d server spans ended; want %d", len(servers), n)
+	}
+	return servers, all
+}
+
+// childrenOf returns the names of the spans in all whose parent is
+// parent, in the order they ended, failing on any in another trace.
+func childrenOf(tb testing.TB, parent sdktrace.ReadOnlySpan, all []sdktrace.ReadOnlySpan) ([]string, []sdktrace.ReadOnlySpan) {
+	tb.Helper()
+	var names []string
+	var spans []sdktrace.ReadOnlySpan
+	for _, s := range all {
+		if s.Parent().SpanID() != parent.SpanContext().SpanID() {
+			continue
+		}
+		if s.SpanContext().TraceID() != parent.SpanContext().TraceID() {
+			tb.Errorf("span %q is in trace %s; want its parent's %s", s.Name(), s.SpanContext().TraceID(), parent.SpanContext().TraceID())
+		}
+		if s.SpanKind() != trace.SpanKindClient {
+			tb.Errorf("span %q is of kind %v; want client", s.Name(), s.SpanKind())
+		}
+		names = append(names, s.Name())
+		spans = append(spans, s)
+	}
+	return names, spans
+}
+
+// attrs returns the span's attributes as strings, by key.
+func attrs(s sdktrace.ReadOnlySpan) map[string]string {
+	m := map[string]string{}
+	for _, kv := range s.Attributes() {
+		m[string(kv.Key)] = kv.Value.String()
+	}
+	return m
+}
+
+// wantAttrs fails unless s has every attribute of want.
+func wantAttrs(tb testing.TB, s sdktrace.ReadOnlySpan, want map[string]string) {
+	tb.Helper()
+	got := attrs(s)
+	for k, v := range want {
+		if got[k] != v {
+			tb.Errorf("span %q: attribute %s = %q; want %q (all: %v)", s.Name(), k, got[k], v, got)
+		}
+	}
+}
+
+func TestTracingAcceptedPut(t *testing.T) {
+	tracer, rec := newTracer(t)
+	e := newEnv(t, gateway.Config{Tracer: tracer})
+
+	// The first write of a key observes it (no cached version); the
+	// second takes its version from the etag cache: a fence check and a
+	// put.
+	if r := e.put(t, "k", 1, "one"); r.status != http.StatusCreated {
+		t.Fatalf("first PUT = %s; want 201", r)
+	}
+	servers, all := serverSpans(t, rec, 1)
+	names, _ := childrenOf(t, servers[0], all)
+	if want := []string{"s3 observe", "etcd fence_check", "s3 put"}; !slices.Equal(names, want) {
+		t.Errorf("first PUT's children = %q; want %q", names, want)
+	}
+
+	r := e.put(t, "k", 2, "two")
+	if r.status != http.StatusOK {
+		t.Fatalf("second PUT = %s; want 200", r)
+	}
+	servers, all = serverSpans(t, rec, 2)
+	server := servers[1]
+	if server.Name() != "PUT /v1/objects/{bucket}/*" {
+		t.Errorf("server span name = %q; want the route pattern", server.Name())
+	}
+	if server.Parent().IsValid() {
+		t.Errorf("server span has parent %v; want a new trace (no traceparent sent)", server.Parent())
+	}
+	if server.Status().Code == codes.Error {
+		t.Errorf("server span status = %v; want not Error for a 200", server.Status())
+	}
+	wantAttrs(t, server, map[string]string{
+		"http.request.method":       "PUT",
+		"url.path":                  "/v1/objects/" + e.bucket + "/k",
+		"http.response.status_code": "200",
+		"fencegate.request_id":      r.header.Get("X-Request-Id"),
+		"fencegate.resource":        string(api.ObjectResource(e.bucket, "k")),
+		"fencegate.token":           "2",
+	})
+	names, children := childrenOf(t, server, all)
+	if want := []string{"etcd fence_check", "s3 put"}; !slices.Equal(names, want) {
+		t.Fatalf("second PUT's children = %q; want %q", names, want)
+	}
+	wantAttrs(t, children[0], map[string]string{"result": "accepted", "fencegate.resource": string(api.ObjectResource(e.bucket, "k"))})
+	wantAttrs(t, children[1], map[string]string{"result": "ok", "bucket": e.bucket})
+	for _, c := range children {
+		if c.StartTime().Before(server.StartTime()) || c.EndTime().After(server.EndTime()) {
+			t.Errorf("span %q [%v, %v] is not within its parent's [%v, %v]", c.Name(), c.StartTime(), c.EndTime(), server.StartTime(), server.EndTime())
+		}
+	}
+}
+
+func TestTracingContinuesTraceparent(t *testing.T) {
+	tracer, rec := newTracer(t)
+	e := newEnv(t, gateway.Config{Tracer: tracer})
+	const (
+		traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+		spanID  = "00f067aa0ba902b7"
+	)
+	req, err := http.NewRequest(http.MethodPut, e.objectURL("k"), strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(api.HeaderFenceToken, "3")
+	req.Header.Set("Traceparent", "00-"+traceID+"-"+spanID+"-01")
+	if r := send(t, req); r.status != http.StatusCreated {
+		t.Fatalf("PUT = %s; want 201", r)
+	}
+	servers, all := serverSpans(t, rec, 1)
+	server := servers[0]
+	if got := server.SpanContext().TraceID().String(); got != traceID {
+		t.Errorf("server span's trace = %s; want the traceparent's %s", got, traceID)
+	}
+	if got := server.Parent().SpanID().String(); got != spanID || !server.Parent().IsRemote() {
+		t.Errorf("server span's parent = %s (remote %v); want the traceparent's %s", got, server.Parent().IsRemote(), spanID)
+	}
+	if names, _ := childrenOf(t, server, all); !slices.Contains(names, "etcd fence_check") || !slices.Contains(names, "s3 put") {
+		t.Errorf("children = %q; want the fence check and the put", names)
+	}
+}
+
+func TestTracingStaleFromCache(t *testing.T) {
+	tracer, rec := newTracer(t)
+	e := newEnv(t, gateway.Config{Tracer: tracer})
+	if r := e.put(t, "k", 10, "ten"); r.status != http.StatusCreated {
+		t.Fatalf("PUT token 10 = %s; want 201", r)
+	}
+	serverSpans(t, rec, 1)
+	etcdBefore, s3Before := e.etcdCalls.Count(), e.s3.Count()
+	r := e.put(t, "k", 5, "five")
+	wantProblem(t, r, http.StatusConflict, "stale-token")
+	if e.etcdCalls.Count() != etcdBefore || e.s3.Count() != s3Before {
+		t.Fatalf("the stale PUT reached etcd or S3; want a refusal from the cache")
+	}
+	servers, all := serverSpans(t, rec, 2)
+	server := servers[1]
+	wantAttrs(t, server, map[string]string{
+		"http.response.status_code": "409",
+		"fencegate.resource":        string(api.ObjectResource(e.bucket, "k")),
+		"fencegate.token":           "5",
+	})
+	if server.Status().Code == codes.Error {
+		t.Errorf("a 409's server span has status %v; want not Error", server.Status())
+	}
+	if names, _ := childrenOf(t, server, all); len(names) != 0 {
+		t.Errorf("the stale refusal's children = %q; want none (no etcd, no S3)", names)
+	}
+}
+
+func TestTracingPartnerTraceparent(t *testing.T) {
+	tracer, rec := newTracer(t)
+	etcd := testenv.StartEtcd(t)
+	partner := newPartnerServer(t, 0)
+	store, err := tokenstore.New(etcd.Client(t), tokenstore.Config{RequestTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	partners, err := tokenstore.NewPartners(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tracer: tracer}
+	gw, err := gateway.New(cfg, store, newMemObjects(), gateway.WithPartners([]gateway.PartnerRoute{payRoute(t, partner.URL)}, partners, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw)
+	t.Cleanup(srv.Close)
+
+	const clientTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	r := partnerDo(t, srv.URL, partnerReq{path: "pay/accounts/a1/charges", token: 7, body: "{}",
+		header: http.Header{"Traceparent": {"00-" + clientTrace + "-00f067aa0ba902b7-01"}}})
+	if r.status != http.StatusCreated {
+		t.Fatalf("partner call = %s; want 201", r)
+	}
+	servers, all := serverSpans(t, rec, 1)
+	server := servers[0]
+	if server.Name() != "POST /v1/partners/{route}/*" {
+		t.Errorf("server span name = %q", server.Name())
+	}
+	names, children := childrenOf(t, server, all)
+	if want := []string{"etcd partner_admission", "partner pay"}; !slices.Equal(names, want) {
+		t.Fatalf("children = %q; want %q", names, want)
+	}
+	wantAttrs(t, children[0], map[string]string{"result": "accepted", "fencegate.token": "7"})
+	wantAttrs(t, children[1], map[string]string{"http.response.status_code": "201"})
+	calls := partner.snapshot()
+	if len(calls) != 1 {
+		t.Fatalf("partner got %d calls; want 1", len(calls))
+	}
+	// The partner's parent is the gateway's client span, in the client's
+	// trace.
+	want := "00-" + clientTrace + "-" + children[1].SpanContext().SpanID().String() + "-01"
+	if got := calls[0].Header.Get("Traceparent"); got != want {
+		t.Errorf("partner saw traceparent %q; want %q", got, want)
+	}
+}
+
+func TestTracingAttributesOfFailures(t *testing.T) {
+	tracer, rec := newTracer(t)
+	e := newEnv(t, gateway.Config{Tracer: tracer})
+	e.etcd.Stop(t)
+	r := e.put(t, "k", 1, "x")
+	if r.status < 500 {
+		t.Fatalf("PUT with etcd down = %s; want a 5xx", r)
+	}
+	servers, all := serverSpans(t, rec, 1)
+	server := servers[0]
+	if server.Status().Code != codes.Error {
+		t.Errorf("server span status = %v; want Error for %d", server.Status(), r.status)
+	}
+	_, children := childrenOf(t, server, all)
+	var check sdktrace.ReadOnlySpan
+	for _, c := range children {
+		if c.Name() == "etcd fence_check" {
+			check = c
+		}
+	}
+	if check == nil {
+		t.Fatalf("no fence check span among %d children", len(children))
+	}
+	wantAttrs(t, check, map[string]string{"result": "error"})
+	if check.Status().Code != codes.Error {
+		t.Errorf("fence check span status = %v; want Error", check.Status())
+	}
+}
+
+// TestTracingOff: without a tracer nothing is traced, and a partner gets
+// the client's traceparent as it came, like any other header.
+func TestTracingOff(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	partner := newPartnerServer(t, 0)
+	gw := startPartnerGateway(t, etcd, time.Second, payRoute(t, partner.URL))
+	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	r := partnerDo(t, gw, partnerReq{path: "pay/accounts/a1/charges", token: 7, body: "{}",
+		header: http.Header{"Traceparent": {traceparent}}})
+	if r.status != http.StatusCreated {
+		t.Fatalf("partner call = %s; want 201", r)
+	}
+	if got := partner.snapshot()[0].Header.Get("Traceparent"); got != traceparent {
+		t.Errorf("partner saw traceparent %q; want the client's %q", got, traceparent)
+	}
+}
