@@ -161,11 +161,19 @@ func (s *S3) MinioAt(tb testing.TB, endpoint string) *minio.Client {
 	return c
 }
 
-// CreateBucket creates the bucket name with S3 CreateBucket. A bucket that
-// already exists is not an error.
+// CreateBucket creates the bucket name with S3 CreateBucket, or empties it
+// when it exists already, so that a test starts from an empty bucket also
+// when it runs again in the same process (go test -count=N).
 func (s *S3) CreateBucket(tb testing.TB, name string) {
 	tb.Helper()
 	if err := s.server.CreateBucket(tb.Context(), name); err != nil {
 		tb.Fatalf("testenv: %v", err)
+	}
+	mc := s.Minio(tb)
+	objects := mc.ListObjects(tb.Context(), name, minio.ListObjectsOptions{Recursive: true})
+	for res := range mc.RemoveObjects(tb.Context(), name, objects, minio.RemoveObjectsOptions{}) {
+		if res.Err != nil {
+			tb.Fatalf("testenv: empty bucket %s: remove %s: %v", name, res.ObjectName, res.Err)
+		}
 	}
 }
