@@ -15,7 +15,6 @@ import (
 	"fencegate/api"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
-	"fencegate/tokenstore"
 )
 
 // lockedBuffer is a log destination that server goroutines write to while
@@ -261,14 +260,7 @@ func TestAuditAuthRefusals(t *testing.T) {
 func TestAuditPartnerRefusals(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	partner := newPartnerServer(t, 0)
-	store, err := tokenstore.New(etcd.Client(t), tokenstore.Config{RequestTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	partners, err := tokenstore.NewPartners(store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, partners := newPartnerStores(t, etcd, time.Second)
 	var logs lockedBuffer
 	cfg := gateway.Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
 	gw, err := gateway.New(cfg, store, newMemObjects(), gateway.WithPartners([]gateway.PartnerRoute{payRoute(t, partner.URL)}, partners, nil))

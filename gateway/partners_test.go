@@ -162,14 +162,7 @@ func payRoute(tb testing.TB, upstream string) gateway.PartnerRoute {
 // URL. Two calls on one etcd are two gateway instances.
 func startPartnerGateway(tb testing.TB, etcd *testenv.Etcd, etcdTimeout time.Duration, routes ...gateway.PartnerRoute) string {
 	tb.Helper()
-	store, err := tokenstore.New(etcd.Client(tb), tokenstore.Config{RequestTimeout: etcdTimeout})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	partners, err := tokenstore.NewPartners(store)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	store, partners := newPartnerStores(tb, etcd, etcdTimeout)
 	cfg := gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	gw, err := gateway.New(cfg, store, newMemObjects(), gateway.WithPartners(routes, partners, nil))
 	if err != nil {
@@ -178,6 +171,21 @@ func startPartnerGateway(tb testing.TB, etcd *testenv.Etcd, etcdTimeout time.Dur
 	srv := httptest.NewServer(gw)
 	tb.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// newPartnerStores returns a token store on its own client of etcd, with
+// requests bounded by etcdTimeout, and the partner admissions on it.
+func newPartnerStores(tb testing.TB, etcd *testenv.Etcd, etcdTimeout time.Duration) (*tokenstore.Store, *tokenstore.Partners) {
+	tb.Helper()
+	store, err := tokenstore.New(etcd.Client(tb), tokenstore.Config{RequestTimeout: etcdTimeout})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	partners, err := tokenstore.NewPartners(store)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return store, partners
 }
 
 // partnerReq is one request to a partner route.

@@ -18,7 +18,6 @@ import (
 	"fencegate/api"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
-	"fencegate/tokenstore"
 )
 
 // newTracer returns a tracer whose ended spans rec records.
@@ -210,14 +209,7 @@ func TestTracingPartnerTraceparent(t *testing.T) {
 	tracer, rec := newTracer(t)
 	etcd := testenv.StartEtcd(t)
 	partner := newPartnerServer(t, 0)
-	store, err := tokenstore.New(etcd.Client(t), tokenstore.Config{RequestTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	partners, err := tokenstore.NewPartners(store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, partners := newPartnerStores(t, etcd, time.Second)
 	cfg := gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tracer: tracer}
 	gw, err := gateway.New(cfg, store, newMemObjects(), gateway.WithPartners([]gateway.PartnerRoute{payRoute(t, partner.URL)}, partners, nil))
 	if err != nil {
