@@ -239,11 +239,7 @@ func TestSignedPathFailuresMap(t *testing.T) {
 		redirected.Do(func() { t.Errorf("the signed path followed a redirect to %s", r.URL) })
 	}))
 	defer redirectTarget.Close()
-	tests := []struct {
-		name    string
-		handler http.HandlerFunc
-		wantErr error
-	}{
+	tests := []serverCase{
 		{"412 without a body", func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusPreconditionFailed)
 		}, api.ErrConcurrentModification},
@@ -272,20 +268,7 @@ func TestSignedPathFailuresMap(t *testing.T) {
 			}
 		}, api.ErrUpstreamTimeout},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			srv := httptest.NewServer(tt.handler)
-			defer srv.Close()
-			c := newClient(t, srv.URL, 200*time.Millisecond)
-			_, err := put(context.Background(), c, api.ObjectPath{Bucket: "b", Key: "k"}, "x", 1, api.ObjectVersion{})
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("Put = %v; want %v", err, tt.wantErr)
-			}
-			if tt.wantErr != api.ErrConcurrentModification && errors.Is(err, api.ErrConcurrentModification) {
-				t.Fatalf("Put = %v; want no lost race", err)
-			}
-		})
-	}
+	putAgainst(t, tests)
 }
 
 // TestSignedPathCorrectsClockSkew: a server whose clock is an hour ahead
