@@ -6,8 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,10 +15,8 @@ import (
 
 	"fencegate/api"
 	"fencegate/api/client"
-	"fencegate/backends/s3"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
-	"fencegate/tokenstore"
 )
 
 // TestAPIKey runs the client against a gateway that authenticates API
@@ -33,19 +29,6 @@ func TestAPIKey(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	bucket := fmt.Sprintf("k%d-%d", time.Now().UnixNano()%1e9, bucketSeq.Add(1))
 	sharedS3.CreateBucket(t, bucket)
-	store, err := tokenstore.New(etcd.Client(t), tokenstore.Config{RequestTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	backend, err := s3.New(context.Background(), s3.Config{
-		Endpoint:        sharedS3.Endpoint(),
-		AccessKeyID:     sharedS3.AccessKey,
-		SecretAccessKey: sharedS3.SecretKey,
-		UsePathStyle:    true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	auth := gateway.Auth{
 		Identities: []gateway.Identity{
 			{Name: "job", Grants: []gateway.Grant{
@@ -59,7 +42,7 @@ func TestAPIKey(t *testing.T) {
 			{SHA256: sha256.Sum256([]byte(otherKey)), Identity: "other"},
 		},
 	}
-	gw, err := gateway.New(gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store, backend, gateway.WithAuth(auth), gateway.WithLocks(store))
+	gw, err := newGatewayHandler(etcd.Client(t), sharedS3.Endpoint(), nil, gateway.WithAuth(auth))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -116,9 +117,20 @@ func startExampleGateway() (stop func(), err error) {
 // server at s3Endpoint, with the token store's policies, and returns its
 // URL and what stops it.
 func newGateway(etcdClient *clientv3.Client, s3Endpoint string, policies []tokenstore.Policy) (string, func(), error) {
-	store, err := tokenstore.New(etcdClient, tokenstore.Config{RequestTimeout: 2 * time.Second, Policies: policies})
+	gw, err := newGatewayHandler(etcdClient, s3Endpoint, policies)
 	if err != nil {
 		return "", nil, err
+	}
+	srv := httptest.NewServer(gw)
+	return srv.URL, srv.Close, nil
+}
+
+// newGatewayHandler is newGateway's gateway, with opts added to the lock
+// API, for a test to serve as it likes.
+func newGatewayHandler(etcdClient *clientv3.Client, s3Endpoint string, policies []tokenstore.Policy, opts ...gateway.Option) (http.Handler, error) {
+	store, err := tokenstore.New(etcdClient, tokenstore.Config{RequestTimeout: 2 * time.Second, Policies: policies})
+	if err != nil {
+		return nil, err
 	}
 	backend, err := s3.New(context.Background(), s3.Config{
 		Endpoint:        s3Endpoint,
@@ -127,14 +139,9 @@ func newGateway(etcdClient *clientv3.Client, s3Endpoint string, policies []token
 		UsePathStyle:    true,
 	})
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	gw, err := gateway.New(gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store, backend, gateway.WithLocks(store))
-	if err != nil {
-		return "", nil, err
-	}
-	srv := httptest.NewServer(gw)
-	return srv.URL, srv.Close, nil
+	return gateway.New(gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store, backend, append(opts, gateway.WithLocks(store))...)
 }
 
 // env is a gateway of one test: its own etcd (which the test may stop)

@@ -1,22 +1,13 @@
 package main
 
 import (
-	"context"
 	"crypto/sha256"
-	"fmt"
-	"io"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"fencegate/backends/s3"
 	"fencegate/gateway"
-	"fencegate/internal/testenv"
-	"fencegate/tokenstore"
 )
 
 // TestAPIKey runs fencectl against a gateway that authenticates API keys:
@@ -25,35 +16,11 @@ import (
 // its command.
 func TestAPIKey(t *testing.T) {
 	const key = "fgk_fencectl_test_6512bd43d9caa6e02c990b0a82652dca"
-	e := &env{
-		etcd:   testenv.StartEtcd(t),
-		bucket: fmt.Sprintf("k%d-%d", time.Now().UnixNano()%1e9, bucketSeq.Add(1)),
-	}
-	sharedS3.CreateBucket(t, e.bucket)
-	store, err := tokenstore.New(e.etcd.Client(t), tokenstore.Config{RequestTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	backend, err := s3.New(context.Background(), s3.Config{
-		Endpoint:        sharedS3.Endpoint(),
-		AccessKeyID:     sharedS3.AccessKey,
-		SecretAccessKey: sharedS3.SecretKey,
-		UsePathStyle:    true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	auth := gateway.Auth{
 		Identities: []gateway.Identity{{Name: "ops", Grants: []gateway.Grant{{Operations: []gateway.Operation{gateway.OpAdmin}}}}},
 		APIKeys:    []gateway.APIKey{{SHA256: sha256.Sum256([]byte(key)), Identity: "ops"}},
 	}
-	gw, err := gateway.New(gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store, backend, gateway.WithAuth(auth), gateway.WithLocks(store))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(gw)
-	t.Cleanup(srv.Close)
-	e.url = srv.URL
+	e := newEnv(t, gateway.WithAuth(auth))
 
 	file := filepath.Join(t.TempDir(), "data")
 	if err := os.WriteFile(file, []byte("v"), 0o644); err != nil {

@@ -42,7 +42,7 @@ type env struct {
 
 var bucketSeq atomic.Int64
 
-func newEnv(tb testing.TB) *env {
+func newEnv(tb testing.TB, opts ...gateway.Option) *env {
 	tb.Helper()
 	e := &env{
 		etcd:   testenv.StartEtcd(tb),
@@ -62,7 +62,7 @@ func newEnv(tb testing.TB) *env {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	gw, err := gateway.New(gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store, backend, gateway.WithLocks(store))
+	gw, err := gateway.New(gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store, backend, append(opts, gateway.WithLocks(store))...)
 	if err != nil {
 		tb.Fatal(err)
 	}
