@@ -30,12 +30,17 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
+// String returns what was written so far.
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // lines parses every JSON log line written so far.
 func (b *lockedBuffer) lines(tb testing.TB) []map[string]any {
 	tb.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return jsonLines(tb, b.buf.String())
+	return jsonLines(tb, b.String())
 }
 
 // jsonLines parses a JSON log, one object a line.
@@ -221,7 +226,7 @@ func TestAuditAuthRefusals(t *testing.T) {
 				t.Fatalf("%s %s = %s; want %d", tt.method, path, r, tt.wantStatus)
 			}
 			var lines []map[string]any
-			for _, line := range jsonLines(t, a.log.String()) {
+			for _, line := range a.log.lines(t) {
 				if line["msg"] == "write refused" && line["request_id"] == r.header.Get("X-Request-Id") {
 					lines = append(lines, line)
 				}

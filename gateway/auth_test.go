@@ -1,8 +1,6 @@
 package gateway_test
 
 import (
-	"bufio"
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -20,7 +18,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,7 +32,7 @@ import (
 type authEnv struct {
 	*env
 	gw  *gateway.Gateway
-	log *authLogBuffer // the gateway's JSON log, at debug level
+	log *lockedBuffer // the gateway's JSON log, at debug level
 }
 
 // newAuthEnv starts etcd, a bucket and a gateway whose Auth auth makes
@@ -50,7 +47,7 @@ func newAuthEnv(tb testing.TB, auth func(bucket string) gateway.Auth, extra ...f
 	}
 	sharedS3.CreateBucket(tb, e.bucket)
 	store, backend := e.connect(tb, tokenstore.Config{RequestTimeout: 5 * time.Second})
-	logs := new(authLogBuffer)
+	logs := new(lockedBuffer)
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts := []gateway.Option{gateway.WithAuth(auth(e.bucket)), gateway.WithLocks(store)}
 	for _, option := range extra {
@@ -172,37 +169,12 @@ func sendWith(tb testing.TB, client *http.Client, req *http.Request) result {
 	return r
 }
 
-// authLogBuffer is a bytes.Buffer that the gateway's handlers and the test
-// may use at once.
-type authLogBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *authLogBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *authLogBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // accessLines returns the gateway's log line of every request: "request",
 // or "write refused" for an audited refusal.
 func (a *authEnv) accessLines(tb testing.TB) []map[string]any {
 	tb.Helper()
 	var lines []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(a.log.String()))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var line map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-			tb.Fatalf("log line %q: %v", sc.Text(), err)
-		}
+	for _, line := range a.log.lines(tb) {
 		if line["msg"] == "request" || line["msg"] == "write refused" {
 			lines = append(lines, line)
 		}
