@@ -23,7 +23,6 @@ import (
 
 	"fencegate/api"
 	"fencegate/gateway"
-	"fencegate/internal/testenv"
 	"fencegate/tokenstore"
 )
 
@@ -40,12 +39,7 @@ type authEnv struct {
 // the gateway's token store. The gateway is not served yet: see serve.
 func newAuthEnv(tb testing.TB, auth func(bucket string) gateway.Auth, extra ...func(*tokenstore.Store) gateway.Option) *authEnv {
 	tb.Helper()
-	e := &env{
-		etcd:   testenv.StartEtcd(tb),
-		bucket: fmt.Sprintf("a%d-%d", time.Now().UnixNano()%1e9, bucketSeq.Add(1)),
-		minio:  sharedS3.Minio(tb),
-	}
-	sharedS3.CreateBucket(tb, e.bucket)
+	e := newStackEnv(tb)
 	store, backend := e.connect(tb, tokenstore.Config{RequestTimeout: 5 * time.Second})
 	logs := new(lockedBuffer)
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -49,13 +49,21 @@ var bucketSeq atomic.Int64
 // cfg's zero fields take the gateway's defaults.
 func newEnv(tb testing.TB, cfg gateway.Config) *env {
 	tb.Helper()
+	e := newStackEnv(tb)
+	e.startGateway(tb, cfg)
+	return e
+}
+
+// newStackEnv starts etcd and makes a bucket of its own for one test, with
+// no gateway yet.
+func newStackEnv(tb testing.TB) *env {
+	tb.Helper()
 	e := &env{
 		etcd:   testenv.StartEtcd(tb),
 		bucket: fmt.Sprintf("t%d-%d", time.Now().UnixNano()%1e9, bucketSeq.Add(1)),
 		minio:  sharedS3.Minio(tb),
 	}
 	sharedS3.CreateBucket(tb, e.bucket)
-	e.startGateway(tb, cfg)
 	return e
 }
 

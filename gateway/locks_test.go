@@ -15,7 +15,6 @@ import (
 
 	"fencegate/api"
 	"fencegate/gateway"
-	"fencegate/internal/testenv"
 	"fencegate/tokenstore"
 )
 
@@ -26,12 +25,7 @@ var _ gateway.LockService = (*tokenstore.Store)(nil)
 // token store applies the policies that policies makes for the bucket.
 func newLockEnv(tb testing.TB, policies func(bucket string) []tokenstore.Policy) *env {
 	tb.Helper()
-	e := &env{
-		etcd:   testenv.StartEtcd(tb),
-		bucket: fmt.Sprintf("l%d-%d", time.Now().UnixNano()%1e9, bucketSeq.Add(1)),
-		minio:  sharedS3.Minio(tb),
-	}
-	sharedS3.CreateBucket(tb, e.bucket)
+	e := newStackEnv(tb)
 	var ps []tokenstore.Policy
 	if policies != nil {
 		ps = policies(e.bucket)
