@@ -18,12 +18,17 @@ const headerRequestID = "X-Request-Id"
 // retryAfterSeconds is what 503 answers tell clients to wait.
 const retryAfterSeconds = "1"
 
+// validRequestID reports whether a client's X-Request-Id may be used as
+// the request's id: 1 to 128 visible ASCII characters.
 func validRequestID(id string) bool {
-	if id == "" || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if id[i] <= ' ' || id[i] > '~' {
+	return id != "" && len(id) <= 128 && visibleASCII(id)
+}
+
+// visibleASCII reports whether s holds only printable ASCII characters
+// other than space (0x21 to 0x7e).
+func visibleASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
 			return false
 		}
 	}

@@ -373,10 +373,8 @@ func parseResourceHeader(values []string) (string, error) {
 	if v == "" || len(v) > api.MaxPartnerResourceBytes {
 		return "", fmt.Errorf("%w: %s must be 1 to %d characters", api.ErrInvalidRequest, api.HeaderFenceResource, api.MaxPartnerResourceBytes)
 	}
-	for i := 0; i < len(v); i++ {
-		if v[i] <= ' ' || v[i] > '~' {
-			return "", fmt.Errorf("%w: %s may hold only printable ASCII characters other than space", api.ErrInvalidRequest, api.HeaderFenceResource)
-		}
+	if !visibleASCII(v) {
+		return "", fmt.Errorf("%w: %s may hold only printable ASCII characters other than space", api.ErrInvalidRequest, api.HeaderFenceResource)
 	}
 	for _, seg := range strings.Split(v, "/") {
 		if seg == "" || seg == "." || seg == ".." {
