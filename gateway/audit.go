@@ -94,9 +94,8 @@ func audited(p api.Problem, err error) bool {
 }
 
 // auditSubject finds the resource and token a refused write was about:
-// from the problem, else the refusal's detail, else what the fence store
-// was asked, else the request itself (an object path, a valid
-// X-Fence-Token). Either may stay empty (zero), as on a 401 for a path
+// from the problem, else the refusal's detail, else the request's subject
+// (requestSubject). Either may stay empty (zero), as on a 401 for a path
 // that is no object's.
 func auditSubject(r *http.Request, p api.Problem, err error, o *exchange) (api.Resource, api.Token) {
 	resource, token := p.Resource, p.Token
@@ -104,8 +103,22 @@ func auditSubject(r *http.Request, p api.Problem, err error, o *exchange) (api.R
 	if errors.As(err, &notHeld) {
 		resource, token = cmp.Or(resource, notHeld.Resource), cmp.Or(token, notHeld.Token)
 	}
-	if o != nil {
-		resource, token = cmp.Or(resource, o.resource), cmp.Or(token, o.token)
+	if resource != "" && token != 0 {
+		return resource, token
+	}
+	rr, rt := requestSubject(r, o)
+	return cmp.Or(resource, rr), cmp.Or(token, rt)
+}
+
+// requestSubject returns the resource and token the request was checked
+// for (noteChecked), else those that its object path and valid
+// X-Fence-Token name, as for a stale token refused from the cached mark,
+// which is never checked. Either may be zero.
+func requestSubject(r *http.Request, x *exchange) (api.Resource, api.Token) {
+	var resource api.Resource
+	var token api.Token
+	if x != nil {
+		resource, token = x.resource, x.token
 	}
 	if resource == "" {
 		if path, err := objectPath(r); err == nil {

@@ -10,8 +10,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-
-	"fencegate/api"
 )
 
 // Tracing (Config.Tracer; off when nil). Each request gets one server
@@ -76,7 +74,7 @@ func endRequestSpan(span trace.Span, r *http.Request, x *exchange, route string,
 		span.SetAttributes(attrRoute.String(route))
 	}
 	span.SetAttributes(attrStatusCode.Int(status))
-	if resource, token := checkedSubject(r, x); resource != "" && token != 0 {
+	if resource, token := requestSubject(r, x); resource != "" && token != 0 {
 		span.SetAttributes(attrResource.String(string(resource)), attrToken.String(token.String()))
 	}
 	if x.problem != "" {
@@ -86,25 +84,6 @@ func endRequestSpan(span trace.Span, r *http.Request, x *exchange, route string,
 		span.SetStatus(codes.Error, strconv.Itoa(status)+" "+x.problem)
 	}
 	span.End()
-}
-
-// checkedSubject returns the resource and token the request was checked
-// for (noteChecked), or, for a request refused before its check (a stale
-// token refused from the cached mark), those the object request names.
-// Zero when the request is not fenced.
-func checkedSubject(r *http.Request, x *exchange) (api.Resource, api.Token) {
-	if x.resource != "" {
-		return x.resource, x.token
-	}
-	token, err := api.ParseTokenHeader(r.Header.Values(api.HeaderFenceToken))
-	if err != nil {
-		return "", 0
-	}
-	path, err := objectPath(r)
-	if err != nil {
-		return "", 0
-	}
-	return path.Resource(), token
 }
 
 // startClientSpan starts a client span named name under ctx's span, when
