@@ -107,7 +107,9 @@ func runDev(ctx context.Context, args []string, lookupEnv lookupEnvFunc, stdout,
 	if err != nil {
 		return err
 	}
-	if err := dev(ctx, cfg, newLogger(stderr, cfg.log), stdout); err != nil && !interrupted(ctx, err) {
+	logger, logs := newLogger(stderr, cfg.log)
+	defer logs.Close()
+	if err := dev(ctx, cfg, logger, stdout); err != nil && !interrupted(ctx, err) {
 		return fmt.Errorf("dev: %w", err)
 	}
 	return nil

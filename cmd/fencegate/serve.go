@@ -191,7 +191,8 @@ func runServe(ctx context.Context, args []string, lookupEnv lookupEnvFunc, stdou
 	if err != nil {
 		return err
 	}
-	logger := newLogger(stderr, cfg.log)
+	logger, logs := newLogger(stderr, cfg.log)
+	defer logs.Close()
 	if err := serve(ctx, cfg, logger); err != nil && !interrupted(ctx, err) {
 		return fmt.Errorf("serve: %w", err)
 	}

@@ -141,13 +141,15 @@ func (c logConfig) check() error {
 	return nil
 }
 
-// newLogger returns a logger writing to w as c says.
-func newLogger(w io.Writer, c logConfig) *slog.Logger {
+// newLogger returns a logger writing to w as c says, through a logWriter;
+// closing it writes the lines still pending.
+func newLogger(w io.Writer, c logConfig) (*slog.Logger, io.Closer) {
+	lw := newLogWriter(w, logFlushDelay)
 	opts := &slog.HandlerOptions{Level: c.level}
 	if c.format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(slog.NewJSONHandler(lw, opts)), lw
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(slog.NewTextHandler(lw, opts)), lw
 }
 
 // listen listens on addr, a checked host:port.
