@@ -81,7 +81,7 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(p.Status)
 	if r.Method != http.MethodHead {
-		_ = json.NewEncoder(w).Encode(p)
+		_, _ = w.Write(append(p.AppendJSON(make([]byte, 0, 512)), '\n'))
 	}
 }
 
