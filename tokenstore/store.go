@@ -32,6 +32,8 @@ type Store struct {
 	prefix  string
 	timeout time.Duration
 	cache   *hwmCache
+	// confirms reads marks for confirmMark, batched (confirm.go).
+	confirms *confirmer
 
 	// policies, revisions and the counters serve the token checks and
 	// the lock API (checks.go, locks.go).
@@ -70,6 +72,7 @@ func New(client *clientv3.Client, cfg Config) (*Store, error) {
 		prefix:    cfg.Prefix,
 		timeout:   cfg.RequestTimeout,
 		cache:     newHWMCache(cfg.CacheEntries),
+		confirms:  newConfirmer(client, cfg.RequestTimeout),
 		policies:  ps,
 		revisions: newRevisionClock(),
 	}, nil
@@ -130,24 +133,25 @@ func (s *Store) FenceCheck(ctx context.Context, resource api.Resource, token api
 
 // confirmMark accepts token without a write when this Store last saw
 // resource's mark at exactly token (one lock holder writing again, the
-// common case) and a read-only transaction, If(Value(key) = token),
-// confirms that it still is. etcd serves a read-only transaction as a
-// linearizable read: no Raft log entry and no fsync, about half the
-// leader's work of the write transaction. Accepting then is what the
+// common case) and a read of the mark in etcd finds it still is. etcd
+// serves the read-only transaction that reads it as a linearizable read:
+// no Raft log entry and no fsync, about half the leader's work of the
+// write transaction, and the confirmer (confirm.go) reads the marks of
+// concurrent confirmations in one transaction. Accepting then is what the
 // write transaction would do (token >= mark, and raising the mark to token
 // changes nothing), at a point in time after the call began. It reports
 // false, having decided nothing, when the cache does not say so, the mark
 // moved, or etcd failed; FenceCheck then runs the write transaction, which
 // decides (and reports any failure).
 func (s *Store) confirmMark(ctx context.Context, resource api.Resource, key, value string, token api.Token) bool {
-	if hwm, ok := s.cache.get(resource); !ok || hwm != token {
+	if hwm, ok := s.cache.get(resource); !ok || hwm != token || ctx.Err() != nil {
 		return false
 	}
-	resp, err := s.client.Txn(ctx).If(clientv3.Compare(clientv3.Value(key), "=", value)).Commit()
-	if err != nil || !resp.Succeeded {
+	equal, revision := s.confirms.confirm(key, value)
+	if !equal {
 		return false
 	}
-	s.revisions.observe(resp.Header.Revision)
+	s.revisions.observe(revision)
 	return true
 }
 

@@ -3,6 +3,8 @@ package tokenstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 
 	"fencegate/api"
@@ -64,5 +66,66 @@ func TestRepeatedTokenWritesNothing(t *testing.T) {
 	}
 	if hwm, err := s.HighWaterMark(ctx, "s3/b/lost"); err != nil || hwm != 3 {
 		t.Fatalf("HighWaterMark after the check = %d, %v; want 3 (re-created)", hwm, err)
+	}
+}
+
+// TestConcurrentConfirmations runs many holders' repeated fence checks at
+// once while another gateway moves some of their marks on: every check of
+// an unmoved mark is accepted, every check of a moved one is refused with
+// the new mark, etcd's revision moves only by the other gateway's writes,
+// and the confirmations took fewer requests than there were checks (they
+// share read-only transactions).
+func TestConcurrentConfirmations(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	client, requests := etcd.CountingClient(t)
+	s := newStore(t, client)
+	other := newStore(t, etcd.Client(t))
+	ctx := context.Background()
+	const holders, rounds = 32, 20
+	resource := func(i int) api.Resource { return api.Resource(fmt.Sprintf("s3/b/holder-%d", i)) }
+	for i := range holders {
+		if err := s.FenceCheck(ctx, resource(i), 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The other gateway takes every fourth resource with token 6.
+	for i := 0; i < holders; i += 4 {
+		if err := other.FenceCheck(ctx, resource(i), 6); err != nil {
+			t.Fatal(err)
+		}
+	}
+	revision, err := client.Get(ctx, "any")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := requests.Count()
+	var wg sync.WaitGroup
+	for i := range holders {
+		wg.Go(func() {
+			for range rounds {
+				err := s.FenceCheck(ctx, resource(i), 5)
+				var stale *api.StaleTokenError
+				switch {
+				case i%4 != 0 && err != nil:
+					t.Errorf("%s: FenceCheck(5) = %v, want accepted", resource(i), err)
+					return
+				case i%4 == 0 && (!errors.As(err, &stale) || stale.HighWaterMark != 6):
+					t.Errorf("%s: FenceCheck(5) = %v, want stale with mark 6", resource(i), err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	checks := int64(holders * rounds)
+	if used := requests.Count() - before; used >= checks {
+		t.Errorf("%d concurrent fence checks took %d etcd requests; want fewer (shared confirmations)", checks, used)
+	}
+	after, err := client.Get(ctx, "any")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Header.Revision != revision.Header.Revision {
+		t.Errorf("etcd's revision moved from %d to %d: a repeated token was written", revision.Header.Revision, after.Header.Revision)
 	}
 }

@@ -1,0 +1,156 @@
+package tokenstore
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"fencegate/internal/testenv"
+)
+
+// TestConfirmerBatchesWaitingConfirmations holds every transaction slot,
+// queues confirmations of marks that are equal, moved, missing and
+// repeated, and checks that the transaction that ends sends them all in
+// one more, each with its own answer.
+func TestConfirmerBatchesWaitingConfirmations(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	client := etcd.Client(t)
+	ctx := context.Background()
+	for k, v := range map[string]string{"equal": "7", "moved": "9"} {
+		if _, err := client.Put(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newConfirmer(client, 5*time.Second)
+	c.inFlight = confirmInFlight // every slot busy: whoever comes queues
+
+	asks := []struct {
+		key, value string
+		want       bool
+	}{
+		{"equal", "7", true},
+		{"moved", "8", false},
+		{"missing", "1", false},
+		{"equal", "7", true},
+		{"equal", "6", false},
+	}
+	got := make([]chan bool, len(asks))
+	for i, a := range asks {
+		got[i] = make(chan bool, 1)
+		go func() {
+			equal, revision := c.confirm(a.key, a.value)
+			if equal && revision == 0 {
+				t.Errorf("confirm(%s) equal at revision 0", a.key)
+			}
+			got[i] <- equal
+		}()
+	}
+	waitFor(t, "every confirmation queued", func() bool { return c.queued() == len(asks) })
+	if n := c.transactions.Load(); n != 0 {
+		t.Fatalf("%d transactions sent while every slot was busy", n)
+	}
+	c.next() // the transaction holding a slot ended
+	for i, a := range asks {
+		if equal := <-got[i]; equal != a.want {
+			t.Errorf("confirm(%s, %s) = %v, want %v", a.key, a.value, equal, a.want)
+		}
+	}
+	if n := c.transactions.Load(); n != 1 {
+		t.Errorf("%d transactions for %d queued confirmations, want 1", n, len(asks))
+	}
+	waitFor(t, "the slot given back", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.inFlight == confirmInFlight-1
+	})
+}
+
+// TestConfirmerSplitsLongQueues checks that no transaction reads more
+// than confirmBatchMax marks.
+func TestConfirmerSplitsLongQueues(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	c := newConfirmer(etcd.Client(t), 5*time.Second)
+	c.inFlight = confirmInFlight
+	const n = 2*confirmBatchMax + 1
+	done := make(chan bool, n)
+	for i := range n {
+		go func() {
+			equal, _ := c.confirm(fmt.Sprint("missing/", i), "1")
+			done <- equal
+		}()
+	}
+	waitFor(t, "every confirmation queued", func() bool { return c.queued() == n })
+	c.next()
+	for range n {
+		if <-done {
+			t.Fatal("a missing mark was confirmed")
+		}
+	}
+	if got := c.transactions.Load(); got != 3 {
+		t.Errorf("%d queued confirmations took %d transactions, want 3 (at most %d marks each)", n, got, confirmBatchMax)
+	}
+}
+
+// TestConfirmerAloneSendsAtOnce: with a slot free, a confirmation sends
+// its own transaction and gives the slot back.
+func TestConfirmerAloneSendsAtOnce(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	client := etcd.Client(t)
+	if _, err := client.Put(context.Background(), "k", "3"); err != nil {
+		t.Fatal(err)
+	}
+	c := newConfirmer(client, 5*time.Second)
+	if equal, revision := c.confirm("k", "3"); !equal || revision == 0 {
+		t.Fatalf("confirm = %v at revision %d, want true at a revision", equal, revision)
+	}
+	if n := c.transactions.Load(); n != 1 || c.inFlight != 0 {
+		t.Errorf("after one confirmation: %d transactions, %d in flight; want 1 and 0", n, c.inFlight)
+	}
+}
+
+// TestConfirmerEtcdDown: when etcd does not answer, every confirmation
+// of the batch learns nothing, within the timeout.
+func TestConfirmerEtcdDown(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	client := etcd.Client(t)
+	if _, err := client.Put(context.Background(), "k", "3"); err != nil {
+		t.Fatal(err)
+	}
+	etcd.Stop(t)
+	c := newConfirmer(client, 300*time.Millisecond)
+	c.inFlight = confirmInFlight
+	done := make(chan bool, 3)
+	for range 3 {
+		go func() {
+			equal, revision := c.confirm("k", "3")
+			done <- equal || revision != 0
+		}()
+	}
+	waitFor(t, "every confirmation queued", func() bool { return c.queued() == 3 })
+	c.next()
+	for range 3 {
+		if <-done {
+			t.Fatal("a confirmation learnt something from a stopped etcd")
+		}
+	}
+}
+
+// queued returns how many confirmations wait.
+func (c *confirmer) queued() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue)
+}
+
+// waitFor polls cond until it holds, or fails the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s: not %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
