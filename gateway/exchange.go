@@ -19,8 +19,7 @@ import (
 // or, for a write refused for an audited reason, the audit line ("write
 // refused", at WARN, audit.go), which carries the access line's fields
 // too. One line a request keeps the cost of logging a stale refusal, the
-// cheapest request the gateway serves, at one formatted record and one
-// write.
+// cheapest request the gateway serves, at one formatted record.
 
 // exchange is what the gateway learns of one request while serving it.
 // The track middleware makes one per request and puts it in the

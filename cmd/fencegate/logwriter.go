@@ -100,7 +100,9 @@ func (lw *logWriter) flusher() {
 		batch, lw.pending = lw.pending, batch[:0]
 		lw.taken.Broadcast()
 		lw.mu.Unlock()
-		_, _ = lw.w.Write(batch)
+		if len(batch) > 0 {
+			_, _ = lw.w.Write(batch)
+		}
 	}
 }
 
