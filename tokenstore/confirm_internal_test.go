@@ -46,7 +46,7 @@ func TestConfirmerBatchesWaitingConfirmations(t *testing.T) {
 			got[i] <- equal
 		}()
 	}
-	waitFor(t, "every confirmation queued", func() bool { return c.queued() == len(asks) })
+	testenv.WaitUntil(t, 10*time.Second, "every confirmation is queued", func() bool { return c.queued() == len(asks) })
 	if n := c.transactions.Load(); n != 0 {
 		t.Fatalf("%d transactions sent while every slot was busy", n)
 	}
@@ -59,7 +59,7 @@ func TestConfirmerBatchesWaitingConfirmations(t *testing.T) {
 	if n := c.transactions.Load(); n != 1 {
 		t.Errorf("%d transactions for %d queued confirmations, want 1", n, len(asks))
 	}
-	waitFor(t, "the slot given back", func() bool {
+	testenv.WaitUntil(t, 10*time.Second, "the slot is given back", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return c.inFlight == confirmInFlight-1
@@ -80,7 +80,7 @@ func TestConfirmerSplitsLongQueues(t *testing.T) {
 			done <- equal
 		}()
 	}
-	waitFor(t, "every confirmation queued", func() bool { return c.queued() == n })
+	testenv.WaitUntil(t, 10*time.Second, "every confirmation is queued", func() bool { return c.queued() == n })
 	c.next()
 	for range n {
 		if <-done {
@@ -127,7 +127,7 @@ func TestConfirmerEtcdDown(t *testing.T) {
 			done <- equal || revision != 0
 		}()
 	}
-	waitFor(t, "every confirmation queued", func() bool { return c.queued() == 3 })
+	testenv.WaitUntil(t, 10*time.Second, "every confirmation is queued", func() bool { return c.queued() == 3 })
 	c.next()
 	for range 3 {
 		if <-done {
@@ -141,16 +141,4 @@ func (c *confirmer) queued() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.queue)
-}
-
-// waitFor polls cond until it holds, or fails the test after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10s: not %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

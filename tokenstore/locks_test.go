@@ -55,17 +55,7 @@ func lockState(tb testing.TB, s *tokenstore.Store, name string) api.LockState {
 // waitForQueue polls until lock name's queue has n keys.
 func waitForQueue(tb testing.TB, s *tokenstore.Store, name string, n int64) {
 	tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st := lockState(tb, s, name)
-		if st.QueueLength == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("lock %s: queue length %d after 30s; want %d", name, st.QueueLength, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.WaitUntil(tb, 30*time.Second, fmt.Sprintf("lock %s's queue has %d keys", name, n), func() bool { return lockState(tb, s, name).QueueLength == n })
 }
 
 // TestLockFIFOHundredAcquirers queues 100 acquirers on one lock, one after

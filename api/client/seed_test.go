@@ -10,6 +10,7 @@ import (
 
 	"fencegate/api"
 	"fencegate/api/client"
+	"fencegate/internal/testenv"
 )
 
 // TestSeedScenarioWithLockAPI is the design's seed scenario using nothing
@@ -90,20 +91,13 @@ func TestSeedScenarioHeldNobodyElse(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Orphan()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.WaitUntil(t, 30*time.Second, "the session has expired and nobody else is queued", func() bool {
 		st, err := c.LockState(ctx, "report")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.QueueLength == 0 {
-			break // expired, and nobody else queued
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session not expired after 30s: %+v", st)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return st.QueueLength == 0
+	})
 	_, err = c.PutObject(ctx, e.bucket, "report.csv", l.Token, strings.NewReader("after expiry"))
 	if !errors.Is(err, api.ErrLockNotHeld) {
 		t.Fatalf("write after the session expired = %v; want ErrLockNotHeld", err)

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"fencegate/internal/testenv"
 )
 
 // TestProcessRefusesBadConfig: the real process, started with a bad
@@ -155,7 +157,7 @@ auth:
 		}}
 	}
 	plain, withCert := newClient(), newClient(clientCert)
-	waitUntil(t, "/readyz answers 200 over HTTPS", func() bool {
+	testenv.WaitUntil(t, 30*time.Second, "/readyz answers 200 over HTTPS", func() bool {
 		select {
 		case err := <-r.done:
 			r.done <- err

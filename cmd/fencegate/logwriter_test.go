@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"fencegate/internal/testenv"
 )
 
 // recordingWriter records every Write it gets, and can be made to block.
@@ -89,17 +91,10 @@ func TestLogWriterWritesWithoutClose(t *testing.T) {
 	if _, err := lw.Write([]byte("only line\n")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if text, _ := out.snapshot(); text == "only line\n" {
-			return
-		}
-		if time.Now().After(deadline) {
-			text, _ := out.snapshot()
-			t.Fatalf("after 10s the writer has %q, want the line", text)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testenv.WaitUntil(t, 10*time.Second, "the writer has the line", func() bool {
+		text, _ := out.snapshot()
+		return text == "only line\n"
+	})
 }
 
 // TestLogWriterBlocksWhenFull checks that a full queue makes Write wait

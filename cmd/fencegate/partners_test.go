@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"fencegate/internal/testenv"
 )
 
 // buildFencegate builds this command into a temporary directory, for
@@ -138,7 +140,7 @@ func TestPartnerGatewayKilledWhileUpstream(t *testing.T) {
 	})
 	addrB := freeAddr(t)
 	gatewayB := startRun(t, st.serveArgs(addrB, extra...)...)
-	waitUntil(t, "the gateway process is ready", func() bool { return readyzStatus("http://"+addrA) == http.StatusOK })
+	testenv.WaitUntil(t, 30*time.Second, "the gateway process is ready", func() bool { return readyzStatus("http://"+addrA) == http.StatusOK })
 	gatewayB.waitReady(t, "http://"+addrB)
 
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"fencegate/internal/devstack"
+	"fencegate/internal/testenv"
 )
 
 // stack is a real etcd and S3 server for serve to use.
@@ -80,18 +81,6 @@ func startSlowPut(t *testing.T, addr, path string) (finish func() *http.Response
 	}
 }
 
-// waitUntil polls cond every 20ms for up to 30s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func readyzStatus(base string) int {
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := client.Get(base + "/readyz")
@@ -122,9 +111,9 @@ func TestServeShutdownDrainsRequestsInFlight(t *testing.T) {
 	r.cancel() // as SIGTERM does
 
 	// While draining, /readyz fails but the listener still accepts...
-	waitUntil(t, "/readyz answers 503 while draining", func() bool { return readyzStatus(base) == http.StatusServiceUnavailable })
+	testenv.WaitUntil(t, 30*time.Second, "/readyz answers 503 while draining", func() bool { return readyzStatus(base) == http.StatusServiceUnavailable })
 	// ...then it closes, and the slow request is still in flight.
-	waitUntil(t, "the listener is closed", func() bool { return listenerClosed(addr) })
+	testenv.WaitUntil(t, 30*time.Second, "the listener is closed", func() bool { return listenerClosed(addr) })
 	select {
 	case err := <-r.done:
 		t.Fatalf("serve returned (%v) while a request was in flight", err)

@@ -2,7 +2,8 @@
 // against: an embedded single-member etcd ([StartEtcd]), the versitygw S3
 // server ([StartS3], [StartS3Main], [RunWithS3]), and an HTTP reverse proxy
 // that counts the requests passing through it ([NewCountingProxy]), used to
-// prove that nothing reached an upstream.
+// prove that nothing reached an upstream. [WaitUntil] is the one polling
+// loop for tests that wait for a condition.
 //
 // It is a testing.TB layer over [fencegate/internal/devstack], which
 // starts the servers for `fencegate dev` too: the process, the ports, the
