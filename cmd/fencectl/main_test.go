@@ -78,28 +78,9 @@ func newEnv(tb testing.TB, opts ...gateway.Option) *env {
 func (e *env) fencectl(tb testing.TB, extraEnv []string, stdin string, args ...string) (code int, stdout, stderr string) {
 	tb.Helper()
 	environ := append([]string{"PATH=" + os.Getenv("PATH"), "FENCEGATE_URL=" + e.url}, extraEnv...)
-	var out, errOut syncBuffer
+	var out, errOut testenv.Buffer
 	code = run(context.Background(), args, environ, strings.NewReader(stdin), &out, &errOut)
 	return code, out.String(), errOut.String()
-}
-
-// syncBuffer is a bytes.Buffer that a command's output copier and the test
-// may use at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // waitForFile waits until path exists and is not empty, and returns it.

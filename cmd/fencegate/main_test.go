@@ -8,35 +8,17 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"fencegate/internal/devstack"
+	"fencegate/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // envMap is a lookupEnvFunc over a map.
@@ -51,15 +33,15 @@ func envMap(m map[string]string) lookupEnvFunc {
 type running struct {
 	cancel context.CancelFunc
 	done   chan error
-	stdout *syncBuffer
-	stderr *syncBuffer
+	stdout *testenv.Buffer
+	stderr *testenv.Buffer
 }
 
 // startRun runs args until the test stops it with stop, or the test ends.
 func startRun(t *testing.T, args ...string) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{cancel: cancel, done: make(chan error, 1), stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	r := &running{cancel: cancel, done: make(chan error, 1), stdout: &testenv.Buffer{}, stderr: &testenv.Buffer{}}
 	go func() { r.done <- run(ctx, args, r.stdout, r.stderr) }()
 	t.Cleanup(func() {
 		cancel()

@@ -123,7 +123,7 @@ func TestPartnerGatewayKilledWhileUpstream(t *testing.T) {
 	extra := []string{"--config", config, "--etcd-request-timeout", "500ms"}
 
 	addrA := freeAddr(t)
-	var stderrA syncBuffer
+	var stderrA testenv.Buffer
 	procA := exec.Command(bin, st.serveArgs(addrA, extra...)...)
 	procA.Stderr = &stderrA
 	if err := procA.Start(); err != nil {
