@@ -30,10 +30,12 @@ const (
 // what a transaction of its own would have read. While fewer than
 // confirmInFlight transactions are in flight, a confirmation sends its
 // own at once (a lone writer waits for nothing); otherwise it queues, and
-// the transaction that ends first sends the queue as the next one.
+// the transaction that ends first sends the queue as the next one, bounded
+// by timeout. A queued confirmation whose request ends stops waiting, so
+// a fence check never waits longer than its own context allows.
 type confirmer struct {
 	client  *clientv3.Client
-	timeout time.Duration
+	timeout time.Duration // of the transactions that serve a queue
 
 	mu       sync.Mutex
 	inFlight int
@@ -60,21 +62,26 @@ func newConfirmer(client *clientv3.Client, timeout time.Duration) *confirmer {
 
 // confirm reads key and reports whether its value is value, and etcd's
 // revision at the read. It reports false, having learnt nothing, when
-// etcd failed or did not answer within the timeout.
-func (c *confirmer) confirm(key, value string) (equal bool, revision int64) {
+// etcd failed or did not answer in time, or ctx ended first.
+func (c *confirmer) confirm(ctx context.Context, key, value string) (equal bool, revision int64) {
 	cf := &confirmation{key: key, value: value, done: make(chan struct{})}
 	c.mu.Lock()
 	if c.inFlight < confirmInFlight {
 		c.inFlight++
 		c.mu.Unlock()
-		c.send([]*confirmation{cf})
+		c.send(ctx, []*confirmation{cf}) // its own batch: its own ctx
 		c.next()
-	} else {
-		c.queue = append(c.queue, cf)
-		c.mu.Unlock()
-		<-cf.done // bounded by the timeout of the transaction in flight
+		return cf.equal, cf.revision
 	}
-	return cf.equal, cf.revision
+	c.queue = append(c.queue, cf)
+	c.mu.Unlock()
+	select {
+	case <-cf.done:
+		return cf.equal, cf.revision
+	case <-ctx.Done():
+		// The batch goes on without this one; its answer is dropped.
+		return false, 0
+	}
 }
 
 // next is called when a transaction has ended: it sends the queue, from
@@ -94,23 +101,23 @@ func (c *confirmer) next() {
 	}
 	c.mu.Unlock()
 	go func() {
-		c.send(batch)
+		// The transaction serves every confirmation of the batch, so no
+		// one request's cancellation may end it.
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		c.send(ctx, batch)
+		cancel()
 		c.next()
 	}()
 }
 
 // send reads every mark of batch in one transaction and completes them.
-func (c *confirmer) send(batch []*confirmation) {
+func (c *confirmer) send(ctx context.Context, batch []*confirmation) {
 	c.transactions.Add(1)
 	ops := make([]clientv3.Op, len(batch))
 	for i, cf := range batch {
 		ops[i] = clientv3.OpGet(cf.key)
 	}
-	// The transaction serves every confirmation of the batch, so no one
-	// request's cancellation may end it.
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	resp, err := c.client.Txn(ctx).Then(ops...).Commit()
-	cancel()
 	for i, cf := range batch {
 		if err == nil && len(resp.Responses) == len(batch) {
 			kvs := resp.Responses[i].GetResponseRange().GetKvs()

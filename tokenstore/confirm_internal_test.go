@@ -39,7 +39,7 @@ func TestConfirmerBatchesWaitingConfirmations(t *testing.T) {
 	for i, a := range asks {
 		got[i] = make(chan bool, 1)
 		go func() {
-			equal, revision := c.confirm(a.key, a.value)
+			equal, revision := c.confirm(ctx, a.key, a.value)
 			if equal && revision == 0 {
 				t.Errorf("confirm(%s) equal at revision 0", a.key)
 			}
@@ -76,7 +76,7 @@ func TestConfirmerSplitsLongQueues(t *testing.T) {
 	done := make(chan bool, n)
 	for i := range n {
 		go func() {
-			equal, _ := c.confirm(fmt.Sprint("missing/", i), "1")
+			equal, _ := c.confirm(context.Background(), fmt.Sprint("missing/", i), "1")
 			done <- equal
 		}()
 	}
@@ -92,6 +92,47 @@ func TestConfirmerSplitsLongQueues(t *testing.T) {
 	}
 }
 
+// TestConfirmerQueuedGivesUpWithItsContext: a queued confirmation whose
+// request ends stops waiting at once, and the batch still answers the
+// others.
+func TestConfirmerQueuedGivesUpWithItsContext(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	client := etcd.Client(t)
+	if _, err := client.Put(context.Background(), "k", "3"); err != nil {
+		t.Fatal(err)
+	}
+	c := newConfirmer(client, 5*time.Second)
+	c.inFlight = confirmInFlight
+	stays := make(chan bool, 1)
+	go func() {
+		equal, _ := c.confirm(context.Background(), "k", "3")
+		stays <- equal
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	leaves := make(chan bool, 1)
+	go func() {
+		equal, revision := c.confirm(ctx, "k", "3")
+		leaves <- equal || revision != 0
+	}()
+	testenv.WaitUntil(t, 10*time.Second, "both confirmations are queued", func() bool { return c.queued() == 2 })
+	cancel()
+	select {
+	case learnt := <-leaves:
+		if learnt {
+			t.Fatal("a confirmation whose context ended reported an answer")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a confirmation whose context ended still waits for its batch after 10s")
+	}
+	if n := c.transactions.Load(); n != 0 {
+		t.Fatalf("%d transactions before the queue was sent", n)
+	}
+	c.next()
+	if !<-stays {
+		t.Error("the confirmation that stayed was not confirmed")
+	}
+}
+
 // TestConfirmerAloneSendsAtOnce: with a slot free, a confirmation sends
 // its own transaction and gives the slot back.
 func TestConfirmerAloneSendsAtOnce(t *testing.T) {
@@ -101,7 +142,7 @@ func TestConfirmerAloneSendsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newConfirmer(client, 5*time.Second)
-	if equal, revision := c.confirm("k", "3"); !equal || revision == 0 {
+	if equal, revision := c.confirm(context.Background(), "k", "3"); !equal || revision == 0 {
 		t.Fatalf("confirm = %v at revision %d, want true at a revision", equal, revision)
 	}
 	if n := c.transactions.Load(); n != 1 || c.inFlight != 0 {
@@ -123,7 +164,7 @@ func TestConfirmerEtcdDown(t *testing.T) {
 	done := make(chan bool, 3)
 	for range 3 {
 		go func() {
-			equal, revision := c.confirm("k", "3")
+			equal, revision := c.confirm(context.Background(), "k", "3")
 			done <- equal || revision != 0
 		}()
 	}

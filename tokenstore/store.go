@@ -144,10 +144,10 @@ func (s *Store) FenceCheck(ctx context.Context, resource api.Resource, token api
 // moved, or etcd failed; FenceCheck then runs the write transaction, which
 // decides (and reports any failure).
 func (s *Store) confirmMark(ctx context.Context, resource api.Resource, key, value string, token api.Token) bool {
-	if hwm, ok := s.cache.get(resource); !ok || hwm != token || ctx.Err() != nil {
+	if hwm, ok := s.cache.get(resource); !ok || hwm != token {
 		return false
 	}
-	equal, revision := s.confirms.confirm(key, value)
+	equal, revision := s.confirms.confirm(ctx, key, value)
 	if !equal {
 		return false
 	}
