@@ -14,15 +14,8 @@ import (
 // repeated, and checks that the transaction that ends sends them all in
 // one more, each with its own answer.
 func TestConfirmerBatchesWaitingConfirmations(t *testing.T) {
-	etcd := testenv.StartEtcd(t)
-	client := etcd.Client(t)
 	ctx := context.Background()
-	for k, v := range map[string]string{"equal": "7", "moved": "9"} {
-		if _, err := client.Put(ctx, k, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c := newConfirmer(client, 5*time.Second)
+	_, c := startConfirmer(t, 5*time.Second, map[string]string{"equal": "7", "moved": "9"})
 	c.inFlight = confirmInFlight // every slot busy: whoever comes queues
 
 	asks := []struct {
@@ -69,8 +62,7 @@ func TestConfirmerBatchesWaitingConfirmations(t *testing.T) {
 // TestConfirmerSplitsLongQueues checks that no transaction reads more
 // than confirmBatchMax marks.
 func TestConfirmerSplitsLongQueues(t *testing.T) {
-	etcd := testenv.StartEtcd(t)
-	c := newConfirmer(etcd.Client(t), 5*time.Second)
+	_, c := startConfirmer(t, 5*time.Second, nil)
 	c.inFlight = confirmInFlight
 	const n = 2*confirmBatchMax + 1
 	done := make(chan bool, n)
@@ -96,12 +88,7 @@ func TestConfirmerSplitsLongQueues(t *testing.T) {
 // request ends stops waiting at once, and the batch still answers the
 // others.
 func TestConfirmerQueuedGivesUpWithItsContext(t *testing.T) {
-	etcd := testenv.StartEtcd(t)
-	client := etcd.Client(t)
-	if _, err := client.Put(context.Background(), "k", "3"); err != nil {
-		t.Fatal(err)
-	}
-	c := newConfirmer(client, 5*time.Second)
+	_, c := startConfirmer(t, 5*time.Second, map[string]string{"k": "3"})
 	c.inFlight = confirmInFlight
 	stays := make(chan bool, 1)
 	go func() {
@@ -136,12 +123,7 @@ func TestConfirmerQueuedGivesUpWithItsContext(t *testing.T) {
 // TestConfirmerAloneSendsAtOnce: with a slot free, a confirmation sends
 // its own transaction and gives the slot back.
 func TestConfirmerAloneSendsAtOnce(t *testing.T) {
-	etcd := testenv.StartEtcd(t)
-	client := etcd.Client(t)
-	if _, err := client.Put(context.Background(), "k", "3"); err != nil {
-		t.Fatal(err)
-	}
-	c := newConfirmer(client, 5*time.Second)
+	_, c := startConfirmer(t, 5*time.Second, map[string]string{"k": "3"})
 	if equal, revision := c.confirm(context.Background(), "k", "3"); !equal || revision == 0 {
 		t.Fatalf("confirm = %v at revision %d, want true at a revision", equal, revision)
 	}
@@ -153,13 +135,8 @@ func TestConfirmerAloneSendsAtOnce(t *testing.T) {
 // TestConfirmerEtcdDown: when etcd does not answer, every confirmation
 // of the batch learns nothing, within the timeout.
 func TestConfirmerEtcdDown(t *testing.T) {
-	etcd := testenv.StartEtcd(t)
-	client := etcd.Client(t)
-	if _, err := client.Put(context.Background(), "k", "3"); err != nil {
-		t.Fatal(err)
-	}
+	etcd, c := startConfirmer(t, 300*time.Millisecond, map[string]string{"k": "3"})
 	etcd.Stop(t)
-	c := newConfirmer(client, 300*time.Millisecond)
 	c.inFlight = confirmInFlight
 	done := make(chan bool, 3)
 	for range 3 {
@@ -175,6 +152,20 @@ func TestConfirmerEtcdDown(t *testing.T) {
 			t.Fatal("a confirmation learnt something from a stopped etcd")
 		}
 	}
+}
+
+// startConfirmer starts an etcd holding marks and returns it and a
+// confirmer of it whose queued transactions time out after timeout.
+func startConfirmer(t *testing.T, timeout time.Duration, marks map[string]string) (*testenv.Etcd, *confirmer) {
+	t.Helper()
+	etcd := testenv.StartEtcd(t)
+	client := etcd.Client(t)
+	for k, v := range marks {
+		if _, err := client.Put(context.Background(), k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return etcd, newConfirmer(client, timeout)
 }
 
 // queued returns how many confirmations wait.
