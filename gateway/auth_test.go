@@ -140,29 +140,6 @@ func (q authRequest) run(t *testing.T, a *authEnv, client *http.Client) result {
 	return r
 }
 
-// sendWith is send with a client of the test's choosing (nil: send's).
-func sendWith(tb testing.TB, client *http.Client, req *http.Request) result {
-	tb.Helper()
-	if client == nil {
-		return send(tb, req)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		tb.Fatalf("%s %s: %v", req.Method, req.URL, err)
-	}
-	defer resp.Body.Close()
-	r := result{status: resp.StatusCode, header: resp.Header}
-	if r.body, err = io.ReadAll(resp.Body); err != nil {
-		tb.Fatalf("%s %s: reading body: %v", req.Method, req.URL, err)
-	}
-	if resp.Header.Get("Content-Type") == api.ContentTypeProblem && req.Method != http.MethodHead {
-		if err := json.Unmarshal(r.body, &r.problem); err != nil {
-			tb.Fatalf("%s %s: problem body %q: %v", req.Method, req.URL, r.body, err)
-		}
-	}
-	return r
-}
-
 // accessLines returns the gateway's log line of every request: "request",
 // or "write refused" for an audited refusal.
 func (a *authEnv) accessLines(tb testing.TB) []map[string]any {

@@ -146,7 +146,16 @@ func do(tb testing.TB, method, url string, tokens []string, body []byte) result 
 
 func send(tb testing.TB, req *http.Request) result {
 	tb.Helper()
-	resp, err := http.DefaultClient.Do(req)
+	return sendWith(tb, http.DefaultClient, req)
+}
+
+// sendWith is send with a client of the test's choosing (nil: send's).
+func sendWith(tb testing.TB, client *http.Client, req *http.Request) result {
+	tb.Helper()
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		tb.Fatalf("%s %s: %v", req.Method, req.URL, err)
 	}
