@@ -63,9 +63,7 @@ func (g *Gateway) limitHeaders(next http.Handler) http.Handler {
 // error table, api.ProblemFor. Errors of no known class are logged here
 // and answered 500 without their details.
 func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	p := api.ProblemFor(err)
-	p.Instance = r.URL.Path
-	p.RequestID = requestID(r.Context())
+	p := problemFor(r, err)
 	audited := g.noteProblem(r, p, err) // metrics, and the audit line of a refused write
 	switch ctx := r.Context(); {
 	case p.Status >= 500:
@@ -81,8 +79,22 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(p.Status)
 	if r.Method != http.MethodHead {
-		_, _ = w.Write(append(p.AppendJSON(make([]byte, 0, 512)), '\n'))
+		_, _ = w.Write(problemBody(p))
 	}
+}
+
+// problemFor is the answer to r for err: the error table's problem
+// (api.ProblemFor), about r's path and request id.
+func problemFor(r *http.Request, err error) api.Problem {
+	p := api.ProblemFor(err)
+	p.Instance = r.URL.Path
+	p.RequestID = requestID(r.Context())
+	return p
+}
+
+// problemBody is p's problem+json body.
+func problemBody(p api.Problem) []byte {
+	return append(p.AppendJSON(make([]byte, 0, 512)), '\n')
 }
 
 // writeJSON answers v as JSON with status.

@@ -1,9 +1,7 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -225,13 +223,9 @@ func writeStoredResponse(w http.ResponseWriter, r *http.Request, s *api.StoredRe
 // would send, so that it can be stored for replays: the outcome of a
 // request that failed after it was forwarded.
 func problemResponse(r *http.Request, err error) *api.StoredResponse {
-	p := api.ProblemFor(err)
-	p.Instance = r.URL.Path
-	p.RequestID = requestID(r.Context())
-	var b bytes.Buffer
-	_ = json.NewEncoder(&b).Encode(p)
+	p := problemFor(r, err)
 	header := http.Header{"Content-Type": {api.ContentTypeProblem}, "Cache-Control": {"no-store"}}
-	return &api.StoredResponse{Status: p.Status, Header: header, Body: b.Bytes()}
+	return &api.StoredResponse{Status: p.Status, Header: header, Body: problemBody(p)}
 }
 
 // finishContext is the context of a request's Finish: not cancelled with
