@@ -2,7 +2,6 @@ package api
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 )
 
@@ -64,7 +63,9 @@ type StaleTokenError struct {
 }
 
 func (e *StaleTokenError) Error() string {
-	return fmt.Sprintf("stale fencing token %d for %s: high-water mark is %d", e.Token, e.Resource, e.HighWaterMark)
+	// Concatenated, not Sprintf: a stale refusal, the gateway's cheapest
+	// answer, formats it for its problem body.
+	return "stale fencing token " + e.Token.String() + " for " + string(e.Resource) + ": high-water mark is " + e.HighWaterMark.String()
 }
 
 // Unwrap makes errors.Is(err, ErrStaleToken) true.

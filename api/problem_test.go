@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -85,5 +86,20 @@ func TestProblemTypesUnique(t *testing.T) {
 			t.Errorf("problem type %q used by both %v and %v", c.slug, prev, c.err)
 		}
 		seen[c.slug] = c.err
+	}
+}
+
+// TestStaleTokenErrorMessage pins the stale refusal's message, which is
+// the detail of its problem body and of its audit line.
+func TestStaleTokenErrorMessage(t *testing.T) {
+	for _, e := range []StaleTokenError{
+		{Token: 5, Resource: "s3/bucket/key", HighWaterMark: 10},
+		{Token: 0, Resource: "", HighWaterMark: 1},
+		{Token: math.MaxUint64 - 1, Resource: "partner/route/a b%c", HighWaterMark: math.MaxUint64},
+	} {
+		want := fmt.Sprintf("stale fencing token %d for %s: high-water mark is %d", uint64(e.Token), string(e.Resource), uint64(e.HighWaterMark))
+		if got := e.Error(); got != want {
+			t.Errorf("Error() = %q, want %q", got, want)
+		}
 	}
 }

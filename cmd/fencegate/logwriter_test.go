@@ -2,10 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
+	"testing/slogtest"
 	"time"
 
 	"fencegate/internal/testenv"
@@ -166,4 +172,232 @@ func TestLogWriterAfterClose(t *testing.T) {
 	if text, _ := out.snapshot(); text != "before\nafter\n" {
 		t.Errorf("written %q, want the pending line at Close, then the late one", text)
 	}
+}
+
+// newQueued returns a handler of format ("text" or "json") writing
+// through a logWriter to out, as newLogger builds it, and the writer.
+func newQueued(out io.Writer, format string, delay time.Duration) (slog.Handler, *logWriter) {
+	lw := newLogWriter(out, delay)
+	return lw.handler(newFormatHandler(lw, format), newFormatHandler(&lw.batch, format)), lw
+}
+
+func newFormatHandler(w io.Writer, format string) slog.Handler {
+	opts := &slog.HandlerOptions{Level: slog.LevelDebug}
+	if format == "json" {
+		return slog.NewJSONHandler(w, opts)
+	}
+	return slog.NewTextHandler(w, opts)
+}
+
+// TestQueueHandlerWritesWhatItsHandlerWrites sends the same records, some
+// formatted later and some at once, through the queued handler and
+// through the plain one, and checks that the bytes are the same.
+func TestQueueHandlerWritesWhatItsHandlerWrites(t *testing.T) {
+	at := time.Date(2026, 12, 3, 11, 0, 0, 123456789, time.UTC)
+	record := func(level slog.Level, msg string, attrs ...slog.Attr) slog.Record {
+		r := slog.NewRecord(at, level, msg, 0)
+		r.AddAttrs(attrs...)
+		return r
+	}
+	scalars := []slog.Attr{
+		slog.String("path", "/v1/objects/b/k with space"), slog.Int("status", 409),
+		slog.Uint64("token", 1<<63), slog.Float64("ratio", 0.61), slog.Bool("ok", false),
+		slog.Duration("duration", 1500*time.Microsecond), slog.Time("at", at),
+		slog.String("detail", "quote \" newline \n and ünïcode"),
+	}
+	records := []slog.Record{
+		record(slog.LevelInfo, "request", scalars...),
+		record(slog.LevelWarn, "write refused", scalars[:3]...),
+		record(slog.LevelError, "with an error", slog.Any("err", errors.New("boom"))),
+		record(slog.LevelInfo, "with a slice", slog.Any("fields", []string{"a", "b"})),
+		record(slog.LevelInfo, "with a group", slog.Group("g", slog.Int("n", 1))),
+		record(slog.LevelDebug, "no attributes"),
+		record(slog.LevelInfo, "request", scalars[3:]...),
+	}
+	for _, format := range []string{"text", "json"} {
+		t.Run(format, func(t *testing.T) {
+			var want bytes.Buffer
+			plain := newFormatHandler(&want, format)
+			out := &recordingWriter{}
+			queued, lw := newQueued(out, format, time.Hour) // written by Close only
+			handlers := [][2]slog.Handler{
+				{plain, queued},
+				{plain.WithAttrs([]slog.Attr{slog.String("component", "etcd")}), queued.WithAttrs([]slog.Attr{slog.String("component", "etcd")})},
+				{plain.WithGroup("req").WithAttrs([]slog.Attr{slog.Int("n", 2)}), queued.WithGroup("req").WithAttrs([]slog.Attr{slog.Int("n", 2)})},
+			}
+			for _, h := range handlers {
+				for _, r := range records {
+					if err := h[0].Handle(context.Background(), r.Clone()); err != nil {
+						t.Fatal(err)
+					}
+					if err := h[1].Handle(context.Background(), r.Clone()); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			lw.mu.Lock()
+			queuedRecords := len(lw.records)
+			lw.mu.Unlock()
+			if want := 3 * 4; queuedRecords != want { // each handler's records of scalars (or none)
+				t.Errorf("%d records queued to be formatted later, want %d", queuedRecords, want)
+			}
+			if err := lw.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := out.snapshot(); got != want.String() {
+				t.Errorf("queued handler wrote\n%s\nthe handler writes\n%s", got, want.String())
+			}
+		})
+	}
+}
+
+// TestQueueHandlerFormatsChangeableValuesAtOnce checks that a value that
+// may change after the call (here a slice) is written as it was when it
+// was logged, and that a record of scalars is formatted later.
+func TestQueueHandlerFormatsChangeableValuesAtOnce(t *testing.T) {
+	out := &recordingWriter{}
+	h, lw := newQueued(out, "text", time.Hour)
+	log := slog.New(h)
+	fields := []string{"before"}
+	log.Info("changeable", "fields", fields)
+	fields[0] = "after"
+	log.Info("scalars", "n", 1)
+	lw.mu.Lock()
+	queued := len(lw.records)
+	lw.mu.Unlock()
+	if queued != 1 {
+		t.Errorf("%d records queued, want 1 (the scalar one)", queued)
+	}
+	if err := lw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	text, _ := out.snapshot()
+	if !strings.Contains(text, "fields=[before]") || strings.Contains(text, "after") {
+		t.Errorf("written %q, want the slice as it was logged", text)
+	}
+	if i, j := strings.Index(text, "msg=changeable"), strings.Index(text, "msg=scalars"); i < 0 || j < i {
+		t.Errorf("written %q, want both lines in the order they were logged", text)
+	}
+}
+
+// TestQueueHandlerKeepsEachLoggersOrder logs from many goroutines at once,
+// alternating records formatted later and at once, and checks that every
+// line is written once, in its goroutine's order.
+func TestQueueHandlerKeepsEachLoggersOrder(t *testing.T) {
+	const writers, lines = 8, 500
+	out := &recordingWriter{}
+	h, lw := newQueued(out, "json", logFlushDelay)
+	log := slog.New(h)
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Go(func() {
+			for i := range lines {
+				if i%2 == 0 {
+					log.Info("scalar", "writer", g, "line", i)
+				} else {
+					log.Info("any", "writer", g, "line", i, "err", errors.New("x"))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := lw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	text, _ := out.snapshot()
+	next := make([]int, writers)
+	n := 0
+	for line := range strings.Lines(text) {
+		var rec struct {
+			Writer, Line int
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		if rec.Line != next[rec.Writer] {
+			t.Fatalf("writer %d: line %d after line %d", rec.Writer, rec.Line, next[rec.Writer]-1)
+		}
+		next[rec.Writer]++
+		n++
+	}
+	if n != writers*lines {
+		t.Errorf("%d lines written, want %d", n, writers*lines)
+	}
+}
+
+// TestQueueHandlerBlocksWhenFull checks that a full queue of records makes
+// the next one wait for the slow writer instead of dropping it.
+func TestQueueHandlerBlocksWhenFull(t *testing.T) {
+	out := &recordingWriter{gate: make(chan struct{})}
+	h, lw := newQueued(out, "text", time.Millisecond)
+	log := slog.New(h)
+	// The flusher takes the first record and blocks in the writer's Write.
+	log.Info("first")
+	testenv.WaitUntil(t, 10*time.Second, "the flusher took the first record", func() bool {
+		lw.mu.Lock()
+		defer lw.mu.Unlock()
+		return len(lw.records) == 0
+	})
+	for i := range logRecordsMax {
+		log.Info("queued", "i", i)
+	}
+	over := make(chan struct{})
+	go func() {
+		defer close(over)
+		log.Info("over")
+	}()
+	select {
+	case <-over:
+		t.Fatal("a record past a full queue returned while the writer was blocked: it cannot have kept it")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(out.gate) // the writer drains
+	<-over
+	if err := lw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	text, _ := out.snapshot()
+	if got, want := strings.Count(text, "\n"), logRecordsMax+2; got != want {
+		t.Errorf("%d lines written, want %d", got, want)
+	}
+	if !strings.HasSuffix(text, "msg=over\n") {
+		t.Errorf("the last line is not the one past the full queue: %q", text[max(0, len(text)-80):])
+	}
+}
+
+// TestQueueHandlerAfterClose checks that records logged after Close are
+// written at once.
+func TestQueueHandlerAfterClose(t *testing.T) {
+	out := &recordingWriter{}
+	h, lw := newQueued(out, "text", time.Hour)
+	if err := lw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	slog.New(h).Info("late", "n", 1)
+	if text, _ := out.snapshot(); !strings.Contains(text, "msg=late n=1\n") {
+		t.Errorf("written %q, want the late line at once", text)
+	}
+}
+
+// TestQueueHandlerConforms runs the standard library's handler tests on
+// the queued JSON handler, each case read back after Close.
+func TestQueueHandlerConforms(t *testing.T) {
+	var out *recordingWriter
+	var lw *logWriter
+	slogtest.Run(t, func(*testing.T) slog.Handler {
+		out = &recordingWriter{}
+		var h slog.Handler
+		h, lw = newQueued(out, "json", time.Hour)
+		return h
+	}, func(t *testing.T) map[string]any {
+		if err := lw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		text, _ := out.snapshot()
+		var m map[string]any
+		if err := json.Unmarshal([]byte(text), &m); err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		return m
+	})
 }

@@ -146,10 +146,13 @@ func (c logConfig) check() error {
 func newLogger(w io.Writer, c logConfig) (*slog.Logger, io.Closer) {
 	lw := newLogWriter(w, logFlushDelay)
 	opts := &slog.HandlerOptions{Level: c.level}
-	if c.format == "json" {
-		return slog.New(slog.NewJSONHandler(lw, opts)), lw
+	handler := func(w io.Writer) slog.Handler {
+		if c.format == "json" {
+			return slog.NewJSONHandler(w, opts)
+		}
+		return slog.NewTextHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(lw, opts)), lw
+	return slog.New(lw.handler(handler(lw), handler(&lw.batch))), lw
 }
 
 // listen listens on addr, a checked host:port.
