@@ -38,7 +38,7 @@ type logWriter struct {
 	delay time.Duration
 
 	mu      sync.Mutex
-	pending []byte        // lines not yet taken by the flusher
+	pending []byte         // lines not yet taken by the flusher
 	records []queuedRecord // records to format, in order among pending
 	taken   *sync.Cond     // broadcast when the flusher takes pending
 	closed  bool

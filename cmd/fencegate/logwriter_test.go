@@ -113,39 +113,50 @@ func TestLogWriterBlocksWhenFull(t *testing.T) {
 	if _, err := lw.Write([]byte(first)); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		lw.mu.Lock()
-		taken := len(lw.pending) == 0
-		lw.mu.Unlock()
-		if taken {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitTaken(t, lw)
 	// Fill the queue to the brim, then one line more.
 	full := bytes.Repeat([]byte("f"), logBufferMax-1)
 	full = append(full, '\n')
 	if _, err := lw.Write(full); err != nil {
 		t.Fatal(err)
 	}
+	blocksUntilDrained(t, out, lw, func() { _, _ = lw.Write([]byte("over\n")) })
+	text, _ := out.snapshot()
+	if want := first + string(full) + "over\n"; text != want {
+		t.Errorf("written %d bytes, want %d: first, the full queue, then the line past it", len(text), len(want))
+	}
+}
+
+// waitTaken waits until lw's flusher has taken every queued line and
+// record.
+func waitTaken(t *testing.T, lw *logWriter) {
+	t.Helper()
+	testenv.WaitUntil(t, 10*time.Second, "the flusher took the queue", func() bool {
+		lw.mu.Lock()
+		defer lw.mu.Unlock()
+		return len(lw.pending) == 0 && len(lw.records) == 0
+	})
+}
+
+// blocksUntilDrained runs write, which goes past lw's full queue while the
+// flusher is held in out's gate, and checks that it waits: it must not
+// return before the gate opens, and must once it has. Then it closes lw.
+func blocksUntilDrained(t *testing.T, out *recordingWriter, lw *logWriter, write func()) {
+	t.Helper()
 	over := make(chan struct{})
 	go func() {
 		defer close(over)
-		_, _ = lw.Write([]byte("over\n"))
+		write()
 	}()
 	select {
 	case <-over:
-		t.Fatal("Write past a full queue returned while the writer was blocked: it cannot have kept the line")
+		t.Fatal("a write past a full queue returned while the writer was blocked: it cannot have kept its line")
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(out.gate) // the writer drains
 	<-over
 	if err := lw.Close(); err != nil {
 		t.Fatal(err)
-	}
-	text, _ := out.snapshot()
-	if want := first + string(full) + "over\n"; text != want {
-		t.Errorf("written %d bytes, want %d: first, the full queue, then the line past it", len(text), len(want))
 	}
 }
 
@@ -333,29 +344,11 @@ func TestQueueHandlerBlocksWhenFull(t *testing.T) {
 	log := slog.New(h)
 	// The flusher takes the first record and blocks in the writer's Write.
 	log.Info("first")
-	testenv.WaitUntil(t, 10*time.Second, "the flusher took the first record", func() bool {
-		lw.mu.Lock()
-		defer lw.mu.Unlock()
-		return len(lw.records) == 0
-	})
+	waitTaken(t, lw)
 	for i := range logRecordsMax {
 		log.Info("queued", "i", i)
 	}
-	over := make(chan struct{})
-	go func() {
-		defer close(over)
-		log.Info("over")
-	}()
-	select {
-	case <-over:
-		t.Fatal("a record past a full queue returned while the writer was blocked: it cannot have kept it")
-	case <-time.After(50 * time.Millisecond):
-	}
-	close(out.gate) // the writer drains
-	<-over
-	if err := lw.Close(); err != nil {
-		t.Fatal(err)
-	}
+	blocksUntilDrained(t, out, lw, func() { log.Info("over") })
 	text, _ := out.snapshot()
 	if got, want := strings.Count(text, "\n"), logRecordsMax+2; got != want {
 		t.Errorf("%d lines written, want %d", got, want)
