@@ -75,8 +75,7 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	if p.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", retryAfterSeconds)
 	}
-	w.Header().Set("Content-Type", api.ContentTypeProblem)
-	w.Header().Set("Cache-Control", "no-store")
+	setProblemHeaders(w.Header())
 	w.WriteHeader(p.Status)
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(problemBody(p))
@@ -90,6 +89,13 @@ func problemFor(r *http.Request, err error) api.Problem {
 	p.Instance = r.URL.Path
 	p.RequestID = requestID(r.Context())
 	return p
+}
+
+// setProblemHeaders sets the headers every problem answer has, stored or
+// sent: its media type, and that it is not to be cached.
+func setProblemHeaders(h http.Header) {
+	h["Content-Type"] = []string{api.ContentTypeProblem}
+	h["Cache-Control"] = []string{"no-store"}
 }
 
 // problemBody is p's problem+json body.

@@ -224,7 +224,8 @@ func writeStoredResponse(w http.ResponseWriter, r *http.Request, s *api.StoredRe
 // request that failed after it was forwarded.
 func problemResponse(r *http.Request, err error) *api.StoredResponse {
 	p := problemFor(r, err)
-	header := http.Header{"Content-Type": {api.ContentTypeProblem}, "Cache-Control": {"no-store"}}
+	header := make(http.Header, 2)
+	setProblemHeaders(header)
 	return &api.StoredResponse{Status: p.Status, Header: header, Body: problemBody(p)}
 }
 
