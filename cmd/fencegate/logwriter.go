@@ -40,7 +40,7 @@ type logWriter struct {
 	mu      sync.Mutex
 	pending []byte         // lines not yet taken by the flusher
 	records []queuedRecord // records to format, in order among pending
-	taken   *sync.Cond     // broadcast when the flusher takes pending
+	taken   *sync.Cond     // broadcast when the flusher takes the queue
 	closed  bool
 
 	// batch is where the flusher formats queued records, between the
@@ -48,7 +48,7 @@ type logWriter struct {
 	// flusher has returned.
 	batch batchBuffer
 
-	wake     chan struct{} // the first line into an empty pending
+	wake     chan struct{} // the first line or record into an empty queue
 	stop     chan struct{} // Close
 	stopOnce sync.Once
 	done     chan struct{} // the flusher returned
