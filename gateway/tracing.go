@@ -88,13 +88,14 @@ func endRequestSpan(span trace.Span, r *http.Request, x *exchange, route string,
 
 // startClientSpan starts a client span named name under ctx's span, when
 // the request is traced; otherwise it returns ctx and a nil span, which
-// endClientSpan ignores.
-func startClientSpan(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+// endClientSpan ignores. Callers set the span's attributes when it is not
+// nil, so that a request that is not traced does not build them.
+func startClientSpan(ctx context.Context, name string) (context.Context, trace.Span) {
 	x := exchangeOf(ctx)
 	if x == nil || x.tracing == nil {
 		return ctx, nil
 	}
-	return x.tracing.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return x.tracing.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
 }
 
 // endClientSpan records result (as the metrics count it) on span and
