@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -34,8 +35,7 @@ func newTracer(tb testing.TB) (trace.Tracer, *tracetest.SpanRecorder) {
 // them, with every ended span.
 func serverSpans(tb testing.TB, rec *tracetest.SpanRecorder, n int) (servers, all []sdktrace.ReadOnlySpan) {
 	tb.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testenv.WaitUntil(tb, 5*time.Second, fmt.Sprintf("%d server spans have ended", n), func() bool {
 		all = rec.Ended()
 		servers = servers[:0]
 		for _, s := range all {
@@ -43,11 +43,8 @@ func serverSpans(tb testing.TB, rec *tracetest.SpanRecorder, n int) (servers, al
 				servers = append(servers, s)
 			}
 		}
-		if len(servers) >= n || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return len(servers) >= n
+	})
 	if len(servers) != n {
 		tb.Fatalf("%d server spans ended; want %d", len(servers), n)
 	}
