@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math"
 	"net/url"
-	"runtime/debug"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -139,13 +138,4 @@ func (t tracing) shutdown(logger *slog.Logger) {
 	if err := t.provider.Shutdown(ctx); err != nil {
 		logger.Warn("tracing: spans not exported at exit", "err", err)
 	}
-}
-
-// buildVersion is the module version the binary was built as, "(devel)"
-// when unknown (as `fencegate version` prints it).
-func buildVersion() string {
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
-		return info.Main.Version
-	}
-	return "(devel)"
 }

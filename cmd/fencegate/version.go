@@ -17,11 +17,7 @@ func runVersion(args []string, stdout io.Writer) error {
 	if !ok {
 		return errors.New("version: no build information in this binary")
 	}
-	version := info.Main.Version
-	if version == "" {
-		version = "(devel)"
-	}
-	fmt.Fprintf(stdout, "fencegate %s\n", version)
+	fmt.Fprintf(stdout, "fencegate %s\n", buildVersion())
 	fmt.Fprintf(stdout, "  go: %s\n", info.GoVersion)
 	fmt.Fprintf(stdout, "  module: %s\n", info.Main.Path)
 	for _, s := range info.Settings {
@@ -31,4 +27,14 @@ func runVersion(args []string, stdout io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// buildVersion is the module version the binary was built as, "(devel)"
+// when unknown: the first line of `fencegate version`, and the
+// service.version of its traces.
+func buildVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "(devel)"
 }
