@@ -83,6 +83,20 @@ type window struct {
 	firstErr error
 }
 
+// add adds a later window of the same cell.
+func (w *window) add(o window) {
+	w.elapsed += o.elapsed
+	w.latencies = append(w.latencies, o.latencies...)
+	slices.Sort(w.latencies)
+	w.ok += o.ok
+	w.conflicts += o.conflicts
+	w.errors += o.errors
+	w.resets += o.resets
+	if w.firstErr == nil {
+		w.firstErr = o.firstErr
+	}
+}
+
 // probe takes the resource counters at the edges of the window.
 type probe func()
 

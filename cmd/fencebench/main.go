@@ -84,8 +84,11 @@ type config struct {
 	timeout       time.Duration
 	uploadBytes   int64
 	staleSummaryC int
-	// retryDisturbed is how many times a cell runs again when other
-	// processes took more than disturbedCores during its window.
+	// rounds is how many rounds each shape's cells run in (see
+	// bench.runShape).
+	rounds int
+	// retryDisturbed is how many times a round of a cell runs again when
+	// other processes took more than disturbedCores during its window.
 	retryDisturbed int
 	json           bool
 
@@ -141,13 +144,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&concurrencies, "concurrency", "", "comma-separated `list` of concurrencies; with --patterns and --sizes it replaces the set by their cross product (default of each: 1,8,64,256; distinct,hot; 1KiB,64KiB,4MiB)")
 	fs.StringVar(&patterns, "patterns", "", "comma-separated `list`: distinct (a key per worker), hot (one key)")
 	fs.StringVar(&size, "sizes", "", "comma-separated body `sizes`, such as 1KiB,64KiB,4MiB")
-	fs.DurationVar(&cfg.duration, "duration", 3*time.Second, "measurement window of each cell")
+	fs.DurationVar(&cfg.duration, "duration", 3*time.Second, "measurement window of each cell, over all its rounds")
+	fs.IntVar(&cfg.rounds, "rounds", 4, "rounds each shape runs in: every mode of the shape measures for its share of --duration, in turn\n(in order, then in reverse), so that drift and the order of measurement hit the modes alike")
 	fs.DurationVar(&cfg.warmup, "warmup", 500*time.Millisecond, "warm-up of each cell, after every worker's first request")
-	fs.Int64Var(&cfg.maxRequests, "max-requests", 500000, "end a cell's window after this many requests")
+	fs.Int64Var(&cfg.maxRequests, "max-requests", 500000, "end a cell's windows after this many requests, over all its rounds")
 	fs.DurationVar(&cfg.timeout, "timeout", 30*time.Minute, "bound on the whole run")
 	fs.Var(&upload, "upload-bytes", "size of the upload through a fresh gateway whose RSS growth is measured (0: none)")
 	fs.IntVar(&cfg.staleSummaryC, "stale-summary-concurrency", 4, "concurrency of the stale cell (distinct, 1KiB) that the summary line reports")
-	fs.IntVar(&cfg.retryDisturbed, "retry-disturbed", 2, "run a cell again up to this many times when other processes used more than 0.15 cores during its window\n(the report keeps the least disturbed run, and says so)")
+	fs.IntVar(&cfg.retryDisturbed, "retry-disturbed", 2, "run a round of a cell again up to this many times when other processes used more than 0.15 cores during its window\n(the report keeps the least disturbed run, and says so)")
 	fs.BoolVar(&cfg.json, "json", false, "print the results as JSON instead of tables")
 	fs.StringVar(&cfg.fencegate, "fencegate", "", "the fencegate `binary` to measure (default: next to this program, else bin/fencegate of the repository)")
 	fs.StringVar(&cfg.baselineFencegate, "baseline-fencegate", "", "another fencegate `binary`, such as a build of the previous commit, measured in the same run as modes baseline and stale-baseline")
@@ -225,6 +229,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		}
 		cfg.sizes = append(cfg.sizes, int64(b))
 	}
+	if cfg.rounds < 1 || cfg.rounds > 20 {
+		errs = append(errs, fmt.Errorf("--rounds %d: want 1 to 20", cfg.rounds))
+	}
 	if cfg.duration <= 0 || cfg.warmup < 0 || cfg.retryDisturbed < 0 || cfg.maxRequests < 1 || cfg.timeout <= 0 || cfg.uploadBytes < 0 {
 		errs = append(errs, errors.New("--duration, --max-requests and --timeout must be positive, --warmup, --retry-disturbed and --upload-bytes not negative"))
 	}
@@ -275,32 +282,14 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		Machine: machineInfo(),
 		Config:  b.configSummary(),
 	}
-	for i, c := range cells {
-		if ctx.Err() != nil {
-			break
+	for i := 0; i < len(cells) && ctx.Err() == nil; {
+		n := shapeLen(cells[i:])
+		results, err := b.runShape(ctx, cells[i:i+n], i, len(cells))
+		if err != nil {
+			return err
 		}
-		var res cellResult
-		for attempt := range 1 + cfg.retryDisturbed {
-			progress.cell = fmt.Sprintf("[%d/%d] %s", i+1, len(cells), c)
-			if attempt > 0 {
-				progress.cell += fmt.Sprintf(" (again: other processes used %.2f cores)", *res.OtherCores)
-			}
-			r, err := b.runCell(ctx, c, attempt)
-			if err != nil {
-				return fmt.Errorf("%s: %w", c, err)
-			}
-			progress.done(r)
-			if attempt == 0 || r.otherCores() < res.otherCores() {
-				res = r
-			}
-			if res.otherCores() <= disturbedCores {
-				break
-			}
-		}
-		if o := res.otherCores(); o > disturbedCores {
-			res.Notes = append(res.Notes, fmt.Sprintf("disturbed: other processes used %.2f cores during the window; figures not comparable", o))
-		}
-		rep.Cells = append(rep.Cells, res)
+		rep.Cells = append(rep.Cells, results...)
+		i += n
 	}
 	if cfg.uploadBytes > 0 && ctx.Err() == nil {
 		bins := []struct{ name, bin string }{{modeGateway, bin}}
@@ -438,9 +427,9 @@ func (c cell) String() string {
 
 func (c cell) stale() bool { return c.mode == modeStale || c.mode == modeStaleBaseline }
 
-// plan lists the cells of a run. The modes of one (pattern, size,
-// concurrency) run back to back, so that drift on a noisy machine hits
-// them alike.
+// plan lists the cells of a run, the modes of one shape (pattern, size,
+// concurrency) next to each other: they run together, in rounds (see
+// bench.runShape).
 func plan(cfg config) []cell {
 	type shape struct {
 		pattern     string
@@ -496,6 +485,20 @@ func plan(cfg config) []cell {
 		}
 	}
 	return cells
+}
+
+// shapeLen returns how many cells at the start of cells share the first
+// one's shape: the same pattern, size and concurrency, and stale or not.
+func shapeLen(cells []cell) int {
+	n := 1
+	for n < len(cells) {
+		a, b := cells[0], cells[n]
+		if a.pattern != b.pattern || a.size != b.size || a.concurrency != b.concurrency || a.stale() != b.stale() {
+			break
+		}
+		n++
+	}
+	return n
 }
 
 func orDefault[T any](v, def []T) []T {

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -105,6 +107,7 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"--sizes", "4B"},
 		{"--set", "huge"},
 		{"--stale-client", "curl"},
+		{"--rounds", "0"},
 		{"extra"},
 	} {
 		if _, err := parseFlags(args, io.Discard); err == nil {
@@ -174,4 +177,119 @@ func TestSummaryLine(t *testing.T) {
 func (r *report) withSummary() *report {
 	r.finish(config{staleSummaryC: 4})
 	return r
+}
+
+// TestShapes: the run measures each shape's modes together, and a shape
+// is one pattern, size and concurrency, stale or not.
+func TestShapes(t *testing.T) {
+	cfg, err := parseFlags([]string{"--baseline-fencegate", "/bin/true"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells := plan(cfg)
+	var shapes [][]cell
+	for i := 0; i < len(cells); {
+		n := shapeLen(cells[i:])
+		shapes = append(shapes, cells[i:i+n])
+		i += n
+	}
+	if len(shapes) != 5+4 {
+		t.Fatalf("short set has %d shapes; want 9", len(shapes))
+	}
+	for _, s := range shapes {
+		want := 5 // direct, direct-sdk, clientside, gateway, baseline
+		if s[0].stale() {
+			want = 2 // stale, stale-baseline
+		}
+		if len(s) != want {
+			t.Errorf("shape %v has %d cells; want %d", s, len(s), want)
+		}
+	}
+}
+
+// TestRoundOrder: the rounds run a shape's cells in turn forward and
+// backward, so that over an even number of rounds every cell's mean
+// place is the middle.
+func TestRoundOrder(t *testing.T) {
+	tests := []struct {
+		n, round int
+		want     []int
+	}{
+		{1, 0, []int{0}}, {1, 1, []int{0}},
+		{3, 0, []int{0, 1, 2}}, {3, 1, []int{2, 1, 0}}, {3, 2, []int{0, 1, 2}}, {3, 3, []int{2, 1, 0}},
+	}
+	for _, tt := range tests {
+		if got := roundOrder(tt.n, tt.round); !slices.Equal(got, tt.want) {
+			t.Errorf("roundOrder(%d, %d) = %v; want %v", tt.n, tt.round, got, tt.want)
+		}
+	}
+}
+
+// TestMeasurementAdd: a cell's rounds add up to the figures of one window
+// as long as theirs together, whatever the counters did between them.
+func TestMeasurementAdd(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	snap := func(gw, etcd, s3, self, machine time.Duration, requests int64) snapshot {
+		return snapshot{gateway: gw, etcd: etcd, s3: s3, self: self, machine: machine, etcdRequests: requests}
+	}
+	c := cell{modeStale, patternDistinct, 1 << 10, 4}
+	first := measurement{
+		w:     window{elapsed: time.Second, latencies: []time.Duration{ms(1), ms(3)}, ok: 2, conflicts: 1, errors: 1, firstErr: errors.New("first")},
+		start: snap(ms(100), ms(10), ms(1000), ms(50), ms(5000), 7),
+		end:   snap(ms(400), ms(20), ms(1300), ms(150), ms(6500), 10),
+	}
+	// The counters moved between the rounds (other cells ran): that
+	// movement must not count.
+	second := measurement{
+		w:         window{elapsed: time.Second, latencies: []time.Duration{ms(2)}, ok: 1, firstErr: errors.New("second")},
+		start:     snap(ms(900), ms(90), ms(9000), ms(500), ms(20000), 50),
+		end:       snap(ms(1000), ms(110), ms(9100), ms(600), ms(20600), 51),
+		staleEtcd: 0, staleS3: 3,
+	}
+	m := first
+	m.add(second)
+	got := m.result(c)
+	if got.OK != 3 || got.Conflicts != 1 || got.Errors != 1 || got.Seconds != 2 || got.RPS != 1.5 || got.FirstError != "first" {
+		t.Errorf("counts: ok %d, conflicts %d, errors %d, %vs, %v/s, first error %q; want 3, 1, 1, 2s, 1.5/s, \"first\"",
+			got.OK, got.Conflicts, got.Errors, got.Seconds, got.RPS, got.FirstError)
+	}
+	if got.P50 != 2 {
+		t.Errorf("p50 %v ms; want 2 (the rounds' latencies sorted together)", got.P50)
+	}
+	// 4 requests (ok and conflicts); the gateway used 300 + 100 ms.
+	checks := []struct {
+		name      string
+		got       *float64
+		want      float64
+		wantCores float64
+		cores     *float64
+	}{
+		{"gateway", got.CPUPer1000.Gateway, 0.4 / 4 * 1000, 0.2, got.Cores.Gateway},
+		{"etcd", got.CPUPer1000.Etcd, 0.03 / 4 * 1000, 0.015, got.Cores.Etcd},
+		{"s3", got.CPUPer1000.S3, 0.4 / 4 * 1000, 0.2, got.Cores.S3},
+		{"bench", got.CPUPer1000.Bench, 0.2 / 4 * 1000, 0.1, got.Cores.Bench},
+	}
+	for _, ck := range checks {
+		if ck.got == nil || math.Abs(*ck.got-ck.want) > 1e-9 || ck.cores == nil || math.Abs(*ck.cores-ck.wantCores) > 1e-9 {
+			t.Errorf("%s: %v s per 1000, %v cores; want %v and %v", ck.name, ck.got, ck.cores, ck.want, ck.wantCores)
+		}
+	}
+	// The machine was busy 2.1 s over the 2 s, the processes 1.03 s.
+	if got.OtherCores == nil || math.Abs(*got.OtherCores-(2.1-1.03)/2) > 1e-9 {
+		t.Errorf("other cores %v; want %v", got.OtherCores, (2.1-1.03)/2)
+	}
+	if got.EtcdRequestsPerOp == nil || *got.EtcdRequestsPerOp != 1 {
+		t.Errorf("etcd requests per op %v; want (3 + 1) / 4 = 1", got.EtcdRequestsPerOp)
+	}
+	if got.StaleEtcdRequests == nil || *got.StaleEtcdRequests != 0 || got.StaleS3Requests == nil || *got.StaleS3Requests != 3 {
+		t.Errorf("stale requests: etcd %v, S3 %v; want 0 and 3", got.StaleEtcdRequests, got.StaleS3Requests)
+	}
+
+	// A counter unknown in any round is unknown over the cell.
+	m = first
+	second.end.gateway = -1
+	m.add(second)
+	if got := m.result(c); got.CPUPer1000.Gateway != nil || got.CPUPer1000.Etcd == nil {
+		t.Errorf("gateway CPU %v, etcd CPU %v; want unknown and known", got.CPUPer1000.Gateway, got.CPUPer1000.Etcd)
+	}
 }

@@ -38,6 +38,7 @@ type reportConfig struct {
 	Set             string   `json:"set"`
 	Modes           []string `json:"modes"`
 	Duration        string   `json:"duration"`
+	Rounds          int      `json:"rounds"`
 	Warmup          string   `json:"warmup"`
 	MaxRequests     int64    `json:"max_requests"`
 	Fencegate       string   `json:"fencegate"`
@@ -108,7 +109,7 @@ type cellResult struct {
 	EtcdRequestsPerOp *float64 `json:"etcd_requests_per_op,omitempty"`
 	// StaleEtcdRequests and StaleS3Requests are the requests that etcd
 	// (from anyone) and S3 (from the stale gateway) received during the
-	// whole stale cell, warm-up included. They must be zero.
+	// whole stale cell, warm-ups included. They must be zero.
 	StaleEtcdRequests *int64 `json:"stale_etcd_requests,omitempty"`
 	StaleS3Requests   *int64 `json:"stale_s3_requests,omitempty"`
 	// RatioVsDirect, RatioVsDirectSDK and RatioVsClientSide are a
@@ -316,8 +317,8 @@ func (r *report) writeText(w io.Writer) error {
 	if r.Config.Baseline != "" {
 		fmt.Fprintf(w, "; baseline %s (%s)", r.Config.Baseline, r.Config.BaselineBuild)
 	}
-	fmt.Fprintf(w, "\netcd fsync %v; versitygw keep-alive %v, objects on %s; gateway log level %s; stale cells' HTTP client %s; window %s after %s warm-up\n\n",
-		r.Config.EtcdFsync, r.Config.S3KeepAlive, r.Config.S3Data, r.Config.GatewayLogLevel, r.Config.StaleClient, r.Config.Duration, r.Config.Warmup)
+	fmt.Fprintf(w, "\netcd fsync %v; versitygw keep-alive %v, objects on %s; gateway log level %s; stale cells' HTTP client %s; window %s per cell in %d rounds, each after %s warm-up\n\n",
+		r.Config.EtcdFsync, r.Config.S3KeepAlive, r.Config.S3Data, r.Config.GatewayLogLevel, r.Config.StaleClient, r.Config.Duration, r.Config.Rounds, r.Config.Warmup)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tpattern\tsize\tconc\tok/s\tp50 ms\tp99 ms\tp99.9 ms\tconflicts\terrors\t"+
 		"CPU s/1k: gw\tetcd\ts3\tbench\tcores: gw\tetcd\ts3\tbench\tother\tetcd req/op\tvs direct\tvs direct-sdk\tvs clientside\t")
