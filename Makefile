@@ -62,7 +62,7 @@ fuzz: ## run every Fuzz target in *_test.go for FUZZTIME each (default 20s)
 		done; \
 	done
 
-bench: build $(BIN)/versitygw ## measure the gateway against direct S3 and client-side fencing (short set, about 2 minutes; ends with a summary line)
+bench: build $(BIN)/versitygw ## measure the gateway against direct S3 and client-side fencing (short set, about 2.5 minutes; ends with a summary line)
 	$(GO) build -o $(BIN)/fencebench ./cmd/fencebench
 	$(BIN)/fencebench $(BENCH_ARGS)
 

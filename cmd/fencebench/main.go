@@ -139,7 +139,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		endpoints                            string
 		upload                               = byteSize(1 << 30)
 	)
-	fs.StringVar(&cfg.set, "set", "short", "standard `set` of cells: short (make bench, about 2 minutes) or full (every mode, concurrency, pattern and size)")
+	fs.StringVar(&cfg.set, "set", "short", "standard `set` of cells: short (make bench, about 2.5 minutes) or full (every mode, concurrency, pattern and size)")
 	fs.StringVar(&modes, "modes", "", "comma-separated `modes` to run (default: direct,direct-sdk,clientside,gateway,stale, and baseline,stale-baseline with --baseline-fencegate)")
 	fs.StringVar(&concurrencies, "concurrency", "", "comma-separated `list` of concurrencies; with --patterns and --sizes it replaces the set by their cross product (default of each: 1,8,64,256; distinct,hot; 1KiB,64KiB,4MiB)")
 	fs.StringVar(&patterns, "patterns", "", "comma-separated `list`: distinct (a key per worker), hot (one key)")
@@ -264,7 +264,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	cells := plan(cfg)
 	progress := newProgress(stderr)
-	progress.note("fencebench: %d cells, %v each after warm-up; data and logs in %s", len(cells), cfg.duration, cfg.workDir)
+	progress.note("fencebench: %d cells, %v each in %d rounds; data and logs in %s", len(cells), cfg.duration, cfg.rounds, cfg.workDir)
 
 	st, err := startStack(ctx, cfg)
 	if err != nil {
