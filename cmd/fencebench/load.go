@@ -39,12 +39,33 @@ type worker struct {
 	object objectVersion // what a direct writer knows of its object
 	raw    *rawConn      // the stale cells' connection, closed at the end
 
-	latencies []time.Duration // of outcomeOK operations in the window
+	tally // of the operations in the window
+}
+
+// tally is what operations came to.
+type tally struct {
+	latencies []time.Duration // of outcomeOK operations
 	ok        int64
 	conflicts int64
 	errors    int64
-	resets    int64 // errors that are connection resets by S3 (see window)
-	firstErr  error
+	// resets counts the errors that are S3 resetting the connection while
+	// a large body was being sent, which versitygw does when it refuses a
+	// conditional write before reading the body (a lost race on a hot
+	// object): the writer then never sees the 412.
+	resets   int64
+	firstErr error
+}
+
+// add adds o's operations to t's; the latencies are appended, not sorted.
+func (t *tally) add(o tally) {
+	t.latencies = append(t.latencies, o.latencies...)
+	t.ok += o.ok
+	t.conflicts += o.conflicts
+	t.errors += o.errors
+	t.resets += o.resets
+	if t.firstErr == nil {
+		t.firstErr = o.firstErr
+	}
 }
 
 // objectVersion is what a direct writer last learned of its object.
@@ -70,31 +91,15 @@ type load struct {
 // window is what happened between the start and the end of a cell's
 // measurement.
 type window struct {
-	elapsed   time.Duration
-	latencies []time.Duration // sorted
-	ok        int64
-	conflicts int64
-	errors    int64
-	// resets counts the errors that are S3 resetting the connection while
-	// a large body was being sent, which versitygw does when it refuses a
-	// conditional write before reading the body (a lost race on a hot
-	// object): the writer then never sees the 412.
-	resets   int64
-	firstErr error
+	elapsed time.Duration
+	tally   // latencies sorted
 }
 
 // add adds a later window of the same cell.
 func (w *window) add(o window) {
 	w.elapsed += o.elapsed
-	w.latencies = append(w.latencies, o.latencies...)
+	w.tally.add(o.tally)
 	slices.Sort(w.latencies)
-	w.ok += o.ok
-	w.conflicts += o.conflicts
-	w.errors += o.errors
-	w.resets += o.resets
-	if w.firstErr == nil {
-		w.firstErr = o.firstErr
-	}
 }
 
 // probe takes the resource counters at the edges of the window.
@@ -200,14 +205,7 @@ func (l *load) run(ctx context.Context, start, end probe) window {
 
 	res := window{elapsed: elapsed}
 	for _, w := range workers {
-		res.latencies = append(res.latencies, w.latencies...)
-		res.ok += w.ok
-		res.conflicts += w.conflicts
-		res.errors += w.errors
-		res.resets += w.resets
-		if res.firstErr == nil {
-			res.firstErr = w.firstErr
-		}
+		res.tally.add(w.tally)
 	}
 	slices.Sort(res.latencies)
 	return res

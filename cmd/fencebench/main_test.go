@@ -234,14 +234,14 @@ func TestMeasurementAdd(t *testing.T) {
 	}
 	c := cell{modeStale, patternDistinct, 1 << 10, 4}
 	first := measurement{
-		w:     window{elapsed: time.Second, latencies: []time.Duration{ms(1), ms(3)}, ok: 2, conflicts: 1, errors: 1, firstErr: errors.New("first")},
+		w:     window{time.Second, tally{latencies: []time.Duration{ms(1), ms(3)}, ok: 2, conflicts: 1, errors: 1, firstErr: errors.New("first")}},
 		start: snap(ms(100), ms(10), ms(1000), ms(50), ms(5000), 7),
 		end:   snap(ms(400), ms(20), ms(1300), ms(150), ms(6500), 10),
 	}
 	// The counters moved between the rounds (other cells ran): that
 	// movement must not count.
 	second := measurement{
-		w:         window{elapsed: time.Second, latencies: []time.Duration{ms(2)}, ok: 1, firstErr: errors.New("second")},
+		w:         window{time.Second, tally{latencies: []time.Duration{ms(2)}, ok: 1, firstErr: errors.New("second")}},
 		start:     snap(ms(900), ms(90), ms(9000), ms(500), ms(20000), 50),
 		end:       snap(ms(1000), ms(110), ms(9100), ms(600), ms(20600), 51),
 		staleEtcd: 0, staleS3: 3,

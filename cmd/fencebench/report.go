@@ -85,7 +85,7 @@ type cellResult struct {
 	Conflicts   int64   `json:"conflicts"`
 	Errors      int64   `json:"errors"`
 	// Resets counts the errors that are S3 resetting the connection while
-	// a body was being sent (see window.resets): lost races on hot
+	// a body was being sent (see tally.resets): lost races on hot
 	// objects with large bodies, which do not fail the run.
 	Resets     int64  `json:"resets,omitempty"`
 	FirstError string `json:"first_error,omitempty"`
