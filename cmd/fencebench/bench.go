@@ -323,8 +323,8 @@ func (b *bench) runShape(ctx context.Context, cells []cell, first, total int) ([
 	for i, c := range cells {
 		res := measured[i].result(c)
 		if len(disturbed[i]) > 0 {
-			res.Notes = append(res.Notes, "disturbed: other processes used more than 0.15 cores ("+
-				strings.Join(disturbed[i], ", ")+"); figures not comparable")
+			res.Notes = append(res.Notes, fmt.Sprintf("disturbed: other processes used more than %.2f cores (%s); figures not comparable",
+				disturbedCores, strings.Join(disturbed[i], ", ")))
 		}
 		b.progress.cell = label(i)
 		b.progress.done(res)
