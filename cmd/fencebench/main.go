@@ -47,13 +47,7 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == etcdServerCommand {
-		if err := runEtcdServer(os.Args[2:]); err != nil {
-			fmt.Fprintf(os.Stderr, "fencebench %s: %v\n", etcdServerCommand, err)
-			os.Exit(1)
-		}
-		return
-	}
+	etcdServerMain(os.Args[1:])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	cfg, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {

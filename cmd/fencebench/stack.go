@@ -140,6 +140,21 @@ func (st *stack) close() {
 // process.
 const etcdServerCommand = "etcd-server"
 
+// etcdServerMain runs the etcd-server subcommand and exits when args
+// (the program's, without its name) ask for it, and returns otherwise.
+// startEtcdChild runs the program it is in that way: fencebench, or a
+// test binary whose TestMain calls this.
+func etcdServerMain(args []string) {
+	if len(args) == 0 || args[0] != etcdServerCommand {
+		return
+	}
+	if err := runEtcdServer(args[1:]); err != nil {
+		fmt.Fprintf(os.Stderr, "fencebench %s: %v\n", etcdServerCommand, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
 // runEtcdServer is `fencebench etcd-server --dir D`: an embedded
 // single-member etcd on loopback that prints "endpoint <URL>" once it
 // serves, and stops when its standard input closes (the parent closed it,
