@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -46,7 +47,7 @@ type logWriter struct {
 	// batch is where the flusher formats queued records, between the
 	// lines of pending. Only the flusher uses it, or Close once the
 	// flusher has returned.
-	batch batchBuffer
+	batch bytes.Buffer
 
 	wake     chan struct{} // the first line or record into an empty queue
 	stop     chan struct{} // Close
@@ -60,14 +61,6 @@ type queuedRecord struct {
 	after int
 	h     slog.Handler
 	r     slog.Record
-}
-
-// batchBuffer is the flusher's output: handlers format into it.
-type batchBuffer struct{ b []byte }
-
-func (b *batchBuffer) Write(p []byte) (int, error) {
-	b.b = append(b.b, p...)
-	return len(p), nil
 }
 
 // newLogWriter starts a logWriter that writes to w once a line has waited
@@ -170,15 +163,15 @@ func (lw *logWriter) format(lines []byte, records []queuedRecord) []byte {
 	if len(records) == 0 {
 		return lines
 	}
-	lw.batch.b = lw.batch.b[:0]
+	lw.batch.Reset()
 	from := 0
 	for _, q := range records {
-		lw.batch.b = append(lw.batch.b, lines[from:q.after]...)
+		lw.batch.Write(lines[from:q.after])
 		from = q.after
 		_ = q.h.Handle(context.Background(), q.r)
 	}
-	lw.batch.b = append(lw.batch.b, lines[from:]...)
-	return lw.batch.b
+	lw.batch.Write(lines[from:])
+	return lw.batch.Bytes()
 }
 
 // Close stops the flusher and writes every line still pending, then
