@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/minio/minio-go/v7"
@@ -30,15 +31,17 @@ type S3 struct {
 	Region string
 
 	server *devstack.S3Server
+	dir    string // the posix backend's root: a directory per bucket
 }
 
-// newS3 returns the S3 of a running server.
-func newS3(server *devstack.S3Server) *S3 {
+// newS3 returns the S3 of a server running on dir.
+func newS3(server *devstack.S3Server, dir string) *S3 {
 	return &S3{
 		AccessKey: server.AccessKey,
 		SecretKey: server.SecretKey,
 		Region:    server.Region,
 		server:    server,
+		dir:       dir,
 	}
 }
 
@@ -51,7 +54,8 @@ func newS3(server *devstack.S3Server) *S3 {
 // [StartS3Main]) from TestMain instead.
 func StartS3(tb testing.TB) *S3 {
 	tb.Helper()
-	server, err := devstack.StartVersityGW(startContext(tb), devstack.S3Config{Dir: tb.TempDir()})
+	dir := tb.TempDir()
+	server, err := devstack.StartVersityGW(startContext(tb), devstack.S3Config{Dir: dir})
 	if err != nil {
 		tb.Fatalf("testenv: %v", err)
 	}
@@ -63,7 +67,7 @@ func StartS3(tb testing.TB) *S3 {
 			}
 		}
 	})
-	return newS3(server)
+	return newS3(server, dir)
 }
 
 // StartS3Main is [StartS3] for TestMain, where there is no testing.TB: it
@@ -84,7 +88,7 @@ func StartS3Main() (*S3, func(), error) {
 		server.Close()
 		_ = os.RemoveAll(dir)
 	}
-	return newS3(server), stop, nil
+	return newS3(server, dir), stop, nil
 }
 
 // RunWithS3 is the TestMain of a package whose tests share one S3 server:
@@ -175,5 +179,22 @@ func (s *S3) CreateBucket(tb testing.TB, name string) {
 		if res.Err != nil {
 			tb.Fatalf("testenv: empty bucket %s: remove %s: %v", name, res.ObjectName, res.Err)
 		}
+	}
+}
+
+// PlaceFile writes data as the object bucket/key straight into the
+// bucket's directory on disk, as an operator's file put there before
+// versitygw served it. versitygw's posix backend keeps an object's ETag in
+// an extended attribute that only its own writes set, so it serves such a
+// file with no ETag at all (until something writes the object through S3).
+// The bucket must exist.
+func (s *S3) PlaceFile(tb testing.TB, bucket, key string, data []byte) {
+	tb.Helper()
+	path := filepath.Join(s.dir, bucket, filepath.FromSlash(key))
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		tb.Fatalf("testenv: place %s/%s: %v", bucket, key, err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		tb.Fatalf("testenv: place %s/%s: %v", bucket, key, err)
 	}
 }

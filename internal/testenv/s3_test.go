@@ -123,6 +123,27 @@ func TestStartS3Main(t *testing.T) {
 }
 
 // timeout returns a context that ends with the test or after 30 seconds.
+// TestS3PlaceFile: a file placed in the bucket's directory is served as an
+// object without an ETag, until it is written through S3.
+func TestS3PlaceFile(t *testing.T) {
+	s := testenv.StartS3(t)
+	s.CreateBucket(t, "bucket")
+	c := s.Minio(t)
+	s.PlaceFile(t, "bucket", "dir/placed", []byte("placed"))
+	if got := mustGetObject(t, c, "bucket", "dir/placed"); got != "placed" {
+		t.Fatalf("GetObject(dir/placed) = %q; want %q", got, "placed")
+	}
+	info, err := c.StatObject(timeout(t), "bucket", "dir/placed", minio.StatObjectOptions{})
+	if err != nil || info.ETag != "" {
+		t.Fatalf("StatObject(placed) = ETag %q, %v; want no ETag", info.ETag, err)
+	}
+	mustPutObject(t, c, "bucket", "dir/placed", "placed", minio.PutObjectOptions{})
+	info, err = c.StatObject(timeout(t), "bucket", "dir/placed", minio.StatObjectOptions{})
+	if err != nil || info.ETag == "" {
+		t.Fatalf("StatObject after a PutObject = ETag %q, %v; want an ETag", info.ETag, err)
+	}
+}
+
 func timeout(tb testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(tb.Context(), 30*time.Second)
 	tb.Cleanup(cancel)
