@@ -2,6 +2,7 @@ package api
 
 import (
 	"io"
+	"strings"
 	"time"
 )
 
@@ -21,6 +22,16 @@ type ObjectVersion struct {
 	Token Token
 }
 
+// Named reports whether a conditional request can require v to be
+// current: v is "absent" (If-None-Match: *), or an object with an ETag
+// (If-Match: ETag). An object that exists without an ETag (as versitygw
+// serves a file placed in its directory by hand) is not named: S3 servers
+// read an If-Match whose ETag is empty, with or without its quotes, as no
+// condition at all, so a write "conditional" on it would be blind.
+func (v ObjectVersion) Named() bool {
+	return !v.Exists || strings.Trim(v.ETag, `"`) != ""
+}
+
 // PutObjectInput is one conditional write.
 type PutObjectInput struct {
 	Path ObjectPath
@@ -33,8 +44,15 @@ type PutObjectInput struct {
 	// Token is recorded on the object as MetadataFenceToken.
 	Token Token
 	// Replaces is the version the write replaces: the write applies only
-	// if it is still current.
+	// if it is still current. It must be Named; a backend refuses a write
+	// that replaces a version it cannot name, without sending it.
 	Replaces ObjectVersion
+	// UnsafeUnconditional sends the write with no condition at all, so
+	// that it overwrites whatever version is current, and Replaces is
+	// ignored. It is wrong for a fenced write, and exists only for the
+	// gateway's UnsafeUnconditionalWrite test hook, which shows that the
+	// condition matters. False, the zero value, means a conditional write.
+	UnsafeUnconditional bool
 }
 
 // Object is an object's content and metadata, as read back.

@@ -68,10 +68,10 @@ type TestHooks struct {
 	// can show that it is: never set it outside a test.
 	UnsafeFenceBeforeObserve bool
 	// UnsafeUnconditionalWrite drops the conditional write of step 5: the
-	// PUT carries an empty If-Match, which S3 servers read as no
-	// condition, so it overwrites whatever version is current. It is
-	// wrong, and exists so that tests can show that it is: never set it
-	// outside a test.
+	// PUT carries no condition (api.PutObjectInput.UnsafeUnconditional),
+	// so it overwrites whatever version is current. It is wrong, and
+	// exists so that tests can show that it is: never set it outside a
+	// test.
 	UnsafeUnconditionalWrite bool
 }
 

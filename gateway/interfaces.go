@@ -21,13 +21,19 @@ type FenceStore interface {
 // ObjectWriter observes and conditionally changes objects. The S3 backend
 // implements it.
 type ObjectWriter interface {
-	// Observe returns the object's current version.
+	// Observe returns the object's current version, which is always
+	// api.ObjectVersion.Named: an object that exists without an ETag is
+	// an error (api.ErrUpstream), since no conditional write could name
+	// it.
 	Observe(ctx context.Context, path api.ObjectPath) (api.ObjectVersion, error)
 	// Put writes if in.Replaces is still current and returns the new ETag;
-	// otherwise it fails with api.ErrConcurrentModification.
+	// otherwise it fails with api.ErrConcurrentModification. It never
+	// sends a write whose condition is empty: a Replaces that is not
+	// Named is an error, with nothing sent.
 	Put(ctx context.Context, in api.PutObjectInput) (etag string, err error)
 	// Delete deletes if the object's ETag is still etag; otherwise it
-	// fails with api.ErrConcurrentModification.
+	// fails with api.ErrConcurrentModification. An empty etag is an
+	// error, with nothing sent.
 	Delete(ctx context.Context, path api.ObjectPath, etag string) error
 }
 

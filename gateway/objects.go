@@ -198,9 +198,7 @@ func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		in.Replaces = seen
-		if g.hooks.UnsafeUnconditionalWrite {
-			in.Replaces = api.ObjectVersion{Exists: true} // If-Match with no ETag: no condition
-		}
+		in.UnsafeUnconditional = g.hooks.UnsafeUnconditionalWrite
 		in.Body = body.reader()
 		etag, err := g.objects.Put(r.Context(), in)
 		if err != nil && cached {
@@ -217,9 +215,9 @@ func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
 			g.writeError(w, r, err)
 			return
 		}
-		if etag != "" {
-			g.etags.learn(fr.resource, api.ObjectVersion{Exists: true, ETag: etag, Token: fr.token})
-		}
+		// An answer without an ETag teaches the cache nothing but that
+		// its entry is out of date (learn drops it).
+		g.etags.learn(fr.resource, api.ObjectVersion{Exists: true, ETag: etag, Token: fr.token})
 		status := http.StatusOK
 		if !seen.Exists {
 			status = http.StatusCreated

@@ -108,6 +108,30 @@ func TestStaleWriterPausedAfterFenceCheck(t *testing.T) {
 	}
 }
 
+// TestUnconditionalWriteLetsStaleWriterWin shows that the condition
+// matters: the interleaving above, with the test hook that drops the
+// condition, lets the stale write land on top of the newer holder's. If
+// this test ever fails, the hook no longer writes blind, and the
+// robustness suite's "unconditional-write" mutation proves nothing.
+func TestUnconditionalWriteLetsStaleWriterWin(t *testing.T) {
+	pause := newPauser(5)
+	e := newEnv(t, gateway.Config{TestHooks: &gateway.TestHooks{AfterFenceCheck: pause.hook, UnsafeUnconditionalWrite: true}})
+	e.put(t, "k", 1, "v1")
+	staleDone := make(chan result, 1)
+	go func() { staleDone <- e.put(t, "k", 5, "stale from 5") }()
+	<-pause.reached
+	if r := e.put(t, "k", 6, "from 6"); r.status != http.StatusOK {
+		t.Fatalf("PUT token 6 = %s", r)
+	}
+	close(pause.release)
+	if r := <-staleDone; r.status != http.StatusOK {
+		t.Fatalf("stale PUT token 5 = %s; want the violation (200)", r)
+	}
+	if body, token, _ := e.stored(t, "k"); body != "stale from 5" || token != "5" {
+		t.Fatalf("S3 holds %q token %q; want the stale write (the violation)", body, token)
+	}
+}
+
 // TestLostRaceRetriesWithSameToken: one holder's two concurrent writes
 // (equal tokens) both succeed: the one that loses S3's race observes
 // again and retries, when its body is buffered.

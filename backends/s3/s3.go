@@ -110,8 +110,23 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	return &Client{s3: client, signed: newSignedHTTP(client)}, nil
 }
 
+// errNoETag refuses an object that exists without an ETag. A conditional
+// write names the version it replaces by its ETag, and S3 servers read an
+// If-Match whose ETag is empty as no condition at all (versitygw drops the
+// empty header; the SDK sends it empty), so a write built on such a version
+// would be blind: a stale writer that observed the object and passed its
+// fence check, then paused while a newer holder wrote, would overwrite or
+// delete the newer holder's bytes. versitygw serves a file placed in its
+// directory by hand without an ETag until the object is written through
+// S3 (its posix backend keeps ETags in an extended attribute that only its
+// own writes set). No fenced write of such an object is safe, so none is
+// sent; the error says how the object gets an ETag.
+var errNoETag = errors.New("the object exists without an ETag, so no conditional request can name its version; " +
+	"write it once through S3, outside fencegate, so that S3 records one")
+
 // Observe returns the object's current version: its ETag and recorded
-// token, or Exists false when there is no object.
+// token, or Exists false when there is no object. An object that exists
+// without an ETag is an api.ErrUpstream (see errNoETag), never a version.
 func (c *Client) Observe(ctx context.Context, p api.ObjectPath) (api.ObjectVersion, error) {
 	obj, err := c.Head(ctx, p)
 	if errors.Is(err, api.ErrNotFound) {
@@ -120,15 +135,51 @@ func (c *Client) Observe(ctx context.Context, p api.ObjectPath) (api.ObjectVersi
 	if err != nil {
 		return api.ObjectVersion{}, err
 	}
-	return api.ObjectVersion{Exists: true, ETag: obj.ETag, Token: obj.Token}, nil
+	v := api.ObjectVersion{Exists: true, ETag: obj.ETag, Token: obj.Token}
+	if !v.Named() {
+		return api.ObjectVersion{}, fmt.Errorf("s3 head %s/%s: %w: %w", p.Bucket, p.Key, api.ErrUpstream, errNoETag)
+	}
+	return v, nil
+}
+
+// condition is the precondition header of a conditional write, such as
+// If-Match: "etag"; the zero condition is none.
+type condition struct {
+	header string // "If-Match" or "If-None-Match"; empty for none
+	value  string
+}
+
+// writeCondition builds the condition of in, the one place where it is
+// built for both paths: If-Match the ETag of the version in replaces,
+// If-None-Match: * when it did not exist, none only when the write is
+// UnsafeUnconditional. A version that exists without an ETag has no
+// condition that names it, and an If-Match with an empty ETag is no
+// condition at all: it is refused (errNoETag), so that no write goes out
+// blind because an observation had no ETag.
+func writeCondition(in api.PutObjectInput) (condition, error) {
+	switch {
+	case in.UnsafeUnconditional:
+		return condition{}, nil
+	case !in.Replaces.Exists:
+		return condition{"If-None-Match", "*"}, nil
+	case !in.Replaces.Named():
+		return condition{}, errNoETag
+	}
+	return condition{"If-Match", in.Replaces.ETag}, nil
 }
 
 // Put writes the object if in.Replaces is still its current version:
 // If-Match its ETag, or If-None-Match: * when it did not exist. It returns
-// the new ETag. A lost race is api.ErrConcurrentModification.
+// the new ETag. A lost race is api.ErrConcurrentModification. A Replaces
+// that exists without an ETag is an api.ErrUpstream, and nothing is sent
+// (see writeCondition).
 func (c *Client) Put(ctx context.Context, in api.PutObjectInput) (etag string, err error) {
+	cond, err := writeCondition(in)
+	if err != nil {
+		return "", fmt.Errorf("s3 put %s/%s: %w: %w", in.Path.Bucket, in.Path.Key, api.ErrUpstream, err)
+	}
 	if c.signed != nil && in.Size >= 0 {
-		etag, sdk, err := c.signed.put(ctx, in)
+		etag, sdk, err := c.signed.put(ctx, in, cond)
 		if err != nil {
 			return "", fmt.Errorf("s3 put %s/%s: %w", in.Path.Bucket, in.Path.Key, mapWriteError(err))
 		}
@@ -146,10 +197,11 @@ func (c *Client) Put(ctx context.Context, in api.PutObjectInput) (etag string, e
 	if in.ContentType != "" {
 		put.ContentType = aws.String(in.ContentType)
 	}
-	if in.Replaces.Exists {
-		put.IfMatch = aws.String(in.Replaces.ETag)
-	} else {
-		put.IfNoneMatch = aws.String("*")
+	switch cond.header {
+	case "If-Match":
+		put.IfMatch = aws.String(cond.value)
+	case "If-None-Match":
+		put.IfNoneMatch = aws.String(cond.value)
 	}
 	out, err := c.s3.PutObject(ctx, put)
 	if err != nil {
@@ -160,7 +212,12 @@ func (c *Client) Put(ctx context.Context, in api.PutObjectInput) (etag string, e
 
 // Delete deletes the object if its ETag is still etag (If-Match). A lost
 // race, including an object already gone, is api.ErrConcurrentModification.
+// An empty etag is an api.ErrUpstream, and nothing is sent: an empty
+// If-Match is no condition, and the delete would be blind (see errNoETag).
 func (c *Client) Delete(ctx context.Context, p api.ObjectPath, etag string) error {
+	if !(api.ObjectVersion{Exists: true, ETag: etag}).Named() {
+		return fmt.Errorf("s3 delete %s/%s: %w: %w", p.Bucket, p.Key, api.ErrUpstream, errNoETag)
+	}
 	_, err := c.s3.DeleteObject(ctx, &s3.DeleteObjectInput{
 		Bucket:  aws.String(p.Bucket),
 		Key:     aws.String(p.Key),

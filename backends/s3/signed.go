@@ -226,9 +226,10 @@ func (s *signedHTTP) newRequest(ctx context.Context, ep bucketEndpoint, method, 
 	return req, nil
 }
 
-// put is Client.Put on the signed path. It reports sdk true, having sent
-// nothing, when the bucket's endpoint needs the SDK.
-func (s *signedHTTP) put(ctx context.Context, in api.PutObjectInput) (etag string, sdk bool, err error) {
+// put is Client.Put on the signed path, with the condition that
+// writeCondition built for in. It reports sdk true, having sent nothing,
+// when the bucket's endpoint needs the SDK.
+func (s *signedHTTP) put(ctx context.Context, in api.PutObjectInput, cond condition) (etag string, sdk bool, err error) {
 	ep := s.endpoint(ctx, in.Path.Bucket)
 	if ep.sdk {
 		return "", true, nil
@@ -241,10 +242,8 @@ func (s *signedHTTP) put(ctx context.Context, in api.PutObjectInput) (etag strin
 		if contentType != "" {
 			h["Content-Type"] = []string{contentType}
 		}
-		if in.Replaces.Exists {
-			h["If-Match"] = []string{in.Replaces.ETag}
-		} else {
-			h["If-None-Match"] = []string{"*"}
+		if cond.header != "" {
+			h[cond.header] = []string{cond.value}
 		}
 		h[fenceTokenHeader] = []string{in.Token.String()}
 		if in.Size >= continueThreshold {
