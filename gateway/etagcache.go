@@ -88,6 +88,14 @@ func (c *etagCache) get(r api.Resource) (api.ObjectVersion, bool) {
 // token than v's is newer (two answers for one object can arrive out of
 // order) and is kept. Equal tokens cannot be ordered; the later answer
 // wins, and if it is the older version, the next write pays a 412.
+//
+// A version that exists without an ETag is never learned, so never
+// served: no conditional write can name it (an If-Match with an empty
+// ETag is no condition at all, see api.ObjectVersion.Named), and a write
+// that took it as its observation would be refused by the backend at
+// best, blind at worst. The write that left it has made r's entry out of
+// date, so learning it drops that entry: the next write observes with a
+// HEAD.
 func (c *etagCache) learn(r api.Resource, v api.ObjectVersion) {
 	if c == nil {
 		return
@@ -95,6 +103,10 @@ func (c *etagCache) learn(r api.Resource, v api.ObjectVersion) {
 	s := c.shard(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !v.Named() {
+		delete(s.m, r)
+		return
+	}
 	if old, ok := s.m[r]; ok {
 		if old.Token <= v.Token {
 			s.m[r] = v
