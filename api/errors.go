@@ -20,6 +20,7 @@ var (
 	ErrLengthRequired         = errors.New("length required")
 	ErrHeadersTooLarge        = errors.New("headers too large")
 	ErrMethodNotAllowed       = errors.New("method not allowed")
+	ErrTargetTooLong          = errors.New("request target too long")
 	// ErrUnavailable means the fence check could not be completed: the
 	// token store was unreachable, timed out, or its outcome is unknown.
 	// Nothing was forwarded.
@@ -98,6 +99,7 @@ var classes = []class{
 	{ErrBodyTooLarge, "body-too-large", "Request body too large", http.StatusRequestEntityTooLarge, false},
 	{ErrLengthRequired, "length-required", "Content-Length required", http.StatusLengthRequired, false},
 	{ErrHeadersTooLarge, "headers-too-large", "Request headers too large", http.StatusRequestHeaderFieldsTooLarge, false},
+	{ErrTargetTooLong, "uri-too-long", "Request target too long", http.StatusRequestURITooLong, false},
 	{ErrMethodNotAllowed, "method-not-allowed", "Method not allowed", http.StatusMethodNotAllowed, false},
 	{ErrUnavailable, "fence-unavailable", "Fence check unavailable", http.StatusServiceUnavailable, true},
 	{ErrUpstreamTimeout, "upstream-timeout", "Upstream timeout", http.StatusGatewayTimeout, true},

@@ -2,6 +2,9 @@ package api
 
 import (
 	"errors"
+	"strconv"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ContentTypeProblem is the media type of Problem bodies (RFC 9457).
@@ -81,3 +84,63 @@ func (e *problemError) Error() string {
 }
 
 func (e *problemError) Unwrap() error { return e.class }
+
+// MaxEchoBytes bounds what the gateway echoes of a request in a problem
+// body (instance, detail) and in a log line (path): see Truncate. A
+// client chooses its path, up to the request-target limit, and each of
+// its bytes can take 6 once escaped; what is cut keeps a log line or an
+// answer about it small.
+const MaxEchoBytes = 1 << 10
+
+// Worst-case bytes a character takes once escaped, in problem+json
+// (AppendJSON, which also escapes <, > and &) and in the gateway's log
+// lines (slog's text and JSON handlers).
+const (
+	escapedControl  = 6  // \u00XX; an invalid byte: \ufffd (text: \xXX)
+	escapedNonPrint = 10 // text: \UXXXXXXXX
+	escapedHTML     = 6  // <, >, &: \u003c in problem+json
+	escapedQuote    = 2  // ", \: a backslash before it
+	// escapedPerByte is the most a byte of s can take: a control
+	// character or an invalid byte (a non-printable rune takes at most 10
+	// for its 2 to 4 bytes).
+	escapedPerByte = escapedControl
+)
+
+// Truncate returns s if it takes at most limit bytes once escaped (in
+// problem+json and in log lines, the worst of them); otherwise the longest
+// prefix of s, cut between characters, that does, followed by
+// "…(truncated, N bytes)", N being len(s). What it returns is never more
+// than limit bytes escaped, plus the marker.
+func Truncate(s string, limit int) string {
+	if len(s)*escapedPerByte <= limit {
+		return s // fits however it escapes: no need to look
+	}
+	cost := 0
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		cost += escapedSize(r, size)
+		if cost > limit {
+			return s[:i] + "…(truncated, " + strconv.Itoa(len(s)) + " bytes)"
+		}
+		i += size
+	}
+	return s
+}
+
+// escapedSize is the most bytes that rune r, of size bytes in the string
+// (an invalid byte is utf8.RuneError of size 1), takes once escaped.
+func escapedSize(r rune, size int) int {
+	switch {
+	case r == '"' || r == '\\':
+		return escapedQuote
+	case r == '<' || r == '>' || r == '&':
+		return escapedHTML
+	case r >= 0x20 && r < 0x7f:
+		return 1
+	case r < utf8.RuneSelf, r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029':
+		return escapedControl
+	case !unicode.IsPrint(r):
+		return escapedNonPrint
+	}
+	return size
+}

@@ -1,14 +1,19 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
@@ -102,4 +107,78 @@ func TestStaleTokenErrorMessage(t *testing.T) {
 			t.Errorf("Error() = %q, want %q", got, want)
 		}
 	}
+}
+
+// TestTruncate checks that Truncate leaves short strings alone and cuts
+// long ones between characters, with the marker, so that they take at
+// most the limit once escaped in problem+json and in slog's text and
+// JSON lines.
+func TestTruncate(t *testing.T) {
+	const limit = 64
+	tests := []struct {
+		name    string
+		s       string
+		wantCut bool
+	}{
+		{"empty", "", false},
+		{"short", "/v1/objects/dev/k", false},
+		{"at the limit", strings.Repeat("k", limit), false},
+		{"one over", strings.Repeat("k", limit+1), true},
+		{"invalid bytes", strings.Repeat("\x80", 20), true},
+		{"control characters", strings.Repeat("\x01", 11), true},
+		{"html characters", strings.Repeat("<&>", 4), true},
+		{"quotes", strings.Repeat(`"\`, 17), true},
+		{"multibyte", strings.Repeat("ü€😀", 10), true},
+		{"multibyte fits", strings.Repeat("ü", 32), false},
+		{"line separators", strings.Repeat("\u2028", 11), true},
+		{"non-printable runes", strings.Repeat("\U000E0001", 7), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Truncate(tt.s, limit)
+			marker := fmt.Sprintf("…(truncated, %d bytes)", len(tt.s))
+			if !tt.wantCut {
+				if got != tt.s {
+					t.Fatalf("Truncate(%q) = %q; want it unchanged", tt.s, got)
+				}
+				return
+			}
+			kept, ok := strings.CutSuffix(got, marker)
+			if !ok || !strings.HasPrefix(tt.s, kept) {
+				t.Fatalf("Truncate(%q) = %q; want a prefix of it, then %q", tt.s, got, marker)
+			}
+			if utf8.ValidString(tt.s) && !utf8.ValidString(kept) {
+				t.Errorf("Truncate(%q) = %q: cut inside a character", tt.s, got)
+			}
+			if len(kept) == 0 {
+				t.Errorf("Truncate(%q) kept nothing", tt.s)
+			}
+			for encoding, size := range escapedSizes(kept) {
+				if size > limit {
+					t.Errorf("Truncate(%q) keeps %q, %d bytes in %s; want at most %d", tt.s, kept, size, encoding, limit)
+				}
+			}
+		})
+	}
+}
+
+// escapedSizes is how many bytes s takes, without its quotes, in each
+// encoding that writes it: problem+json, slog's JSON and text lines.
+func escapedSizes(s string) map[string]int {
+	sizes := map[string]int{"problem+json": len(Problem{Instance: s}.AppendJSON(nil)) - len(Problem{Instance: "x"}.AppendJSON(nil)) + 1}
+	for _, format := range []string{"json", "text"} {
+		var with, without bytes.Buffer
+		h := func(w io.Writer) *slog.Logger {
+			if format == "json" {
+				return slog.New(slog.NewJSONHandler(w, nil))
+			}
+			return slog.New(slog.NewTextHandler(w, nil))
+		}
+		h(&with).Info("m", "v", s)
+		h(&without).Info("m", "v", "")
+		// The time differs in the last digits at most; the quotes that an
+		// empty text value does not need are 2 bytes.
+		sizes["slog "+format] = with.Len() - without.Len() - 2
+	}
+	return sizes
 }

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"fencegate/api"
 )
@@ -131,4 +133,83 @@ func requestSubject(r *http.Request, x *exchange) (api.Resource, api.Token) {
 		}
 	}
 	return resource, token
+}
+
+// Log lines of 401 and 403 answers are limited: a client without
+// credentials can send them as fast as the network carries requests
+// (16,000 a second from one client were measured), and a line each would
+// make the log, not the gateway, the limit. Each status has a token
+// bucket (Config.AuthRefusalLogRate, AuthRefusalLogBurst); a line that
+// finds its bucket empty is left out and counted, in
+// fencegate_log_lines_suppressed_total and in the suppressed field of the
+// next line of that status. A bucket per status, not one for both, keeps
+// a flood of 401s from hiding the 403s of known identities; one for all
+// clients, not one per address, keeps the limiter's memory and the log's
+// rate bounded however many addresses send. The metrics count every
+// request, logged or not (fencegate_refused_writes_total,
+// fencegate_requests_total).
+
+// lineLimiter is a token bucket for each of the two statuses.
+type lineLimiter struct {
+	now   func() time.Time
+	rate  float64 // tokens a second
+	burst float64
+
+	mu      sync.Mutex
+	buckets [2]lineBucket // 401, 403
+}
+
+type lineBucket struct {
+	tokens     float64
+	last       time.Time // when tokens was last brought up to date
+	suppressed uint64    // lines left out since the last one written
+}
+
+// newLineLimiter returns a limiter of rate lines a second and burst at
+// once, on the clock now, or nil (no limit) when rate is negative.
+func newLineLimiter(now func() time.Time, rate float64, burst int) *lineLimiter {
+	if rate < 0 {
+		return nil
+	}
+	l := &lineLimiter{now: now, rate: rate, burst: float64(burst)}
+	for i := range l.buckets {
+		l.buckets[i].tokens = l.burst
+	}
+	return l
+}
+
+// allow reports whether the line of an answer with status may be
+// written, and how many lines of that status were left out since the
+// last one written, which the line reports. Statuses other than 401 and
+// 403 are always allowed. A nil limiter allows every line.
+func (l *lineLimiter) allow(status int) (suppressed uint64, ok bool) {
+	if l == nil {
+		return 0, true
+	}
+	var b *lineBucket
+	switch status {
+	case http.StatusUnauthorized:
+		b = &l.buckets[0]
+	case http.StatusForbidden:
+		b = &l.buckets[1]
+	default:
+		return 0, true
+	}
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b.last.IsZero() {
+		b.last = now
+	}
+	if elapsed := now.Sub(b.last); elapsed > 0 {
+		b.tokens = min(l.burst, b.tokens+elapsed.Seconds()*l.rate)
+		b.last = now
+	}
+	if b.tokens < 1 {
+		b.suppressed++
+		return 0, false
+	}
+	b.tokens--
+	suppressed, b.suppressed = b.suppressed, 0
+	return suppressed, true
 }

@@ -112,7 +112,10 @@ func (g *Gateway) track(next http.Handler) http.Handler {
 		if status == 0 {
 			status = http.StatusOK // nothing written: net/http answers 200
 		}
-		route, method := g.routeOf(r), methodLabel(r.Method)
+		route, method := routeNone, methodLabel(r.Method)
+		if status != http.StatusRequestURITooLong { // not routed: its path is too long to look at
+			route = g.routeOf(r)
+		}
 		m.requests.WithLabelValues(route, method, statusClass(status), x.problem).Inc()
 		m.requestDuration.WithLabelValues(route, method).Observe(elapsed.Seconds())
 		if span != nil {
@@ -122,7 +125,9 @@ func (g *Gateway) track(next http.Handler) http.Handler {
 	})
 }
 
-// logExchange writes the request's one line.
+// logExchange writes the request's one line. The line of a 401 or 403
+// answer may be left out by the limit on their rate (audit.go), and the
+// path is cut to api.MaxEchoBytes.
 func (g *Gateway) logExchange(ctx context.Context, r *http.Request, x *exchange, status, bytes int, start time.Time, elapsed time.Duration) {
 	level, msg := slog.LevelInfo, "request"
 	if x.audit != nil {
@@ -132,15 +137,23 @@ func (g *Gateway) logExchange(ctx context.Context, r *http.Request, x *exchange,
 	if !g.log.Enabled(ctx, level) {
 		return
 	}
+	suppressed, ok := g.authLines.allow(status)
+	if !ok {
+		g.metrics.suppressedLines.WithLabelValues(x.problem).Inc()
+		return
+	}
 	attrs := append(x.audit,
 		slog.String("request_id", x.id),
 		slog.String("method", r.Method),
-		slog.String("path", r.URL.Path),
+		slog.String("path", api.Truncate(r.URL.Path, api.MaxEchoBytes)),
 		slog.Int("status", status),
 		slog.Int("bytes", bytes),
 		slog.Duration("duration", elapsed),
 		slog.String("identity", x.identity.name()),
 	)
+	if suppressed > 0 {
+		attrs = append(attrs, slog.Uint64("suppressed", suppressed))
+	}
 	// The record is handed to the handler as slog.Logger.LogAttrs would,
 	// but without the caller's pc, which the line does not show and which
 	// costs a stack walk per request; its time is the request's end.

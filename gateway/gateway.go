@@ -32,6 +32,19 @@ type Config struct {
 	// Zero means 64 KiB. The http.Server's own MaxHeaderBytes should be
 	// larger, so that this limit answers first with a problem body.
 	MaxHeaderBytes int
+	// MaxTargetBytes is the longest request target, the path and query
+	// as sent (414 beyond, before routing or authentication). Zero means
+	// 8 KiB.
+	MaxTargetBytes int
+	// AuthRefusalLogRate bounds the log lines of requests refused 401 or
+	// 403, which clients without credentials can send at no cost: lines a
+	// second, per status, with AuthRefusalLogBurst more at once; the
+	// lines left out are counted in fencegate_log_lines_suppressed_total
+	// and in the next line's suppressed field. Zero means 10; negative
+	// means no limit.
+	AuthRefusalLogRate float64
+	// AuthRefusalLogBurst is the limiter's burst. Zero means 20.
+	AuthRefusalLogBurst int
 	// WriteAttempts bounds observe-fence-write rounds per request when the
 	// write loses a race to another writer. Zero means 3.
 	WriteAttempts int
@@ -49,6 +62,10 @@ type Config struct {
 	// of its etcd and S3 requests and partner calls as children, and the
 	// traceparent sent on to partners. Nil means no tracing, at no cost.
 	Tracer trace.Tracer
+	// Now is the clock of the limiter of refusal log lines (see
+	// AuthRefusalLogRate). Nil means time.Now; tests set a clock of their
+	// own.
+	Now func() time.Time
 	// TestHooks lets tests stop a write between protocol steps. Nil in
 	// production.
 	TestHooks *TestHooks
@@ -79,7 +96,12 @@ const (
 	defaultBufferBytes    = 8 << 20
 	defaultMaxBodyBytes   = 5 << 30
 	defaultMaxHeaderBytes = 64 << 10
-	defaultWriteAttempts  = 3
+	defaultMaxTargetBytes = 8 << 10
+	// 10 lines a second of 401 (and of 403), 20 at once: enough to see
+	// who is knocking, bounded whatever the rate of the knocks.
+	defaultAuthRefusalLogRate  = 10
+	defaultAuthRefusalLogBurst = 20
+	defaultWriteAttempts       = 3
 )
 
 // Gateway serves fencegate's HTTP API. Create it with New.
@@ -97,6 +119,9 @@ type Gateway struct {
 	mounts []func(chi.Router)
 	// auth authenticates and authorizes requests; nil without WithAuth.
 	auth *authenticator
+	// authLines limits the log lines of 401 and 403 answers; nil when
+	// Config.AuthRefusalLogRate is negative.
+	authLines *lineLimiter
 	// optionErr collects the errors of options with invalid arguments;
 	// New returns it.
 	optionErr error
@@ -123,6 +148,18 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	if cfg.MaxHeaderBytes == 0 {
 		cfg.MaxHeaderBytes = defaultMaxHeaderBytes
 	}
+	if cfg.MaxTargetBytes == 0 {
+		cfg.MaxTargetBytes = defaultMaxTargetBytes
+	}
+	if cfg.AuthRefusalLogRate == 0 {
+		cfg.AuthRefusalLogRate = defaultAuthRefusalLogRate
+	}
+	if cfg.AuthRefusalLogBurst == 0 {
+		cfg.AuthRefusalLogBurst = defaultAuthRefusalLogBurst
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.WriteAttempts == 0 {
 		cfg.WriteAttempts = defaultWriteAttempts
 	}
@@ -133,7 +170,7 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 		cfg.ReadinessTimeout = 2 * time.Second
 	}
 	switch {
-	case cfg.BufferBytes < 0, cfg.MaxBodyBytes < 0, cfg.MaxHeaderBytes < 0, cfg.WriteAttempts < 0, cfg.ReadinessTimeout < 0:
+	case cfg.BufferBytes < 0, cfg.MaxBodyBytes < 0, cfg.MaxHeaderBytes < 0, cfg.MaxTargetBytes < 0, cfg.WriteAttempts < 0, cfg.ReadinessTimeout < 0, cfg.AuthRefusalLogBurst < 0:
 		return nil, errors.New("gateway: negative limit in config")
 	case cfg.BufferBytes > cfg.MaxBodyBytes:
 		return nil, fmt.Errorf("gateway: buffer bytes %d exceed max body bytes %d", cfg.BufferBytes, cfg.MaxBodyBytes)
@@ -143,7 +180,8 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	m := newMetrics()
 	fences = &instrumentedFences{FenceStore: fences, m: m}
 	objects = &instrumentedObjects{ObjectStore: objects, m: m}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, fences: fences, objects: objects, etags: newETagCache(cfg.ETagCacheEntries), metrics: m}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, fences: fences, objects: objects, etags: newETagCache(cfg.ETagCacheEntries), metrics: m,
+		authLines: newLineLimiter(cfg.Now, cfg.AuthRefusalLogRate, cfg.AuthRefusalLogBurst)}
 	if cfg.TestHooks != nil {
 		g.hooks = *cfg.TestHooks
 	}
@@ -166,7 +204,7 @@ func (g *Gateway) SetDraining() { g.draining.Store(true) }
 
 func (g *Gateway) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(g.track, g.limitHeaders, g.authenticate)
+	r.Use(g.track, g.limitTarget, g.limitHeaders, g.authenticate)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, fmt.Errorf("%w: no route for %s", api.ErrNotFound, r.URL.Path))
 	})

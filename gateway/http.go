@@ -41,6 +41,26 @@ func newRequestID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// limitTarget answers 414 with a problem body when the request target
+// (path and query, as the client sent them) is longer than
+// Config.MaxTargetBytes. It runs before the routing, the authentication
+// and the handlers, which would each read the path, and the answer and
+// the log line echo at most api.MaxEchoBytes of it (problemFor,
+// logExchange).
+func (g *Gateway) limitTarget(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		target := r.RequestURI
+		if target == "" { // a request not read by a server, as in tests
+			target = r.URL.RequestURI()
+		}
+		if len(target) > g.cfg.MaxTargetBytes {
+			g.writeError(w, r, fmt.Errorf("%w: %d bytes, limit %d", api.ErrTargetTooLong, len(target), g.cfg.MaxTargetBytes))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // limitHeaders answers 431 with a problem body when the request's header
 // block exceeds Config.MaxHeaderBytes.
 func (g *Gateway) limitHeaders(next http.Handler) http.Handler {
@@ -83,10 +103,16 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 }
 
 // problemFor is the answer to r for err: the error table's problem
-// (api.ProblemFor), about r's path and request id.
+// (api.ProblemFor), about r's path and request id. What the problem
+// echoes of the request, its path (instance) and a detail that may quote
+// it, is cut to api.MaxEchoBytes (api.Truncate): every problem body,
+// sent or stored for a replay, is made here. The resource is not cut: it
+// is a validated name, at most 1,091 bytes (S3's 1,024-byte key under a
+// 63-byte bucket), and a cut one would name another resource.
 func problemFor(r *http.Request, err error) api.Problem {
 	p := api.ProblemFor(err)
-	p.Instance = r.URL.Path
+	p.Instance = api.Truncate(r.URL.Path, api.MaxEchoBytes)
+	p.Detail = api.Truncate(p.Detail, api.MaxEchoBytes)
 	p.RequestID = requestID(r.Context())
 	return p
 }

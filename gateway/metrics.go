@@ -66,6 +66,9 @@ type metrics struct {
 	etcdErrors      *prometheus.CounterVec // operation
 	s3Duration      *prometheus.HistogramVec
 	lostRaces       *prometheus.CounterVec // operation
+	// suppressedLines counts the log lines of 401 and 403 answers that
+	// the limiter left out (audit.go), by reason.
+	suppressedLines *prometheus.CounterVec
 }
 
 // newMetrics makes the collectors and registers them, with the Go runtime
@@ -113,6 +116,11 @@ func newMetrics() *metrics {
 			Help: "Conditional writes S3 refused with 412 Precondition Failed (another writer changed the object since it was observed), by operation: put, delete. Each is observed again and retried, up to the write attempts.",
 		}, []string{"operation"}),
 	}
+	m.suppressedLines = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencegate_log_lines_suppressed_total",
+		Help: "Log lines of requests refused 401 or 403 that were left out by the limit on their rate, by reason: unauthorized (401), forbidden (403). The next line written of that reason has their count in its suppressed field.",
+	}, []string{"reason"})
+	m.registry.MustRegister(m.suppressedLines)
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -509,6 +509,7 @@ func TestOpenAPIAnswers(t *testing.T) {
 			cfg: Config{Readiness: []Check{{Name: "etcd", Probe: func(context.Context) error { return errors.New("no quorum") }}}}, wantStatus: 503},
 		{name: "metrics", method: "GET", target: "/metrics", header: map[string]string{"Authorization": ""}, wantStatus: 200},
 		{name: "headers too large", method: "GET", target: "/healthz", header: map[string]string{"X-Big": strings.Repeat("x", 70<<10)}, wantStatus: 431, wantType: "headers-too-large"},
+		{name: "target too long", method: "PUT", target: "/v1/objects/dev/" + strings.Repeat("k", 9<<10), wantStatus: 414, wantType: "uri-too-long"},
 		{name: "no route", method: "GET", target: "/v2/nothing", wantStatus: 404, wantType: "not-found"},
 		{name: "no such method", method: "PATCH", target: "/healthz", wantStatus: 405, wantType: "method-not-allowed"},
 

@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"fencegate/api"
 )
 
 // Tracing (Config.Tracer; off when nil). Each request gets one server
@@ -61,7 +63,7 @@ func startRequestSpan(ctx context.Context, tracer trace.Tracer, r *http.Request,
 		trace.WithTimestamp(start),
 		trace.WithAttributes(
 			attrMethod.String(r.Method),
-			attrPath.String(r.URL.Path),
+			attrPath.String(api.Truncate(r.URL.Path, api.MaxEchoBytes)),
 			attrRequestID.String(x.id),
 		))
 }

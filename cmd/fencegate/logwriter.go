@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 const (
@@ -15,12 +19,19 @@ const (
 	// which writes every line that came in between. It bounds what a
 	// crash can lose (a clean shutdown loses nothing).
 	logFlushDelay = 10 * time.Millisecond
-	// logBufferMax is how many bytes of lines may wait. A line that would
-	// go past it waits for the flush instead (nothing is dropped).
-	logBufferMax = 1 << 20
-	// logRecordsMax is how many records may wait to be formatted; the
-	// next one waits for the flush.
-	logRecordsMax = 1 << 13
+	// logBudgetBytes bounds the bytes of lines and records that wait for
+	// the flusher (records count the bytes of their values, before
+	// escaping: see deferrable). A line or record that would go past it
+	// is dropped and counted, never waited for: see logWriter.
+	logBudgetBytes = 8 << 20
+	// logKeepBytes is the most buffer the flusher keeps between batches:
+	// a larger one, left by a burst, is let go once written, so that one
+	// burst does not hold its memory for the life of the process.
+	logKeepBytes = 256 << 10
+	// logKeepRecords is the same bound on the slice of queued records.
+	logKeepRecords = 4096
+	// logDroppedMessage is the msg of the line that reports drops.
+	logDroppedMessage = "log records dropped"
 )
 
 // logWriter writes log lines to w from a goroutine of its own, a batch at
@@ -34,20 +45,46 @@ const (
 // even formatted by the request that logs them: handler queues them, and
 // the flusher formats them, in their place among the lines, just before
 // it writes the batch.
+//
+// What waits is bounded in bytes (budget, logBudgetBytes), and past the
+// budget lines and records are dropped, at every level, not waited for.
+// Waiting would make stderr the gateway's limit: when the reader of
+// stderr is slow or stuck, every request that logs (every request) would
+// queue behind it, /healthz included. Audit lines (WARN) are dropped too
+// rather than waited for: a refused write held until stderr drains would
+// keep its goroutine and connection for as long as stderr is stuck, and
+// the audit's count of refused writes is its metric
+// (fencegate_refused_writes_total), which no drop touches. Each drop is
+// counted (fencegate_log_records_dropped_total) and reported by a line in
+// the next batch written, so that no gap in the log is silent. Memory is
+// bounded by the budget that waits plus the batch being written.
 type logWriter struct {
-	w     io.Writer
-	delay time.Duration
+	w      io.Writer
+	delay  time.Duration
+	budget int // bytes: logBudgetBytes, smaller in tests
 
-	mu      sync.Mutex
-	pending []byte         // lines not yet taken by the flusher
-	records []queuedRecord // records to format, in order among pending
-	taken   *sync.Cond     // broadcast when the flusher takes the queue
-	closed  bool
+	mu          sync.Mutex
+	pending     []byte         // lines not yet taken by the flusher
+	records     []queuedRecord // records to format, in order among pending
+	recordBytes int            // the records' sizes (deferrable)
+	unreported  uint64         // drops not yet reported by a line
+	closed      bool
+	// report formats the line that reports drops; nil until handler is
+	// called, and without it the report is a plain line.
+	report slog.Handler
+
+	// dropped counts every line and record dropped.
+	dropped atomic.Uint64
 
 	// batch is where the flusher formats queued records, between the
 	// lines of pending. Only the flusher uses it, or Close once the
 	// flusher has returned.
 	batch bytes.Buffer
+	// spareLines and spareRecords are the flusher's buffers of the
+	// previous batch, which the next one reuses (up to logKeepBytes and
+	// logKeepRecords).
+	spareLines   []byte
+	spareRecords []queuedRecord
 
 	wake     chan struct{} // the first line or record into an empty queue
 	stop     chan struct{} // Close
@@ -67,27 +104,30 @@ type queuedRecord struct {
 // delay.
 func newLogWriter(w io.Writer, delay time.Duration) *logWriter {
 	lw := &logWriter{
-		w:     w,
-		delay: delay,
-		wake:  make(chan struct{}, 1),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+		w:      w,
+		delay:  delay,
+		budget: logBudgetBytes,
+		wake:   make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
 	}
-	lw.taken = sync.NewCond(&lw.mu)
 	go lw.flusher()
 	return lw
 }
 
-// Write queues p. It blocks only while the queue is full.
+// Write queues p, or drops it when the queue would go past its budget.
+// It never waits for the flusher, and never fails: a dropped line is
+// counted, as slog drops a handler's write error.
 func (lw *logWriter) Write(p []byte) (int, error) {
 	lw.mu.Lock()
-	for !lw.closed && len(lw.pending) > 0 && len(lw.pending)+len(p) > logBufferMax {
-		lw.taken.Wait()
-	}
 	if lw.closed {
 		// Written under the lock, so that late lines keep their order.
 		defer lw.mu.Unlock()
 		return lw.w.Write(p)
+	}
+	if !lw.roomLocked(len(p)) {
+		lw.mu.Unlock()
+		return len(p), nil
 	}
 	first := len(lw.pending) == 0 && len(lw.records) == 0
 	lw.pending = append(lw.pending, p...)
@@ -98,24 +138,47 @@ func (lw *logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// queue queues r for later to format. It reports false, having queued
-// nothing, once the writer is closed.
-func (lw *logWriter) queue(later slog.Handler, r slog.Record) bool {
-	lw.mu.Lock()
-	for !lw.closed && len(lw.records) >= logRecordsMax {
-		lw.taken.Wait()
+// roomLocked reports whether n more bytes fit the budget, and counts a
+// drop when they do not; the flusher is woken to report it, should the
+// queue be empty (a line over the whole budget). lw.mu is held.
+func (lw *logWriter) roomLocked(n int) bool {
+	if len(lw.pending)+lw.recordBytes+n <= lw.budget {
+		return true
 	}
+	lw.unreported++
+	lw.dropped.Add(1)
+	lw.wakeFlusher()
+	return false
+}
+
+// queue queues r, of size bytes (recordBytes), for later to format, or
+// drops it when the queue would go past its budget. It reports false,
+// having queued nothing, once the writer is closed.
+func (lw *logWriter) queue(later slog.Handler, r slog.Record, size int) bool {
+	lw.mu.Lock()
 	if lw.closed {
 		lw.mu.Unlock()
 		return false
 	}
+	if !lw.roomLocked(size) {
+		lw.mu.Unlock()
+		return true
+	}
 	first := len(lw.pending) == 0 && len(lw.records) == 0
 	lw.records = append(lw.records, queuedRecord{after: len(lw.pending), h: later, r: r})
+	lw.recordBytes += size
 	lw.mu.Unlock()
 	if first {
 		lw.wakeFlusher()
 	}
 	return true
+}
+
+// queuedBytes is what the queue holds against its budget.
+func (lw *logWriter) queuedBytes() int {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return len(lw.pending) + lw.recordBytes
 }
 
 func (lw *logWriter) wakeFlusher() {
@@ -129,8 +192,6 @@ func (lw *logWriter) wakeFlusher() {
 // A failed write is dropped, as slog drops a handler's write error.
 func (lw *logWriter) flusher() {
 	defer close(lw.done)
-	var lines []byte
-	var records []queuedRecord
 	timer := time.NewTimer(lw.delay)
 	timer.Stop()
 	for {
@@ -147,20 +208,46 @@ func (lw *logWriter) flusher() {
 			return // Close writes what is pending
 		}
 		lw.mu.Lock()
-		lines, lw.pending = lw.pending, lines[:0]
-		records, lw.records = lw.records, records[:0]
-		lw.taken.Broadcast()
+		lines, records, dropped := lw.takeLocked(lw.spareLines[:0], lw.spareRecords[:0])
 		lw.mu.Unlock()
-		if out := lw.format(lines, records); len(out) > 0 {
+		if out := lw.format(lines, records, dropped); len(out) > 0 {
 			_, _ = lw.w.Write(out)
 		}
 		clear(records) // let the records' values go
+		lw.spareLines, lw.spareRecords = keep(lines, records)
+		if lw.batch.Cap() > logKeepBytes {
+			lw.batch = bytes.Buffer{}
+		}
 	}
 }
 
-// format returns lines with records formatted in their places, in batch.
-func (lw *logWriter) format(lines []byte, records []queuedRecord) []byte {
-	if len(records) == 0 {
+// takeLocked takes the queue, and the count of drops to report, and
+// leaves lines and records, emptied, as the next queue. lw.mu is held.
+func (lw *logWriter) takeLocked(lines []byte, records []queuedRecord) ([]byte, []queuedRecord, uint64) {
+	lines, lw.pending = lw.pending, lines
+	records, lw.records = lw.records, records
+	lw.recordBytes = 0
+	dropped := lw.unreported
+	lw.unreported = 0
+	return lines, records, dropped
+}
+
+// keep returns the buffers of a written batch for the next one to reuse,
+// or nil for those over logKeepBytes or logKeepRecords.
+func keep(lines []byte, records []queuedRecord) ([]byte, []queuedRecord) {
+	if cap(lines) > logKeepBytes {
+		lines = nil
+	}
+	if cap(records) > logKeepRecords {
+		records = nil
+	}
+	return lines, records
+}
+
+// format returns lines with records formatted in their places, in batch,
+// and then, when dropped is not zero, the line that reports the drops.
+func (lw *logWriter) format(lines []byte, records []queuedRecord, dropped uint64) []byte {
+	if len(records) == 0 && dropped == 0 {
 		return lines
 	}
 	lw.batch.Reset()
@@ -171,7 +258,22 @@ func (lw *logWriter) format(lines []byte, records []queuedRecord) []byte {
 		_ = q.h.Handle(context.Background(), q.r)
 	}
 	lw.batch.Write(lines[from:])
+	if dropped > 0 {
+		lw.reportDropped(dropped)
+	}
 	return lw.batch.Bytes()
+}
+
+// reportDropped writes the line that reports dropped lines and records
+// to batch, formatted as the log's other lines are.
+func (lw *logWriter) reportDropped(dropped uint64) {
+	if lw.report == nil {
+		fmt.Fprintf(&lw.batch, "%s: %d (log queue over %d bytes)\n", logDroppedMessage, dropped, lw.budget)
+		return
+	}
+	r := slog.NewRecord(time.Now(), slog.LevelWarn, logDroppedMessage, 0)
+	r.AddAttrs(slog.Uint64("dropped", dropped), slog.Int("budget_bytes", lw.budget))
+	_ = lw.report.Handle(context.Background(), r)
 }
 
 // Close stops the flusher and writes every line still pending, then
@@ -182,12 +284,11 @@ func (lw *logWriter) Close() error {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	lw.closed = true
-	lw.taken.Broadcast()
+	lines, records, dropped := lw.takeLocked(nil, nil)
 	var err error
-	if out := lw.format(lw.pending, lw.records); len(out) > 0 {
+	if out := lw.format(lines, records, dropped); len(out) > 0 {
 		_, err = lw.w.Write(out)
 	}
-	lw.pending, lw.records = nil, nil
 	return err
 }
 
@@ -195,6 +296,9 @@ func (lw *logWriter) Close() error {
 // records at once and writes them to lw; later, the same handler but
 // writing to lw's batch, formats the records lw queues.
 func (lw *logWriter) handler(now, later slog.Handler) slog.Handler {
+	lw.mu.Lock()
+	lw.report = later
+	lw.mu.Unlock()
 	return &queueHandler{now: now, later: later, lw: lw}
 }
 
@@ -210,7 +314,7 @@ func (h *queueHandler) Enabled(ctx context.Context, level slog.Level) bool {
 }
 
 func (h *queueHandler) Handle(ctx context.Context, r slog.Record) error {
-	if deferrable(r) && h.lw.queue(h.later, r.Clone()) {
+	if size, ok := deferrable(r); ok && h.lw.queue(h.later, r.Clone(), size) {
 		return nil
 	}
 	return h.now.Handle(ctx, r)
@@ -227,17 +331,43 @@ func (h *queueHandler) WithGroup(name string) slog.Handler {
 // deferrable reports whether r can be formatted later with the same
 // result: every value is a string, number, bool, duration or time, which
 // nothing can change after the call that logged it (an Any, a group or a
-// LogValuer may hold something that changes).
-func deferrable(r slog.Record) bool {
-	ok := true
+// LogValuer may hold something that changes). It returns the bytes that
+// r counts against the queue's budget: its message, keys and string
+// values, and a little for the rest.
+func deferrable(r slog.Record) (size int, ok bool) {
+	const recordOverhead, scalarBytes = 64, 24 // time, level, quotes...; a number or time
+	size, ok = recordOverhead+len(r.Message), true
 	r.Attrs(func(a slog.Attr) bool {
+		size += len(a.Key) + 2
 		switch a.Value.Kind() {
-		case slog.KindString, slog.KindInt64, slog.KindUint64, slog.KindFloat64,
+		case slog.KindString:
+			size += len(a.Value.String())
+			return true
+		case slog.KindInt64, slog.KindUint64, slog.KindFloat64,
 			slog.KindBool, slog.KindDuration, slog.KindTime:
+			size += scalarBytes
 			return true
 		}
 		ok = false
 		return false
 	})
-	return ok
+	return size, ok
+}
+
+// droppedCounter is fencegate_log_records_dropped_total, read from lw.
+func (lw *logWriter) droppedCounter() prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "fencegate_log_records_dropped_total",
+		Help: "Log lines and records dropped because the queue to stderr was over its byte budget (8 MiB): stderr did not keep up. Each batch written after a drop has a \"" + logDroppedMessage + "\" line with their count.",
+	}, func() float64 { return float64(lw.dropped.Load()) })
+}
+
+// registerLogMetrics registers the metrics of logger's logWriter, when it
+// writes through one (newLogger), on reg.
+func registerLogMetrics(reg prometheus.Registerer, logger *slog.Logger) error {
+	h, ok := logger.Handler().(*queueHandler)
+	if !ok {
+		return nil
+	}
+	return reg.Register(h.lw.droppedCounter())
 }

@@ -14,6 +14,8 @@ import (
 	"testing/slogtest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"fencegate/internal/testenv"
 )
 
@@ -103,30 +105,6 @@ func TestLogWriterWritesWithoutClose(t *testing.T) {
 	})
 }
 
-// TestLogWriterBlocksWhenFull checks that a full queue makes Write wait
-// for the slow writer instead of dropping lines.
-func TestLogWriterBlocksWhenFull(t *testing.T) {
-	out := &recordingWriter{gate: make(chan struct{})}
-	lw := newLogWriter(out, time.Millisecond)
-	// The flusher takes the first line and blocks in the writer's Write.
-	first := "first\n"
-	if _, err := lw.Write([]byte(first)); err != nil {
-		t.Fatal(err)
-	}
-	waitTaken(t, lw)
-	// Fill the queue to the brim, then one line more.
-	full := bytes.Repeat([]byte("f"), logBufferMax-1)
-	full = append(full, '\n')
-	if _, err := lw.Write(full); err != nil {
-		t.Fatal(err)
-	}
-	blocksUntilDrained(t, out, lw, func() { _, _ = lw.Write([]byte("over\n")) })
-	text, _ := out.snapshot()
-	if want := first + string(full) + "over\n"; text != want {
-		t.Errorf("written %d bytes, want %d: first, the full queue, then the line past it", len(text), len(want))
-	}
-}
-
 // waitTaken waits until lw's flusher has taken every queued line and
 // record.
 func waitTaken(t *testing.T, lw *logWriter) {
@@ -136,28 +114,6 @@ func waitTaken(t *testing.T, lw *logWriter) {
 		defer lw.mu.Unlock()
 		return len(lw.pending) == 0 && len(lw.records) == 0
 	})
-}
-
-// blocksUntilDrained runs write, which goes past lw's full queue while the
-// flusher is held in out's gate, and checks that it waits: it must not
-// return before the gate opens, and must once it has. Then it closes lw.
-func blocksUntilDrained(t *testing.T, out *recordingWriter, lw *logWriter, write func()) {
-	t.Helper()
-	over := make(chan struct{})
-	go func() {
-		defer close(over)
-		write()
-	}()
-	select {
-	case <-over:
-		t.Fatal("a write past a full queue returned while the writer was blocked: it cannot have kept its line")
-	case <-time.After(50 * time.Millisecond):
-	}
-	close(out.gate) // the writer drains
-	<-over
-	if err := lw.Close(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestLogWriterAfterClose checks that lines written after Close are
@@ -336,28 +292,6 @@ func TestQueueHandlerKeepsEachLoggersOrder(t *testing.T) {
 	}
 }
 
-// TestQueueHandlerBlocksWhenFull checks that a full queue of records makes
-// the next one wait for the slow writer instead of dropping it.
-func TestQueueHandlerBlocksWhenFull(t *testing.T) {
-	out := &recordingWriter{gate: make(chan struct{})}
-	h, lw := newQueued(out, "text", time.Millisecond)
-	log := slog.New(h)
-	// The flusher takes the first record and blocks in the writer's Write.
-	log.Info("first")
-	waitTaken(t, lw)
-	for i := range logRecordsMax {
-		log.Info("queued", "i", i)
-	}
-	blocksUntilDrained(t, out, lw, func() { log.Info("over") })
-	text, _ := out.snapshot()
-	if got, want := strings.Count(text, "\n"), logRecordsMax+2; got != want {
-		t.Errorf("%d lines written, want %d", got, want)
-	}
-	if !strings.HasSuffix(text, "msg=over\n") {
-		t.Errorf("the last line is not the one past the full queue: %q", text[max(0, len(text)-80):])
-	}
-}
-
 // TestQueueHandlerAfterClose checks that records logged after Close are
 // written at once.
 func TestQueueHandlerAfterClose(t *testing.T) {
@@ -393,4 +327,113 @@ func TestQueueHandlerConforms(t *testing.T) {
 		}
 		return m
 	})
+}
+
+// TestLogWriterDropsPastItsByteBudget writes lines and records of four
+// times the queue's byte budget while the log's writer is blocked, and
+// checks that the writes return (nothing waits on a stuck stderr), that
+// the queue stays within its budget, that every line and record is either
+// written or counted as dropped (in the metric too), and that the batch
+// after the drops reports them.
+func TestLogWriterDropsPastItsByteBudget(t *testing.T) {
+	const budget = 512 << 10 // logBudgetBytes, scaled down
+	out := &recordingWriter{gate: make(chan struct{})}
+	h, lw := newQueued(out, "text", time.Millisecond)
+	lw.budget = budget
+	log := slog.New(h)
+	reg := prometheus.NewRegistry()
+	if err := registerLogMetrics(reg, log.With("component", "test")); err != nil {
+		t.Fatal(err)
+	}
+	log.Info("first")
+	waitTaken(t, lw) // the flusher holds "first", blocked in the writer
+	value := strings.Repeat("v", 16<<10)
+	line := []byte(strings.Repeat("w", 16<<10-1) + "\n")
+	const rounds = 4 * budget / (32 << 10) // 4 budgets' worth
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		for i := range rounds {
+			log.Info("big", "i", i, "value", value)
+			_, _ = lw.Write(line)
+		}
+	}()
+	testenv.WaitUntil(t, 10*time.Second, "writes past the budget returned while the writer is blocked", func() bool {
+		select {
+		case <-returned:
+			return true
+		default:
+			return false
+		}
+	})
+	if queued := lw.queuedBytes(); queued > budget || queued < budget/2 {
+		t.Errorf("%d bytes queued; want the budget's worth, at most %d", queued, budget)
+	}
+	dropped := lw.dropped.Load()
+	if dropped == 0 {
+		t.Fatalf("nothing dropped of %d bytes written past a %d-byte budget", rounds*32<<10, budget)
+	}
+	if got := gathered(t, reg, "fencegate_log_records_dropped_total"); got != float64(dropped) {
+		t.Errorf("fencegate_log_records_dropped_total = %g; want %d", got, dropped)
+	}
+	close(out.gate)
+	if err := lw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	text, _ := out.snapshot()
+	written := strings.Count(text, "msg=big ") + strings.Count(text, "wwww\n")
+	if written+int(dropped) != 2*rounds {
+		t.Errorf("%d written + %d dropped = %d; want %d, every line and record", written, dropped, written+int(dropped), 2*rounds)
+	}
+	if report := fmt.Sprintf("msg=%q dropped=%d budget_bytes=%d\n", logDroppedMessage, dropped, budget); !strings.Contains(text, report) {
+		t.Errorf("no line %q reports the drops; the log ends %q", report, text[max(0, len(text)-200):])
+	}
+}
+
+// gathered is the value of the counter name in reg.
+func gathered(tb testing.TB, reg *prometheus.Registry, name string) float64 {
+	tb.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	tb.Fatalf("no metric %s", name)
+	return 0
+}
+
+// TestLogWriterReleasesLargeBatches checks that the flusher does not keep
+// the buffers of a large batch once it is written.
+func TestLogWriterReleasesLargeBatches(t *testing.T) {
+	out := &recordingWriter{gate: make(chan struct{})}
+	h, lw := newQueued(out, "text", time.Millisecond)
+	log := slog.New(h)
+	log.Info("first")
+	waitTaken(t, lw) // the flusher holds "first": what follows is one batch
+	value := strings.Repeat("v", 16<<10)
+	line := []byte(strings.Repeat("w", 16<<10-1) + "\n")
+	for i := range 64 { // 2 MiB in one batch
+		log.Info("big", "i", i, "value", value)
+		_, _ = lw.Write(line)
+	}
+	close(out.gate)
+	want := 64 * (len(line) + len(fmt.Sprintf("time=2026-12-03T18:00:00.000Z level=INFO msg=big i=10 value=%s\n", value)))
+	testenv.WaitUntil(t, 10*time.Second, "every line written", func() bool {
+		out.mu.Lock()
+		defer out.mu.Unlock()
+		return out.buf.Len() >= want-64 // i is one digit below 10
+	})
+	if err := lw.Close(); err != nil { // the flusher returned: its buffers can be read
+		t.Fatal(err)
+	}
+	if c := lw.batch.Cap(); c > logKeepBytes {
+		t.Errorf("the batch buffer keeps %d bytes after its batch was written; want at most %d", c, logKeepBytes)
+	}
+	if c := cap(lw.spareLines); c > logKeepBytes {
+		t.Errorf("the lines buffer keeps %d bytes after its batch was written; want at most %d", c, logKeepBytes)
+	}
 }

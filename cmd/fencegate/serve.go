@@ -302,6 +302,9 @@ func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.C
 	if err != nil {
 		return nil, err
 	}
+	if err := registerLogMetrics(gw.Registry(), logger); err != nil {
+		return nil, err
+	}
 	return &wiredGateway{Gateway: gw, logger: logger, fences: store, objects: objects, limits: lim}, nil
 }
 
