@@ -22,7 +22,10 @@ type Violation struct {
 	// Check names the checker: linearizability, versions-monotonic,
 	// acked-committed, final-state, hwm-monotonic, hwm-covers,
 	// fence-before-forward, refused-not-written, refusal-grounded,
-	// members-agree, unexpected-answer.
+	// members-agree, unexpected-answer; and for the partner shape
+	// partner-exclusive, partner-tokens-monotonic, partner-plausible,
+	// partner-at-most-once, partner-refused-not-forwarded,
+	// partner-acked-forwarded, partner-unexpected-answer.
 	Check  string
 	Detail string
 }
@@ -54,6 +57,26 @@ type Evidence struct {
 	MemberHWM map[string]map[string]api.Token
 	// Final is each object as versitygw holds it at the end.
 	Final map[string]ObjectState
+	// Partner is the partner shape's evidence; nil in a history without
+	// it.
+	Partner *PartnerEvidence
+}
+
+// PartnerEvidence is what the partner checkers read.
+type PartnerEvidence struct {
+	// Accounts are the history's accounts.
+	Accounts []string
+	// Ops are the workload's partner requests.
+	Ops []PartnerOp
+	// Calls are the requests that reached the partner, in arrival order.
+	Calls []PartnerCall
+	// HWM is each account's mark, read back through a gateway at the end.
+	HWM map[string]api.Token
+	// HWMEvents are the watch record of each account's mark.
+	HWMEvents map[string][]HWMEvent
+	// Revision is etcd's revision once the history is over: no lock of
+	// the cluster issued a larger token, so a larger one is implausible.
+	Revision int64
 }
 
 // CheckConfig tunes the checkers.
@@ -112,9 +135,18 @@ func Check(ev Evidence, cfg CheckConfig) CheckResult {
 		}
 	}
 
+	// An object the harness placed in the bucket (a seed) is its first
+	// version: no token, no write through the proxy.
+	seeds := make(map[string]*S3Write)
+	for _, op := range ev.Ops {
+		if op.Kind == OpSeed {
+			seeds[op.Key] = &S3Write{Key: Bucket + "/" + op.Key, Op: op.ID, Committed: true}
+		}
+	}
+
 	for _, key := range ev.Keys {
 		// 2. The versions of each object carry non-decreasing tokens.
-		var last *S3Write
+		last := seeds[key]
 		for i, w := range writesByKey[key] {
 			if !w.Committed {
 				continue
@@ -182,6 +214,9 @@ func Check(ev Evidence, cfg CheckConfig) CheckResult {
 	}
 	if ev.WatchErr != nil {
 		add("hwm-monotonic", "the watch record is incomplete: %v", ev.WatchErr)
+	}
+	if ev.Partner != nil {
+		res.Violations = append(res.Violations, checkPartners(*ev.Partner)...)
 	}
 
 	forwards := make(map[string]int)
@@ -270,6 +305,9 @@ type Summary struct {
 func Summarize(ops []Op) Summary {
 	var s Summary
 	for _, op := range ops {
+		if op.Kind == OpSeed {
+			continue // placed by the harness, not an operation of the workload
+		}
 		if op.Outcome == Failed {
 			s.FailedReads++
 			continue

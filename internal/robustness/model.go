@@ -3,6 +3,7 @@ package robustness
 import (
 	"fmt"
 	"math"
+	"net/http"
 	"sort"
 
 	"github.com/anishathalye/porcupine"
@@ -25,10 +26,19 @@ import (
 //   - an ambiguous write either changes nothing or, if t >= the current
 //     token, makes itself current, at any time after its call (as in
 //     etcd's robustness tests, it never returns);
-//   - a read returns the current version exactly.
+//   - a read returns the current version exactly;
+//   - a seed (an object the harness placed in the bucket's directory, not
+//     through a gateway, before anything else) makes an object that
+//     exists, records token 0 and has no ETag. A write that observes such
+//     an object has no version to make its PUT conditional on, so the
+//     gateway must refuse it: a 502 answer to a write while the object is
+//     a seed changes nothing (not "ambiguous"). A write acked on top of a
+//     seed reports that it replaced the ETag "": it is legal only while
+//     the seed is current, like any other acked write.
 
 type registerInput struct {
 	write bool
+	seed  bool
 	key   string
 	token api.Token
 	value string // the writing op's id
@@ -37,6 +47,8 @@ type registerInput struct {
 
 type registerOutput struct {
 	outcome Outcome
+	// status is a write's HTTP answer (0 if none).
+	status int
 	// For acked writes: the version replaced, if known.
 	replacedKnown bool
 	created       bool
@@ -47,12 +59,17 @@ type registerOutput struct {
 	token  api.Token
 }
 
+// registerState is an object's current version. An object that exists
+// with etag "" is a seed: its ETag is unknown (S3 gives none).
 type registerState struct {
 	exists bool
 	token  api.Token
 	value  string
 	etag   string
 }
+
+// etagless reports whether the current version is one without an ETag.
+func (st registerState) etagless() bool { return st.exists && st.etag == "" }
 
 // ambiguousReturn is the return time given to ambiguous operations: later
 // than anything in a history.
@@ -80,6 +97,12 @@ var registerModel = (&porcupine.NondeterministicModel{
 	Init: func() []interface{} { return []interface{}{registerState{}} },
 	Step: func(state, input, output interface{}) []interface{} {
 		st, in, out := state.(registerState), input.(registerInput), output.(registerOutput)
+		if in.seed {
+			if st == (registerState{}) {
+				return []interface{}{registerState{exists: true, value: in.value}}
+			}
+			return nil
+		}
 		if !in.write {
 			if out.exists == st.exists && (!st.exists || out.value == st.value && out.token == st.token) {
 				return []interface{}{st}
@@ -97,6 +120,9 @@ var registerModel = (&porcupine.NondeterministicModel{
 			}
 			return nil
 		case Ambiguous:
+			if out.status == http.StatusBadGateway && st.etagless() {
+				return []interface{}{st} // refused: no ETag to be conditional on
+			}
 			if in.token >= st.token {
 				return []interface{}{st, written}
 			}
@@ -108,6 +134,9 @@ var registerModel = (&porcupine.NondeterministicModel{
 	Equal: func(a, b interface{}) bool { return a.(registerState) == b.(registerState) },
 	DescribeOperation: func(input, output interface{}) string {
 		in, out := input.(registerInput), output.(registerOutput)
+		if in.seed {
+			return fmt.Sprintf("seed(%s, no ETag)", in.value)
+		}
 		if !in.write {
 			if !out.exists {
 				return "read() -> absent"
@@ -127,6 +156,9 @@ var registerModel = (&porcupine.NondeterministicModel{
 		if !st.exists {
 			return "absent"
 		}
+		if st.etag == "" {
+			return fmt.Sprintf("%s@%d, no ETag", st.value, st.token)
+		}
 		return fmt.Sprintf("%s@%d %s", st.value, st.token, st.etag)
 	},
 }).ToModel()
@@ -139,8 +171,8 @@ func porcupineOps(ops []Op) []porcupine.Operation {
 		if op.Outcome == Failed {
 			continue
 		}
-		in := registerInput{write: op.Kind == OpWrite, key: op.Key, token: op.Token, value: op.ID, etag: op.ETag}
-		o := registerOutput{outcome: op.Outcome, exists: op.ReadExists, value: op.ReadValue, token: op.ReadToken,
+		in := registerInput{write: op.Kind == OpWrite, seed: op.Kind == OpSeed, key: op.Key, token: op.Token, value: op.ID, etag: op.ETag}
+		o := registerOutput{outcome: op.Outcome, status: op.Status, exists: op.ReadExists, value: op.ReadValue, token: op.ReadToken,
 			replacedKnown: op.ReplacedKnown, created: op.Created, replaced: op.Replaced}
 		ret := op.Return
 		if op.Outcome == Ambiguous {
