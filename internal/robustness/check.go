@@ -151,7 +151,9 @@ func Check(ev Evidence, cfg CheckConfig) CheckResult {
 			if !w.Committed {
 				continue
 			}
-			if last != nil && w.Token < last.Token {
+			// A delete carries no token that S3 sees: it ends the
+			// version, and the next one is compared with nothing.
+			if !w.Deleted && last != nil && w.Token < last.Token {
 				add("versions-monotonic", "%s: version by %s (token %d, %s via %s) replaced version by %s with larger token %d",
 					key, w.Op, w.Token, w.Condition, w.Gateway, last.Op, last.Token)
 			}
@@ -162,7 +164,9 @@ func Check(ev Evidence, cfg CheckConfig) CheckResult {
 		switch {
 		case last == nil && final.Exists:
 			add("final-state", "%s: S3 holds %s (token %d) but no write committed through the proxy", key, final.Op, final.Token)
-		case last != nil && (!final.Exists || final.Op != last.Op || final.Token != last.Token):
+		case last != nil && last.Deleted && final.Exists:
+			add("final-state", "%s: S3 holds %+v; the last committed change was a delete via %s (seq %d)", key, final, last.Gateway, last.Seq)
+		case last != nil && !last.Deleted && (!final.Exists || final.Op != last.Op || final.Token != last.Token):
 			add("final-state", "%s: S3 holds %+v; the last committed write was %s with token %d", key, final, last.Op, last.Token)
 		}
 		// 6, 7. The mark never decreased, and covers every version.
@@ -205,7 +209,7 @@ func Check(ev Evidence, cfg CheckConfig) CheckResult {
 				}
 			}
 			for _, w := range writesByKey[key] {
-				if !accepted[w.Token] {
+				if !w.Deleted && !accepted[w.Token] {
 					add("fence-before-forward", "%s: write %s with token %d reached S3 via %s (seq %d), but no fence check ever accepted that token",
 						key, w.Op, w.Token, w.Gateway, w.Seq)
 				}
@@ -224,7 +228,7 @@ func Check(ev Evidence, cfg CheckConfig) CheckResult {
 		forwards[w.Op]++
 	}
 	for _, op := range ev.Ops {
-		if op.Kind != OpWrite {
+		if !op.Kind.changes() {
 			continue
 		}
 		// 8. A request reaches S3 at most once per round (fence check,
@@ -236,8 +240,11 @@ func Check(ev Evidence, cfg CheckConfig) CheckResult {
 			add("fence-before-forward", "%s: write %s was answered 503 fence-unavailable, yet reached S3 %d times", op.Key, op.ID, n)
 		}
 		w, committed := committedOp[op.ID]
-		switch op.Outcome {
-		case Acked:
+		switch {
+		case op.Kind == OpDelete:
+			// S3's record cannot tell which request a delete was: the
+			// model and the final state judge deletes.
+		case op.Outcome == Acked:
 			// 3, 5. An acked write is a version, and what replaced it
 			// carries a token at least as large.
 			if !committed {
@@ -245,7 +252,7 @@ func Check(ev Evidence, cfg CheckConfig) CheckResult {
 			} else if f := ev.Final[op.Key]; !f.Exists || f.Token < op.Token {
 				add("acked-committed", "%s: acked write %s (token %d) was superseded by %+v, not by a token at least as large", op.Key, op.ID, op.Token, f)
 			}
-		case RefusedStale, Refused:
+		case op.Outcome == RefusedStale, op.Outcome == Refused:
 			// 8. A refusal promises nothing was written.
 			if committed {
 				add("refused-not-written", "%s: write %s (token %d) was answered %d %s by %s, but S3 committed it (seq %d)",
@@ -267,7 +274,7 @@ func Check(ev Evidence, cfg CheckConfig) CheckResult {
 // before at.
 func historyInvoked(ops []Op, token api.Token, at int64) bool {
 	for _, op := range ops {
-		if op.Kind == OpWrite && op.Token == token && op.Call <= at {
+		if op.Kind.changes() && op.Token == token && op.Call <= at {
 			return true
 		}
 	}

@@ -47,13 +47,15 @@ func (w *Workload) EtaglessHeld() int {
 }
 
 // etaglessRace opens an ETag-less object with the race that a blind write
-// loses: writer A takes the object's lock and writes through one gateway,
+// loses: writer A takes the object's lock and writes (or, half the time,
+// deletes) through one gateway,
 // whose pause-after-fence hook holds A's write after its fence check;
 // meanwhile A's lease is revoked, writer B takes the lock (a larger token)
 // and writes through another gateway, and once B is answered A's write
-// goes on. A gateway that sends either write to S3 with an empty If-Match
-// lets A's smaller token land on top of B's version; one that refuses
-// writes to objects without an ETag answers both 502 and writes nothing.
+// goes on. A gateway that sends either request to S3 with an empty
+// If-Match lets A's smaller token land on top of B's version (or delete
+// it); one that refuses to change objects without an ETag answers both 502
+// and changes nothing.
 // clientID and clientID+1 name the two writers.
 func (w *Workload) etaglessRace(ctx context.Context, key string, clientID int, rnd *rand.Rand) {
 	gateways := rnd.Perm(len(w.cluster.Gateways))
@@ -85,10 +87,15 @@ func (w *Workload) etaglessRace(ctx context.Context, key string, clientID int, r
 		}
 	})
 	defer first.Pause.DisarmResource(resource)
+	deleteA := rnd.IntN(2) == 0
 	doneA := make(chan struct{})
 	go func() {
 		defer close(doneA)
-		w.writeVia(ctx, writerA, first, key, tokenA, true, false)
+		if deleteA {
+			w.deleteVia(ctx, writerA, first, key, tokenA, true)
+		} else {
+			w.writeVia(ctx, writerA, first, key, tokenA, true, false)
+		}
 		releaseA() // if the write was not held, the lease is still there: B waits for it
 	}()
 	lockCtxB, cancelB := context.WithTimeout(ctx, 2*maxPause)

@@ -16,12 +16,17 @@ const (
 	OpWrite OpKind = iota
 	// OpRead is a GET through a gateway.
 	OpRead
+	// OpDelete is a fenced DELETE through a gateway.
+	OpDelete
 	// OpSeed is an object placed in the bucket's directory by the harness,
 	// not through a gateway, before the history's first operation: it
 	// exists, records no token, and has no ETag (versitygw serves it
 	// without one). Its ID starts its body.
 	OpSeed
 )
+
+// changes reports whether k is a fenced operation (a write or a delete).
+func (k OpKind) changes() bool { return k == OpWrite || k == OpDelete }
 
 // Outcome is what the client learned of an operation.
 type Outcome int
@@ -150,17 +155,17 @@ func (h *History) Add(op Op) int {
 		next = h.nextProcess
 		h.nextProcess++
 	}
-	if op.Kind == OpWrite && op.Outcome == Acked && op.Token > h.acked[op.Key] {
+	if op.Kind.changes() && op.Outcome == Acked && op.Token > h.acked[op.Key] {
 		h.acked[op.Key] = op.Token
 	}
-	if op.Kind == OpWrite && op.Token > h.wrote[op.Key] {
+	if op.Kind.changes() && op.Token > h.wrote[op.Key] {
 		h.wrote[op.Key] = op.Token
 	}
 	h.ops = append(h.ops, op)
 	return next
 }
 
-// AckedAbove reports whether a write to key with a token above token has
+// AckedAbove reports whether a write or delete of key with a token above token has
 // been acked.
 func (h *History) AckedAbove(key string, token api.Token) bool {
 	h.mu.Lock()
@@ -168,8 +173,8 @@ func (h *History) AckedAbove(key string, token api.Token) bool {
 	return h.acked[key] > token
 }
 
-// AnsweredAbove reports whether a write to key with a token above token
-// has been answered (whatever the answer).
+// AnsweredAbove reports whether a write or delete of key with a token
+// above token has been answered (whatever the answer).
 func (h *History) AnsweredAbove(key string, token api.Token) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -26,6 +26,10 @@ import (
 //   - an ambiguous write either changes nothing or, if t >= the current
 //     token, makes itself current, at any time after its call (as in
 //     etcd's robustness tests, it never returns);
+//   - a delete is a write that leaves the object absent, with its token
+//     as the one a later version must reach (the mark stays behind as a
+//     tombstone); an acked delete with token t is legal only if t >= the
+//     current token;
 //   - a read returns the current version exactly;
 //   - a seed (an object the harness placed in the bucket's directory, not
 //     through a gateway, before anything else) makes an object that
@@ -37,8 +41,9 @@ import (
 //     the seed is current, like any other acked write.
 
 type registerInput struct {
-	write bool
-	seed  bool
+	write  bool
+	delete bool
+	seed   bool
 	key   string
 	token api.Token
 	value string // the writing op's id
@@ -103,16 +108,19 @@ var registerModel = (&porcupine.NondeterministicModel{
 			}
 			return nil
 		}
-		if !in.write {
+		if !in.write && !in.delete {
 			if out.exists == st.exists && (!st.exists || out.value == st.value && out.token == st.token) {
 				return []interface{}{st}
 			}
 			return nil
 		}
 		written := registerState{exists: true, token: in.token, value: in.value, etag: in.etag}
+		if in.delete {
+			written = registerState{token: in.token}
+		}
 		switch out.outcome {
 		case Acked:
-			replacedCurrent := !out.replacedKnown ||
+			replacedCurrent := in.delete || !out.replacedKnown ||
 				out.created && !st.exists ||
 				!out.created && st.exists && out.replaced == st.etag
 			if in.token >= st.token && replacedCurrent {
@@ -136,6 +144,9 @@ var registerModel = (&porcupine.NondeterministicModel{
 		in, out := input.(registerInput), output.(registerOutput)
 		if in.seed {
 			return fmt.Sprintf("seed(%s, no ETag)", in.value)
+		}
+		if in.delete {
+			return fmt.Sprintf("delete(%s@%d) -> %s", in.value, in.token, out.outcome)
 		}
 		if !in.write {
 			if !out.exists {
@@ -171,7 +182,7 @@ func porcupineOps(ops []Op) []porcupine.Operation {
 		if op.Outcome == Failed {
 			continue
 		}
-		in := registerInput{write: op.Kind == OpWrite, seed: op.Kind == OpSeed, key: op.Key, token: op.Token, value: op.ID, etag: op.ETag}
+		in := registerInput{write: op.Kind == OpWrite, delete: op.Kind == OpDelete, seed: op.Kind == OpSeed, key: op.Key, token: op.Token, value: op.ID, etag: op.ETag}
 		o := registerOutput{outcome: op.Outcome, status: op.Status, exists: op.ReadExists, value: op.ReadValue, token: op.ReadToken,
 			replacedKnown: op.ReplacedKnown, created: op.Created, replaced: op.Replaced}
 		ret := op.Return

@@ -37,6 +37,14 @@ func writeOp(id string, process int, token api.Token, call, ret int64, status in
 	return op
 }
 
+func deleteOp(id string, process int, token api.Token, call, ret int64, status int) Op {
+	op := Op{ID: id, Process: process, Kind: OpDelete, Key: "k", Token: token, Call: call, Return: ret, Status: status, Outcome: Ambiguous}
+	if status == http.StatusNoContent {
+		op.Outcome = Acked
+	}
+	return op
+}
+
 func readOp(process int, call, ret int64, value string, token api.Token) Op {
 	return Op{ID: fmt.Sprintf("read-%d", call), Process: process, Kind: OpRead, Key: "k", Call: call, Return: ret,
 		ReadExists: value != "", ReadValue: value, ReadToken: token}
@@ -88,6 +96,29 @@ func TestRegisterModelEtagless(t *testing.T) {
 			writeOp("stale", 0, 5, 0, 100, http.StatusOK, ""),
 			writeOp("newer", 1, 7, 20, 30, http.StatusOK, ""),
 			readOp(2, 110, 120, "stale", 5),
+		}, porcupine.Illegal},
+		{"a held stale delete lands on a blind write (today's ETag-less race)", []Op{
+			seedOp("seed"),
+			deleteOp("stale", 0, 5, 0, 100, http.StatusNoContent),
+			writeOp("newer", 1, 7, 20, 30, http.StatusOK, ""),
+			readOp(2, 110, 120, "", 0),
+		}, porcupine.Illegal},
+		{"a delete of a seed refused with 502", []Op{
+			seedOp("seed"),
+			deleteOp("a", 0, 5, 0, 10, http.StatusBadGateway),
+			readOp(1, 20, 30, "seed", 0),
+		}, porcupine.Ok},
+		{"a seed deleted, then created again with a larger token", []Op{
+			seedOp("seed"),
+			deleteOp("a", 0, 5, 0, 10, http.StatusNoContent),
+			readOp(1, 15, 18, "", 0),
+			writeOp("b", 1, 7, 20, 30, http.StatusCreated, ""),
+			readOp(2, 40, 50, "b", 7),
+		}, porcupine.Ok},
+		{"created again below the delete's token", []Op{
+			seedOp("seed"),
+			deleteOp("a", 0, 7, 0, 10, http.StatusNoContent),
+			writeOp("b", 1, 5, 20, 30, http.StatusCreated, ""),
 		}, porcupine.Illegal},
 		{"the same race, both refused with 502", []Op{
 			seedOp("seed"),
@@ -168,6 +199,16 @@ func TestCheckSeededObjects(t *testing.T) {
 			[]S3Write{s3Write(1, "a", 5)},
 			ObjectState{Exists: true, Op: "a", Token: 5},
 		), []string{"linearizability"}},
+		{"deleted, and S3 holds nothing", seededEvidence(
+			[]Op{seedOp("seed"), deleteOp("a", 0, 5, 0, 10, http.StatusNoContent), readOp(1, 20, 30, "", 0)},
+			[]S3Write{{Seq: 1, Key: Bucket + "/k", Deleted: true, Forwarded: true, Status: 204, Committed: true}},
+			ObjectState{},
+		), nil},
+		{"deleted, yet S3 holds the seed", seededEvidence(
+			[]Op{seedOp("seed"), deleteOp("a", 0, 5, 0, 10, http.StatusNoContent), readOp(1, 20, 30, "", 0)},
+			[]S3Write{{Seq: 1, Key: Bucket + "/k", Deleted: true, Forwarded: true, Status: 204, Committed: true}},
+			ObjectState{Exists: true, Op: "seed"},
+		), []string{"final-state"}},
 		{"a held stale write lands on a blind write (today's ETag-less race)", seededEvidence(
 			[]Op{seedOp("seed"), writeOp("stale", 0, 5, 0, 100, http.StatusOK, ""), writeOp("newer", 1, 7, 20, 30, http.StatusOK, ""), readOp(2, 110, 120, "stale", 5)},
 			[]S3Write{s3Write(1, "newer", 7), s3Write(2, "stale", 5)},

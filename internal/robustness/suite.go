@@ -113,7 +113,7 @@ func shapeFigures(ev Evidence, etaglessHeld int) ShapeFigures {
 		reachedS3[w.Op] = true
 	}
 	for _, op := range ev.Ops {
-		if op.Kind == OpWrite && seeded[op.Key] && op.Status == http.StatusBadGateway && !reachedS3[op.ID] {
+		if op.Kind.changes() && seeded[op.Key] && op.Status == http.StatusBadGateway && !reachedS3[op.ID] {
 			f.EtaglessRefused++
 		}
 	}

@@ -433,6 +433,49 @@ func (w *Workload) writeVia(ctx context.Context, cs *clientState, g *Gateway, ke
 	return op
 }
 
+// deleteVia DELETEs key with token through g, and records the outcome.
+func (w *Workload) deleteVia(ctx context.Context, cs *clientState, g *Gateway, key string, token api.Token, stale bool) Op {
+	cs.ops++
+	id := fmt.Sprintf("%sc%d-%d", strings.ReplaceAll(w.prefix, "/", "-"), cs.id, cs.ops)
+	op := Op{ID: id, Client: cs.id, Process: cs.process, Kind: OpDelete, Key: key, Token: token, Gateway: g.Name, Stale: stale}
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, g.URL+"/v1/objects/"+Bucket+"/"+key, nil)
+	if err != nil {
+		panic(err) // a bug in the workload
+	}
+	req.Header.Set(api.HeaderFenceToken, token.String())
+	req.Header.Set("X-Request-Id", id)
+	op.Call = w.history.Now()
+	w.history.Invoke(token, op.Call)
+	resp, err := w.http.Do(req)
+	op.Return = w.history.Now()
+	if err != nil {
+		op.Outcome, op.Err = Ambiguous, err.Error()
+		cs.process = w.history.Add(op)
+		return op
+	}
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	op.Status = resp.StatusCode
+	var p problem
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), api.ContentTypeProblem) {
+		_ = json.Unmarshal(data, &p)
+	}
+	op.ProblemType = p.Type
+	op.Outcome = writeOutcome(resp.StatusCode, p.Type)
+	if resp.StatusCode == http.StatusNoContent {
+		op.Outcome = Acked
+	}
+	if op.Outcome == RefusedStale {
+		op.HighWaterMark = p.HighWaterMark
+	}
+	if op.Outcome == Ambiguous && resp.StatusCode < 500 || op.Outcome == Acked && resp.StatusCode != http.StatusNoContent {
+		op.Err = fmt.Sprintf("unexpected answer %d: %s", resp.StatusCode, data)
+		op.Outcome = Ambiguous
+	}
+	cs.process = w.history.Add(op)
+	return op
+}
+
 // writeResult is the part of a write's answer the workload reads (the
 // gateway's WriteResult).
 type writeResult struct {
