@@ -44,10 +44,10 @@ type registerInput struct {
 	write  bool
 	delete bool
 	seed   bool
-	key   string
-	token api.Token
-	value string // the writing op's id
-	etag  string // its body's entity tag
+	key    string
+	token  api.Token
+	value  string // the writing op's id
+	etag   string // its body's entity tag
 }
 
 type registerOutput struct {
