@@ -22,7 +22,10 @@ type Violation struct {
 	// Check names the checker: linearizability, versions-monotonic,
 	// acked-committed, final-state, hwm-monotonic, hwm-covers,
 	// fence-before-forward, refused-not-written, refusal-grounded,
-	// members-agree, unexpected-answer.
+	// members-agree, unexpected-answer; and for the partner shape
+	// partner-exclusive, partner-tokens-monotonic, partner-plausible,
+	// partner-at-most-once, partner-refused-not-forwarded,
+	// partner-acked-forwarded, partner-unexpected-answer.
 	Check  string
 	Detail string
 }
@@ -54,6 +57,26 @@ type Evidence struct {
 	MemberHWM map[string]map[string]api.Token
 	// Final is each object as versitygw holds it at the end.
 	Final map[string]ObjectState
+	// Partner is the partner shape's evidence; nil in a history without
+	// it.
+	Partner *PartnerEvidence
+}
+
+// PartnerEvidence is what the partner checkers read.
+type PartnerEvidence struct {
+	// Accounts are the history's accounts.
+	Accounts []string
+	// Ops are the workload's partner requests.
+	Ops []PartnerOp
+	// Calls are the requests that reached the partner, in arrival order.
+	Calls []PartnerCall
+	// HWM is each account's mark, read back through a gateway at the end.
+	HWM map[string]api.Token
+	// HWMEvents are the watch record of each account's mark.
+	HWMEvents map[string][]HWMEvent
+	// Revision is etcd's revision once the history is over: no lock of
+	// the cluster issued a larger token, so a larger one is implausible.
+	Revision int64
 }
 
 // CheckConfig tunes the checkers.
@@ -112,14 +135,25 @@ func Check(ev Evidence, cfg CheckConfig) CheckResult {
 		}
 	}
 
+	// An object the harness placed in the bucket (a seed) is its first
+	// version: no token, no write through the proxy.
+	seeds := make(map[string]*S3Write)
+	for _, op := range ev.Ops {
+		if op.Kind == OpSeed {
+			seeds[op.Key] = &S3Write{Key: Bucket + "/" + op.Key, Op: op.ID, Committed: true}
+		}
+	}
+
 	for _, key := range ev.Keys {
 		// 2. The versions of each object carry non-decreasing tokens.
-		var last *S3Write
+		last := seeds[key]
 		for i, w := range writesByKey[key] {
 			if !w.Committed {
 				continue
 			}
-			if last != nil && w.Token < last.Token {
+			// A delete carries no token that S3 sees: it ends the
+			// version, and the next one is compared with nothing.
+			if !w.Deleted && last != nil && w.Token < last.Token {
 				add("versions-monotonic", "%s: version by %s (token %d, %s via %s) replaced version by %s with larger token %d",
 					key, w.Op, w.Token, w.Condition, w.Gateway, last.Op, last.Token)
 			}
@@ -130,7 +164,9 @@ func Check(ev Evidence, cfg CheckConfig) CheckResult {
 		switch {
 		case last == nil && final.Exists:
 			add("final-state", "%s: S3 holds %s (token %d) but no write committed through the proxy", key, final.Op, final.Token)
-		case last != nil && (!final.Exists || final.Op != last.Op || final.Token != last.Token):
+		case last != nil && last.Deleted && final.Exists:
+			add("final-state", "%s: S3 holds %+v; the last committed change was a delete via %s (seq %d)", key, final, last.Gateway, last.Seq)
+		case last != nil && !last.Deleted && (!final.Exists || final.Op != last.Op || final.Token != last.Token):
 			add("final-state", "%s: S3 holds %+v; the last committed write was %s with token %d", key, final, last.Op, last.Token)
 		}
 		// 6, 7. The mark never decreased, and covers every version.
@@ -173,7 +209,7 @@ func Check(ev Evidence, cfg CheckConfig) CheckResult {
 				}
 			}
 			for _, w := range writesByKey[key] {
-				if !accepted[w.Token] {
+				if !w.Deleted && !accepted[w.Token] {
 					add("fence-before-forward", "%s: write %s with token %d reached S3 via %s (seq %d), but no fence check ever accepted that token",
 						key, w.Op, w.Token, w.Gateway, w.Seq)
 				}
@@ -183,13 +219,16 @@ func Check(ev Evidence, cfg CheckConfig) CheckResult {
 	if ev.WatchErr != nil {
 		add("hwm-monotonic", "the watch record is incomplete: %v", ev.WatchErr)
 	}
+	if ev.Partner != nil {
+		res.Violations = append(res.Violations, checkPartners(*ev.Partner)...)
+	}
 
 	forwards := make(map[string]int)
 	for _, w := range ev.Writes {
 		forwards[w.Op]++
 	}
 	for _, op := range ev.Ops {
-		if op.Kind != OpWrite {
+		if !op.Kind.changes() {
 			continue
 		}
 		// 8. A request reaches S3 at most once per round (fence check,
@@ -201,8 +240,11 @@ func Check(ev Evidence, cfg CheckConfig) CheckResult {
 			add("fence-before-forward", "%s: write %s was answered 503 fence-unavailable, yet reached S3 %d times", op.Key, op.ID, n)
 		}
 		w, committed := committedOp[op.ID]
-		switch op.Outcome {
-		case Acked:
+		switch {
+		case op.Kind == OpDelete:
+			// S3's record cannot tell which request a delete was: the
+			// model and the final state judge deletes.
+		case op.Outcome == Acked:
 			// 3, 5. An acked write is a version, and what replaced it
 			// carries a token at least as large.
 			if !committed {
@@ -210,7 +252,7 @@ func Check(ev Evidence, cfg CheckConfig) CheckResult {
 			} else if f := ev.Final[op.Key]; !f.Exists || f.Token < op.Token {
 				add("acked-committed", "%s: acked write %s (token %d) was superseded by %+v, not by a token at least as large", op.Key, op.ID, op.Token, f)
 			}
-		case RefusedStale, Refused:
+		case op.Outcome == RefusedStale, op.Outcome == Refused:
 			// 8. A refusal promises nothing was written.
 			if committed {
 				add("refused-not-written", "%s: write %s (token %d) was answered %d %s by %s, but S3 committed it (seq %d)",
@@ -232,7 +274,7 @@ func Check(ev Evidence, cfg CheckConfig) CheckResult {
 // before at.
 func historyInvoked(ops []Op, token api.Token, at int64) bool {
 	for _, op := range ops {
-		if op.Kind == OpWrite && op.Token == token && op.Call <= at {
+		if op.Kind.changes() && op.Token == token && op.Call <= at {
 			return true
 		}
 	}
@@ -270,6 +312,9 @@ type Summary struct {
 func Summarize(ops []Op) Summary {
 	var s Summary
 	for _, op := range ops {
+		if op.Kind == OpSeed {
+			continue // placed by the harness, not an operation of the workload
+		}
 		if op.Outcome == Failed {
 			s.FailedReads++
 			continue

@@ -58,6 +58,9 @@ type ClusterConfig struct {
 	Logf func(format string, args ...any)
 	// Seed seeds the proxies' jitter.
 	Seed uint64
+	// TokenChecks is every gateway's --token-checks, such as "*=plausible".
+	// Empty means none.
+	TokenChecks string
 }
 
 // Cluster is the system under test, on 127.0.0.1: etcd members and
@@ -73,6 +76,9 @@ type Cluster struct {
 	Gateways []*Gateway
 	S3       *devstack.S3Server
 	S3Proxy  *S3Proxy
+	// Partner is the partner API behind every gateway's partner route
+	// PartnerRoute.
+	Partner *PartnerServer
 	// Client reaches every member directly, for the harness and the
 	// workload's locks.
 	Client *clientv3.Client
@@ -161,7 +167,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig, bins Binaries) (_ *Clu
 		}
 	}()
 
-	c.S3, err = devstack.StartVersityGW(ctx, devstack.S3Config{Dir: filepath.Join(cfg.Dir, "s3")})
+	c.S3, err = devstack.StartVersityGW(ctx, devstack.S3Config{Dir: c.s3Dir()})
 	if err != nil {
 		return nil, err
 	}
@@ -177,16 +183,55 @@ func StartCluster(ctx context.Context, cfg ClusterConfig, bins Binaries) (_ *Clu
 		return nil, err
 	}
 
+	if c.Partner, err = NewPartnerServer(cfg.Seed); err != nil {
+		return nil, err
+	}
+	configFile, err := c.writeGatewayConfig()
+	if err != nil {
+		return nil, err
+	}
+
 	if err := c.startMembers(ctx, bins.Etcdnode); err != nil {
 		return nil, err
 	}
 	for i, name := range gatewayNames {
-		if err := c.startGateway(ctx, bins.Fencegate, name, uint64(i)); err != nil {
+		if err := c.startGateway(ctx, bins.Fencegate, configFile, name, uint64(i)); err != nil {
 			return nil, err
 		}
 	}
 	cfg.Logf("cluster up: %d members, %d gateways, versitygw at %s", len(c.Members), len(c.Gateways), c.S3.Endpoint())
 	return c, nil
+}
+
+// s3Dir is versitygw's posix root: each bucket is a directory in it.
+func (c *Cluster) s3Dir() string { return filepath.Join(c.cfg.Dir, "s3") }
+
+// BucketDir is the directory that holds Bucket's objects, one file per
+// object (a key's "/" separates directories). A file placed there directly
+// is an object that versitygw serves without an ETag: it keeps ETags in
+// an extended attribute that only its own writes set.
+func (c *Cluster) BucketDir() string { return filepath.Join(c.s3Dir(), Bucket) }
+
+// writeGatewayConfig writes the gateways' --config file: the partner route
+// PartnerRoute to c.Partner, with the resource accounts/{account}.
+func (c *Cluster) writeGatewayConfig() (string, error) {
+	path := filepath.Join(c.cfg.Dir, "gateway.yaml")
+	config := fmt.Sprintf(`# The robustness suite's gateways: flags give the rest.
+partners:
+  - name: %s
+    upstream: %s
+    methods: [POST]
+    resource: accounts/{account}
+    timeout: %s
+    max_wait: %s
+    idempotency_key: optional
+    idempotency_ttl: 10m
+    max_body_bytes: 4KiB
+`, PartnerRoute, c.Partner.URL(), partnerTimeout, partnerMaxWait)
+	if err := os.MkdirAll(c.cfg.Dir, 0o700); err != nil {
+		return "", err
+	}
+	return path, os.WriteFile(path, []byte(config), 0o600)
 }
 
 // memberName returns the name of the member whose id is hex, or "".
@@ -414,7 +459,7 @@ func (m *Member) Starts() int {
 	return m.starts
 }
 
-func (c *Cluster) startGateway(ctx context.Context, bin, name string, index uint64) error {
+func (c *Cluster) startGateway(ctx context.Context, bin, configFile, name string, index uint64) error {
 	g := &Gateway{Name: name, logPath: filepath.Join(c.cfg.Dir, name+".log")}
 	c.Gateways = append(c.Gateways, g) // closed by Close, whatever happens below
 	var endpoints []string
@@ -447,7 +492,8 @@ func (c *Cluster) startGateway(ctx context.Context, bin, name string, index uint
 			return err
 		}
 		g.URL = fmt.Sprintf("http://127.0.0.1:%d", port)
-		cmd := exec.Command(bin, "serve",
+		args := []string{"serve",
+			"--config", configFile,
 			"--listen", fmt.Sprintf("127.0.0.1:%d", port),
 			"--etcd-endpoints", strings.Join(endpoints, ","),
 			"--etcd-prefix", EtcdPrefix,
@@ -459,7 +505,11 @@ func (c *Cluster) startGateway(ctx context.Context, bin, name string, index uint
 			"--s3-secret-key", c.S3.SecretKey,
 			"--log-level", "warn",
 			"--shutdown-timeout", "2s",
-		)
+		}
+		if c.cfg.TokenChecks != "" {
+			args = append(args, "--token-checks", c.cfg.TokenChecks)
+		}
+		cmd := exec.Command(bin, args...)
 		cmd.Env = append(filteredEnv(), "FENCEGATE_UNSAFE_TEST_HOOKS="+strings.Join(hooks, ","))
 		logFile, err := os.OpenFile(g.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
@@ -693,6 +743,9 @@ func (c *Cluster) Close() {
 	}
 	if c.S3Proxy != nil {
 		c.S3Proxy.Close()
+	}
+	if c.Partner != nil {
+		c.Partner.Close()
 	}
 	if c.S3 != nil {
 		c.S3.Close()

@@ -25,6 +25,14 @@
 // gateway's test-only pause hook) while its holder's lease is revoked, S3
 // faults, and etcd compaction. Check runs the checkers.
 //
+// Two more shapes of the workload are in WorkloadConfig, off in
+// DefaultWorkload (WithShapes turns them on): objects that exist without
+// an ETag (files placed straight into versitygw's bucket directory, each
+// opened by a race whose first writer is held after its fence check), and
+// requests through a partner route, under the gateways' "*=plausible"
+// token checks, to PartnerServer, a partner in this process that records
+// what reaches it; checkPartners reads its record.
+//
 // The gateways' test-only switches are set through the environment
 // variable FENCEGATE_UNSAFE_TEST_HOOKS (see cmd/fencegate/testhooks.go),
 // which the mutation tests use to show that the checkers catch a gateway

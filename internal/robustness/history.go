@@ -16,7 +16,17 @@ const (
 	OpWrite OpKind = iota
 	// OpRead is a GET through a gateway.
 	OpRead
+	// OpDelete is a fenced DELETE through a gateway.
+	OpDelete
+	// OpSeed is an object placed in the bucket's directory by the harness,
+	// not through a gateway, before the history's first operation: it
+	// exists, records no token, and has no ETag (versitygw serves it
+	// without one). Its ID starts its body.
+	OpSeed
 )
+
+// changes reports whether k is a fenced operation (a write or a delete).
+func (k OpKind) changes() bool { return k == OpWrite || k == OpDelete }
 
 // Outcome is what the client learned of an operation.
 type Outcome int
@@ -100,6 +110,8 @@ type History struct {
 	ops   []Op
 	// acked[key] is the largest token acked for a write to key.
 	acked map[string]api.Token
+	// wrote[key] is the largest token of any write to key recorded.
+	wrote map[string]api.Token
 	// invoked[token] is when a write with token was first invoked.
 	invoked     map[api.Token]int64
 	nextProcess int
@@ -108,7 +120,7 @@ type History struct {
 
 // NewHistory starts a history now.
 func NewHistory(clients int) *History {
-	return &History{start: time.Now(), acked: make(map[string]api.Token), invoked: make(map[api.Token]int64), nextProcess: clients}
+	return &History{start: time.Now(), acked: make(map[string]api.Token), wrote: make(map[string]api.Token), invoked: make(map[api.Token]int64), nextProcess: clients}
 }
 
 // Now returns nanoseconds since the history started.
@@ -143,19 +155,47 @@ func (h *History) Add(op Op) int {
 		next = h.nextProcess
 		h.nextProcess++
 	}
-	if op.Kind == OpWrite && op.Outcome == Acked && op.Token > h.acked[op.Key] {
+	if op.Kind.changes() && op.Outcome == Acked && op.Token > h.acked[op.Key] {
 		h.acked[op.Key] = op.Token
+	}
+	if op.Kind.changes() && op.Token > h.wrote[op.Key] {
+		h.wrote[op.Key] = op.Token
 	}
 	h.ops = append(h.ops, op)
 	return next
 }
 
-// AckedAbove reports whether a write to key with a token above token has
+// AckedAbove reports whether a write or delete of key with a token above token has
 // been acked.
 func (h *History) AckedAbove(key string, token api.Token) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.acked[key] > token
+}
+
+// AnsweredAbove reports whether a write or delete of key with a token
+// above token has been answered (whatever the answer).
+func (h *History) AnsweredAbove(key string, token api.Token) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.wrote[key] > token
+}
+
+// NewProcess returns a porcupine process id that no client uses.
+func (h *History) NewProcess() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.nextProcess++
+	return h.nextProcess - 1
+}
+
+// Seed records that the harness placed an object at key, whose body
+// starts with "op=ID", before the history's first operation.
+func (h *History) Seed(key, id string) {
+	process := h.NewProcess()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ops = append(h.ops, Op{ID: id, Client: -1, Process: process, Kind: OpSeed, Key: key, Call: -2, Return: -1})
 }
 
 // Ops returns the operations, by call time.

@@ -3,6 +3,7 @@ package robustness
 import (
 	"fmt"
 	"math"
+	"net/http"
 	"sort"
 
 	"github.com/anishathalye/porcupine"
@@ -25,18 +26,34 @@ import (
 //   - an ambiguous write either changes nothing or, if t >= the current
 //     token, makes itself current, at any time after its call (as in
 //     etcd's robustness tests, it never returns);
-//   - a read returns the current version exactly.
+//   - a delete is a write that leaves the object absent, with its token
+//     as the one a later version must reach (the mark stays behind as a
+//     tombstone); an acked delete with token t is legal only if t >= the
+//     current token;
+//   - a read returns the current version exactly;
+//   - a seed (an object the harness placed in the bucket's directory, not
+//     through a gateway, before anything else) makes an object that
+//     exists, records token 0 and has no ETag. A write that observes such
+//     an object has no version to make its PUT conditional on, so the
+//     gateway must refuse it: a 502 answer to a write while the object is
+//     a seed changes nothing (not "ambiguous"). A write acked on top of a
+//     seed reports that it replaced the ETag "": it is legal only while
+//     the seed is current, like any other acked write.
 
 type registerInput struct {
-	write bool
-	key   string
-	token api.Token
-	value string // the writing op's id
-	etag  string // its body's entity tag
+	write  bool
+	delete bool
+	seed   bool
+	key    string
+	token  api.Token
+	value  string // the writing op's id
+	etag   string // its body's entity tag
 }
 
 type registerOutput struct {
 	outcome Outcome
+	// status is a write's HTTP answer (0 if none).
+	status int
 	// For acked writes: the version replaced, if known.
 	replacedKnown bool
 	created       bool
@@ -47,12 +64,17 @@ type registerOutput struct {
 	token  api.Token
 }
 
+// registerState is an object's current version. An object that exists
+// with etag "" is a seed: its ETag is unknown (S3 gives none).
 type registerState struct {
 	exists bool
 	token  api.Token
 	value  string
 	etag   string
 }
+
+// etagless reports whether the current version is one without an ETag.
+func (st registerState) etagless() bool { return st.exists && st.etag == "" }
 
 // ambiguousReturn is the return time given to ambiguous operations: later
 // than anything in a history.
@@ -80,16 +102,25 @@ var registerModel = (&porcupine.NondeterministicModel{
 	Init: func() []interface{} { return []interface{}{registerState{}} },
 	Step: func(state, input, output interface{}) []interface{} {
 		st, in, out := state.(registerState), input.(registerInput), output.(registerOutput)
-		if !in.write {
+		if in.seed {
+			if st == (registerState{}) {
+				return []interface{}{registerState{exists: true, value: in.value}}
+			}
+			return nil
+		}
+		if !in.write && !in.delete {
 			if out.exists == st.exists && (!st.exists || out.value == st.value && out.token == st.token) {
 				return []interface{}{st}
 			}
 			return nil
 		}
 		written := registerState{exists: true, token: in.token, value: in.value, etag: in.etag}
+		if in.delete {
+			written = registerState{token: in.token}
+		}
 		switch out.outcome {
 		case Acked:
-			replacedCurrent := !out.replacedKnown ||
+			replacedCurrent := in.delete || !out.replacedKnown ||
 				out.created && !st.exists ||
 				!out.created && st.exists && out.replaced == st.etag
 			if in.token >= st.token && replacedCurrent {
@@ -97,6 +128,9 @@ var registerModel = (&porcupine.NondeterministicModel{
 			}
 			return nil
 		case Ambiguous:
+			if out.status == http.StatusBadGateway && st.etagless() {
+				return []interface{}{st} // refused: no ETag to be conditional on
+			}
 			if in.token >= st.token {
 				return []interface{}{st, written}
 			}
@@ -108,6 +142,12 @@ var registerModel = (&porcupine.NondeterministicModel{
 	Equal: func(a, b interface{}) bool { return a.(registerState) == b.(registerState) },
 	DescribeOperation: func(input, output interface{}) string {
 		in, out := input.(registerInput), output.(registerOutput)
+		if in.seed {
+			return fmt.Sprintf("seed(%s, no ETag)", in.value)
+		}
+		if in.delete {
+			return fmt.Sprintf("delete(%s@%d) -> %s", in.value, in.token, out.outcome)
+		}
 		if !in.write {
 			if !out.exists {
 				return "read() -> absent"
@@ -127,6 +167,9 @@ var registerModel = (&porcupine.NondeterministicModel{
 		if !st.exists {
 			return "absent"
 		}
+		if st.etag == "" {
+			return fmt.Sprintf("%s@%d, no ETag", st.value, st.token)
+		}
 		return fmt.Sprintf("%s@%d %s", st.value, st.token, st.etag)
 	},
 }).ToModel()
@@ -139,8 +182,8 @@ func porcupineOps(ops []Op) []porcupine.Operation {
 		if op.Outcome == Failed {
 			continue
 		}
-		in := registerInput{write: op.Kind == OpWrite, key: op.Key, token: op.Token, value: op.ID, etag: op.ETag}
-		o := registerOutput{outcome: op.Outcome, exists: op.ReadExists, value: op.ReadValue, token: op.ReadToken,
+		in := registerInput{write: op.Kind == OpWrite, delete: op.Kind == OpDelete, seed: op.Kind == OpSeed, key: op.Key, token: op.Token, value: op.ID, etag: op.ETag}
+		o := registerOutput{outcome: op.Outcome, status: op.Status, exists: op.ReadExists, value: op.ReadValue, token: op.ReadToken,
 			replacedKnown: op.ReplacedKnown, created: op.Created, replaced: op.Replaced}
 		ret := op.Return
 		if op.Outcome == Ambiguous {

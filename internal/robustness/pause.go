@@ -27,6 +27,9 @@ type PauseController struct {
 
 	mu     sync.Mutex
 	onHold func(resource api.Resource, token api.Token, release <-chan struct{})
+	// byResource holds the next write to each of its resources, whatever
+	// Arm says (ArmResource).
+	byResource map[api.Resource]func(resource api.Resource, token api.Token, release <-chan struct{})
 	// release is closed by ReleaseAll, to end every hold at once.
 	release chan struct{}
 	held    int
@@ -38,7 +41,8 @@ func NewPauseController(maxHold time.Duration) (*PauseController, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &PauseController{ln: ln, maxHold: maxHold, release: make(chan struct{})}
+	c := &PauseController{ln: ln, maxHold: maxHold, release: make(chan struct{}),
+		byResource: make(map[api.Resource]func(api.Resource, api.Token, <-chan struct{}))}
 	c.wg.Add(1)
 	go c.acceptLoop()
 	return c, nil
@@ -57,10 +61,28 @@ func (c *PauseController) Arm(onHold func(resource api.Resource, token api.Token
 	c.armed.Store(1)
 }
 
+// ArmResource makes the controller hold the next write to resource, as
+// Arm does for the next write to any resource. It is independent of Arm:
+// a write to resource is held by ArmResource's onHold, and does not use up
+// Arm's.
+func (c *PauseController) ArmResource(resource api.Resource, onHold func(resource api.Resource, token api.Token, release <-chan struct{})) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.byResource[resource] = onHold
+}
+
+// DisarmResource undoes ArmResource if no write to resource was held yet.
+func (c *PauseController) DisarmResource(resource api.Resource) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.byResource, resource)
+}
+
 // ReleaseAll disarms the controller and lets every held write go on.
 func (c *PauseController) ReleaseAll() {
 	c.armed.Store(0)
 	c.mu.Lock()
+	clear(c.byResource)
 	close(c.release)
 	c.release = make(chan struct{})
 	c.mu.Unlock()
@@ -105,9 +127,18 @@ func (c *PauseController) serve(conn net.Conn) {
 		return
 	}
 	resource, token, ok := parseAfterFence(line)
-	if ok && c.armed.CompareAndSwap(1, 0) {
+	c.mu.Lock()
+	onHold, byResource := c.byResource[resource]
+	if byResource {
+		delete(c.byResource, resource)
+	}
+	c.mu.Unlock()
+	if ok && (byResource || c.armed.CompareAndSwap(1, 0)) {
 		c.mu.Lock()
-		onHold, release := c.onHold, c.release
+		if !byResource {
+			onHold = c.onHold
+		}
+		release := c.release
 		c.held++
 		c.mu.Unlock()
 		done := make(chan struct{})

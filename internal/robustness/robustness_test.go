@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,6 +49,28 @@ func suiteHistories(t *testing.T) int {
 	return 24
 }
 
+// suiteWorkload returns DefaultWorkload with the shapes that
+// ROBUSTNESS_SHAPES lists (comma-separated: etagless, partners; "all" for
+// both), each in half the histories.
+func suiteWorkload(t *testing.T) WorkloadConfig {
+	t.Helper()
+	var etagless, partners bool
+	for item := range strings.SplitSeq(os.Getenv("ROBUSTNESS_SHAPES"), ",") {
+		switch strings.TrimSpace(item) {
+		case "":
+		case "etagless":
+			etagless = true
+		case "partners":
+			partners = true
+		case "all":
+			etagless, partners = true, true
+		default:
+			t.Fatalf("ROBUSTNESS_SHAPES: unknown shape %q (want etagless, partners or all)", item)
+		}
+	}
+	return DefaultWorkload.WithShapes(etagless, partners)
+}
+
 // needVersityGW skips nothing: it fails, saying how to build versitygw.
 func needVersityGW(t *testing.T) {
 	t.Helper()
@@ -76,7 +99,7 @@ func runSuite(t *testing.T, cfg SuiteConfig) SuiteReport {
 // history must pass every checker.
 func TestRobustness(t *testing.T) {
 	seed := suiteSeed(t)
-	report := runSuite(t, SuiteConfig{Histories: suiteHistories(t), Seed: seed})
+	report := runSuite(t, SuiteConfig{Histories: suiteHistories(t), Seed: seed, Workload: suiteWorkload(t)})
 	if report.Violations > 0 {
 		t.Fatalf("%d violations (seed %d); logs and visualizations in %s", report.Violations, seed, report.Dir)
 	}

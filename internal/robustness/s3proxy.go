@@ -31,9 +31,9 @@ type S3Fault struct {
 	DropAfter float64
 }
 
-// S3Write is one object write that reached the S3 proxy, in the order S3
-// committed them: the proxy serializes writes to the same key, so the
-// order of the record is S3's order for each key.
+// S3Write is one object write (or delete) that reached the S3 proxy, in
+// the order S3 committed them: the proxy serializes writes to the same
+// key, so the order of the record is S3's order for each key.
 type S3Write struct {
 	// Seq numbers every write the proxy saw, from 1.
 	Seq int64
@@ -43,6 +43,9 @@ type S3Write struct {
 	Key string
 	// Token is the write's x-amz-meta-fence-token (zero if none or bad).
 	Token api.Token
+	// Deleted says it was a DELETE of the object: it carries no token
+	// and names no operation (Token zero, Op "").
+	Deleted bool
 	// Op is the workload operation that wrote the body ("" if unknown).
 	Op string
 	// Condition is the write's precondition as sent: `If-Match: "etag"`,
@@ -225,6 +228,10 @@ func isObjectWrite(r *http.Request) bool {
 
 func (p *S3Proxy) handler(gateway string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isObjectDelete(r) {
+			p.delete(w, r, gateway)
+			return
+		}
 		if !isObjectWrite(r) {
 			p.forward(w, r, nil)
 			return
@@ -277,6 +284,41 @@ func (p *S3Proxy) handler(gateway string) http.Handler {
 			copyResponse(w, resp, respBody)
 		}
 	})
+}
+
+// delete forwards an object DELETE and records it, in S3's order for its
+// key. It injects no faults.
+func (p *S3Proxy) delete(w http.ResponseWriter, r *http.Request, gateway string) {
+	rec := S3Write{Gateway: gateway, Key: objectKey(r), Deleted: true, Condition: condition(r.Header), At: time.Now()}
+	lock := p.keyLock(rec.Key)
+	lock.Lock()
+	resp, respBody, err := p.roundTrip(r, nil)
+	rec.Forwarded = true
+	if err == nil {
+		rec.Status = resp.StatusCode
+		rec.Committed = resp.StatusCode/100 == 2
+	}
+	p.record(rec)
+	lock.Unlock()
+	if err != nil {
+		writeS3Error(w, http.StatusBadGateway, "InternalError", "s3 proxy: "+err.Error())
+		return
+	}
+	copyResponse(w, resp, respBody)
+}
+
+// isObjectDelete reports whether r deletes one object (not a version, nor
+// a batch).
+func isObjectDelete(r *http.Request) bool {
+	if r.Method != http.MethodDelete || objectKey(r) == "" {
+		return false
+	}
+	for name := range r.URL.Query() {
+		if name != "x-id" {
+			return false
+		}
+	}
+	return true
 }
 
 // roundTrip sends r, with body, to S3 and reads the whole answer.

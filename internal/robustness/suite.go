@@ -59,6 +59,77 @@ type HistoryReport struct {
 	Check    CheckResult
 	Notes    []string
 	Duration time.Duration
+	// Shapes counts what the ETag-less and partner shapes did.
+	Shapes ShapeFigures
+}
+
+// ShapeFigures counts what the newer shapes of the workload did.
+type ShapeFigures struct {
+	// Etagless is how many ETag-less objects were placed; EtaglessHeld
+	// how many of their opening races had their first write held after
+	// its fence check; EtaglessRefused how many writes to them a gateway
+	// answered 502 without sending anything to S3.
+	Etagless, EtaglessHeld, EtaglessRefused int
+	// PartnerRequests counts partner requests, PartnerForwarded the calls
+	// that reached the partner, and ImplausibleRefused the requests with
+	// an implausible token answered 400 implausible-token.
+	PartnerRequests, PartnerForwarded, ImplausibleRefused int
+}
+
+// add adds o's counts to f's.
+func (f *ShapeFigures) add(o ShapeFigures) {
+	f.Etagless += o.Etagless
+	f.EtaglessHeld += o.EtaglessHeld
+	f.EtaglessRefused += o.EtaglessRefused
+	f.PartnerRequests += o.PartnerRequests
+	f.PartnerForwarded += o.PartnerForwarded
+	f.ImplausibleRefused += o.ImplausibleRefused
+}
+
+// String is the figures, for a history's line.
+func (f ShapeFigures) String() string {
+	var parts []string
+	if f.Etagless > 0 {
+		parts = append(parts, fmt.Sprintf("etagless=%d held=%d etagless_refused=%d", f.Etagless, f.EtaglessHeld, f.EtaglessRefused))
+	}
+	if f.PartnerRequests > 0 {
+		parts = append(parts, fmt.Sprintf("partner_requests=%d forwarded=%d implausible_refused=%d", f.PartnerRequests, f.PartnerForwarded, f.ImplausibleRefused))
+	}
+	return strings.Join(parts, " ")
+}
+
+// shapeFigures counts what the shapes did in a history, from its evidence.
+func shapeFigures(ev Evidence, etaglessHeld int) ShapeFigures {
+	f := ShapeFigures{EtaglessHeld: etaglessHeld}
+	seeded := make(map[string]bool)
+	for _, op := range ev.Ops {
+		if op.Kind == OpSeed {
+			seeded[op.Key] = true
+			f.Etagless++
+		}
+	}
+	reachedS3 := make(map[string]bool)
+	for _, w := range ev.Writes {
+		reachedS3[w.Op] = true
+	}
+	for _, op := range ev.Ops {
+		if op.Kind.changes() && seeded[op.Key] && op.Status == http.StatusBadGateway && !reachedS3[op.ID] {
+			f.EtaglessRefused++
+		}
+	}
+	if ev.Partner != nil {
+		f.PartnerRequests = len(ev.Partner.Ops)
+		f.PartnerForwarded = len(ev.Partner.Calls)
+		for _, op := range ev.Partner.Ops {
+			for _, a := range op.Attempts {
+				if a.ProblemType == api.ProblemTypePrefix+"implausible-token" {
+					f.ImplausibleRefused++
+					break
+				}
+			}
+		}
+	}
+	return f
 }
 
 // SuiteReport sums up a run.
@@ -69,6 +140,7 @@ type SuiteReport struct {
 	Ops          int
 	StaleRefused int
 	Ambiguous    int
+	Shapes       ShapeFigures
 	Violations   int
 	Duration     time.Duration
 	// Dir is where the run's logs and artifacts are (kept when a history
@@ -82,8 +154,10 @@ func (r SuiteReport) FinalLine() string {
 	for _, n := range r.Faults {
 		faults += n
 	}
-	return fmt.Sprintf("robustness: histories=%d faults=%d ops=%d stale_refused=%d ambiguous=%d violations=%d",
-		len(r.Histories), faults, r.Ops, r.StaleRefused, r.Ambiguous, r.Violations)
+	return fmt.Sprintf("robustness: histories=%d faults=%d ops=%d stale_refused=%d ambiguous=%d "+
+		"etagless=%d etagless_refused=%d partner_requests=%d partner_forwarded=%d implausible_refused=%d violations=%d",
+		len(r.Histories), faults, r.Ops, r.StaleRefused, r.Ambiguous,
+		r.Shapes.Etagless, r.Shapes.EtaglessRefused, r.Shapes.PartnerRequests, r.Shapes.PartnerForwarded, r.Shapes.ImplausibleRefused, r.Violations)
 }
 
 // FaultsLine lists the faults injected by kind, and the writes the S3
@@ -132,9 +206,14 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 	if err != nil {
 		return report, err
 	}
-	cluster, err := StartCluster(ctx, ClusterConfig{
-		Dir: filepath.Join(dir, "cluster"), Hooks: cfg.Hooks, Logf: cfg.Logf, Seed: cfg.Seed,
-	}, bins)
+	clusterCfg := ClusterConfig{Dir: filepath.Join(dir, "cluster"), Hooks: cfg.Hooks, Logf: cfg.Logf, Seed: cfg.Seed}
+	if cfg.Workload.PartnerShare > 0 {
+		// Tokens are revisions of this etcd cluster (concurrency.Mutex):
+		// plausible is the policy that fits them, and "*" is the entry
+		// that covers partner resources.
+		clusterCfg.TokenChecks = "*=plausible"
+	}
+	cluster, err := StartCluster(ctx, clusterCfg, bins)
 	if err != nil {
 		return report, err
 	}
@@ -162,11 +241,16 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 		report.Ops += h.Summary.Ops
 		report.StaleRefused += h.Summary.StaleRefused
 		report.Ambiguous += h.Summary.Ambiguous
+		report.Shapes.add(h.Shapes)
 		report.Violations += len(h.Check.Violations)
-		fmt.Fprintf(cfg.Out, "robustness: history %d seed=%d ops=%d acked=%d stale_refused=%d refused=%d ambiguous=%d reads=%d porcupine=%s violations=%d (%v, acked writes %v) faults: %s\n",
+		shapes := ""
+		if s := h.Shapes.String(); s != "" {
+			shapes = " shapes: " + s
+		}
+		fmt.Fprintf(cfg.Out, "robustness: history %d seed=%d ops=%d acked=%d stale_refused=%d refused=%d ambiguous=%d reads=%d porcupine=%s violations=%d (%v, acked writes %v) faults: %s%s\n",
 			i, h.Seed, h.Summary.Ops, h.Summary.Acked, h.Summary.StaleRefused, h.Summary.Refused, h.Summary.Ambiguous,
 			h.Summary.Reads, h.Check.Linearizability, len(h.Check.Violations), h.Duration.Round(time.Millisecond),
-			h.Summary.AckedLatency.Round(time.Millisecond), h.Plan)
+			h.Summary.AckedLatency.Round(time.Millisecond), h.Plan, shapes)
 		if len(h.Check.Violations) > 0 {
 			fmt.Fprintf(cfg.Out, "robustness: history %d FAILED; replay with ROBUSTNESS_SEED=%d ROBUSTNESS_HISTORIES=1 (plan: %s)\n", i, h.Seed, h.Plan)
 			for _, v := range h.Check.Violations {
@@ -196,8 +280,13 @@ func runHistory(ctx context.Context, cfg SuiteConfig, cluster *Cluster, watcher 
 	rnd := rand.New(rand.NewPCG(seed, 0xfa017))
 	plan := DrawPlan(rnd, cfg.FaultsPerHistory+rnd.IntN(2), cfg.Kinds)
 	prefix := fmt.Sprintf("h%d-%d/", index, seed)
-	workload := NewWorkload(cfg.Workload, cluster, prefix)
+	// The shapes are drawn from a source of their own, so that a seed
+	// draws the same plan with or without them.
+	workload := NewWorkload(cfg.Workload.forHistory(rand.New(rand.NewPCG(seed, 0x5ba9e))), cluster, prefix)
 	defer workload.Close()
+	if err := workload.PlaceEtagless(); err != nil {
+		return HistoryReport{}, err
+	}
 	nemesis := NewNemesis(cluster, workload, watcher, cfg.Logf)
 
 	stop := make(chan struct{})
@@ -237,7 +326,7 @@ func runHistory(ctx context.Context, cfg SuiteConfig, cluster *Cluster, watcher 
 	return HistoryReport{
 		Index: index, Seed: seed, Plan: plan,
 		Summary: Summarize(ev.Ops), Faults: nemesis.Injected(), Check: check, Notes: nemesis.Notes(),
-		Duration: time.Since(start),
+		Duration: time.Since(start), Shapes: shapeFigures(ev, workload.EtaglessHeld()),
 	}, nil
 }
 
@@ -276,6 +365,11 @@ func gatherEvidence(ctx context.Context, cluster *Cluster, watcher *Watcher, obj
 		return ev, err
 	}
 	ev.MemberHWM = views
+	if len(workload.Accounts()) > 0 && workload.cfg.PartnerClients > 0 {
+		if ev.Partner, err = partnerEvidence(rctx, cluster, watcher, workload, resp.Header.Revision); err != nil {
+			return ev, err
+		}
+	}
 	for _, key := range ev.Keys {
 		state, err := readObject(rctx, objects, key)
 		if err != nil {
@@ -284,6 +378,28 @@ func gatherEvidence(ctx context.Context, cluster *Cluster, watcher *Watcher, obj
 		ev.Final[key] = state
 	}
 	return ev, nil
+}
+
+// partnerEvidence reads what the partner checkers need: the requests, the
+// partner's record, and the accounts' marks (through a gateway, and from
+// the watch record). revision is etcd's, read after the history.
+func partnerEvidence(ctx context.Context, cluster *Cluster, watcher *Watcher, workload *Workload, revision int64) (*PartnerEvidence, error) {
+	pe := &PartnerEvidence{
+		Accounts:  workload.Accounts(),
+		Ops:       workload.PartnerOps(),
+		Calls:     cluster.Partner.Calls(workload.accountPrefix()),
+		HWMEvents: make(map[string][]HWMEvent),
+		Revision:  revision,
+	}
+	markPrefix := HWMPrefix + string(PartnerResource(""))
+	for key, events := range watcher.Events(markPrefix + workload.accountPrefix()) {
+		pe.HWMEvents[strings.TrimPrefix(key, markPrefix)] = events
+	}
+	var err error
+	if pe.HWM, err = workload.PartnerFences(ctx); err != nil {
+		return nil, err
+	}
+	return pe, nil
 }
 
 // memberViews reads the marks from each member alone (serializable), once

@@ -34,10 +34,57 @@ type WorkloadConfig struct {
 	RetryRatio float64
 	// MaxOpsPerClient bounds each client's operations.
 	MaxOpsPerClient int
+
+	// EtaglessObjects is how many ETag-less objects a history of that
+	// shape starts with: files the harness places in the bucket's
+	// directory, which versitygw serves without an ETag (and which record
+	// no token). Each opens with a race (see etaglessRace), then joins
+	// the other objects.
+	EtaglessObjects int
+	// PartnerClients is how many clients of a history of that shape send
+	// requests through the partner route PartnerRoute, on PartnerAccounts
+	// accounts.
+	PartnerClients, PartnerAccounts int
+	// ImplausibleRatio is the share of partner requests sent with a token
+	// that no lock issued: 2^62 and above, far beyond etcd's revision.
+	ImplausibleRatio float64
+	// EtaglessShare and PartnerShare are the shares of histories with the
+	// ETag-less shape and the partner shape, drawn from each history's
+	// seed. Zero means none. The partner shape needs the gateways'
+	// --token-checks to be "*=plausible" (the suite sets it when
+	// PartnerShare is above zero).
+	EtaglessShare, PartnerShare float64
 }
 
-// DefaultWorkload is the workload of the suite's histories.
-var DefaultWorkload = WorkloadConfig{Clients: 8, Objects: 4, ReadRatio: 0.2, StaleRatio: 0.15, RetryRatio: 0.5, MaxOpsPerClient: 400}
+// DefaultWorkload is the workload of the suite's histories. The two newer
+// shapes (ETag-less objects, partner requests under a plausible policy)
+// are sized here but off: WithShapes turns them on.
+var DefaultWorkload = WorkloadConfig{Clients: 8, Objects: 4, ReadRatio: 0.2, StaleRatio: 0.15, RetryRatio: 0.5, MaxOpsPerClient: 400,
+	EtaglessObjects: 2, PartnerClients: 2, PartnerAccounts: 2, ImplausibleRatio: 0.1}
+
+// WithShapes returns cfg with the ETag-less shape in half the histories if
+// etagless, and the partner shape in half the histories if partners.
+func (cfg WorkloadConfig) WithShapes(etagless, partners bool) WorkloadConfig {
+	if etagless {
+		cfg.EtaglessShare = 0.5
+	}
+	if partners {
+		cfg.PartnerShare = 0.5
+	}
+	return cfg
+}
+
+// forHistory returns the workload of one history: the shapes that rnd does
+// not draw for it are left out.
+func (cfg WorkloadConfig) forHistory(rnd *rand.Rand) WorkloadConfig {
+	if !(rnd.Float64() < cfg.EtaglessShare) {
+		cfg.EtaglessObjects = 0
+	}
+	if !(rnd.Float64() < cfg.PartnerShare) {
+		cfg.PartnerClients = 0
+	}
+	return cfg
+}
 
 // lockTTL is the lease of every lock session, in seconds: etcd's minimum
 // with the members' 50 ms heartbeat and 500 ms election timeout.
@@ -58,6 +105,15 @@ type Workload struct {
 	leaseMu  sync.Mutex
 	leases   map[string]clientv3.LeaseID // key + "@" + token -> the lock holder's lease
 	scripted *clientState                // WriteVia's client
+
+	// etaglessDone is closed when the ETag-less objects' opening races
+	// are over: until then the other clients leave those objects alone.
+	etaglessDone chan struct{}
+	// etaglessHeld counts the opening races whose first write was held.
+	etaglessHeld int
+
+	partnerMu  sync.Mutex
+	partnerOps []PartnerOp
 }
 
 // NewWorkload returns a workload on keys prefix+"obj-N".
@@ -70,18 +126,29 @@ func NewWorkload(cfg WorkloadConfig, cluster *Cluster, prefix string) *Workload 
 		http: &http.Client{Timeout: clientTimeout, Transport: &http.Transport{
 			MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second,
 		}},
-		leases: make(map[string]clientv3.LeaseID),
+		leases:       make(map[string]clientv3.LeaseID),
+		etaglessDone: make(chan struct{}),
 	}
 }
 
 // History returns the history recorded so far.
 func (w *Workload) History() *History { return w.history }
 
-// Keys returns the objects' keys.
+// Keys returns the objects' keys: the objects the workload creates, then
+// the ETag-less ones.
 func (w *Workload) Keys() []string {
 	var keys []string
 	for i := range w.cfg.Objects {
 		keys = append(keys, fmt.Sprintf("%sobj-%d", w.prefix, i+1))
+	}
+	return append(keys, w.EtaglessKeys()...)
+}
+
+// EtaglessKeys returns the keys of the ETag-less objects.
+func (w *Workload) EtaglessKeys() []string {
+	var keys []string
+	for i := range w.cfg.EtaglessObjects {
+		keys = append(keys, fmt.Sprintf("%sbare-%d", w.prefix, i+1))
 	}
 	return keys
 }
@@ -90,12 +157,23 @@ func (w *Workload) Keys() []string {
 func (w *Workload) Close() { w.http.CloseIdleConnections() }
 
 // Run runs the clients until stop is closed or each has done its
-// operations.
+// operations. PlaceEtagless must have placed the ETag-less objects.
 func (w *Workload) Run(ctx context.Context, seed uint64, stop <-chan struct{}) {
 	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(w.etaglessDone)
+		for i, key := range w.EtaglessKeys() {
+			w.etaglessRace(ctx, key, 100+2*i, rand.New(rand.NewPCG(seed, uint64(100+i))))
+		}
+	})
 	for c := range w.cfg.Clients {
 		wg.Go(func() {
 			w.client(ctx, c, rand.New(rand.NewPCG(seed, uint64(c))), stop)
+		})
+	}
+	for c := range w.cfg.PartnerClients {
+		wg.Go(func() {
+			w.partnerClient(ctx, 200+c, rand.New(rand.NewPCG(seed, uint64(200+c))), stop)
 		})
 	}
 	wg.Wait()
@@ -140,7 +218,13 @@ func (w *Workload) client(ctx context.Context, id int, rnd *rand.Rand, stop <-ch
 		}
 	}
 	for cs.ops < w.cfg.MaxOpsPerClient && !stopped() {
-		key := w.Keys()[rnd.IntN(w.cfg.Objects)]
+		keys := w.Keys()
+		select {
+		case <-w.etaglessDone:
+		default:
+			keys = keys[:w.cfg.Objects]
+		}
+		key := keys[rnd.IntN(len(keys))]
 		if rnd.Float64() < w.cfg.ReadRatio {
 			cs.process = w.read(ctx, cs.id, cs.process, w.gateway(rnd), key)
 			cs.ops++
@@ -264,26 +348,38 @@ func (w *Workload) WriteVia(ctx context.Context, g *Gateway, key string, token a
 // Acquire takes key's lock and returns its fencing token; release lets it
 // go.
 func (w *Workload) Acquire(ctx context.Context, key string) (token api.Token, release func(), err error) {
+	token, release, _, err = w.lock(ctx, key)
+	return token, release, err
+}
+
+// lock takes key's lock, records its lease for HolderLease, and returns
+// its fencing token (the create revision of the holder's key), what
+// releases it, and its lease.
+func (w *Workload) lock(ctx context.Context, key string) (api.Token, func(), clientv3.LeaseID, error) {
 	session, err := concurrency.NewSession(w.cluster.Client, concurrency.WithTTL(lockTTL), concurrency.WithContext(ctx))
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, 0, err
 	}
 	mutex := concurrency.NewMutex(session, "/rb-locks/"+key)
 	if err := mutex.Lock(ctx); err != nil {
 		session.Close()
-		return 0, nil, err
+		return 0, nil, 0, err
 	}
 	resp, err := w.cluster.Client.Get(ctx, mutex.Key())
 	if err != nil || len(resp.Kvs) != 1 {
 		session.Close()
-		return 0, nil, fmt.Errorf("read lock key: %v", err)
+		return 0, nil, 0, fmt.Errorf("read lock key: %v", err)
 	}
-	return api.Token(resp.Kvs[0].CreateRevision), func() {
+	token := api.Token(resp.Kvs[0].CreateRevision)
+	w.leaseMu.Lock()
+	w.leases[fmt.Sprintf("%s@%d", key, token)] = session.Lease()
+	w.leaseMu.Unlock()
+	return token, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = mutex.Unlock(ctx)
 		session.Close()
-	}, nil
+	}, session.Lease(), nil
 }
 
 func (w *Workload) writeVia(ctx context.Context, cs *clientState, g *Gateway, key string, token api.Token, stale, retry bool) Op {
@@ -332,6 +428,49 @@ func (w *Workload) writeVia(ctx context.Context, cs *clientState, g *Gateway, ke
 			op.Err = fmt.Sprintf("unexpected answer %d: %s", resp.StatusCode, data)
 			op.Outcome = Ambiguous
 		}
+	}
+	cs.process = w.history.Add(op)
+	return op
+}
+
+// deleteVia DELETEs key with token through g, and records the outcome.
+func (w *Workload) deleteVia(ctx context.Context, cs *clientState, g *Gateway, key string, token api.Token, stale bool) Op {
+	cs.ops++
+	id := fmt.Sprintf("%sc%d-%d", strings.ReplaceAll(w.prefix, "/", "-"), cs.id, cs.ops)
+	op := Op{ID: id, Client: cs.id, Process: cs.process, Kind: OpDelete, Key: key, Token: token, Gateway: g.Name, Stale: stale}
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, g.URL+"/v1/objects/"+Bucket+"/"+key, nil)
+	if err != nil {
+		panic(err) // a bug in the workload
+	}
+	req.Header.Set(api.HeaderFenceToken, token.String())
+	req.Header.Set("X-Request-Id", id)
+	op.Call = w.history.Now()
+	w.history.Invoke(token, op.Call)
+	resp, err := w.http.Do(req)
+	op.Return = w.history.Now()
+	if err != nil {
+		op.Outcome, op.Err = Ambiguous, err.Error()
+		cs.process = w.history.Add(op)
+		return op
+	}
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	op.Status = resp.StatusCode
+	var p problem
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), api.ContentTypeProblem) {
+		_ = json.Unmarshal(data, &p)
+	}
+	op.ProblemType = p.Type
+	op.Outcome = writeOutcome(resp.StatusCode, p.Type)
+	if resp.StatusCode == http.StatusNoContent {
+		op.Outcome = Acked
+	}
+	if op.Outcome == RefusedStale {
+		op.HighWaterMark = p.HighWaterMark
+	}
+	if op.Outcome == Ambiguous && resp.StatusCode < 500 || op.Outcome == Acked && resp.StatusCode != http.StatusNoContent {
+		op.Err = fmt.Sprintf("unexpected answer %d: %s", resp.StatusCode, data)
+		op.Outcome = Ambiguous
 	}
 	cs.process = w.history.Add(op)
 	return op
