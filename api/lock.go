@@ -156,20 +156,27 @@ type LockRelease struct {
 // LockNotHeldError is the detail of an ErrLockNotHeld refusal: a write
 // whose token is not the current holder's of the lock bound to the
 // resource.
+//
+// It never carries the holder's token: under a "held" check that token is
+// all a write needs, and the caller, who does not hold the lock with the
+// token it sent, must not learn it from the refusal (nor anyone who reads
+// the refusal in a log).
 type LockNotHeldError struct {
 	Resource Resource
 	Lock     string
 	Token    Token
-	// Holder is the current holder's token, zero when the lock is free.
-	Holder Token
+	// Held is true when another token holds the lock, false when nobody
+	// does: its holder released it or its session ended, and nobody has
+	// acquired it since.
+	Held bool
 }
 
 func (e *LockNotHeldError) Error() string {
-	holder := "the lock is free"
-	if e.Holder != 0 {
-		holder = fmt.Sprintf("the holder's token is %d", e.Holder)
+	state := "the lock is free"
+	if e.Held {
+		state = "another token holds it"
 	}
-	return fmt.Sprintf("token %d does not hold lock %q that guards %s: %s", e.Token, e.Lock, e.Resource, holder)
+	return fmt.Sprintf("token %d does not hold lock %q that guards %s: %s", e.Token, e.Lock, e.Resource, state)
 }
 
 // Unwrap makes errors.Is(err, ErrLockNotHeld) true.

@@ -21,6 +21,10 @@ func TestLockNotHeldErrorRoundTrip(t *testing.T) {
 	if !strings.Contains(err.Error(), "the lock is free") {
 		t.Errorf("Error() = %q; want it to say the lock is free", err)
 	}
+	held := &LockNotHeldError{Resource: "s3/b/k", Lock: "l", Token: 5, Held: true}
+	if got := held.Error(); !strings.Contains(got, "another token holds it") {
+		t.Errorf("Error() = %q; want it to say another token holds the lock", got)
+	}
 }
 
 func TestParseSessionID(t *testing.T) {

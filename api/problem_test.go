@@ -33,7 +33,7 @@ func TestProblemGolden(t *testing.T) {
 		{"upstream-timeout", fmt.Errorf("s3 put dev/k: %w: %w", ErrUpstreamTimeout, ErrUpstream)},
 		{"body-too-large", fmt.Errorf("%w: 10 bytes, limit 5", ErrBodyTooLarge)},
 		{"internal", errors.New("secret detail that must not leak")},
-		{"lock-not-held", fmt.Errorf("fence check: %w", &LockNotHeldError{Resource: "s3/reports/q3.csv", Lock: "report", Token: 33, Holder: 34})},
+		{"lock-not-held", fmt.Errorf("fence check: %w", &LockNotHeldError{Resource: "s3/reports/q3.csv", Lock: "report", Token: 33, Held: true})},
 		{"implausible-token", fmt.Errorf("token check s3/reports/q3.csv: %w: token 9000 is above etcd's current revision 57", ErrImplausibleToken)},
 		{"lock-timeout", fmt.Errorf("acquire report: %w after 5s", ErrLockTimeout)},
 		{"session-not-found", fmt.Errorf("keep session alive 694d8a3f0c1b2e07: %w", ErrSessionNotFound)},

@@ -65,7 +65,8 @@ type PartnerStore interface {
 	// in-flight marker and the request's idempotency record in one
 	// transaction, or finds the record's stored response to replay (see
 	// api.Admission). Refusals are *api.StaleTokenError,
-	// api.ErrResourceBusy, api.ErrIdempotencyInFlight and
+	// api.ErrImplausibleToken and api.ErrLockNotHeld (the resource's token
+	// check), api.ErrResourceBusy, api.ErrIdempotencyInFlight and
 	// api.ErrIdempotencyMismatch; api.ErrUnavailable means nothing may be
 	// forwarded.
 	AdmitPartner(ctx context.Context, req api.PartnerAdmission) (api.Admission, error)

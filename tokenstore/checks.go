@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"fencegate/api"
@@ -32,7 +33,8 @@ const (
 	CheckPlausible Check = "plausible"
 	// CheckHeld also refuses a token that is not the current holder's of
 	// the policy's lock (api.ErrLockNotHeld), in the same etcd
-	// transaction as the high-water mark raise. A writer whose session
+	// transaction as the high-water mark raise (and, for a partner
+	// resource, as the rest of the admission). A writer whose session
 	// expired is refused even when nobody else has acquired the lock
 	// yet, which plain fencing cannot do. Tokens must come from
 	// fencegate's lock API (POST /v1/locks/{name}).
@@ -49,7 +51,10 @@ func ParseCheck(s string) (Check, error) {
 }
 
 // Policy binds a token check to the resources whose names start with
-// Prefix, such as "s3/reports/" for every object of the bucket "reports".
+// Prefix, such as "s3/reports/" for every object of the bucket "reports"
+// or "partner/payments/" for every resource of the partner route
+// "payments". It applies to both Store.FenceCheck and
+// Partners.AdmitPartner.
 type Policy struct {
 	// Prefix selects the resources the policy applies to. When several
 	// policies match a resource, the one with the longest prefix wins.
@@ -175,9 +180,40 @@ func (s *Store) checkPlausible(ctx context.Context, resource api.Resource, token
 func (s *Store) RevisionReads() int64 { return s.revisionReads.Load() }
 
 // fenceCheckHeld is the fence check under CheckHeld: one etcd transaction
-// that accepts token only if it is the create revision of the oldest key in
-// the lock's queue (the current holder, see locks.go), and then compares
-// and raises the high-water mark as FenceCheck does.
+// (heldTxn) that accepts token only if it is the current holder's of the
+// lock, and then compares and raises the high-water mark as FenceCheck
+// does:
+//
+//	heldTxn(lock, token,
+//	    Txn(If(Value(hwm) > token)
+//	        Then(Get(hwm))                 -> stale
+//	        Else(Put(hwm, token))))        -> accepted
+func (s *Store) fenceCheckHeld(ctx context.Context, resource api.Resource, token api.Token, lock string) error {
+	key, value := s.hwmKey(resource), encodeToken(token)
+	fence := clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), ">", value)},
+		[]clientv3.Op{clientv3.OpGet(key)},
+		[]clientv3.Op{clientv3.OpPut(key, value)},
+	)
+	cmps, then, els := s.heldTxn(lock, token, fence)
+	resp, err := s.client.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+	if err != nil {
+		return fmt.Errorf("fence check %s: %w: %w", resource, api.ErrUnavailable, err)
+	}
+	s.revisions.observe(resp.Header.Revision)
+	admitted, err := heldResult(resource, lock, token, resp.Succeeded, resp.Responses)
+	if err != nil {
+		return fmt.Errorf("fence check: %w", err)
+	}
+	return s.fenceResult(resource, token, (*clientv3.TxnResponse)(admitted.GetResponseTxn()))
+}
+
+// heldTxn returns the compares and branches of a transaction that runs
+// admitted only if token is the create revision of the oldest key in the
+// lock's queue (the current holder, see locks.go). Callers put them at the
+// top of a transaction (Txn.If(cmps...).Then(then...).Else(els...)) or
+// nest them (clientv3.OpTxn(heldTxn(...))), so that the check and what it
+// guards are one etcd transaction, and read the answer with heldResult.
 //
 // etcd cannot name "the key whose create revision is token" (the queue key
 // is named by the holder's session, which the writer does not send), but a
@@ -189,54 +225,42 @@ func (s *Store) RevisionReads() int64 { return s.revisionReads.Load() }
 //	                                       false on an empty queue (0 > token-1 is false)
 //	Then(Txn(
 //	    If(CreateRevision(Q*) > token)     ... and none at token: token's key is gone
-//	    Then(Get(Q, first created))        -> not held
-//	    Else(Txn(                          a key created at token exists and is the oldest:
-//	        If(Value(hwm) > token)         token is the holder's; now the usual fence check
-//	        Then(Get(hwm))                 -> stale
-//	        Else(Put(hwm, token)))))       -> accepted
-//	Else(Get(Q, first created))            -> not held (an older key holds, or none)
+//	    Then(Count(Q*))                    -> not held
+//	    Else(admitted)))                   a key created at token exists and is the oldest
+//	Else(Count(Q*))                        -> not held (an older key holds, or none)
 //
 // Create revisions in one queue are distinct (each queue key is created by
 // its own transaction), so "all >= token and not all > token" is exactly
 // "the oldest key was created at token". A holder record key is not needed:
 // the queue itself is the record, and a lease that expires removes its
 // queue key in the same revision, so a writer whose session ended is
-// refused even if nobody else has queued.
-func (s *Store) fenceCheckHeld(ctx context.Context, resource api.Resource, token api.Token, lock string) error {
+// refused even if nobody else has queued. A refusal reads only how many
+// keys the queue has (whether the lock is free), never the holder's key:
+// its create revision is the token that passes, and the refused caller
+// must not learn it.
+func (s *Store) heldTxn(lock string, token api.Token, admitted clientv3.Op) (cmps []clientv3.Cmp, then, els []clientv3.Op) {
 	queue := s.lockQueue(lock)
-	key, value := s.hwmKey(resource), encodeToken(token)
-	holder := clientv3.OpGet(queue, clientv3.WithFirstCreate()...)
-	fence := clientv3.OpTxn(
-		[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), ">", value)},
-		[]clientv3.Op{clientv3.OpGet(key)},
-		[]clientv3.Op{clientv3.OpPut(key, value)},
-	)
-	resp, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(queue), ">", int64(token)-1).WithPrefix()).
-		Then(clientv3.OpTxn(
+	count := clientv3.OpGet(queue, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	return []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(queue), ">", int64(token)-1).WithPrefix()},
+		[]clientv3.Op{clientv3.OpTxn(
 			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(queue), ">", int64(token)).WithPrefix()},
-			[]clientv3.Op{holder},
-			[]clientv3.Op{fence},
-		)).
-		Else(holder).
-		Commit()
-	if err != nil {
-		return fmt.Errorf("fence check %s: %w: %w", resource, api.ErrUnavailable, err)
-	}
-	s.revisions.observe(resp.Header.Revision)
-	notHeld := func(r *clientv3.TxnResponse, i int) error {
-		e := &api.LockNotHeldError{Resource: resource, Lock: lock, Token: token}
-		if kvs := r.Responses[i].GetResponseRange().GetKvs(); len(kvs) > 0 {
-			e.Holder = api.Token(kvs[0].CreateRevision)
+			[]clientv3.Op{count},
+			[]clientv3.Op{admitted},
+		)},
+		[]clientv3.Op{count}
+}
+
+// heldResult reads the answer of heldTxn's transaction, given whether its
+// compare succeeded and its responses: the response of admitted when token
+// is the holder's, else a *api.LockNotHeldError.
+func heldResult(resource api.Resource, lock string, token api.Token, succeeded bool, responses []*etcdserverpb.ResponseOp) (*etcdserverpb.ResponseOp, error) {
+	if succeeded {
+		inner := responses[0].GetResponseTxn()
+		if !inner.GetSucceeded() {
+			return inner.GetResponses()[0], nil
 		}
-		return fmt.Errorf("fence check: %w", e)
+		responses = inner.GetResponses()
 	}
-	if !resp.Succeeded {
-		return notHeld(resp, 0)
-	}
-	inner := (*clientv3.TxnResponse)(resp.Responses[0].GetResponseTxn())
-	if inner.Succeeded {
-		return notHeld(inner, 0)
-	}
-	return s.fenceResult(resource, token, (*clientv3.TxnResponse)(inner.Responses[0].GetResponseTxn()))
+	held := responses[0].GetResponseRange().GetCount() > 0
+	return nil, &api.LockNotHeldError{Resource: resource, Lock: lock, Token: token, Held: held}
 }

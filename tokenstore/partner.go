@@ -70,7 +70,14 @@ func (s *Store) idempotencyKey(scope string, key api.IdempotencyKey) string {
 func (s *Store) holdMargin() time.Duration { return 2*s.timeout + time.Second }
 
 // AdmitPartner decides whether a request may be forwarded to a partner.
-// With an idempotency claim, it first looks for the key's record: a
+// The resource's Policy applies as in FenceCheck: under CheckPlausible a
+// token above etcd's current revision is refused first
+// (api.ErrImplausibleToken), before anything is looked up or taken; under
+// CheckHeld the holder check is a layer of the admission transaction (see
+// heldTxn), so that the token is the lock holder's at the revision that
+// raises the mark and takes the marker.
+//
+// With an idempotency claim, it then looks for the key's record: a
 // completed record with the same fingerprint is returned as
 // Admission.Replay (nothing else is checked: the request was admitted
 // before), an in-flight one is api.ErrIdempotencyInFlight, and one with
@@ -79,25 +86,29 @@ func (s *Store) holdMargin() time.Duration { return 2*s.timeout + time.Second }
 // key's record, in flight) in one etcd transaction:
 //
 //	If(CreateRevision(record) > 0) Then(Get(record))      -- with a claim only
-//	Else(Txn(
+//	Else(heldTxn(lock, token,                              -- under CheckHeld only
+//	  Txn(
 //	    If(Value(hwm) > token) Then(Get(hwm))              -- stale
 //	    Else(Txn(
 //	        If(CreateRevision(marker) = 0)
 //	        Then(Put(hwm, token), Put(marker, lease), Put(record, lease))
-//	        Else(Get(marker))))))                           -- busy
+//	        Else(Get(marker)))))))                          -- busy
 //
-// Nothing is written unless the request is admitted: a stale or busy
-// request leaves neither a raised mark nor a record. When the resource is
-// busy, it watches the marker's deletion and tries again, for up to
-// req.MaxWait; a token that became stale meanwhile is refused then. After
-// that it fails with api.ErrResourceBusy.
+// Each layer that does not apply is left out, and the next one takes its
+// place at the top. Nothing is written unless the request is admitted: a
+// refused, stale or busy request leaves neither a raised mark nor a
+// record. When the resource is busy, it watches the marker's deletion and
+// tries again, for up to req.MaxWait; a token that became stale (or lost
+// the lock) meanwhile is refused then. After that it fails with
+// api.ErrResourceBusy.
 //
-// Errors: a *api.StaleTokenError, api.ErrIdempotencyInFlight,
-// api.ErrIdempotencyMismatch, api.ErrResourceBusy, ctx's error when ctx
-// ends while waiting, or api.ErrUnavailable when etcd cannot decide (the
-// outcome is then unknown, and the caller must forward nothing; what the
-// transaction may have taken is removed on a best-effort basis, and
-// otherwise expires with its lease).
+// Errors: a *api.StaleTokenError, an error wrapping api.ErrImplausibleToken
+// or a *api.LockNotHeldError (api.ErrLockNotHeld),
+// api.ErrIdempotencyInFlight, api.ErrIdempotencyMismatch,
+// api.ErrResourceBusy, ctx's error when ctx ends while waiting, or
+// api.ErrUnavailable when etcd cannot decide (the outcome is then unknown,
+// and the caller must forward nothing; what the transaction may have taken
+// is removed on a best-effort basis, and otherwise expires with its lease).
 //
 // Each transaction runs to its end even if ctx is cancelled meanwhile, so
 // that a client that disconnects never leaves an outcome unknown.
@@ -109,12 +120,23 @@ func (p *Partners) AdmitPartner(ctx context.Context, req api.PartnerAdmission) (
 	if req.Token < 1 || req.Token > api.MaxToken {
 		return api.Admission{}, fmt.Errorf("admit %s: %w: token %d out of range", req.Resource, api.ErrMalformedToken, req.Token)
 	}
+	policy := s.policies.match(req.Resource)
+	if policy.Check == CheckPlausible {
+		// Outside the transaction, as in FenceCheck: etcd's revision only
+		// grows, so a token found plausible stays so.
+		checkCtx, cancel := context.WithTimeout(ctx, s.timeout)
+		err := s.checkPlausible(checkCtx, req.Resource, req.Token)
+		cancel()
+		if err != nil {
+			return api.Admission{}, fmt.Errorf("admit: %w", err)
+		}
+	}
 	deadline := time.Now().Add(req.MaxWait)
 	for {
 		if err := ctx.Err(); err != nil {
 			return api.Admission{}, fmt.Errorf("admit %s: %w", req.Resource, err)
 		}
-		out, err := p.admitOnce(ctx, req)
+		out, err := p.admitOnce(ctx, req, policy)
 		if err != nil || !out.busy {
 			return out.admission, err
 		}
@@ -135,8 +157,9 @@ type admitOutcome struct {
 	markerRevision int64
 }
 
-// admitOnce runs one admission transaction.
-func (p *Partners) admitOnce(ctx context.Context, req api.PartnerAdmission) (admitOutcome, error) {
+// admitOnce runs one admission transaction, with the holder check of
+// policy when it is CheckHeld.
+func (p *Partners) admitOnce(ctx context.Context, req api.PartnerAdmission, policy Policy) (admitOutcome, error) {
 	s := p.store
 	hold := req.Hold + s.holdMargin()
 	lease, err := p.leases.lease(ctx, hold, holdLeaseReuse)
@@ -161,34 +184,26 @@ func (p *Partners) admitOnce(ctx context.Context, req api.PartnerAdmission) (adm
 		}
 		puts = append(puts, clientv3.OpPut(recordKey, string(recordValue), clientv3.WithLease(lease)))
 	}
-	fence := clientv3.OpTxn(
-		[]clientv3.Cmp{clientv3.Compare(clientv3.Value(hwmKey), ">", token)},
-		[]clientv3.Op{clientv3.OpGet(hwmKey)},
-		[]clientv3.Op{clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(markerKey), "=", 0)},
-			puts,
-			[]clientv3.Op{clientv3.OpGet(markerKey)},
-		)},
-	)
+	// The transaction, built from the inside out: the fence check and the
+	// marker, then the holder check, then the record lookup.
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.Value(hwmKey), ">", token)}
+	then := []clientv3.Op{clientv3.OpGet(hwmKey)}
+	els := []clientv3.Op{clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(markerKey), "=", 0)},
+		puts,
+		[]clientv3.Op{clientv3.OpGet(markerKey)},
+	)}
+	if policy.Check == CheckHeld {
+		cmps, then, els = s.heldTxn(policy.Lock, req.Token, clientv3.OpTxn(cmps, then, els))
+	}
+	if recordKey != "" {
+		cmps, then, els = []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(recordKey), ">", 0)},
+			[]clientv3.Op{clientv3.OpGet(recordKey)},
+			[]clientv3.Op{clientv3.OpTxn(cmps, then, els)}
+	}
 	txnCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
 	defer cancel()
-	txn := s.client.Txn(txnCtx)
-	if recordKey != "" {
-		txn = txn.If(clientv3.Compare(clientv3.CreateRevision(recordKey), ">", 0)).
-			Then(clientv3.OpGet(recordKey)).
-			Else(fence)
-	} else {
-		// The same transaction without the record's layer: its Else is
-		// the fence transaction's own branches.
-		txn = txn.If(clientv3.Compare(clientv3.Value(hwmKey), ">", token)).
-			Then(clientv3.OpGet(hwmKey)).
-			Else(clientv3.OpTxn(
-				[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(markerKey), "=", 0)},
-				puts,
-				[]clientv3.Op{clientv3.OpGet(markerKey)},
-			))
-	}
-	resp, err := txn.Commit()
+	resp, err := s.client.Txn(txnCtx).If(cmps...).Then(then...).Else(els...).Commit()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		// The pooled lease is gone (revoked, or etcd restored from a
 		// backup): nothing was written. Forget it; the next try grants.
@@ -199,8 +214,9 @@ func (p *Partners) admitOnce(ctx context.Context, req api.PartnerAdmission) (adm
 		s.cleanUpUnknownAdmission(ctx, markerKey, markerValue, recordKey, recordValue)
 		return admitOutcome{}, fmt.Errorf("admit %s: %w: %w", req.Resource, api.ErrUnavailable, err)
 	}
+	s.revisions.observe(resp.Header.Revision)
 
-	// Walk down the branches taken.
+	// Walk down the branches taken, layer by layer.
 	ops := resp.Responses
 	succeeded := resp.Succeeded
 	if recordKey != "" {
@@ -208,6 +224,14 @@ func (p *Partners) admitOnce(ctx context.Context, req api.PartnerAdmission) (adm
 			return existingRecord(req, ops[0].GetResponseRange().GetKvs())
 		}
 		inner := ops[0].GetResponseTxn()
+		ops, succeeded = inner.GetResponses(), inner.GetSucceeded()
+	}
+	if policy.Check == CheckHeld {
+		admitted, err := heldResult(req.Resource, policy.Lock, req.Token, succeeded, ops)
+		if err != nil {
+			return admitOutcome{}, fmt.Errorf("admit: %w", err)
+		}
+		inner := admitted.GetResponseTxn()
 		ops, succeeded = inner.GetResponses(), inner.GetSucceeded()
 	}
 	if succeeded { // stale

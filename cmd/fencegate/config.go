@@ -608,17 +608,18 @@ var tracingFields = []field{
 	}},
 }
 
-// tokenChecks decodes token_checks, a mapping of bucket ("*": every other
-// resource) to none, plausible or held:LOCK, into --token-checks.
+// tokenChecks decodes token_checks, a mapping of scope (a bucket,
+// partner/ROUTE, or "*": every other resource) to none, plausible or
+// held:LOCK, into --token-checks.
 func (d *decoder) tokenChecks(n *yaml.Node, path string) {
-	if !d.isKind(n, path, yaml.MappingNode, "a mapping of bucket to none, plausible or held:LOCK") {
+	if !d.isKind(n, path, yaml.MappingNode, "a mapping of bucket, partner/ROUTE or * to none, plausible or held:LOCK") {
 		return
 	}
 	var items []string
 	ok := true
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		key, value := n.Content[i], n.Content[i+1]
-		bucket, keyOK := d.scalar(key, path, "a bucket name")
+		bucket, keyOK := d.scalar(key, path, "a bucket name, partner/ROUTE or *")
 		p := joinPath(path, bucket)
 		spec, valueOK := d.scalar(value, p, "none, plausible or held:LOCK")
 		if !keyOK || !valueOK {
@@ -640,7 +641,7 @@ func (d *decoder) tokenChecks(n *yaml.Node, path string) {
 	value := strings.Join(items, ",")
 	var all tokenChecks
 	if err := all.Set(value); err != nil {
-		d.errorf(n, path, "%v", err) // a bucket named twice
+		d.errorf(n, path, "%v", err) // a scope named twice
 		return
 	}
 	d.set("token-checks", value, n, path)
@@ -743,6 +744,14 @@ func (d *decoder) crossChecks() {
 	if d.has("etcd-cert") && d.has("etcd-key") {
 		if _, err := tls.LoadX509KeyPair(d.out.settings["etcd-cert"].value, d.out.settings["etcd-key"].value); err != nil {
 			d.errorf(d.nodes["etcd.tls.cert_file"], "etcd.tls", "client certificate: %v", err)
+		}
+	}
+	if d.has("token-checks") {
+		var checks tokenChecks
+		if checks.Set(d.out.settings["token-checks"].value) == nil {
+			if err := checks.checkRoutes(d.out.partners); err != nil {
+				d.errorf(d.nodes["token_checks"], "token_checks", "%v", err)
+			}
 		}
 	}
 	buffer, maxBody := d.out.settings["buffer-bytes"], d.out.settings["max-body-bytes"]

@@ -40,7 +40,7 @@ type devConfig struct {
 	log    logConfig
 	// tracing is where spans go (--otlp-endpoint); off by default.
 	tracing tracingConfig
-	// tokenChecks are the token checks per bucket (--token-checks).
+	// tokenChecks are the token checks per bucket or partner route (--token-checks).
 	tokenChecks tokenChecks
 	limits      limits
 	// features are the config file's partner routes and auth.
@@ -95,6 +95,9 @@ func parseDev(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (devConf
 	var err error
 	cfg.features, err = cmd.features(cfg.http)
 	errs = append(errs, err)
+	if err == nil {
+		errs = append(errs, cfg.tokenChecks.checkRoutes(cfg.features.partners))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return devConfig{}, &usageError{fmt.Errorf("dev: %w", err)}
 	}

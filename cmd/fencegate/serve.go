@@ -35,7 +35,7 @@ type serveConfig struct {
 	http    httpConfig
 	log     logConfig
 	tracing tracingConfig
-	// tokenChecks are the token checks per bucket (--token-checks).
+	// tokenChecks are the token checks per bucket or partner route (--token-checks).
 	tokenChecks tokenChecks
 	// features are the config file's partner routes and auth.
 	features features
@@ -179,6 +179,9 @@ func parseServe(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (serve
 	check(cfg.tracing.check())
 	cfg.features, err = cmd.features(cfg.http)
 	check(err)
+	if err == nil {
+		check(cfg.tokenChecks.checkRoutes(cfg.features.partners))
+	}
 	if len(errs) > 0 {
 		return serveConfig{}, &usageError{fmt.Errorf("serve: %w", errors.Join(errs...))}
 	}

@@ -5,14 +5,20 @@ import (
 	"strings"
 
 	"fencegate/api"
+	"fencegate/gateway"
 	"fencegate/tokenstore"
 )
 
-// tokenChecks is the flag.Value of --token-checks: the token checks per
-// bucket, as a comma-separated list of BUCKET=none, BUCKET=plausible or
-// BUCKET=held:LOCK; the bucket "*" stands for every resource that no other
-// entry names. Setting it replaces the whole list.
+// tokenChecks is the flag.Value of --token-checks: the token checks as a
+// comma-separated list of SCOPE=none, SCOPE=plausible or SCOPE=held:LOCK,
+// where SCOPE is a bucket (its objects), partner/ROUTE (every resource of
+// the partner route ROUTE) or "*" (every resource, objects and partner
+// resources alike, that no other entry names). Setting it replaces the
+// whole list.
 type tokenChecks []tokenstore.Policy
+
+// partnerScope starts the scopes that name a partner route.
+const partnerScope = "partner/"
 
 // Set parses s.
 func (t *tokenChecks) Set(s string) error {
@@ -23,11 +29,11 @@ func (t *tokenChecks) Set(s string) error {
 		if item == "" {
 			continue
 		}
-		bucket, spec, ok := strings.Cut(item, "=")
+		scope, spec, ok := strings.Cut(item, "=")
 		if !ok {
-			return fmt.Errorf("%q: want BUCKET=none, BUCKET=plausible or BUCKET=held:LOCK", item)
+			return fmt.Errorf("%q: want SCOPE=none, SCOPE=plausible or SCOPE=held:LOCK (SCOPE: a bucket, partner/ROUTE or *)", item)
 		}
-		bucket = strings.TrimSpace(bucket)
+		scope = strings.TrimSpace(scope)
 		checkName, lock, _ := strings.Cut(strings.TrimSpace(spec), ":")
 		check, err := tokenstore.ParseCheck(checkName)
 		if err != nil {
@@ -36,7 +42,7 @@ func (t *tokenChecks) Set(s string) error {
 		p := tokenstore.Policy{Check: check, Lock: lock}
 		switch {
 		case check == tokenstore.CheckHeld && lock == "":
-			return fmt.Errorf("%q: held needs a lock name, as in %s=held:LOCK", item, bucket)
+			return fmt.Errorf("%q: held needs a lock name, as in %s=held:LOCK", item, scope)
 		case check == tokenstore.CheckHeld:
 			if err := api.ValidateLockName(lock); err != nil {
 				return fmt.Errorf("%q: %v", item, err)
@@ -44,20 +50,35 @@ func (t *tokenChecks) Set(s string) error {
 		case lock != "":
 			return fmt.Errorf("%q: a lock name goes only with held", item)
 		}
-		if bucket != "*" {
-			if _, err := api.ParseObjectPath(bucket, "k"); err != nil {
-				return fmt.Errorf("%q: %v", item, err)
-			}
-			p.Prefix = api.ObjectResource(bucket, "")
+		if p.Prefix, err = scopePrefix(scope); err != nil {
+			return fmt.Errorf("%q: %v", item, err)
 		}
-		if seen[bucket] {
-			return fmt.Errorf("bucket %q listed twice", bucket)
+		if seen[scope] {
+			return fmt.Errorf("%q listed twice", scope)
 		}
-		seen[bucket] = true
+		seen[scope] = true
 		out = append(out, p)
 	}
 	*t = out
 	return nil
+}
+
+// scopePrefix returns the resource-name prefix of a scope: "" for "*",
+// "partner/ROUTE/" for partner/ROUTE, "s3/BUCKET/" for a bucket.
+func scopePrefix(scope string) (api.Resource, error) {
+	if scope == "*" {
+		return "", nil
+	}
+	if route, ok := strings.CutPrefix(scope, partnerScope); ok {
+		if !gateway.ValidPartnerRouteName(route) {
+			return "", fmt.Errorf("partner route name %q: want 1 to 63 of a-z, 0-9 and '-', not starting with '-'", route)
+		}
+		return api.PartnerResource(route, ""), nil
+	}
+	if _, err := api.ParseObjectPath(scope, "k"); err != nil {
+		return "", err
+	}
+	return api.ObjectResource(scope, ""), nil
 }
 
 // String formats the list as Set parses it.
@@ -67,11 +88,11 @@ func (t *tokenChecks) String() string {
 	}
 	items := make([]string, 0, len(*t))
 	for _, p := range *t {
-		bucket := "*"
+		scope := "*"
 		if p.Prefix != "" {
-			bucket = strings.TrimSuffix(strings.TrimPrefix(string(p.Prefix), "s3/"), "/")
+			scope = strings.TrimSuffix(strings.TrimPrefix(string(p.Prefix), "s3/"), "/")
 		}
-		item := bucket + "=" + string(p.Check)
+		item := scope + "=" + string(p.Check)
 		if p.Lock != "" {
 			item += ":" + p.Lock
 		}
@@ -80,8 +101,26 @@ func (t *tokenChecks) String() string {
 	return strings.Join(items, ",")
 }
 
+// checkRoutes refuses entries that name a partner route that routes does
+// not have: a misspelt route would leave the real one unchecked.
+func (t tokenChecks) checkRoutes(routes []gateway.PartnerRoute) error {
+	known := make(map[string]bool, len(routes))
+	for _, r := range routes {
+		known[r.Name] = true
+	}
+	for _, p := range t {
+		if route, ok := strings.CutPrefix(string(p.Prefix), partnerScope); ok {
+			if route = strings.TrimSuffix(route, "/"); !known[route] {
+				return fmt.Errorf("token check for %s%s: the config file defines no partner route %q", partnerScope, route, route)
+			}
+		}
+	}
+	return nil
+}
+
 // tokenChecksUsage is the help of --token-checks.
-const tokenChecksUsage = "token `checks` per bucket, beyond token >= high-water mark: comma-separated\n" +
-	"BUCKET=none, BUCKET=plausible (refuse tokens above etcd's current revision) or\n" +
-	"BUCKET=held:LOCK (only the current holder of fencegate lock LOCK may write);\n" +
-	"BUCKET * stands for every other resource (empty: none everywhere)"
+const tokenChecksUsage = "token `checks` per bucket or partner route, beyond token >= high-water mark: comma-separated\n" +
+	"SCOPE=none, SCOPE=plausible (refuse tokens above etcd's current revision) or\n" +
+	"SCOPE=held:LOCK (only the current holder's token of fencegate lock LOCK may write),\n" +
+	"where SCOPE is a bucket, partner/ROUTE or * (every other resource, objects and partner routes;\n" +
+	"empty: none everywhere)"
