@@ -138,17 +138,35 @@ func (h *partnerAPI) forwardAdmitted(w http.ResponseWriter, r *http.Request, pr 
 // call sends the request upstream. Its errors wrap api.ErrUpstream, or
 // api.ErrUpstreamTimeout when ctx's deadline passed; those of a call that
 // never reached the partner also wrap api.ErrNotForwarded.
+//
+// One admission means at most one send. net/http's Transport sends a
+// request again on a new connection when a reused keep-alive connection
+// fails before the answer, if it judges the request replayable: a GET,
+// HEAD, OPTIONS or TRACE, or any method with an Idempotency-Key or
+// X-Idempotency-Key header (which forwarded requests carry), and only if
+// the request has no body or can rewind it (GetBody). A partner that acted
+// on the first copy and lost the connection before answering would get a
+// second copy, which no admission covers. So every request goes with a
+// body that cannot be rewound, an empty one too: the Transport documents
+// that it retries only requests that have no body or define GetBody; its
+// HTTP/1 path then retries nothing (not even a request it never wrote,
+// which it re-sends only when the body is known to be empty or
+// rewindable), and its HTTP/2 path re-sends such a body only when the
+// request never started on the connection. The price: a call on a
+// keep-alive connection the partner just closed fails (502, outcome
+// unknown) instead of going again; and an empty POST, PUT or PATCH goes
+// over HTTP/1.1 chunked, with no Content-Length (GET, HEAD, DELETE and
+// OPTIONS are unchanged: the Transport finds the body empty and sends
+// none).
 func (h *partnerAPI) call(ctx context.Context, r *http.Request, pr partnerRequest, scope string) (*http.Response, error) {
-	var body io.Reader = http.NoBody
-	if len(pr.body) > 0 {
-		body = bytes.NewReader(pr.body)
-	}
 	var connected atomic.Bool
 	trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }}
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), r.Method, pr.target.String(), body)
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), r.Method, pr.target.String(), io.NopCloser(bytes.NewReader(pr.body)))
 	if err != nil {
 		return nil, fmt.Errorf("partner %s: %w: %w: %w", pr.route.Name, api.ErrUpstream, api.ErrNotForwarded, err)
 	}
+	req.GetBody = nil // never rewound: see above
+	req.ContentLength = int64(len(pr.body))
 	req.Header = forwardedHeader(r.Header, pr.route)
 	req.Header.Set(api.HeaderFenceToken, pr.token.String())
 	if pr.key != "" {
