@@ -34,11 +34,89 @@ func isHopByHop(canonical string) bool {
 	return false
 }
 
-// alwaysStripped are request headers never forwarded to a partner: the
-// client's credentials for the gateway, headers that name a host, the
-// client's idempotency key (replaced by upstreamIdempotencyKey), and
-// Expect (the body is already read).
+// alwaysStripped are request headers never forwarded to a partner, besides
+// the hop-by-hop ones and X-Fence-*: the client's credentials for the
+// gateway, headers that name a host, the client's idempotency key
+// (replaced by upstreamIdempotencyKey), and Expect (the body is already
+// read).
 var alwaysStripped = []string{"Authorization", "Cookie", "Forwarded", "X-Forwarded-Host", api.HeaderIdempotencyKey, "Expect"}
+
+// routingHeaders, and every X-Forwarded-* header, are request headers that
+// some upstreams, or the proxies in front of them, read as the request's
+// method, path or origin: X-HTTP-Method-Override and its kin turn a POST
+// into a DELETE, X-Original-URL and X-Rewrite-URL replace the path,
+// X-Forwarded-* and X-Real-IP claim the client's address, scheme or
+// prefix. They are the client's claims, not the gateway's, so they are
+// stripped unless the route's ForwardHeaders names them.
+var routingHeaders = []string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override", "X-Original-Url", "X-Rewrite-Url", "X-Real-Ip"}
+
+// forwardedPrefix starts the X-Forwarded-* headers.
+const forwardedPrefix = "X-Forwarded-"
+
+// Header names are compared by sameHeaderName and hasHeaderPrefix: case
+// aside, and with '_' and '-' alike. Go's server keeps a name with an
+// underscore apart (X_Fence_Token is not X-Fence-Token to it), but nginx,
+// CGI-style servers and others map '_' to '-' or the reverse, so the
+// partner may read X_Fence_Token as X-Fence-Token.
+
+// neverForwarded reports whether a request header is never forwarded, in
+// any spelling: hop-by-hop, X-Fence-*, or alwaysStripped.
+func neverForwarded(name string) bool {
+	if hasHeaderPrefix(name, "X-Fence-") {
+		return true
+	}
+	for _, list := range [][]string{hopByHopHeaders, alwaysStripped} {
+		for _, h := range list {
+			if sameHeaderName(name, h) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isRoutingHeader reports whether a request header is, in any spelling,
+// one of routingHeaders or X-Forwarded-*.
+func isRoutingHeader(name string) bool {
+	if hasHeaderPrefix(name, forwardedPrefix) {
+		return true
+	}
+	for _, h := range routingHeaders {
+		if sameHeaderName(name, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// sameHeaderName reports whether a and b are the same header name to a
+// server that ignores case and maps '_' to '-'.
+func sameHeaderName(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if foldHeaderByte(a[i]) != foldHeaderByte(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// hasHeaderPrefix is strings.HasPrefix with sameHeaderName's equality.
+func hasHeaderPrefix(name, prefix string) bool {
+	return len(name) >= len(prefix) && sameHeaderName(name[:len(prefix)], prefix)
+}
+
+func foldHeaderByte(c byte) byte {
+	switch {
+	case c == '_':
+		return '-'
+	case 'A' <= c && c <= 'Z':
+		return c + 'a' - 'A'
+	}
+	return c
+}
 
 // storedHeaders are the response headers kept with a stored response,
 // besides the status and the body.
@@ -213,20 +291,22 @@ func upstreamError(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: %w", api.ErrUpstream, err)
 }
 
-// forwardedHeader returns the client's headers minus the hop-by-hop ones,
-// the X-Fence-* ones, the client's credentials and the route's stripped
-// headers, plus the route's added headers.
+// forwardedHeader returns the client's headers minus those never
+// forwarded (hop-by-hop, X-Fence-*, the client's credentials, ...: see
+// neverForwarded), the routing headers the route does not forward (see
+// routingHeaders) and the route's stripped headers, plus the route's
+// added headers. This is the one place where forwarded headers are
+// filtered.
 func forwardedHeader(in http.Header, route *partnerRoute) http.Header {
 	out := make(http.Header, len(in)+len(route.AddHeaders))
 	for name, values := range in {
 		switch {
-		case isHopByHop(name), strings.HasPrefix(name, "X-Fence-"), route.strip[name]:
+		case neverForwarded(name), route.strip[name]:
+			continue
+		case isRoutingHeader(name) && !route.forward[name]:
 			continue
 		}
 		out[name] = append([]string(nil), values...)
-	}
-	for _, name := range alwaysStripped {
-		out.Del(name)
 	}
 	removeConnectionHeaders(out, in)
 	for name, values := range route.AddHeaders {
