@@ -12,6 +12,7 @@ import (
 	"net/http/httptrace"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel/codes"
 
@@ -143,10 +144,13 @@ var storedHeaders = []string{
 func (h *partnerAPI) forwardAdmitted(w http.ResponseWriter, r *http.Request, pr partnerRequest, scope string, adm api.Admission) {
 	ctx := r.Context()
 	log := h.g.logger(ctx)
+	if hook := h.g.hooks.BeforePartnerCall; hook != nil {
+		hook(ctx, pr.resource, pr.token)
+	}
 	upCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pr.route.Timeout)
 	defer cancel()
 
-	resp, err := h.call(upCtx, r, pr, scope)
+	resp, err := h.call(upCtx, r, pr, scope, adm.Expires)
 	if err != nil {
 		var stored *api.StoredResponse
 		if !errors.Is(err, api.ErrNotForwarded) {
@@ -213,9 +217,11 @@ func (h *partnerAPI) forwardAdmitted(w http.ResponseWriter, r *http.Request, pr 
 	}
 }
 
-// call sends the request upstream. Its errors wrap api.ErrUpstream, or
-// api.ErrUpstreamTimeout when ctx's deadline passed; those of a call that
-// never reached the partner also wrap api.ErrNotForwarded.
+// call sends the request upstream, if the call, bounded by ctx's deadline,
+// ends before markerExpires (see errMarkerMayExpire). Its errors wrap
+// api.ErrUpstream, or api.ErrUpstreamTimeout when ctx's deadline passed;
+// those of a call that never reached the partner also wrap
+// api.ErrNotForwarded.
 //
 // One admission means at most one send. net/http's Transport sends a
 // request again on a new connection when a reused keep-alive connection
@@ -236,7 +242,7 @@ func (h *partnerAPI) forwardAdmitted(w http.ResponseWriter, r *http.Request, pr 
 // over HTTP/1.1 chunked, with no Content-Length (GET, HEAD, DELETE and
 // OPTIONS are unchanged: the Transport finds the body empty and sends
 // none).
-func (h *partnerAPI) call(ctx context.Context, r *http.Request, pr partnerRequest, scope string) (*http.Response, error) {
+func (h *partnerAPI) call(ctx context.Context, r *http.Request, pr partnerRequest, scope string, markerExpires time.Time) (*http.Response, error) {
 	var connected atomic.Bool
 	trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }}
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), r.Method, pr.target.String(), io.NopCloser(bytes.NewReader(pr.body)))
@@ -255,6 +261,11 @@ func (h *partnerAPI) call(ctx context.Context, r *http.Request, pr partnerReques
 	}
 	// Host is the upstream's, from the URL, never the client's.
 	req.Host = pr.target.Host
+	// The last thing before the send: the marker must outlive the call.
+	if err := errMarkerMayExpire(ctx, markerExpires); err != nil {
+		h.g.logger(ctx).Warn("partner request not sent: its admission may expire during the call", "route", pr.route.Name, "resource", pr.resource, "err", err)
+		return nil, fmt.Errorf("partner %s: %w: %w: %w", pr.route.Name, api.ErrUnavailable, api.ErrNotForwarded, err)
+	}
 	// With tracing, the call is a client span, timed to the answer's
 	// headers, and the partner gets its traceparent (in place of the
 	// client's).
@@ -280,6 +291,40 @@ func (h *partnerAPI) call(ctx context.Context, r *http.Request, pr partnerReques
 	}
 	endClientSpan(span, "ok", false, nil)
 	return resp, nil
+}
+
+// errMarkerMayExpire refuses a call whose deadline (ctx's, the route's
+// timeout from now) is after markerExpires, the earliest instant at which
+// the resource's in-flight marker may expire (api.Admission.Expires; zero
+// is unknown, and refused). Its margin over the timeout covers the etcd
+// round trips around the call, so it is short only when this gateway was
+// held up between the admission and here (a GC or scheduling pause, a
+// stopped process, an overloaded host). Once the marker is gone, etcd
+// admits the next request for the resource, and this one, if sent, could
+// reach the partner after it, or overlap it.
+//
+// The check uses this process's clock, not a round trip: the bound is
+// measured from before the lease was granted, and etcd only lengthens
+// leases, so it errs on the safe side (by up to the lease pool's second of
+// sharing). An etcd TimeToLive would cost a round trip on every call, and
+// its answer would be stale by the time it arrived, by a pause of its own.
+//
+// Not sending is safe to retry: nothing reached the partner. The caller
+// drops the idempotency record (if it is still this admission's; the
+// record's create revision tells) and the marker, and a retry goes
+// through the admission again, where a token that has meanwhile become
+// stale is refused.
+func errMarkerMayExpire(ctx context.Context, markerExpires time.Time) error {
+	deadline, ok := ctx.Deadline()
+	switch {
+	case markerExpires.IsZero():
+		return errors.New("the admission did not say when its in-flight marker expires")
+	case !ok:
+		return errors.New("the call has no deadline")
+	case deadline.After(markerExpires):
+		return fmt.Errorf("the in-flight marker may expire in %v, before the call's deadline in %v", time.Until(markerExpires).Round(time.Millisecond), time.Until(deadline).Round(time.Millisecond))
+	}
+	return nil
 }
 
 // upstreamError classes a failed upstream call: a timeout when ctx's
