@@ -140,7 +140,8 @@ var storedHeaders = []string{
 // 502 or 504 when the call failed after the request may have reached the
 // partner (the outcome is unknown, so the key is never forwarded again).
 // Only a call that never reached the partner (no connection could be
-// made) drops the record, so that a retry with the same key is forwarded.
+// made, or it was not sent because the marker could expire during it)
+// drops the record, so that a retry with the same key is forwarded.
 func (h *partnerAPI) forwardAdmitted(w http.ResponseWriter, r *http.Request, pr partnerRequest, scope string, adm api.Admission) {
 	ctx := r.Context()
 	log := h.g.logger(ctx)
@@ -218,10 +219,11 @@ func (h *partnerAPI) forwardAdmitted(w http.ResponseWriter, r *http.Request, pr 
 }
 
 // call sends the request upstream, if the call, bounded by ctx's deadline,
-// ends before markerExpires (see errMarkerMayExpire). Its errors wrap
-// api.ErrUpstream, or api.ErrUpstreamTimeout when ctx's deadline passed;
-// those of a call that never reached the partner also wrap
-// api.ErrNotForwarded.
+// ends before markerExpires; otherwise it sends nothing, and its error
+// wraps api.ErrUnavailable and api.ErrNotForwarded (see
+// errMarkerMayExpire). The errors of a call wrap api.ErrUpstream, or
+// api.ErrUpstreamTimeout when ctx's deadline passed; those of a call that
+// never reached the partner also wrap api.ErrNotForwarded.
 //
 // One admission means at most one send. net/http's Transport sends a
 // request again on a new connection when a reused keep-alive connection
