@@ -277,4 +277,12 @@ type Admission struct {
 	// in-flight marker. It must be called exactly once, with a context
 	// that the client's disconnection does not cancel.
 	Finish func(ctx context.Context, resp *StoredResponse) error
+	// Expires, with Finish, is the earliest instant at which the
+	// resource's in-flight marker (and the in-flight idempotency record)
+	// may expire, on this process's clock: a lower bound, measured from
+	// before the admission's lease was granted or reused. Until then no
+	// other request for the resource can be admitted. The caller must not
+	// start an upstream call that may outlast it. Zero means unknown:
+	// nothing may be sent.
+	Expires time.Time
 }

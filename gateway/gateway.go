@@ -80,6 +80,10 @@ type TestHooks struct {
 	// AfterFenceCheck runs after the fence check accepted the token,
 	// before the conditional write.
 	AfterFenceCheck func(ctx context.Context, resource api.Resource, token api.Token)
+	// BeforePartnerCall runs after a partner request was admitted, before
+	// the check that its in-flight marker outlives the call and the call
+	// itself.
+	BeforePartnerCall func(ctx context.Context, resource api.Resource, token api.Token)
 	// UnsafeFenceBeforeObserve swaps the protocol's steps 3 and 4 (fence
 	// check first, then observe). It is wrong, and exists so that tests
 	// can show that it is: never set it outside a test.

@@ -463,7 +463,7 @@ func (s openAPIStores) AdmitPartner(context.Context, api.PartnerAdmission) (api.
 	if s.replay {
 		return api.Admission{Replay: &api.StoredResponse{Status: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte("{}")}}, nil
 	}
-	return api.Admission{Finish: func(context.Context, *api.StoredResponse) error { return nil }}, nil
+	return api.Admission{Finish: func(context.Context, *api.StoredResponse) error { return nil }, Expires: time.Now().Add(time.Hour)}, nil
 }
 
 // TestOpenAPIAnswers serves requests through a gateway with every option

@@ -39,6 +39,7 @@ type PartnerRoute struct {
 	MaxBodyBytes           int64         // request body, default 1 MiB
 	MaxStoredResponseBytes int64         // stored for replay, default 1 MiB
 	StripHeaders           []string      // request headers never forwarded (on top of the hop-by-hop ones, X-Fence-*, Authorization, Cookie, which are always stripped)
+	ForwardHeaders         []string      // routing headers forwarded all the same, by exact name (see CheckForwardHeader); nil: none
 	AddHeaders             http.Header   // added upstream, values already resolved (e.g. the partner API key)
 }
 
@@ -106,6 +107,7 @@ type partnerRoute struct {
 	allow    string // the Allow header of 405 answers
 	template resourceTemplate
 	strip    map[string]bool // canonical header names
+	forward  map[string]bool // canonical names of the routing headers forwarded
 }
 
 func newPartnerAPI(g *Gateway, routes []PartnerRoute, store PartnerStore, client *http.Client) (*partnerAPI, error) {
@@ -168,7 +170,7 @@ func compilePartnerRoute(rt PartnerRoute) (*partnerRoute, error) {
 	if err := checkUpstream(rt.Upstream); err != nil {
 		return nil, err
 	}
-	route := &partnerRoute{PartnerRoute: rt, methods: make(map[string]bool), strip: make(map[string]bool)}
+	route := &partnerRoute{PartnerRoute: rt, methods: make(map[string]bool), strip: make(map[string]bool), forward: make(map[string]bool)}
 	if len(rt.Methods) == 0 {
 		return nil, errors.New("methods: list at least one")
 	}
@@ -204,6 +206,15 @@ func compilePartnerRoute(rt PartnerRoute) (*partnerRoute, error) {
 		}
 		route.strip[http.CanonicalHeaderKey(name)] = true
 	}
+	for _, name := range rt.ForwardHeaders {
+		if err := CheckForwardHeader(name); err != nil {
+			return nil, fmt.Errorf("forward_headers: %w", err)
+		}
+		if route.strip[http.CanonicalHeaderKey(name)] {
+			return nil, fmt.Errorf("forward_headers: %s is in strip_headers too", http.CanonicalHeaderKey(name))
+		}
+		route.forward[http.CanonicalHeaderKey(name)] = true
+	}
 	route.AddHeaders = make(http.Header, len(rt.AddHeaders))
 	for name, values := range rt.AddHeaders {
 		canonical := http.CanonicalHeaderKey(name)
@@ -222,6 +233,27 @@ func compilePartnerRoute(rt PartnerRoute) (*partnerRoute, error) {
 		route.AddHeaders[canonical] = append([]string(nil), values...)
 	}
 	return route, nil
+}
+
+// CheckForwardHeader reports whether name may be listed in a
+// PartnerRoute's ForwardHeaders: a routing header that partner routes
+// strip by default (X-HTTP-Method-Override, X-HTTP-Method,
+// X-Method-Override, X-Original-URL, X-Rewrite-URL, X-Real-IP, or
+// X-Forwarded-* other than X-Forwarded-Host), spelled with dashes. The
+// route then forwards the client's header of that name (any case), and
+// still strips its underscore spellings.
+func CheckForwardHeader(name string) error {
+	switch {
+	case !validHeaderName(name):
+		return fmt.Errorf("%q is not a header name", name)
+	case neverForwarded(name):
+		return fmt.Errorf("%s is never forwarded", http.CanonicalHeaderKey(name))
+	case strings.Contains(name, "_"):
+		return fmt.Errorf("%s: a name with an underscore is never forwarded (servers may read it as one with dashes); spell it with dashes", name)
+	case !isRoutingHeader(name):
+		return fmt.Errorf("%s is not stripped: forward_headers lists routing headers the gateway strips by default (X-Forwarded-*, X-Real-IP, X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override, X-Original-URL, X-Rewrite-URL)", http.CanonicalHeaderKey(name))
+	}
+	return nil
 }
 
 // checkUpstream validates a route's upstream base URL.

@@ -12,6 +12,7 @@ import (
 	"net/http/httptrace"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel/codes"
 
@@ -34,11 +35,89 @@ func isHopByHop(canonical string) bool {
 	return false
 }
 
-// alwaysStripped are request headers never forwarded to a partner: the
-// client's credentials for the gateway, headers that name a host, the
-// client's idempotency key (replaced by upstreamIdempotencyKey), and
-// Expect (the body is already read).
+// alwaysStripped are request headers never forwarded to a partner, besides
+// the hop-by-hop ones and X-Fence-*: the client's credentials for the
+// gateway, headers that name a host, the client's idempotency key
+// (replaced by upstreamIdempotencyKey), and Expect (the body is already
+// read).
 var alwaysStripped = []string{"Authorization", "Cookie", "Forwarded", "X-Forwarded-Host", api.HeaderIdempotencyKey, "Expect"}
+
+// routingHeaders, and every X-Forwarded-* header, are request headers that
+// some upstreams, or the proxies in front of them, read as the request's
+// method, path or origin: X-HTTP-Method-Override and its kin turn a POST
+// into a DELETE, X-Original-URL and X-Rewrite-URL replace the path,
+// X-Forwarded-* and X-Real-IP claim the client's address, scheme or
+// prefix. They are the client's claims, not the gateway's, so they are
+// stripped unless the route's ForwardHeaders names them.
+var routingHeaders = []string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override", "X-Original-Url", "X-Rewrite-Url", "X-Real-Ip"}
+
+// forwardedPrefix starts the X-Forwarded-* headers.
+const forwardedPrefix = "X-Forwarded-"
+
+// Header names are compared by sameHeaderName and hasHeaderPrefix: case
+// aside, and with '_' and '-' alike. Go's server keeps a name with an
+// underscore apart (X_Fence_Token is not X-Fence-Token to it), but nginx,
+// CGI-style servers and others map '_' to '-' or the reverse, so the
+// partner may read X_Fence_Token as X-Fence-Token.
+
+// neverForwarded reports whether a request header is never forwarded, in
+// any spelling: hop-by-hop, X-Fence-*, or alwaysStripped.
+func neverForwarded(name string) bool {
+	if hasHeaderPrefix(name, "X-Fence-") {
+		return true
+	}
+	for _, list := range [][]string{hopByHopHeaders, alwaysStripped} {
+		for _, h := range list {
+			if sameHeaderName(name, h) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isRoutingHeader reports whether a request header is, in any spelling,
+// one of routingHeaders or X-Forwarded-*.
+func isRoutingHeader(name string) bool {
+	if hasHeaderPrefix(name, forwardedPrefix) {
+		return true
+	}
+	for _, h := range routingHeaders {
+		if sameHeaderName(name, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// sameHeaderName reports whether a and b are the same header name to a
+// server that ignores case and maps '_' to '-'.
+func sameHeaderName(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if foldHeaderByte(a[i]) != foldHeaderByte(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// hasHeaderPrefix is strings.HasPrefix with sameHeaderName's equality.
+func hasHeaderPrefix(name, prefix string) bool {
+	return len(name) >= len(prefix) && sameHeaderName(name[:len(prefix)], prefix)
+}
+
+func foldHeaderByte(c byte) byte {
+	switch {
+	case c == '_':
+		return '-'
+	case 'A' <= c && c <= 'Z':
+		return c + 'a' - 'A'
+	}
+	return c
+}
 
 // storedHeaders are the response headers kept with a stored response,
 // besides the status and the body.
@@ -61,14 +140,18 @@ var storedHeaders = []string{
 // 502 or 504 when the call failed after the request may have reached the
 // partner (the outcome is unknown, so the key is never forwarded again).
 // Only a call that never reached the partner (no connection could be
-// made) drops the record, so that a retry with the same key is forwarded.
+// made, or it was not sent because the marker could expire during it)
+// drops the record, so that a retry with the same key is forwarded.
 func (h *partnerAPI) forwardAdmitted(w http.ResponseWriter, r *http.Request, pr partnerRequest, scope string, adm api.Admission) {
 	ctx := r.Context()
 	log := h.g.logger(ctx)
+	if hook := h.g.hooks.BeforePartnerCall; hook != nil {
+		hook(ctx, pr.resource, pr.token)
+	}
 	upCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pr.route.Timeout)
 	defer cancel()
 
-	resp, err := h.call(upCtx, r, pr, scope)
+	resp, err := h.call(upCtx, r, pr, scope, adm.Expires)
 	if err != nil {
 		var stored *api.StoredResponse
 		if !errors.Is(err, api.ErrNotForwarded) {
@@ -135,20 +218,41 @@ func (h *partnerAPI) forwardAdmitted(w http.ResponseWriter, r *http.Request, pr 
 	}
 }
 
-// call sends the request upstream. Its errors wrap api.ErrUpstream, or
+// call sends the request upstream, if the call, bounded by ctx's deadline,
+// ends before markerExpires; otherwise it sends nothing, and its error
+// wraps api.ErrUnavailable and api.ErrNotForwarded (see
+// errMarkerMayExpire). The errors of a call wrap api.ErrUpstream, or
 // api.ErrUpstreamTimeout when ctx's deadline passed; those of a call that
 // never reached the partner also wrap api.ErrNotForwarded.
-func (h *partnerAPI) call(ctx context.Context, r *http.Request, pr partnerRequest, scope string) (*http.Response, error) {
-	var body io.Reader = http.NoBody
-	if len(pr.body) > 0 {
-		body = bytes.NewReader(pr.body)
-	}
+//
+// One admission means at most one send. net/http's Transport sends a
+// request again on a new connection when a reused keep-alive connection
+// fails before the answer, if it judges the request replayable: a GET,
+// HEAD, OPTIONS or TRACE, or any method with an Idempotency-Key or
+// X-Idempotency-Key header (which forwarded requests carry), and only if
+// the request has no body or can rewind it (GetBody). A partner that acted
+// on the first copy and lost the connection before answering would get a
+// second copy, which no admission covers. So every request goes with a
+// body that cannot be rewound, an empty one too: the Transport documents
+// that it retries only requests that have no body or define GetBody; its
+// HTTP/1 path then retries nothing (not even a request it never wrote,
+// which it re-sends only when the body is known to be empty or
+// rewindable), and its HTTP/2 path re-sends such a body only when the
+// request never started on the connection. The price: a call on a
+// keep-alive connection the partner just closed fails (502, outcome
+// unknown) instead of going again; and an empty POST, PUT or PATCH goes
+// over HTTP/1.1 chunked, with no Content-Length (GET, HEAD, DELETE and
+// OPTIONS are unchanged: the Transport finds the body empty and sends
+// none).
+func (h *partnerAPI) call(ctx context.Context, r *http.Request, pr partnerRequest, scope string, markerExpires time.Time) (*http.Response, error) {
 	var connected atomic.Bool
 	trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }}
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), r.Method, pr.target.String(), body)
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), r.Method, pr.target.String(), io.NopCloser(bytes.NewReader(pr.body)))
 	if err != nil {
 		return nil, fmt.Errorf("partner %s: %w: %w: %w", pr.route.Name, api.ErrUpstream, api.ErrNotForwarded, err)
 	}
+	req.GetBody = nil // never rewound: see above
+	req.ContentLength = int64(len(pr.body))
 	req.Header = forwardedHeader(r.Header, pr.route)
 	req.Header.Set(api.HeaderFenceToken, pr.token.String())
 	if pr.key != "" {
@@ -159,6 +263,11 @@ func (h *partnerAPI) call(ctx context.Context, r *http.Request, pr partnerReques
 	}
 	// Host is the upstream's, from the URL, never the client's.
 	req.Host = pr.target.Host
+	// The last thing before the send: the marker must outlive the call.
+	if err := errMarkerMayExpire(ctx, markerExpires); err != nil {
+		h.g.logger(ctx).Warn("partner request not sent: its admission may expire during the call", "route", pr.route.Name, "resource", pr.resource, "err", err)
+		return nil, fmt.Errorf("partner %s: %w: %w: %w", pr.route.Name, api.ErrUnavailable, api.ErrNotForwarded, err)
+	}
 	// With tracing, the call is a client span, timed to the answer's
 	// headers, and the partner gets its traceparent (in place of the
 	// client's).
@@ -186,6 +295,40 @@ func (h *partnerAPI) call(ctx context.Context, r *http.Request, pr partnerReques
 	return resp, nil
 }
 
+// errMarkerMayExpire refuses a call whose deadline (ctx's, the route's
+// timeout from now) is after markerExpires, the earliest instant at which
+// the resource's in-flight marker may expire (api.Admission.Expires; zero
+// is unknown, and refused). Its margin over the timeout covers the etcd
+// round trips around the call, so it is short only when this gateway was
+// held up between the admission and here (a GC or scheduling pause, a
+// stopped process, an overloaded host). Once the marker is gone, etcd
+// admits the next request for the resource, and this one, if sent, could
+// reach the partner after it, or overlap it.
+//
+// The check uses this process's clock, not a round trip: the bound is
+// measured from before the lease was granted, and etcd only lengthens
+// leases, so it errs on the safe side (by up to the lease pool's second of
+// sharing). An etcd TimeToLive would cost a round trip on every call, and
+// its answer would be stale by the time it arrived, by a pause of its own.
+//
+// Not sending is safe to retry: nothing reached the partner. The caller
+// drops the idempotency record (if it is still this admission's; the
+// record's create revision tells) and the marker, and a retry goes
+// through the admission again, where a token that has meanwhile become
+// stale is refused.
+func errMarkerMayExpire(ctx context.Context, markerExpires time.Time) error {
+	deadline, ok := ctx.Deadline()
+	switch {
+	case markerExpires.IsZero():
+		return errors.New("the admission did not say when its in-flight marker expires")
+	case !ok:
+		return errors.New("the call has no deadline")
+	case deadline.After(markerExpires):
+		return fmt.Errorf("the in-flight marker may expire in %v, before the call's deadline in %v", time.Until(markerExpires).Round(time.Millisecond), time.Until(deadline).Round(time.Millisecond))
+	}
+	return nil
+}
+
 // upstreamError classes a failed upstream call: a timeout when ctx's
 // deadline passed, an upstream error otherwise.
 func upstreamError(ctx context.Context, err error) error {
@@ -195,20 +338,22 @@ func upstreamError(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: %w", api.ErrUpstream, err)
 }
 
-// forwardedHeader returns the client's headers minus the hop-by-hop ones,
-// the X-Fence-* ones, the client's credentials and the route's stripped
-// headers, plus the route's added headers.
+// forwardedHeader returns the client's headers minus those never
+// forwarded (hop-by-hop, X-Fence-*, the client's credentials, ...: see
+// neverForwarded), the routing headers the route does not forward (see
+// routingHeaders) and the route's stripped headers, plus the route's
+// added headers. This is the one place where forwarded headers are
+// filtered.
 func forwardedHeader(in http.Header, route *partnerRoute) http.Header {
 	out := make(http.Header, len(in)+len(route.AddHeaders))
 	for name, values := range in {
 		switch {
-		case isHopByHop(name), strings.HasPrefix(name, "X-Fence-"), route.strip[name]:
+		case neverForwarded(name), route.strip[name]:
+			continue
+		case isRoutingHeader(name) && !route.forward[name]:
 			continue
 		}
 		out[name] = append([]string(nil), values...)
-	}
-	for _, name := range alwaysStripped {
-		out.Del(name)
 	}
 	removeConnectionHeaders(out, in)
 	for name, values := range route.AddHeaders {

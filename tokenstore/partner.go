@@ -136,8 +136,12 @@ func (p *Partners) AdmitPartner(ctx context.Context, req api.PartnerAdmission) (
 		if err := ctx.Err(); err != nil {
 			return api.Admission{}, fmt.Errorf("admit %s: %w", req.Resource, err)
 		}
+		start := p.leases.now()
 		out, err := p.admitOnce(ctx, req, policy)
 		if err != nil || !out.busy {
+			if out.admission.Finish != nil {
+				out.admission.Expires = markerExpiry(start, req.Hold+s.holdMargin())
+			}
 			return out.admission, err
 		}
 		if req.MaxWait <= 0 || !time.Now().Before(deadline) {
@@ -148,6 +152,17 @@ func (p *Partners) AdmitPartner(ctx context.Context, req api.PartnerAdmission) (
 		}
 	}
 }
+
+// markerExpiry is Admission.Expires: a lower bound of when the marker of
+// an admission that started at start may expire. admitOnce binds the
+// marker to a lease from the pool that lives at least hold (the request's
+// Hold plus holdMargin) from when the pool was asked, which is after
+// start: a pooled lease is reused only if its own lower bound is that far
+// off; a new one's TTL (whole seconds, at least hold) runs from when
+// etcd's leader applies the grant, after the pool read its clock. etcd
+// only ever lengthens a lease (a new leader renews every lease), never
+// shortens it, unless it is revoked or etcd is restored from a backup.
+func markerExpiry(start time.Time, hold time.Duration) time.Time { return start.Add(hold) }
 
 // admitOutcome is the result of one admission transaction.
 type admitOutcome struct {

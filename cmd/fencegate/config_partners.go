@@ -164,6 +164,9 @@ func (d *decoder) partner(n *yaml.Node, path string) (gateway.PartnerRoute, bool
 			}
 			route.StripHeaders = names
 		}},
+		{"forward_headers", func(d *decoder, n *yaml.Node, path string) {
+			route.ForwardHeaders = d.forwardHeaders(n, path)
+		}},
 		{"add_headers", func(d *decoder, n *yaml.Node, path string) {
 			route.AddHeaders = d.addHeaders(n, path)
 		}},
@@ -174,6 +177,23 @@ func (d *decoder) partner(n *yaml.Node, path string) (gateway.PartnerRoute, bool
 		}
 	}
 	return route, len(d.errs) == errsNow
+}
+
+// forwardHeaders decodes forward_headers: the routing headers the route
+// forwards all the same (gateway.CheckForwardHeader says which may be
+// listed).
+func (d *decoder) forwardHeaders(n *yaml.Node, path string) []string {
+	names, ok := d.strings(n, path, "header names")
+	if !ok {
+		return nil
+	}
+	for i, name := range names {
+		if err := gateway.CheckForwardHeader(name); err != nil {
+			d.errorf(n.Content[i], fmt.Sprintf("%s[%d]", path, i), "%v", err)
+			return nil
+		}
+	}
+	return names
 }
 
 // checkUpstream parses a route's upstream base URL: http or https, with a
