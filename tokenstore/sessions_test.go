@@ -158,10 +158,13 @@ func TestSessionOtherIdentityForbidden(t *testing.T) {
 	}
 }
 
-// TestSessionWithoutOwnerRecord: a live lease without an owner record (a
-// session of an older build) belongs to "": "" may use it, anyone else is
-// refused.
-func TestSessionWithoutOwnerRecord(t *testing.T) {
+// TestLeaseWithoutRecordIsNoSession: an etcd lease without a session
+// record is not a session, whoever asks: fencegate binds other keys to
+// leases of its own (a partner request's in-flight marker, stored
+// idempotency answers), and lease ids can be guessed. Keepalive, revoke
+// and acquire with it fail with ErrSessionNotFound for every caller,
+// operators included, and leave the lease and its keys alone.
+func TestLeaseWithoutRecordIsNoSession(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	client := etcd.Client(t)
 	s := newStore(t, client)
@@ -170,32 +173,35 @@ func TestSessionWithoutOwnerRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	session := api.SessionID(lease.ID)
-	token := mustAcquire(t, s, "job", session) // as ""
-	bob := new("bob")
-	if _, err := s.KeepAlive(ctx, session, bob); !errors.Is(err, api.ErrForbidden) {
-		t.Errorf("KeepAlive by bob = %v; want ErrForbidden", err)
+	id := api.SessionID(lease.ID)
+	const marker = "test/inflight/partner/pay/a1"
+	if _, err := client.Put(ctx, marker, "in flight", clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
 	}
-	if err := s.RevokeSession(ctx, session, bob); !errors.Is(err, api.ErrForbidden) {
-		t.Errorf("RevokeSession by bob = %v; want ErrForbidden", err)
-	}
-	if _, err := s.Acquire(ctx, "job", session, bob, 0); !errors.Is(err, api.ErrForbidden) {
-		t.Errorf("Acquire by bob = %v; want ErrForbidden", err)
-	}
-	if _, err := s.Release(ctx, "job", token, bob); !errors.Is(err, api.ErrForbidden) {
-		t.Errorf("Release by bob = %v; want ErrForbidden", err)
-	}
-	if got := queueKeyRevision(t, client, "job", session); got != token || !leaseAlive(t, client, session) {
-		t.Fatalf("after bob's calls: key at %d, lease alive %v; want %d, alive", got, leaseAlive(t, client, session), token)
-	}
-	if _, err := s.KeepAlive(ctx, session, anonymous); err != nil {
-		t.Errorf("KeepAlive by \"\" = %v", err)
-	}
-	if released, err := s.Release(ctx, "job", token, anonymous); err != nil || !released {
-		t.Errorf("Release by \"\" = %v, %v; want true", released, err)
-	}
-	if err := s.RevokeSession(ctx, session, anonymous); err != nil {
-		t.Errorf("RevokeSession by \"\" = %v", err)
+	for _, owner := range []*string{new("alice"), anonymous, nil} {
+		who := "operator"
+		if owner != nil {
+			who = fmt.Sprintf("%q", *owner)
+		}
+		if _, err := s.KeepAlive(ctx, id, owner); !errors.Is(err, api.ErrSessionNotFound) {
+			t.Errorf("KeepAlive(%s) by %s = %v; want ErrSessionNotFound", id, who, err)
+		}
+		if _, err := s.Acquire(ctx, "job", id, owner, 0); !errors.Is(err, api.ErrSessionNotFound) {
+			t.Errorf("Acquire(job, %s) by %s = %v; want ErrSessionNotFound", id, who, err)
+		}
+		if err := s.RevokeSession(ctx, id, owner); !errors.Is(err, api.ErrSessionNotFound) {
+			t.Errorf("RevokeSession(%s) by %s = %v; want ErrSessionNotFound", id, who, err)
+		}
+		if got := queueKeyRevision(t, client, "job", id); got != 0 {
+			t.Fatalf("after %s's calls the lease has a place in job's queue (created at %d)", who, got)
+		}
+		resp, err := client.Get(ctx, marker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) != 1 || resp.Kvs[0].Lease != int64(lease.ID) || !leaseAlive(t, client, id) {
+			t.Fatalf("after %s's calls: marker %v, lease alive %v; want the marker on the live lease", who, resp.Kvs, leaseAlive(t, client, id))
+		}
 	}
 }
 
