@@ -437,25 +437,44 @@ func (s *Store) release(ctx context.Context, key string, rev int64) (bool, error
 	return resp.Succeeded, nil
 }
 
-// LockState reads lock name's holder and queue length, linearizably, in one
-// round trip.
-func (s *Store) LockState(ctx context.Context, name string) (api.LockState, error) {
+// LockState reads lock name's state, linearizably, in one round trip:
+// whether it is held, and the length of its queue. The holder's token is
+// in the answer only when session (zero: none) is the holder's and belongs
+// to owner (nil: to anyone): the token is all that a write guarded by a
+// held token check needs, so it goes only to whoever could get it back by
+// acquiring with the holder's session. A session that is given must exist
+// (api.ErrSessionNotFound: no session record) and belong to owner
+// (api.ErrForbidden), as for every call that names a session.
+func (s *Store) LockState(ctx context.Context, name string, session api.SessionID, owner *string) (api.LockState, error) {
 	if err := api.ValidateLockName(name); err != nil {
 		return api.LockState{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	queue := s.lockQueue(name)
-	resp, err := s.client.Txn(ctx).
-		Then(clientv3.OpGet(queue, clientv3.WithFirstCreate()...), clientv3.OpGet(queue, clientv3.WithPrefix(), clientv3.WithCountOnly())).
-		Commit()
+	reads := []clientv3.Op{clientv3.OpGet(queue, clientv3.WithFirstCreate()...), clientv3.OpGet(queue, clientv3.WithPrefix(), clientv3.WithCountOnly())}
+	if session != 0 {
+		reads = append(reads, clientv3.OpGet(s.sessionKey(session)))
+	}
+	resp, err := s.client.Txn(ctx).Then(reads...).Commit()
 	if err != nil {
 		return api.LockState{}, fmt.Errorf("lock state %s: %w: %w", name, api.ErrUnavailable, err)
 	}
 	s.revisions.observe(resp.Header.Revision)
-	state := api.LockState{Name: name, QueueLength: resp.Responses[1].GetResponseRange().Count}
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-		state.Holder = api.Token(kvs[0].CreateRevision)
+	holder := resp.Responses[0].GetResponseRange().Kvs
+	state := api.LockState{Name: name, Held: len(holder) > 0, QueueLength: resp.Responses[1].GetResponseRange().Count}
+	if session == 0 {
+		return state, nil
+	}
+	const op = "lock state: session"
+	switch record := resp.Responses[2].GetResponseRange().Kvs; {
+	case len(record) == 0:
+		return api.LockState{}, noSessionError(op, session)
+	case owner != nil && string(record[0].Value) != *owner:
+		return api.LockState{}, notOwnerError(op, session)
+	}
+	if state.Held && string(holder[0].Key) == queue+session.String() {
+		state.Holder = api.Token(holder[0].CreateRevision)
 	}
 	return state, nil
 }

@@ -132,7 +132,7 @@ func TestSessionOtherIdentityForbidden(t *testing.T) {
 				if got := queueKeyRevision(t, client, "job", session); got != token {
 					t.Fatalf("alice's key in job created at %d after %s by %q; want %d, held", got, c.name, stranger, token)
 				}
-				if st := lockState(t, s, "job"); st.Holder != token || st.QueueLength != 1 {
+				if st := lockStateWith(t, s, "job", session); st.Holder != token || st.QueueLength != 1 {
 					t.Fatalf("LockState(job) = %+v; want alice's %d alone", st, token)
 				}
 				if got := queueKeyRevision(t, client, "other", session); got != 0 {
@@ -290,4 +290,63 @@ func mustAcquireAs(tb testing.TB, s *tokenstore.Store, name string, session api.
 		tb.Fatalf("Acquire(%s, %s) as %q: %v", name, session, owner, err)
 	}
 	return g.Token
+}
+
+// TestLockStateTokenForHolderOnly: LockState says whether the lock is held
+// and how long its queue is; the holder's token only when the call names
+// the holder's session and may use it (its owner, or an operator). A
+// session of another identity is ErrForbidden, a lease that is no session
+// ErrSessionNotFound, as for every call that names a session.
+func TestLockStateTokenForHolderOnly(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	client := etcd.Client(t)
+	s := newStore(t, client)
+	ctx := context.Background()
+	holding, waiting := newOwnedSession(t, s, "alice"), newOwnedSession(t, s, "alice")
+	token := mustAcquireAs(t, s, "job", holding, "alice")
+	waited := make(chan error, 1)
+	go func() {
+		_, err := s.Acquire(ctx, "job", waiting, new("alice"), longWait)
+		waited <- err
+	}()
+	waitForQueue(t, s, "job", 2)
+	lease, err := client.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name    string
+		session api.SessionID
+		owner   *string
+		holder  api.Token
+		err     error
+	}{
+		{"no session, by alice", 0, new("alice"), 0, nil},
+		{"no session, by bob", 0, new("bob"), 0, nil},
+		{"no session, by an operator", 0, nil, 0, nil},
+		{"the holder's session, by alice", holding, new("alice"), token, nil},
+		{"the holder's session, by an operator", holding, nil, token, nil},
+		{"a waiter's session, by alice", waiting, new("alice"), 0, nil},
+		{"the holder's session, by bob", holding, new("bob"), 0, api.ErrForbidden},
+		{"the holder's session, by \"\"", holding, anonymous, 0, api.ErrForbidden},
+		{"a lease that is no session, by an operator", api.SessionID(lease.ID), nil, 0, api.ErrSessionNotFound},
+	} {
+		st, err := s.LockState(ctx, "job", tt.session, tt.owner)
+		switch {
+		case tt.err != nil && !errors.Is(err, tt.err):
+			t.Errorf("LockState(job), %s = %+v, %v; want %v", tt.name, st, err, tt.err)
+		case tt.err != nil:
+		case err != nil || !st.Held || st.QueueLength != 2 || st.Holder != tt.holder:
+			t.Errorf("LockState(job), %s = %+v, %v; want held, queue 2, holder token %d", tt.name, st, err, tt.holder)
+		}
+	}
+	if released, err := s.Release(ctx, "job", token, new("alice")); err != nil || !released {
+		t.Fatalf("Release(%d) = %v, %v", token, released, err)
+	}
+	if err := <-waited; err != nil {
+		t.Fatalf("the waiter's Acquire = %v", err)
+	}
+	if st := lockStateWith(t, s, "job", holding); st.Holder != 0 || !st.Held {
+		t.Fatalf("LockState(job) naming the former holder = %+v; want held by the waiter, no token", st)
+	}
 }
