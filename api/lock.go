@@ -136,9 +136,14 @@ type LockGrant struct {
 // LockState is the answer of GET /v1/locks/{name}.
 type LockState struct {
 	Name string `json:"name"`
-	// Holder is the token of the current holder; zero when the lock is
-	// free.
-	Holder Token `json:"holder"`
+	// Held is true when a session holds the lock.
+	Held bool `json:"held"`
+	// Holder is the current holder's token, only for a request that names
+	// the holder's session (GET /v1/locks/{name}?session=<id>) and may use
+	// it; zero otherwise, and when the lock is free. The token is all that
+	// a write guarded by a "held" token check needs, so it goes only to
+	// whoever could get it back by acquiring again with that session.
+	Holder Token `json:"holder,omitempty"`
 	// QueueLength counts the holder and the waiters behind it.
 	QueueLength int64 `json:"queue_length"`
 }

@@ -297,7 +297,7 @@ func TestAuthLocks(t *testing.T) {
 		}
 	}
 	var st api.LockState
-	r = (authRequest{name: "state after refused release", method: http.MethodGet, path: "/v1/locks/jobs-nightly", key: lockerKey, status: 200}).run(t, a, nil)
+	r = (authRequest{name: "state after refused release", method: http.MethodGet, path: "/v1/locks/jobs-nightly?session=" + sess.ID.String(), key: lockerKey, status: 200}).run(t, a, nil)
 	if err := json.Unmarshal(r.body, &st); err != nil || st.Holder != grant.Token {
 		t.Fatalf("lock state %s; want holder %d: the refused release and revoke changed nothing", r.body, grant.Token)
 	}
@@ -362,7 +362,7 @@ func TestAuthSessionOwners(t *testing.T) {
 		queue  int64
 	}{{"jobs-nightly", grant.Token, 1}, {"jobs-other", 0, 0}} {
 		var st api.LockState
-		r := (authRequest{name: "state after refusals", method: http.MethodGet, path: "/v1/locks/" + lock.name, key: aliceKey, status: 200}).run(t, a, nil)
+		r := (authRequest{name: "state after refusals", method: http.MethodGet, path: "/v1/locks/" + lock.name + "?session=" + sess.ID.String(), key: aliceKey, status: 200}).run(t, a, nil)
 		if err := json.Unmarshal(r.body, &st); err != nil || st.Holder != lock.holder || st.QueueLength != lock.queue {
 			t.Fatalf("lock state %s; want holder %d, queue %d: the refused calls changed nothing", r.body, lock.holder, lock.queue)
 		}
@@ -383,7 +383,7 @@ func TestAuthSessionOwners(t *testing.T) {
 	(authRequest{name: "alice's session is gone", method: http.MethodPost, path: sessionPath + "/keepalive", key: aliceKey, status: 404, slug: "session-not-found"}).run(t, a, nil)
 	var st api.LockState
 	r = (authRequest{name: "state after ops revoked", method: http.MethodGet, path: "/v1/locks/jobs-nightly", key: aliceKey, status: 200}).run(t, a, nil)
-	if err := json.Unmarshal(r.body, &st); err != nil || st.Holder != 0 || st.QueueLength != 0 {
+	if err := json.Unmarshal(r.body, &st); err != nil || st.Held || st.QueueLength != 0 {
 		t.Fatalf("lock state %s; want free after ops revoked alice's session", r.body)
 	}
 }

@@ -44,8 +44,11 @@ type LockQueue interface {
 	// Release removes the grant (or queue place) with token, reporting
 	// whether it was still there; it never touches another grant.
 	Release(ctx context.Context, name string, token api.Token, owner *string) (bool, error)
-	// LockState reads the holder's token and the queue's length.
-	LockState(ctx context.Context, name string) (api.LockState, error)
+	// LockState reads whether the lock is held and the queue's length;
+	// the holder's token only when session (zero: none) is the holder's
+	// and belongs to owner. A session given that does not exist or is
+	// not owner's fails as for Acquire.
+	LockState(ctx context.Context, name string, session api.SessionID, owner *string) (api.LockState, error)
 }
 
 // LockService is what the lock API needs: sessions and lock queues.
@@ -64,16 +67,21 @@ const maxLockRequestBytes = 4 << 10
 //	DELETE /v1/sessions/{id}            -> 204, releasing the session's locks
 //	POST   /v1/locks/{name}             {"session": "<id>", "wait": 5} -> 200 {"name", "token", "session"}
 //	DELETE /v1/locks/{name}?token=N     -> 200 {"name", "token", "released"}
-//	GET    /v1/locks/{name}             -> 200 {"name", "holder", "queue_length"}
+//	GET    /v1/locks/{name}[?session=<id>] -> 200 {"name", "held", "queue_length"}, and
+//	                                       "holder" (its token) for the holder's session
 //
 // A lock request long-polls for at most its wait (api.MaxLockWait); when
 // the wait runs out it answers 409 lock-timeout (retryable) and the
 // request's place in the queue is gone.
 //
 // With auth, a session belongs to the identity that created it: keepalive,
-// revoke, acquire with it and release of its grants by another identity
-// answer 403 forbidden, unless the caller is an operator (see
-// sessionOwner).
+// revoke, acquire with it, release of its grants and reading the lock
+// state with it by another identity answer 403 forbidden, unless the
+// caller is an operator (see sessionOwner).
+//
+// GET shows the holder's token only to a request that names the holder's
+// session: anyone allowed to read the lock may not hold it, and the token
+// is all that a write behind a "held" token check needs.
 func WithLocks(locks LockService) Option {
 	if locks == nil {
 		panic("gateway: WithLocks(nil)")
@@ -212,7 +220,19 @@ func (h *lockAPI) lockState(w http.ResponseWriter, r *http.Request) {
 		h.g.writeError(w, r, err)
 		return
 	}
-	state, err := h.locks.LockState(r.Context(), name)
+	var session api.SessionID
+	if values, ok := r.URL.Query()["session"]; ok {
+		if len(values) != 1 {
+			h.g.writeError(w, r, fmt.Errorf("%w: at most one \"session\" query parameter", api.ErrInvalidRequest))
+			return
+		}
+		var err error
+		if session, err = api.ParseSessionID(values[0]); err != nil {
+			h.g.writeError(w, r, err)
+			return
+		}
+	}
+	state, err := h.locks.LockState(r.Context(), name, session, h.sessionOwner(r.Context()))
 	if err != nil {
 		h.g.writeError(w, r, err)
 		return

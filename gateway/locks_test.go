@@ -84,9 +84,20 @@ func (e *env) acquire(tb testing.TB, name string, session api.SessionID, wait fl
 
 func (e *env) lockState(tb testing.TB, name string) api.LockState {
 	tb.Helper()
+	return e.lockStateWith(tb, name, 0)
+}
+
+// lockStateWith reads lock name's state naming session (0: none), which
+// shows the holder's token when session holds the lock.
+func (e *env) lockStateWith(tb testing.TB, name string, session api.SessionID) api.LockState {
+	tb.Helper()
+	target := e.url + "/v1/locks/" + name
+	if session != 0 {
+		target += "?session=" + session.String()
+	}
 	var st api.LockState
-	if r := call(tb, http.MethodGet, e.url+"/v1/locks/"+name, nil, &st); r.status != http.StatusOK {
-		tb.Fatalf("GET /v1/locks/%s: %s", name, r)
+	if r := call(tb, http.MethodGet, target, nil, &st); r.status != http.StatusOK {
+		tb.Fatalf("GET %s: %s", target, r)
 	}
 	return st
 }
@@ -125,7 +136,7 @@ func TestLockAPI(t *testing.T) {
 	if r.status != http.StatusOK || grant.Name != "job" || grant.Session != first.ID || grant.Token == 0 {
 		t.Fatalf("acquire: %s", r)
 	}
-	if st := e.lockState(t, "job"); st.Holder != grant.Token || st.QueueLength != 1 || st.Name != "job" {
+	if st := e.lockStateWith(t, "job", first.ID); st.Holder != grant.Token || !st.Held || st.QueueLength != 1 || st.Name != "job" {
 		t.Fatalf("lock state = %+v; want holder %d, queue 1", st, grant.Token)
 	}
 	if again, r := e.acquire(t, "job", first.ID, 0); r.status != http.StatusOK || again.Token != grant.Token {
@@ -156,14 +167,14 @@ func TestLockAPI(t *testing.T) {
 	if r := call(t, http.MethodDelete, release, nil, &rel); r.status != http.StatusOK || rel.Released {
 		t.Fatalf("retried release: %s; want released false", r)
 	}
-	if st := e.lockState(t, "job"); st.Holder != next.Token {
+	if st := e.lockStateWith(t, "job", second.ID); st.Holder != next.Token {
 		t.Fatalf("a retried release touched the new holder: %+v", st)
 	}
 
 	if r := call(t, http.MethodDelete, e.url+"/v1/sessions/"+second.ID.String(), nil, nil); r.status != http.StatusNoContent {
 		t.Fatalf("revoke: %s", r)
 	}
-	if st := e.lockState(t, "job"); st.Holder != 0 || st.QueueLength != 0 {
+	if st := e.lockState(t, "job"); st.Held || st.QueueLength != 0 {
 		t.Fatalf("lock state after revoking the holder's session = %+v; want free", st)
 	}
 	r = call(t, http.MethodDelete, e.url+"/v1/sessions/"+second.ID.String(), nil, nil)
@@ -430,5 +441,83 @@ func TestLockAPIServesInArrivalOrder(t *testing.T) {
 	}
 	if got := e.store.LockStats().Wakeups - before; got != n-1 {
 		t.Fatalf("%d wake-ups for %d grants; want %d", got, n, n-1)
+	}
+}
+
+// TestLockStateHidesHolderToken: GET /v1/locks/{name} says whether the
+// lock is held and how long its queue is, but the holder's token, all that
+// a write behind a held token check needs, goes only to a request that
+// names the holder's session (?session=<id>) and may use it: its owner, or
+// an operator, who could get the token back by acquiring with it anyway.
+// Another identity naming that session is refused, as for every session
+// call; a session that does not hold the lock gets no token.
+func TestLockStateHidesHolderToken(t *testing.T) {
+	aliceKey, aliceAPIKey := newKey(t, "alice")
+	bobKey, bobAPIKey := newKey(t, "bob")
+	opsKey, opsAPIKey := newKey(t, "ops")
+	a := newAuthEnv(t, func(string) gateway.Auth {
+		lock := []gateway.Grant{{Prefix: "jobs-", Operations: []gateway.Operation{gateway.OpLock}}}
+		return gateway.Auth{
+			Identities: []gateway.Identity{
+				{Name: "alice", Grants: lock},
+				{Name: "bob", Grants: lock},
+				{Name: "ops", Grants: []gateway.Grant{{Operations: []gateway.Operation{gateway.OpAdmin}}}},
+			},
+			APIKeys: []gateway.APIKey{aliceAPIKey, bobAPIKey, opsAPIKey},
+		}
+	})
+	a.serve(t)
+	newSession := func(key string) api.SessionID {
+		r := (authRequest{name: "session", method: http.MethodPost, path: "/v1/sessions", key: key, body: api.SessionRequest{TTL: 60}, status: 201}).run(t, a, nil)
+		var s api.Session
+		if err := json.Unmarshal(r.body, &s); err != nil || s.ID == 0 {
+			t.Fatalf("session: %s", r)
+		}
+		return s.ID
+	}
+	holding, idle := newSession(aliceKey), newSession(aliceKey)
+	r := (authRequest{name: "alice acquires", method: http.MethodPost, path: "/v1/locks/jobs-nightly", key: aliceKey, body: api.LockRequest{Session: holding}, status: 200}).run(t, a, nil)
+	var grant api.LockGrant
+	if err := json.Unmarshal(r.body, &grant); err != nil || grant.Token == 0 {
+		t.Fatalf("grant: %s", r)
+	}
+	const path = "/v1/locks/jobs-nightly"
+	withSession := func(id api.SessionID) string { return path + "?session=" + id.String() }
+	for _, q := range []struct {
+		name, key, path string
+		holder          api.Token // 0: the answer has no holder token
+	}{
+		{"bob, no session", bobKey, path, 0},
+		{"alice, no session", aliceKey, path, 0},
+		{"alice, a session that does not hold it", aliceKey, withSession(idle), 0},
+		{"alice, the holder's session", aliceKey, withSession(holding), grant.Token},
+		{"an operator, the holder's session", opsKey, withSession(holding), grant.Token},
+	} {
+		r := (authRequest{name: q.name, method: http.MethodGet, path: q.path, key: q.key, status: 200}).run(t, a, nil)
+		var answer map[string]any
+		if err := json.Unmarshal(r.body, &answer); err != nil {
+			t.Fatalf("%s: %s: %v", q.name, r, err)
+		}
+		holder, shown := answer["holder"]
+		switch {
+		case q.holder == 0 && shown:
+			t.Errorf("%s: GET %s = %s; want no holder token", q.name, q.path, r.body)
+		case q.holder != 0 && (!shown || holder != float64(q.holder)):
+			t.Errorf("%s: GET %s = %s; want holder %d", q.name, q.path, r.body, q.holder)
+		case answer["held"] != true || answer["queue_length"] != float64(1):
+			t.Errorf("%s: GET %s = %s; want held, queue length 1", q.name, q.path, r.body)
+		}
+	}
+	for _, q := range []authRequest{
+		{name: "bob, alice's session", method: http.MethodGet, path: withSession(holding), key: bobKey, status: 403, slug: "forbidden", detail: "the session belongs to another identity"},
+		{name: "alice, no such session", method: http.MethodGet, path: withSession(0x7eadbeef), key: aliceKey, status: 404, slug: "session-not-found"},
+		{name: "alice, a malformed session", method: http.MethodGet, path: path + "?session=00x", key: aliceKey, status: 400, slug: "invalid-request", unreached: true},
+	} {
+		q.run(t, a, nil)
+	}
+	(authRequest{name: "alice releases", method: http.MethodDelete, path: fmt.Sprintf("%s?token=%d", path, grant.Token), key: aliceKey, status: 200}).run(t, a, nil)
+	r = (authRequest{name: "state when free", method: http.MethodGet, path: withSession(holding), key: aliceKey, status: 200}).run(t, a, nil)
+	if got := string(r.body); got != `{"name":"jobs-nightly","held":false,"queue_length":0}`+"\n" {
+		t.Errorf("GET %s when free = %s; want held false, queue empty, no holder", withSession(holding), got)
 	}
 }

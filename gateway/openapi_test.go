@@ -453,8 +453,12 @@ func (s openAPIStores) Acquire(_ context.Context, name string, session api.Sessi
 func (s openAPIStores) Release(context.Context, string, api.Token, *string) (bool, error) {
 	return true, s.errs["Release"]
 }
-func (s openAPIStores) LockState(_ context.Context, name string) (api.LockState, error) {
-	return api.LockState{Name: name, Holder: 9, QueueLength: 1}, s.errs["LockState"]
+func (s openAPIStores) LockState(_ context.Context, name string, session api.SessionID, _ *string) (api.LockState, error) {
+	st := api.LockState{Name: name, Held: true, QueueLength: 1}
+	if session != 0 {
+		st.Holder = 9
+	}
+	return st, s.errs["LockState"]
 }
 func (s openAPIStores) AdmitPartner(context.Context, api.PartnerAdmission) (api.Admission, error) {
 	if err := s.errs["AdmitPartner"]; err != nil {
@@ -556,6 +560,10 @@ func TestOpenAPIAnswers(t *testing.T) {
 		{name: "release another identity's grant", method: "DELETE", target: "/v1/locks/report?token=9", stores: errs("Release", notOwner), wantStatus: 403, wantType: "forbidden"},
 		{name: "release bad token", method: "DELETE", target: "/v1/locks/report?token=x", wantStatus: 400, wantType: "malformed-token"},
 		{name: "lock state", method: "GET", target: "/v1/locks/report", wantStatus: 200},
+		{name: "lock state for the holder's session", method: "GET", target: "/v1/locks/report?session=694d", wantStatus: 200},
+		{name: "lock state for another identity's session", method: "GET", target: "/v1/locks/report?session=694d", stores: errs("LockState", notOwner), wantStatus: 403, wantType: "forbidden"},
+		{name: "lock state for no session", method: "GET", target: "/v1/locks/report?session=694d", stores: errs("LockState", api.ErrSessionNotFound), wantStatus: 404, wantType: "session-not-found"},
+		{name: "lock state bad session", method: "GET", target: "/v1/locks/report?session=0", wantStatus: 400, wantType: "invalid-request"},
 		{name: "lock state unavailable", method: "GET", target: "/v1/locks/report", stores: errs("LockState", api.ErrUnavailable), wantStatus: 503, wantType: "fence-unavailable"},
 
 		{name: "partner forwarded", method: "POST", target: "/v1/partners/payments/accounts/a1/charges", header: map[string]string{"X-Fence-Token": "5", "Idempotency-Key": "k1"}, body: "{}", wantStatus: 201},

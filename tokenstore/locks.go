@@ -17,27 +17,32 @@ import (
 
 // Sessions and locks: the token issuer behind the lock API.
 //
-// A session is an etcd lease, and belongs to the identity that created it.
-// A lock is a queue of keys, one per session waiting for it or holding it.
-// Every key is bound to its session's lease, so that it goes with it:
+// A session is an etcd lease that fencegate granted as one, and belongs to
+// the identity that created it. A lock is a queue of keys, one per session
+// waiting for it or holding it. Every key is bound to its session's lease,
+// so that it goes with it:
 //
-//	<prefix>sessions/<session id in hex>     the session's owner: the name
+//	<prefix>sessions/<session id in hex>     the session's record: the name
 //	                                         of the identity that created it
 //	                                         ("" without auth)
 //	<prefix>locks/<name>/<session id in hex> the session's place in lock
 //	                                         name's queue (empty value)
 //
+// A lease is a session only while its record exists. The store binds keys
+// to other leases too (a partner request's in-flight marker, stored
+// idempotency answers: see partner.go), and lease ids can be guessed; a
+// lease without a record is no session, whoever asks: keeping it alive,
+// revoking it and acquiring with it fail with api.ErrSessionNotFound and
+// leave it alone, for operators too.
+//
 // Only the owner may keep a session alive, revoke it, acquire with it, or
 // release its grants; the other calls fail with api.ErrForbidden and change
-// nothing. The caller passes the owner to check, or nil for none (the
-// gateway passes nil for an operator). A live session without an owner
-// record (created by an older build) belongs to "". Acquire and Release
-// check the owner in the transaction that does the work (a compare on the
-// record, the work nested in the branch it allows); KeepAlive and
-// RevokeSession read the record first, since a lease request cannot be
-// part of a transaction (the record is written once, when the session is
-// created, and goes with its lease: what the read finds stays true while
-// the lease lives).
+// nothing. The caller passes the owner to check, or nil for any (the
+// gateway passes nil for an operator). Acquire and Release check the
+// record in the transaction that does the work (a compare on it, the work
+// nested in the branch it allows); KeepAlive and RevokeSession read it
+// first, since a lease request cannot be part of a transaction (see
+// checkSession for why the read stays true until the lease request).
 //
 // The key created first (the smallest create revision) holds the lock, and
 // its create revision is the holder's fencing token: etcd revisions grow
@@ -59,15 +64,16 @@ import (
 // lockQueue returns the key prefix of lock name's queue.
 func (s *Store) lockQueue(name string) string { return s.prefix + "locks/" + name + "/" }
 
-// sessionKey returns the key of session id's owner record.
+// sessionKey returns the key of session id's record.
 func (s *Store) sessionKey(id api.SessionID) string { return s.prefix + "sessions/" + id.String() }
 
 // CreateSession grants a session that belongs to owner (the identity's
 // name; "" without auth): an etcd lease of ttl seconds (zero means
-// api.DefaultSessionTTL), and the owner record bound to it. etcd may grant
-// more than asked for, never less; the answer says what it granted. When
-// the record cannot be written, the lease is revoked and the call fails
-// with api.ErrUnavailable.
+// api.DefaultSessionTTL), and the session's record bound to it, which
+// makes the lease a session. etcd may grant more than asked for, never
+// less; the answer says what it granted. When the record cannot be
+// written, the lease is revoked and the call fails with
+// api.ErrUnavailable.
 func (s *Store) CreateSession(ctx context.Context, ttl int64, owner string) (api.Session, error) {
 	if ttl == 0 {
 		ttl = api.DefaultSessionTTL
@@ -91,9 +97,9 @@ func (s *Store) CreateSession(ctx context.Context, ttl int64, owner string) (api
 		s.observeHeader(put.Header)
 		return sess, nil
 	}
-	// Without its record the session would belong to "": end it, even
-	// though ctx may be done. If that fails too, nobody knows its id, and
-	// it expires after its TTL.
+	// Without its record the lease is no session: end it, even though
+	// ctx may be done. If that fails too, nobody knows its id, and it
+	// expires after its TTL.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
 	defer cancel()
 	if _, rerr := s.client.Revoke(rctx, resp.ID); rerr != nil {
@@ -104,13 +110,13 @@ func (s *Store) CreateSession(ctx context.Context, ttl int64, owner string) (api
 
 // KeepAlive renews a session's lease once, for its whole TTL from now, if
 // it belongs to owner (nil: to anyone). A session that expired or was
-// revoked is api.ErrSessionNotFound; another identity's is
-// api.ErrForbidden, and is not renewed.
+// revoked, and a lease that is no session, are api.ErrSessionNotFound;
+// another identity's session is api.ErrForbidden. Neither is renewed.
 func (s *Store) KeepAlive(ctx context.Context, id api.SessionID, owner *string) (api.Session, error) {
 	const op = "keep session alive"
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	if err := s.checkOwner(ctx, op, id, owner); err != nil {
+	if err := s.checkSession(ctx, op, id, owner); err != nil {
 		return api.Session{}, err
 	}
 	resp, err := s.client.KeepAliveOnce(ctx, clientv3.LeaseID(id))
@@ -124,13 +130,13 @@ func (s *Store) KeepAlive(ctx context.Context, id api.SessionID, owner *string) 
 // RevokeSession ends a session that belongs to owner (nil: to anyone) at
 // once: every lock it holds is released and every queue it waits in is
 // left, in one etcd revision. A session that expired or was revoked
-// already is api.ErrSessionNotFound; another identity's is
-// api.ErrForbidden, and is not revoked.
+// already, and a lease that is no session, are api.ErrSessionNotFound;
+// another identity's session is api.ErrForbidden. Neither is revoked.
 func (s *Store) RevokeSession(ctx context.Context, id api.SessionID, owner *string) error {
 	const op = "revoke session"
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	if err := s.checkOwner(ctx, op, id, owner); err != nil {
+	if err := s.checkSession(ctx, op, id, owner); err != nil {
 		return err
 	}
 	resp, err := s.client.Revoke(ctx, clientv3.LeaseID(id))
@@ -141,78 +147,72 @@ func (s *Store) RevokeSession(ctx context.Context, id api.SessionID, owner *stri
 	return nil
 }
 
-// checkOwner reads session id's owner record and fails unless it names
-// owner (nil: no check, and no read). A missing record is owner "": a
-// session of an older build, or one that ended, which the lease request
-// that follows finds out.
-func (s *Store) checkOwner(ctx context.Context, op string, id api.SessionID, owner *string) error {
-	if owner == nil {
-		return nil
-	}
+// checkSession reads session id's record and fails unless the lease is a
+// session (api.ErrSessionNotFound: no record) that belongs to owner (nil:
+// to anyone; otherwise api.ErrForbidden).
+//
+// KeepAlive and RevokeSession call it, then send their lease request: etcd
+// cannot renew or revoke a lease inside a transaction. What the read finds
+// stays true until that request, for a record is written only by
+// CreateSession, under the id of the lease it was just granted and bound
+// to that lease, and goes with it in the revision that ends it. So while
+// the record exists, lease id is that session, never a lease of another
+// kind. What can happen in between is that the session ends (expires, or
+// another call revokes it): the lease request then finds no lease, and the
+// answer is api.ErrSessionNotFound, as if the read came after. A lease
+// granted meanwhile cannot take over the id: etcd picks each lease id from
+// its member's generator of unique ids (member id, start time, counter)
+// and refuses to grant an id in use; only a client that names the id of
+// its grant, which this store never does, could re-create an ended one.
+func (s *Store) checkSession(ctx context.Context, op string, id api.SessionID, owner *string) error {
 	resp, err := s.client.Get(ctx, s.sessionKey(id))
 	if err != nil {
 		return fmt.Errorf("%s %s: %w: %w", op, id, api.ErrUnavailable, err)
 	}
 	s.observeHeader(resp.Header)
 	switch {
-	case len(resp.Kvs) > 0 && string(resp.Kvs[0].Value) == *owner:
-		return nil
-	case len(resp.Kvs) > 0:
+	case len(resp.Kvs) == 0:
+		return noSessionError(op, id)
+	case owner != nil && string(resp.Kvs[0].Value) != *owner:
 		return notOwnerError(op, id)
-	case *owner == "":
-		return nil
 	}
-	return s.notOwned(ctx, op, id, false)
+	return nil
 }
 
 // commitOwned commits inner, a transaction (clientv3.OpTxn), nested in one
-// that runs it only if session belongs to owner (nil: always), and returns
-// inner's answer and the revision of the whole. The owner check costs no
-// round trip of its own. Errors: api.ErrForbidden when the session is
-// another identity's (inner did not run); api.ErrSessionNotFound when it
-// does not exist (no owner record, and no lease; or inner put a key with
-// its lease); api.ErrUnavailable when etcd failed.
+// that runs it only if session is a session (its record exists) that
+// belongs to owner (nil: to anyone), and returns inner's answer and the
+// revision of the whole. The check costs no round trip of its own.
+// Errors: api.ErrSessionNotFound when the session does not exist (no
+// record: it ended, or the lease is no session), and inner did not run;
+// api.ErrForbidden when it is another identity's (inner did not run);
+// api.ErrUnavailable when etcd failed.
 func (s *Store) commitOwned(ctx context.Context, op string, session api.SessionID, owner *string, inner clientv3.Op) (*etcdserverpb.TxnResponse, int64, error) {
 	key := s.sessionKey(session)
-	txn := s.client.Txn(ctx)
-	switch {
-	case owner == nil:
-		txn = txn.Then(inner)
-	case *owner == "":
-		// A missing record is owner "" too, and a Value compare on a
-		// missing key is always false: so ask whether the owner is
-		// someone else, and run inner when it is not.
-		txn = txn.If(clientv3.Compare(clientv3.Value(key), ">", "")).Then(clientv3.OpGet(key)).Else(inner)
-	default:
-		txn = txn.If(clientv3.Compare(clientv3.Value(key), "=", *owner)).Then(inner).Else(clientv3.OpGet(key))
+	// A missing key's create revision compares as 0; a Value compare on a
+	// missing key is always false.
+	allowed := clientv3.Compare(clientv3.CreateRevision(key), ">", 0)
+	if owner != nil {
+		allowed = clientv3.Compare(clientv3.Value(key), "=", *owner)
 	}
-	resp, err := txn.Commit()
+	resp, err := s.client.Txn(ctx).If(allowed).Then(inner).Else(clientv3.OpGet(key)).Commit()
 	if err != nil {
 		return nil, 0, sessionError(op, session, err)
 	}
 	s.revisions.observe(resp.Header.Revision)
-	if owner == nil || resp.Succeeded == (*owner != "") {
+	switch {
+	case resp.Succeeded:
 		return resp.Responses[0].GetResponseTxn(), resp.Header.Revision, nil
+	case len(resp.Responses[0].GetResponseRange().Kvs) == 0:
+		return nil, 0, noSessionError(op, session)
 	}
-	return nil, 0, s.notOwned(ctx, op, session, len(resp.Responses[0].GetResponseRange().Kvs) > 0)
+	return nil, 0, notOwnerError(op, session)
 }
 
-// notOwned is the error for a session whose owner record did not name the
-// caller (who is not ""). With a record, the session is another
-// identity's. Without one, it is either gone or an older build's (owner
-// ""): its lease says which.
-func (s *Store) notOwned(ctx context.Context, op string, id api.SessionID, recorded bool) error {
-	if recorded {
-		return notOwnerError(op, id)
-	}
-	resp, err := s.client.TimeToLive(ctx, clientv3.LeaseID(id))
-	if err != nil {
-		return sessionError(op, id, err)
-	}
-	if resp.TTL < 0 { // etcd's answer for a lease it does not have
-		return fmt.Errorf("%s %s: %w", op, id, api.ErrSessionNotFound)
-	}
-	return notOwnerError(op, id)
+// noSessionError is the error for a lease without a session record: a
+// session that ended, or a lease that never was one.
+func noSessionError(op string, id api.SessionID) error {
+	return fmt.Errorf("%s %s: %w", op, id, api.ErrSessionNotFound)
 }
 
 // notOwnerError refuses the caller a session that belongs to another
@@ -238,12 +238,13 @@ func sessionError(op string, id api.SessionID, err error) error {
 // finds its place: the same token, so a retried request is harmless. A
 // session may hold a lock only once.
 //
-// The session must belong to owner (nil: to anyone): the check is a
-// compare in the transaction that queues the session.
+// The session must exist and belong to owner (nil: to anyone): the check
+// is a compare on its record in the transaction that queues it.
 //
 // Errors: api.ErrLockTimeout when the wait ran out (the session's place in
 // the queue is removed); api.ErrSessionNotFound for a session that does not
-// exist; api.ErrForbidden for another identity's session (nothing was
+// exist (ended, or a lease that is no session: nothing was queued);
+// api.ErrForbidden for another identity's session (nothing was
 // queued); api.ErrLockNotHeld when the session's place vanished while it
 // waited (its session ended, or it was released by token);
 // api.ErrUnavailable when etcd failed, in which case the session may still
@@ -436,25 +437,44 @@ func (s *Store) release(ctx context.Context, key string, rev int64) (bool, error
 	return resp.Succeeded, nil
 }
 
-// LockState reads lock name's holder and queue length, linearizably, in one
-// round trip.
-func (s *Store) LockState(ctx context.Context, name string) (api.LockState, error) {
+// LockState reads lock name's state, linearizably, in one round trip:
+// whether it is held, and the length of its queue. The holder's token is
+// in the answer only when session (zero: none) is the holder's and belongs
+// to owner (nil: to anyone): the token is all that a write guarded by a
+// held token check needs, so it goes only to whoever could get it back by
+// acquiring with the holder's session. A session that is given must exist
+// (api.ErrSessionNotFound: no session record) and belong to owner
+// (api.ErrForbidden), as for every call that names a session.
+func (s *Store) LockState(ctx context.Context, name string, session api.SessionID, owner *string) (api.LockState, error) {
 	if err := api.ValidateLockName(name); err != nil {
 		return api.LockState{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	queue := s.lockQueue(name)
-	resp, err := s.client.Txn(ctx).
-		Then(clientv3.OpGet(queue, clientv3.WithFirstCreate()...), clientv3.OpGet(queue, clientv3.WithPrefix(), clientv3.WithCountOnly())).
-		Commit()
+	reads := []clientv3.Op{clientv3.OpGet(queue, clientv3.WithFirstCreate()...), clientv3.OpGet(queue, clientv3.WithPrefix(), clientv3.WithCountOnly())}
+	if session != 0 {
+		reads = append(reads, clientv3.OpGet(s.sessionKey(session)))
+	}
+	resp, err := s.client.Txn(ctx).Then(reads...).Commit()
 	if err != nil {
 		return api.LockState{}, fmt.Errorf("lock state %s: %w: %w", name, api.ErrUnavailable, err)
 	}
 	s.revisions.observe(resp.Header.Revision)
-	state := api.LockState{Name: name, QueueLength: resp.Responses[1].GetResponseRange().Count}
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-		state.Holder = api.Token(kvs[0].CreateRevision)
+	holder := resp.Responses[0].GetResponseRange().Kvs
+	state := api.LockState{Name: name, Held: len(holder) > 0, QueueLength: resp.Responses[1].GetResponseRange().Count}
+	if session == 0 {
+		return state, nil
+	}
+	const op = "lock state: session"
+	switch record := resp.Responses[2].GetResponseRange().Kvs; {
+	case len(record) == 0:
+		return api.LockState{}, noSessionError(op, session)
+	case owner != nil && string(record[0].Value) != *owner:
+		return api.LockState{}, notOwnerError(op, session)
+	}
+	if state.Held && string(holder[0].Key) == queue+session.String() {
+		state.Holder = api.Token(holder[0].CreateRevision)
 	}
 	return state, nil
 }

@@ -45,9 +45,16 @@ func mustAcquire(tb testing.TB, s *tokenstore.Store, name string, session api.Se
 
 func lockState(tb testing.TB, s *tokenstore.Store, name string) api.LockState {
 	tb.Helper()
-	st, err := s.LockState(context.Background(), name)
+	return lockStateWith(tb, s, name, 0)
+}
+
+// lockStateWith reads lock name's state naming session, as an operator:
+// with the holder's token when session holds the lock.
+func lockStateWith(tb testing.TB, s *tokenstore.Store, name string, session api.SessionID) api.LockState {
+	tb.Helper()
+	st, err := s.LockState(context.Background(), name, session, nil)
 	if err != nil {
-		tb.Fatalf("LockState(%s): %v", name, err)
+		tb.Fatalf("LockState(%s, %s): %v", name, session, err)
 	}
 	return st
 }
@@ -137,7 +144,7 @@ func TestLockFIFOHundredAcquirers(t *testing.T) {
 	if wakeups != n-1 {
 		t.Errorf("%d wake-ups for %d grants; want %d: each release wakes exactly one waiter", wakeups, n, n-1)
 	}
-	if st := lockState(t, stores[1], "job"); st.QueueLength != 0 || st.Holder != 0 {
+	if st := lockState(t, stores[1], "job"); st.QueueLength != 0 || st.Held {
 		t.Errorf("LockState after all released = %+v; want free and empty", st)
 	}
 }
@@ -149,12 +156,13 @@ func TestLockSessionExpiryFreesLock(t *testing.T) {
 	s := newStore(t, etcd.Client(t))
 	first := mustAcquire(t, s, "job", newSession(t, s, 1)) // never kept alive
 	start := time.Now()
-	second := mustAcquire(t, s, "job", newSession(t, s, 60))
+	secondSession := newSession(t, s, 60)
+	second := mustAcquire(t, s, "job", secondSession)
 	t.Logf("token %d expired; token %d acquired after %v", first, second, time.Since(start))
 	if second <= first {
 		t.Fatalf("token after expiry %d; want above %d", second, first)
 	}
-	if st := lockState(t, s, "job"); st.Holder != second || st.QueueLength != 1 {
+	if st := lockStateWith(t, s, "job", secondSession); st.Holder != second || st.QueueLength != 1 {
 		t.Fatalf("LockState = %+v; want holder %d alone", st, second)
 	}
 }
@@ -174,7 +182,7 @@ func TestLockKeepAliveKeepsLock(t *testing.T) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	if st := lockState(t, s, "job"); st.Holder != token {
+	if st := lockStateWith(t, s, "job", session); st.Holder != token {
 		t.Fatalf("LockState = %+v; want holder %d", st, token)
 	}
 }
@@ -189,7 +197,8 @@ func TestLockReleaseOnlyOwnGrant(t *testing.T) {
 	if ok, err := s.Release(ctx, "job", a, anonymous); err != nil || !ok {
 		t.Fatalf("Release(%d) = %v, %v; want true", a, ok, err)
 	}
-	b := mustAcquire(t, s, "job", newSession(t, s, 60))
+	bSession := newSession(t, s, 60)
+	b := mustAcquire(t, s, "job", bSession)
 	if ok, err := s.Release(ctx, "job", a, anonymous); err != nil || ok {
 		t.Fatalf("retried Release(%d) = %v, %v; want false, nil", a, ok, err)
 	}
@@ -198,7 +207,7 @@ func TestLockReleaseOnlyOwnGrant(t *testing.T) {
 			t.Fatalf("Release(%d) = %v, %v; want false, nil", bogus, ok, err)
 		}
 	}
-	if st := lockState(t, s, "job"); st.Holder != b {
+	if st := lockStateWith(t, s, "job", bSession); st.Holder != b {
 		t.Fatalf("LockState = %+v; want holder %d untouched", st, b)
 	}
 }
@@ -224,13 +233,14 @@ func TestLockWaitTimeoutLeavesQueue(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	s := newStore(t, etcd.Client(t))
 	ctx := context.Background()
-	holder := mustAcquire(t, s, "job", newSession(t, s, 60))
+	holderSession := newSession(t, s, 60)
+	holder := mustAcquire(t, s, "job", holderSession)
 	for _, wait := range []time.Duration{0, 200 * time.Millisecond} {
 		_, err := s.Acquire(ctx, "job", newSession(t, s, 60), anonymous, wait)
 		if !errors.Is(err, api.ErrLockTimeout) {
 			t.Fatalf("Acquire(wait %v) on a held lock = %v; want ErrLockTimeout", wait, err)
 		}
-		if st := lockState(t, s, "job"); st.QueueLength != 1 || st.Holder != holder {
+		if st := lockStateWith(t, s, "job", holderSession); st.QueueLength != 1 || st.Holder != holder {
 			t.Fatalf("LockState after a timed-out wait = %+v; want only the holder %d", st, holder)
 		}
 	}
@@ -263,7 +273,8 @@ func TestLockWaiterLeavingMiddle(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	s := newStore(t, etcd.Client(t))
 	ctx := context.Background()
-	holder := mustAcquire(t, s, "job", newSession(t, s, 60))
+	holderSession := newSession(t, s, 60)
+	holder := mustAcquire(t, s, "job", holderSession)
 	middle := newSession(t, s, 60)
 	middleDone := make(chan error, 1)
 	go func() {
@@ -284,7 +295,7 @@ func TestLockWaiterLeavingMiddle(t *testing.T) {
 		t.Fatalf("middle waiter = %v; want ErrLockTimeout", err)
 	}
 	waitForQueue(t, s, "job", 2)
-	if st := lockState(t, s, "job"); st.Holder != holder {
+	if st := lockStateWith(t, s, "job", holderSession); st.Holder != holder {
 		t.Fatalf("LockState = %+v; want holder %d", st, holder)
 	}
 	if ok, err := s.Release(ctx, "job", holder, anonymous); err != nil || !ok {
@@ -337,7 +348,7 @@ func TestLockBadInput(t *testing.T) {
 		{"no session", func() error { _, err := s.Acquire(ctx, "job", 0, anonymous, 0); return err }, api.ErrInvalidRequest},
 		{"negative wait", func() error { _, err := s.Acquire(ctx, "job", session, anonymous, -1); return err }, api.ErrInvalidRequest},
 		{"release token 0", func() error { _, err := s.Release(ctx, "job", 0, anonymous); return err }, api.ErrMalformedToken},
-		{"state of bad name", func() error { _, err := s.LockState(ctx, ".."); return err }, api.ErrInvalidRequest},
+		{"state of bad name", func() error { _, err := s.LockState(ctx, "..", 0, nil); return err }, api.ErrInvalidRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -382,7 +393,7 @@ func TestLockFailsWhenEtcdStops(t *testing.T) {
 	if _, err := s.CreateSession(ctx, 5, ""); !errors.Is(err, api.ErrUnavailable) {
 		t.Errorf("CreateSession with etcd stopped = %v; want ErrUnavailable", err)
 	}
-	if _, err := s.LockState(ctx, "job"); !errors.Is(err, api.ErrUnavailable) {
+	if _, err := s.LockState(ctx, "job", 0, nil); !errors.Is(err, api.ErrUnavailable) {
 		t.Errorf("LockState with etcd stopped = %v; want ErrUnavailable", err)
 	}
 	if _, err := s.Release(ctx, "job", 5, anonymous); !errors.Is(err, api.ErrUnavailable) {

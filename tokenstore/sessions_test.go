@@ -132,7 +132,7 @@ func TestSessionOtherIdentityForbidden(t *testing.T) {
 				if got := queueKeyRevision(t, client, "job", session); got != token {
 					t.Fatalf("alice's key in job created at %d after %s by %q; want %d, held", got, c.name, stranger, token)
 				}
-				if st := lockState(t, s, "job"); st.Holder != token || st.QueueLength != 1 {
+				if st := lockStateWith(t, s, "job", session); st.Holder != token || st.QueueLength != 1 {
 					t.Fatalf("LockState(job) = %+v; want alice's %d alone", st, token)
 				}
 				if got := queueKeyRevision(t, client, "other", session); got != 0 {
@@ -158,10 +158,13 @@ func TestSessionOtherIdentityForbidden(t *testing.T) {
 	}
 }
 
-// TestSessionWithoutOwnerRecord: a live lease without an owner record (a
-// session of an older build) belongs to "": "" may use it, anyone else is
-// refused.
-func TestSessionWithoutOwnerRecord(t *testing.T) {
+// TestLeaseWithoutRecordIsNoSession: an etcd lease without a session
+// record is not a session, whoever asks: fencegate binds other keys to
+// leases of its own (a partner request's in-flight marker, stored
+// idempotency answers), and lease ids can be guessed. Keepalive, revoke
+// and acquire with it fail with ErrSessionNotFound for every caller,
+// operators included, and leave the lease and its keys alone.
+func TestLeaseWithoutRecordIsNoSession(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	client := etcd.Client(t)
 	s := newStore(t, client)
@@ -170,32 +173,35 @@ func TestSessionWithoutOwnerRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	session := api.SessionID(lease.ID)
-	token := mustAcquire(t, s, "job", session) // as ""
-	bob := new("bob")
-	if _, err := s.KeepAlive(ctx, session, bob); !errors.Is(err, api.ErrForbidden) {
-		t.Errorf("KeepAlive by bob = %v; want ErrForbidden", err)
+	id := api.SessionID(lease.ID)
+	const marker = "test/inflight/partner/pay/a1"
+	if _, err := client.Put(ctx, marker, "in flight", clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
 	}
-	if err := s.RevokeSession(ctx, session, bob); !errors.Is(err, api.ErrForbidden) {
-		t.Errorf("RevokeSession by bob = %v; want ErrForbidden", err)
-	}
-	if _, err := s.Acquire(ctx, "job", session, bob, 0); !errors.Is(err, api.ErrForbidden) {
-		t.Errorf("Acquire by bob = %v; want ErrForbidden", err)
-	}
-	if _, err := s.Release(ctx, "job", token, bob); !errors.Is(err, api.ErrForbidden) {
-		t.Errorf("Release by bob = %v; want ErrForbidden", err)
-	}
-	if got := queueKeyRevision(t, client, "job", session); got != token || !leaseAlive(t, client, session) {
-		t.Fatalf("after bob's calls: key at %d, lease alive %v; want %d, alive", got, leaseAlive(t, client, session), token)
-	}
-	if _, err := s.KeepAlive(ctx, session, anonymous); err != nil {
-		t.Errorf("KeepAlive by \"\" = %v", err)
-	}
-	if released, err := s.Release(ctx, "job", token, anonymous); err != nil || !released {
-		t.Errorf("Release by \"\" = %v, %v; want true", released, err)
-	}
-	if err := s.RevokeSession(ctx, session, anonymous); err != nil {
-		t.Errorf("RevokeSession by \"\" = %v", err)
+	for _, owner := range []*string{new("alice"), anonymous, nil} {
+		who := "operator"
+		if owner != nil {
+			who = fmt.Sprintf("%q", *owner)
+		}
+		if _, err := s.KeepAlive(ctx, id, owner); !errors.Is(err, api.ErrSessionNotFound) {
+			t.Errorf("KeepAlive(%s) by %s = %v; want ErrSessionNotFound", id, who, err)
+		}
+		if _, err := s.Acquire(ctx, "job", id, owner, 0); !errors.Is(err, api.ErrSessionNotFound) {
+			t.Errorf("Acquire(job, %s) by %s = %v; want ErrSessionNotFound", id, who, err)
+		}
+		if err := s.RevokeSession(ctx, id, owner); !errors.Is(err, api.ErrSessionNotFound) {
+			t.Errorf("RevokeSession(%s) by %s = %v; want ErrSessionNotFound", id, who, err)
+		}
+		if got := queueKeyRevision(t, client, "job", id); got != 0 {
+			t.Fatalf("after %s's calls the lease has a place in job's queue (created at %d)", who, got)
+		}
+		resp, err := client.Get(ctx, marker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) != 1 || resp.Kvs[0].Lease != int64(lease.ID) || !leaseAlive(t, client, id) {
+			t.Fatalf("after %s's calls: marker %v, lease alive %v; want the marker on the live lease", who, resp.Kvs, leaseAlive(t, client, id))
+		}
 	}
 }
 
@@ -284,4 +290,63 @@ func mustAcquireAs(tb testing.TB, s *tokenstore.Store, name string, session api.
 		tb.Fatalf("Acquire(%s, %s) as %q: %v", name, session, owner, err)
 	}
 	return g.Token
+}
+
+// TestLockStateTokenForHolderOnly: LockState says whether the lock is held
+// and how long its queue is; the holder's token only when the call names
+// the holder's session and may use it (its owner, or an operator). A
+// session of another identity is ErrForbidden, a lease that is no session
+// ErrSessionNotFound, as for every call that names a session.
+func TestLockStateTokenForHolderOnly(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	client := etcd.Client(t)
+	s := newStore(t, client)
+	ctx := context.Background()
+	holding, waiting := newOwnedSession(t, s, "alice"), newOwnedSession(t, s, "alice")
+	token := mustAcquireAs(t, s, "job", holding, "alice")
+	waited := make(chan error, 1)
+	go func() {
+		_, err := s.Acquire(ctx, "job", waiting, new("alice"), longWait)
+		waited <- err
+	}()
+	waitForQueue(t, s, "job", 2)
+	lease, err := client.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name    string
+		session api.SessionID
+		owner   *string
+		holder  api.Token
+		err     error
+	}{
+		{"no session, by alice", 0, new("alice"), 0, nil},
+		{"no session, by bob", 0, new("bob"), 0, nil},
+		{"no session, by an operator", 0, nil, 0, nil},
+		{"the holder's session, by alice", holding, new("alice"), token, nil},
+		{"the holder's session, by an operator", holding, nil, token, nil},
+		{"a waiter's session, by alice", waiting, new("alice"), 0, nil},
+		{"the holder's session, by bob", holding, new("bob"), 0, api.ErrForbidden},
+		{"the holder's session, by \"\"", holding, anonymous, 0, api.ErrForbidden},
+		{"a lease that is no session, by an operator", api.SessionID(lease.ID), nil, 0, api.ErrSessionNotFound},
+	} {
+		st, err := s.LockState(ctx, "job", tt.session, tt.owner)
+		switch {
+		case tt.err != nil && !errors.Is(err, tt.err):
+			t.Errorf("LockState(job), %s = %+v, %v; want %v", tt.name, st, err, tt.err)
+		case tt.err != nil:
+		case err != nil || !st.Held || st.QueueLength != 2 || st.Holder != tt.holder:
+			t.Errorf("LockState(job), %s = %+v, %v; want held, queue 2, holder token %d", tt.name, st, err, tt.holder)
+		}
+	}
+	if released, err := s.Release(ctx, "job", token, new("alice")); err != nil || !released {
+		t.Fatalf("Release(%d) = %v, %v", token, released, err)
+	}
+	if err := <-waited; err != nil {
+		t.Fatalf("the waiter's Acquire = %v", err)
+	}
+	if st := lockStateWith(t, s, "job", holding); st.Holder != 0 || !st.Held {
+		t.Fatalf("LockState(job) naming the former holder = %+v; want held by the waiter, no token", st)
+	}
 }

@@ -187,7 +187,8 @@ func escapePath(p string) string {
 	return strings.Join(segments, "/")
 }
 
-// LockState reads a lock's holder and queue length.
+// LockState reads whether a lock is held and its queue length; the
+// holder's token is not in the answer (see Session.LockState).
 func (c *Client) LockState(ctx context.Context, name string) (api.LockState, error) {
 	if err := api.ValidateLockName(name); err != nil {
 		return api.LockState{}, err

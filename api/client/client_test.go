@@ -27,8 +27,8 @@ func TestWithLockRunsFnWhileHeld(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if st.Holder != tok || st.QueueLength != 1 {
-			t.Errorf("LockState inside fn = %+v; want holder %d", st, tok)
+		if !st.Held || st.Holder != 0 || st.QueueLength != 1 {
+			t.Errorf("LockState inside fn = %+v; want held, without the holder's token", st)
 		}
 		return nil
 	})
@@ -171,7 +171,7 @@ func TestSessionOutlivesTTL(t *testing.T) {
 	if err := s.Err(); err != nil {
 		t.Fatalf("session ended: %v", err)
 	}
-	if st, err := c.LockState(ctx, "job"); err != nil || st.Holder != l.Token {
+	if st, err := s.LockState(ctx, "job"); err != nil || st.Holder != l.Token {
 		t.Fatalf("LockState = %+v, %v; want holder %d", st, err, l.Token)
 	}
 	if err := s.Close(ctx); err != nil {
@@ -247,7 +247,7 @@ func TestLockTryLockUnlock(t *testing.T) {
 	if err := la.Unlock(ctx); err != nil { // a retried unlock is harmless
 		t.Fatal(err)
 	}
-	if st, _ := c.LockState(ctx, "job"); st.Holder != lb.Token {
+	if st, _ := b.LockState(ctx, "job"); st.Holder != lb.Token {
 		t.Fatalf("a retried Unlock touched the new holder: %+v", st)
 	}
 }

@@ -35,6 +35,22 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	}, http.StatusOK, &rel)
 }
 
+// LockState reads whether a lock is held and its queue length, naming the
+// session: when the session holds the lock, the answer's Holder is its
+// token. A session of another identity is refused (api.ErrForbidden).
+func (s *Session) LockState(ctx context.Context, name string) (api.LockState, error) {
+	if err := api.ValidateLockName(name); err != nil {
+		return api.LockState{}, err
+	}
+	var st api.LockState
+	err := s.c.sendJSON(ctx, request{
+		method: http.MethodGet,
+		path:   "/v1/locks/" + name,
+		query:  url.Values{"session": {s.id.String()}},
+	}, http.StatusOK, &st)
+	return st, err
+}
+
 // Lock acquires the lock name for the session, waiting until it is
 // granted, ctx is done, or the session ends (then the error wraps
 // ErrSessionLost or ErrSessionClosed). Waiters are served in the order

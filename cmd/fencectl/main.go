@@ -82,7 +82,7 @@ Usage:
   fencectl [global flags] hwm RESOURCE
       print a resource's high-water mark, such as hwm s3/dev/greeting
   fencectl [global flags] locks NAME
-      print a lock's holder token and queue length
+      print whether a lock is held, and how many wait for it
 
 Global flags:
   --url URL       the gateway (default: $FENCEGATE_URL, else ` + defaultURL + `)

@@ -235,7 +235,7 @@ func TestLockExitStatusAndErrors(t *testing.T) {
 	}()
 	session := waitForFile(t, filepath.Join(dir, "session"))
 	code, out, _ := e.fencectl(t, nil, "", "locks", "job")
-	if code != 0 || !strings.Contains(out, "held with token") {
+	if code != 0 || !strings.Contains(out, "lock job: held, 0 waiting") {
 		t.Fatalf("locks job: exit %d, %q; want held", code, out)
 	}
 	if code, _, stderr := e.fencectl(t, nil, "", "lock", "--wait", "300ms", "job", "--", "true"); code != exitNotLocked {

@@ -154,8 +154,8 @@ func (c *cli) locks(ctx context.Context, args []string) int {
 		return c.fail(err)
 	}
 	text := fmt.Sprintf("lock %s: free", st.Name)
-	if st.Holder != 0 {
-		text = fmt.Sprintf("lock %s: held with token %d, %d waiting", st.Name, st.Holder, st.QueueLength-1)
+	if st.Held {
+		text = fmt.Sprintf("lock %s: held, %d waiting", st.Name, st.QueueLength-1)
 	}
 	return c.print(st, text)
 }
