@@ -25,8 +25,9 @@
 // gateway's test-only pause hook) while its holder's lease is revoked, S3
 // faults, and etcd compaction. Check runs the checkers.
 //
-// Two more shapes of the workload are in WorkloadConfig, off in
-// DefaultWorkload (WithShapes turns them on): objects that exist without
+// Two more shapes of the workload are in WorkloadConfig, each in a seeded
+// half of the suite's histories (WithShapes turns them on; the suite does
+// unless ROBUSTNESS_SHAPES says otherwise): objects that exist without
 // an ETag (files placed straight into versitygw's bucket directory, each
 // opened by a race whose first writer is held after its fence check), and
 // requests through a partner route, under the gateways' "*=plausible"

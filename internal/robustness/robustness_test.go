@@ -50,14 +50,19 @@ func suiteHistories(t *testing.T) int {
 }
 
 // suiteWorkload returns DefaultWorkload with the shapes that
-// ROBUSTNESS_SHAPES lists (comma-separated: etagless, partners; "all" for
-// both), each in half the histories.
+// ROBUSTNESS_SHAPES lists (comma-separated: etagless, partners; "all", the
+// default when it is unset or empty, for both; "none" for neither), each
+// in half the histories.
 func suiteWorkload(t *testing.T) WorkloadConfig {
 	t.Helper()
+	shapes := os.Getenv("ROBUSTNESS_SHAPES")
+	if strings.TrimSpace(shapes) == "" {
+		shapes = "all"
+	}
 	var etagless, partners bool
-	for item := range strings.SplitSeq(os.Getenv("ROBUSTNESS_SHAPES"), ",") {
+	for item := range strings.SplitSeq(shapes, ",") {
 		switch strings.TrimSpace(item) {
-		case "":
+		case "none":
 		case "etagless":
 			etagless = true
 		case "partners":
@@ -65,7 +70,7 @@ func suiteWorkload(t *testing.T) WorkloadConfig {
 		case "all":
 			etagless, partners = true, true
 		default:
-			t.Fatalf("ROBUSTNESS_SHAPES: unknown shape %q (want etagless, partners or all)", item)
+			t.Fatalf("ROBUSTNESS_SHAPES: unknown shape %q (want etagless, partners, all or none)", item)
 		}
 	}
 	return DefaultWorkload.WithShapes(etagless, partners)

@@ -58,7 +58,8 @@ type WorkloadConfig struct {
 
 // DefaultWorkload is the workload of the suite's histories. The two newer
 // shapes (ETag-less objects, partner requests under a plausible policy)
-// are sized here but off: WithShapes turns them on.
+// are sized here but off: WithShapes turns them on, as TestRobustness does
+// by default.
 var DefaultWorkload = WorkloadConfig{Clients: 8, Objects: 4, ReadRatio: 0.2, StaleRatio: 0.15, RetryRatio: 0.5, MaxOpsPerClient: 400,
 	EtaglessObjects: 2, PartnerClients: 2, PartnerAccounts: 2, ImplausibleRatio: 0.1}
 
