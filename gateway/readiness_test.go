@@ -194,3 +194,16 @@ func TestReadyzProbesOnce(t *testing.T) {
 		t.Errorf("%d concurrent /readyz made %d S3 requests; want %d, one probe's", calls, n, s3PerProbe)
 	}
 }
+
+// TestMetricsStoreSpace: /metrics exports etcd's database size, the part
+// of it in use, and its quota (etcd's default here, 2 GiB).
+func TestMetricsStoreSpace(t *testing.T) {
+	e := newEnv(t, gateway.Config{})
+	families := e.scrape(t)
+	size := sample(families, "fencegate_etcd_db_size_bytes", nil)
+	inUse := sample(families, "fencegate_etcd_db_size_in_use_bytes", nil)
+	quota := sample(families, "fencegate_etcd_db_quota_bytes", nil)
+	if quota != 2<<30 || size <= 0 || inUse <= 0 || inUse > size {
+		t.Errorf("metrics: etcd db size %v, in use %v, quota %v; want a size, a part of it in use, and a quota of 2 GiB", size, inUse, quota)
+	}
+}
