@@ -351,8 +351,8 @@ func (o *instrumentedObjects) Head(ctx context.Context, path api.ObjectPath) (*a
 // spaceCollector exports the fence store's space reading (Config.
 // StoreSpace) at each scrape, through the readiness cache: a scrape reads
 // it at most once per Config.ReadinessCache, shared with /readyz. It
-// exports nothing while no reading succeeds (the readiness probes say
-// why).
+// exports nothing when the latest reading failed (the readiness probes
+// say why), rather than a size of zero.
 type spaceCollector struct {
 	readiness          *readiness
 	size, inUse, quota *prometheus.Desc
