@@ -25,6 +25,13 @@ var (
 	// token store was unreachable, timed out, or its outcome is unknown.
 	// Nothing was forwarded.
 	ErrUnavailable = errors.New("fence store unavailable")
+	// ErrNoSpace means the token store (etcd) is out of space: its
+	// database reached its quota, etcd raised its NOSPACE alarm, and it
+	// refuses every write until an operator frees space and disarms the
+	// alarm. It is not a class of its own: stores wrap it together with
+	// ErrUnavailable, whose row of the table answers it (503
+	// fence-unavailable), so that the gateway can say what is wrong.
+	ErrNoSpace = errors.New("etcd is out of space")
 	// ErrUpstream means the upstream (S3, a partner) failed or could not
 	// be reached.
 	ErrUpstream = errors.New("upstream error")

@@ -53,10 +53,21 @@ type Config struct {
 	// protocol step 3. Zero means 65536; negative turns the cache off, so
 	// that every write observes with a HEAD.
 	ETagCacheEntries int
-	// ReadinessTimeout bounds each readiness probe. Zero means 2 seconds.
+	// ReadinessTimeout bounds each readiness probe, so that /readyz
+	// answers in time even when a dependency does not. Zero means 1
+	// second.
 	ReadinessTimeout time.Duration
+	// ReadinessCache is how long /readyz reuses a probe's result (and
+	// /metrics a StoreSpace reading): each dependency is probed at most
+	// once per period, however often /readyz is called, and concurrent
+	// callers share one probe. Zero means 1 second.
+	ReadinessCache time.Duration
 	// Readiness probes are run by /readyz; all must pass.
 	Readiness []Check
+	// StoreSpace, when not nil, reads how full the fence store's database
+	// (etcd's) is: /metrics exports it, and /readyz warns, still ready,
+	// when it is 80% of its quota or more. Nil means neither.
+	StoreSpace func(ctx context.Context) (StoreSpace, error)
 	// Tracer, when not nil, traces every request: a server span per
 	// request, continuing the client's W3C traceparent, with client spans
 	// of its etcd and S3 requests and partner calls as children, and the
@@ -119,6 +130,11 @@ type Gateway struct {
 	draining atomic.Bool
 	router   chi.Router
 	metrics  *metrics // served on /metrics
+	// readiness caches the probes of /readyz and the StoreSpace reading.
+	readiness *readiness
+	// noSpaceHints limits how often the gateway logs what to do when
+	// etcd is out of space.
+	noSpaceHints everyInterval
 	// mounts add optional route groups (see Option).
 	mounts []func(chi.Router)
 	// auth authenticates and authorizes requests; nil without WithAuth.
@@ -171,10 +187,13 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 		cfg.ETagCacheEntries = defaultETagCacheEntries
 	}
 	if cfg.ReadinessTimeout == 0 {
-		cfg.ReadinessTimeout = 2 * time.Second
+		cfg.ReadinessTimeout = time.Second
+	}
+	if cfg.ReadinessCache == 0 {
+		cfg.ReadinessCache = time.Second
 	}
 	switch {
-	case cfg.BufferBytes < 0, cfg.MaxBodyBytes < 0, cfg.MaxHeaderBytes < 0, cfg.MaxTargetBytes < 0, cfg.WriteAttempts < 0, cfg.ReadinessTimeout < 0, cfg.AuthRefusalLogBurst < 0:
+	case cfg.BufferBytes < 0, cfg.MaxBodyBytes < 0, cfg.MaxHeaderBytes < 0, cfg.MaxTargetBytes < 0, cfg.WriteAttempts < 0, cfg.ReadinessTimeout < 0, cfg.ReadinessCache < 0, cfg.AuthRefusalLogBurst < 0:
 		return nil, errors.New("gateway: negative limit in config")
 	case cfg.BufferBytes > cfg.MaxBodyBytes:
 		return nil, fmt.Errorf("gateway: buffer bytes %d exceed max body bytes %d", cfg.BufferBytes, cfg.MaxBodyBytes)
@@ -185,7 +204,10 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	fences = &instrumentedFences{FenceStore: fences, m: m}
 	objects = &instrumentedObjects{ObjectStore: objects, m: m}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, fences: fences, objects: objects, etags: newETagCache(cfg.ETagCacheEntries), metrics: m,
-		authLines: newLineLimiter(cfg.Now, cfg.AuthRefusalLogRate, cfg.AuthRefusalLogBurst)}
+		authLines: newLineLimiter(cfg.Now, cfg.AuthRefusalLogRate, cfg.AuthRefusalLogBurst), readiness: newReadiness(cfg)}
+	if g.readiness.space != nil {
+		m.registry.MustRegister(newSpaceCollector(g.readiness))
+	}
 	if cfg.TestHooks != nil {
 		g.hooks = *cfg.TestHooks
 	}

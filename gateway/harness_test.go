@@ -108,6 +108,12 @@ func (e *env) startGateway(tb testing.TB, cfg gateway.Config) {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	cfg.Readiness = append(cfg.Readiness, gateway.Check{Name: "etcd", Probe: store.Ping}, gateway.Check{Name: "s3", Probe: backend.Ping})
+	if cfg.StoreSpace == nil {
+		cfg.StoreSpace = func(ctx context.Context) (gateway.StoreSpace, error) {
+			space, err := store.Space(ctx)
+			return gateway.StoreSpace{Size: space.Size, InUse: space.InUse, Quota: space.Quota}, err
+		}
+	}
 	gw, err := gateway.New(cfg, store, backend)
 	if err != nil {
 		tb.Fatal(err)

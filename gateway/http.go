@@ -1,10 +1,10 @@
 package gateway
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -88,6 +88,9 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	switch ctx := r.Context(); {
 	case p.Status >= 500:
 		g.logger(ctx).Error("request failed", "status", p.Status, "err", err)
+		if errors.Is(err, api.ErrNoSpace) {
+			g.hintNoSpace()
+		}
 	case audited: // the "write refused" line says it all
 	case g.log.Enabled(ctx, slog.LevelDebug):
 		g.logger(ctx).Debug("request refused", "status", p.Status, "err", err)
@@ -138,30 +141,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "up"})
-}
-
-// readyz runs every readiness probe; the gateway is ready when all pass
-// and it is not draining.
-func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
-	status := http.StatusOK
-	checks := make(map[string]string, len(g.cfg.Readiness)+1)
-	if g.draining.Load() {
-		status = http.StatusServiceUnavailable
-		checks["gateway"] = "draining"
-	}
-	for _, c := range g.cfg.Readiness {
-		ctx, cancel := context.WithTimeout(r.Context(), g.cfg.ReadinessTimeout)
-		err := c.Probe(ctx)
-		cancel()
-		if err != nil {
-			status = http.StatusServiceUnavailable
-			checks[c.Name] = err.Error()
-			continue
-		}
-		checks[c.Name] = "ok"
-	}
-	if status != http.StatusOK {
-		w.Header().Set("Retry-After", retryAfterSeconds)
-	}
-	writeJSON(w, status, map[string]any{"ready": status == http.StatusOK, "checks": checks})
 }

@@ -51,6 +51,21 @@ type ObjectStore interface {
 
 // Check is a named readiness probe, such as "etcd" or "s3".
 type Check struct {
-	Name  string
+	Name string
+	// Probe returns nil when the dependency is ready, and otherwise why
+	// it is not.
 	Probe func(ctx context.Context) error
+}
+
+// StoreSpace is how full the fence store's database is (etcd's, as one
+// member reports it), in bytes.
+type StoreSpace struct {
+	// Size is the database's size, which its quota bounds.
+	Size int64
+	// InUse is the part of Size that holds data; defragmenting gives the
+	// rest back.
+	InUse int64
+	// Quota is the size at which the store refuses writes (etcd's NOSPACE
+	// alarm). Zero means unknown.
+	Quota int64
 }

@@ -355,3 +355,43 @@ func (o *instrumentedObjects) Head(ctx context.Context, path api.ObjectPath) (*a
 	o.done("head", start, span, err)
 	return obj, err
 }
+
+// spaceCollector exports the fence store's space reading (Config.
+// StoreSpace) at each scrape, through the readiness cache: a scrape reads
+// it at most once per Config.ReadinessCache, shared with /readyz. It
+// exports nothing when the latest reading failed (the readiness probes
+// say why), rather than a size of zero.
+type spaceCollector struct {
+	readiness          *readiness
+	size, inUse, quota *prometheus.Desc
+}
+
+func newSpaceCollector(rd *readiness) *spaceCollector {
+	return &spaceCollector{
+		readiness: rd,
+		size: prometheus.NewDesc("fencegate_etcd_db_size_bytes",
+			"Size of etcd's database, as the member the gateway's connection reaches reports it: what etcd compares with its quota.", nil, nil),
+		inUse: prometheus.NewDesc("fencegate_etcd_db_size_in_use_bytes",
+			"The part of etcd's database that holds data; defragmenting gives the rest back.", nil, nil),
+		quota: prometheus.NewDesc("fencegate_etcd_db_quota_bytes",
+			"etcd's database quota (--quota-backend-bytes): at this size etcd raises its NOSPACE alarm and refuses every write.", nil, nil),
+	}
+}
+
+// Describe sends the three gauges' descriptions.
+func (c *spaceCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.size
+	ch <- c.inUse
+	ch <- c.quota
+}
+
+// Collect reads the space (or reuses a fresh reading) and sends it.
+func (c *spaceCollector) Collect(ch chan<- prometheus.Metric) {
+	space, ok := c.readiness.readSpace(context.Background())
+	if !ok {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(space.Size))
+	ch <- prometheus.MustNewConstMetric(c.inUse, prometheus.GaugeValue, float64(space.InUse))
+	ch <- prometheus.MustNewConstMetric(c.quota, prometheus.GaugeValue, float64(space.Quota))
+}

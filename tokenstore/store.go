@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"fencegate/api"
@@ -103,10 +107,21 @@ func (s *Store) hwmKey(r api.Resource) string { return s.prefix + "hwm/" + strin
 // api.ErrImplausibleToken when a token check refused, and an error wrapping
 // api.ErrUnavailable when the outcome is unknown: etcd unreachable, timed
 // out, or the request cancelled. In that last case the mark may or may not
-// have been raised, and the caller must forward nothing.
+// have been raised, and the caller must forward nothing. When etcd is out
+// of space (its NOSPACE alarm), the error wraps api.ErrNoSpace too (see
+// noSpace).
 func (s *Store) FenceCheck(ctx context.Context, resource api.Resource, token api.Token) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	err := s.fenceCheck(ctx, resource, token)
+	if err != nil && errors.Is(err, rpctypes.ErrNoSpace) {
+		return s.noSpace(ctx, resource, token, err)
+	}
+	return err
+}
+
+// fenceCheck is FenceCheck, with etcd's errors as they come.
+func (s *Store) fenceCheck(ctx context.Context, resource api.Resource, token api.Token) error {
 	switch p := s.policies.match(resource); p.Check {
 	case CheckPlausible:
 		if err := s.checkPlausible(ctx, resource, token); err != nil {
@@ -129,6 +144,22 @@ func (s *Store) FenceCheck(ctx context.Context, resource api.Resource, token api
 	}
 	s.revisions.observe(resp.Header.Revision)
 	return s.fenceResult(resource, token, resp)
+}
+
+// noSpace answers a fence check that etcd refused because it is out of
+// space: its database reached its quota (--quota-backend-bytes), it raised
+// the NOSPACE alarm, and it refuses every transaction that writes, until
+// an operator compacts, defragments and disarms the alarm. A stale token
+// needs no write to be refused, so the mark is read (reads still work) and
+// a token below it is refused as usual: stale writers get their final
+// answer, not a 503 to retry for as long as the alarm lasts. Any other
+// token gets err, wrapping api.ErrNoSpace as well as api.ErrUnavailable,
+// whose message says what is wrong.
+func (s *Store) noSpace(ctx context.Context, resource api.Resource, token api.Token, err error) error {
+	if hwm, rerr := s.HighWaterMark(ctx, resource); rerr == nil && hwm > token {
+		return &api.StaleTokenError{Resource: resource, Token: token, HighWaterMark: hwm}
+	}
+	return fmt.Errorf("%w (%w: its database reached its quota and etcd refuses writes until an operator compacts, defragments and disarms the NOSPACE alarm)", err, api.ErrNoSpace)
 }
 
 // confirmMark accepts token without a write when this Store last saw
@@ -203,14 +234,74 @@ func (s *Store) CachedHighWaterMark(resource api.Resource) (api.Token, bool) {
 	return s.cache.get(resource)
 }
 
-// Ping makes a linearizable read, which needs an etcd leader and a quorum.
+// Ping checks that etcd can decide fence checks. It lists etcd's alarms,
+// a request that goes through Raft and so needs a leader and a quorum,
+// and fails while any alarm is raised: under NOSPACE etcd refuses every
+// write, and under CORRUPT a member's data is not to be trusted. The error
+// wraps api.ErrUnavailable, and api.ErrNoSpace for NOSPACE.
 func (s *Store) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	resp, err := s.client.Get(ctx, s.prefix+"ping", clientv3.WithCountOnly())
+	resp, err := s.client.AlarmList(ctx)
 	if err != nil {
 		return fmt.Errorf("etcd: %w: %w", api.ErrUnavailable, err)
 	}
 	s.revisions.observe(resp.Header.Revision)
-	return nil
+	return alarmError(resp.Alarms)
+}
+
+// alarmError is nil when no alarm is raised, and otherwise names each
+// raised alarm and the members that raised it.
+func alarmError(alarms []*etcdserverpb.AlarmMember) error {
+	if len(alarms) == 0 {
+		return nil
+	}
+	members := make(map[etcdserverpb.AlarmType][]string)
+	var types []etcdserverpb.AlarmType
+	for _, a := range alarms {
+		if _, ok := members[a.Alarm]; !ok {
+			types = append(types, a.Alarm)
+		}
+		members[a.Alarm] = append(members[a.Alarm], fmt.Sprintf("%x", a.MemberID))
+	}
+	slices.Sort(types)
+	var parts []string
+	noSpace := false
+	for _, t := range types {
+		parts = append(parts, fmt.Sprintf("%s alarm raised (member %s)", t, strings.Join(members[t], ", ")))
+		noSpace = noSpace || t == etcdserverpb.AlarmType_NOSPACE
+	}
+	msg := strings.Join(parts, "; ")
+	if noSpace {
+		return fmt.Errorf("%s: %w: %w, and refuses writes until an operator compacts, defragments and disarms the alarm", msg, api.ErrUnavailable, api.ErrNoSpace)
+	}
+	return fmt.Errorf("%s: %w", msg, api.ErrUnavailable)
+}
+
+// Space is how full etcd's database is, as one member reports it.
+type Space struct {
+	// Size is the database file's size in bytes, what etcd compares with
+	// its quota.
+	Size int64
+	// InUse is the part of Size that holds data; defragmenting gives the
+	// rest back.
+	InUse int64
+	// Quota is the size at which etcd raises its NOSPACE alarm
+	// (--quota-backend-bytes; etcd reports its default when it is unset).
+	Quota int64
+}
+
+// Space reads the size of etcd's database and its quota from the status
+// of the member that the client's connection reaches, on the connection
+// the client already has (etcd's Maintenance.Status would dial a new one
+// for every call). Members hold the same data, so their sizes differ only
+// by what compaction and defragmentation left on each.
+func (s *Store) Space(ctx context.Context) (Space, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := etcdserverpb.NewMaintenanceClient(s.client.ActiveConnection()).Status(ctx, &etcdserverpb.StatusRequest{})
+	if err != nil {
+		return Space{}, fmt.Errorf("etcd status: %w: %w", api.ErrUnavailable, rpctypes.Error(err))
+	}
+	return Space{Size: resp.DbSize, InUse: resp.DbSizeInUse, Quota: resp.DbSizeQuota}, nil
 }

@@ -301,6 +301,10 @@ func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.C
 			{Name: "etcd", Probe: store.Ping},
 			{Name: "s3", Probe: objects.Ping},
 		},
+		StoreSpace: func(ctx context.Context) (gateway.StoreSpace, error) {
+			space, err := store.Space(ctx)
+			return gateway.StoreSpace{Size: space.Size, InUse: space.InUse, Quota: space.Quota}, err
+		},
 	}, store, objects, opts...)
 	if err != nil {
 		return nil, err

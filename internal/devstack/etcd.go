@@ -45,6 +45,10 @@ type EtcdConfig struct {
 	// UnsafeNoFsync skips fsync: faster, but a crash of the machine (not
 	// Close) may lose recent writes. For tests.
 	UnsafeNoFsync bool
+	// QuotaBackendBytes is the size the database may grow to before etcd
+	// raises its NOSPACE alarm and refuses writes. Zero means etcd's
+	// default (2 GiB).
+	QuotaBackendBytes int64
 	// Logger receives etcd's errors. Nil discards them.
 	Logger *slog.Logger
 }
@@ -118,6 +122,7 @@ func startEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 	ec.ElectionMs = 100
 	ec.InitialElectionTickAdvance = true
 	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
+	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
 	ec.EnableGRPCGateway = false
 	ec.LogLevel = "error"
 	closing := new(atomic.Bool)

@@ -42,12 +42,21 @@ type Etcd struct {
 // errors, to the test output, so they show for failed tests or with -v.
 func StartEtcd(tb testing.TB) *Etcd {
 	tb.Helper()
+	return StartEtcdWithQuota(tb, 0)
+}
+
+// StartEtcdWithQuota is [StartEtcd] with a space quota of quotaBytes for
+// etcd's database (zero: etcd's default, 2 GiB): past it, etcd raises its
+// NOSPACE alarm and refuses writes until the alarm is disarmed.
+func StartEtcdWithQuota(tb testing.TB, quotaBytes int64) *Etcd {
+	tb.Helper()
 	logger, logWriter := newTBLogger(tb, "etcd: ")
 	server, err := devstack.StartEtcd(startContext(tb), devstack.EtcdConfig{
 		Dir: tb.TempDir(),
 		// The data only has to survive Stop and Restart, which flush it.
-		UnsafeNoFsync: true,
-		Logger:        logger,
+		UnsafeNoFsync:     true,
+		QuotaBackendBytes: quotaBytes,
+		Logger:            logger,
 	})
 	if err != nil {
 		logWriter.detach()

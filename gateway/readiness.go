@@ -1,0 +1,221 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"fencegate/api"
+)
+
+// /readyz is open to anyone, and each probe costs an etcd request (one
+// through Raft) and an S3 request, which AWS bills. So every probe's
+// result is reused for Config.ReadinessCache, and callers that come while
+// a probe runs wait for it instead of starting another: however often
+// /readyz is called, each dependency is probed at most once per period.
+// A probe runs detached from the request that started it, bounded by
+// Config.ReadinessTimeout, so that a caller that gives up does not fail
+// the others, and a probe stuck behind bulk transfers (S3's connection
+// pool is shared with them) ends in time and reports it.
+
+// spaceWarningPercent is how full the token store's database may be
+// before /readyz warns (still ready) that it is nearing its quota.
+const spaceWarningPercent = 80
+
+// noSpaceHintInterval is how often, at most, the gateway logs what to do
+// about etcd being out of space, whatever the number of failed writes.
+const noSpaceHintInterval = time.Minute
+
+// noSpaceHint is the log line that says what to do when etcd is out of
+// space.
+const noSpaceHint = "etcd is out of space (NOSPACE alarm): every fenced write fails with 503 until an operator frees space: " +
+	"etcdctl compact <current revision>, etcdctl defrag (each member), then etcdctl alarm disarm"
+
+// cached runs fn at most once per ttl and once at a time, and hands its
+// latest result to every caller.
+type cached[T any] struct {
+	fn      func(context.Context) (T, error)
+	ttl     time.Duration
+	timeout time.Duration
+
+	mu  sync.Mutex
+	val T
+	err error
+	at  time.Time // when val and err were read; zero: never
+	// running is closed when the run under way ends; nil: none runs.
+	running chan struct{}
+}
+
+func newCached[T any](fn func(context.Context) (T, error), ttl, timeout time.Duration) *cached[T] {
+	return &cached[T]{fn: fn, ttl: ttl, timeout: timeout}
+}
+
+// get returns fn's result if it is younger than ttl; otherwise it starts
+// a run of fn unless one is under way, and waits for its result or for
+// ctx to be done.
+func (c *cached[T]) get(ctx context.Context) (T, error) {
+	c.mu.Lock()
+	if !c.at.IsZero() && time.Since(c.at) < c.ttl {
+		defer c.mu.Unlock()
+		return c.val, c.err
+	}
+	done := c.running
+	if done == nil {
+		done = make(chan struct{})
+		c.running = done
+		go c.run(context.WithoutCancel(ctx), done)
+	}
+	c.mu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.val, c.err
+}
+
+// run runs fn within the timeout, keeps its result, and closes done.
+func (c *cached[T]) run(ctx context.Context, done chan struct{}) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	val, err := c.fn(ctx)
+	cancel()
+	c.mu.Lock()
+	c.val, c.err, c.at, c.running = val, err, time.Now(), nil
+	c.mu.Unlock()
+	close(done)
+}
+
+// readiness holds the cached probes behind /readyz and the store space
+// metrics.
+type readiness struct {
+	checks []namedProbe
+	space  *cached[StoreSpace] // nil without Config.StoreSpace
+}
+
+// namedProbe is a Check whose results are cached.
+type namedProbe struct {
+	name  string
+	probe *cached[struct{}]
+}
+
+func newReadiness(cfg Config) *readiness {
+	rd := &readiness{}
+	for _, c := range cfg.Readiness {
+		probe := func(ctx context.Context) (struct{}, error) { return struct{}{}, c.Probe(ctx) }
+		rd.checks = append(rd.checks, namedProbe{name: c.Name, probe: newCached(probe, cfg.ReadinessCache, cfg.ReadinessTimeout)})
+	}
+	if cfg.StoreSpace != nil {
+		rd.space = newCached(cfg.StoreSpace, cfg.ReadinessCache, cfg.ReadinessTimeout)
+	}
+	return rd
+}
+
+// readinessAnswer is the body of a /readyz answer.
+type readinessAnswer struct {
+	Ready bool `json:"ready"`
+	// Checks holds "ok" or why not of each probe, and "draining" for
+	// "gateway" while the gateway shuts down.
+	Checks map[string]string `json:"checks"`
+	// Warnings say what needs an operator's attention soon but does not
+	// make the gateway unready.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// report runs (or reuses) every probe, all at once, and the store space
+// reading. It returns the errors of the probes that failed.
+func (rd *readiness) report(ctx context.Context) (readinessAnswer, []error) {
+	answer := readinessAnswer{Ready: true, Checks: make(map[string]string, len(rd.checks)+1)}
+	errs := make([]error, len(rd.checks))
+	var (
+		wg    sync.WaitGroup
+		space StoreSpace
+		known bool
+	)
+	for i, c := range rd.checks {
+		wg.Go(func() { _, errs[i] = c.probe.get(ctx) })
+	}
+	if rd.space != nil {
+		wg.Go(func() { space, known = rd.readSpace(ctx) })
+	}
+	wg.Wait()
+	var failed []error
+	for i, c := range rd.checks {
+		if errs[i] != nil {
+			answer.Ready = false
+			answer.Checks[c.name] = errs[i].Error()
+			failed = append(failed, errs[i])
+			continue
+		}
+		answer.Checks[c.name] = "ok"
+	}
+	if known && space.Size*100 >= space.Quota*spaceWarningPercent {
+		answer.Warnings = append(answer.Warnings, fmt.Sprintf(
+			"etcd's database is %d%% of its quota (%s of %s): compact and defragment etcd before it is full and refuses every write",
+			space.Size*100/space.Quota, mebibytes(space.Size), mebibytes(space.Quota)))
+	}
+	return answer, failed
+}
+
+// readSpace returns the store's space reading, and false when there is
+// none: no StoreSpace, or the reading failed (the probes say why).
+func (rd *readiness) readSpace(ctx context.Context) (StoreSpace, bool) {
+	if rd.space == nil {
+		return StoreSpace{}, false
+	}
+	space, err := rd.space.get(ctx)
+	return space, err == nil && space.Quota > 0
+}
+
+// mebibytes formats n bytes in MiB.
+func mebibytes(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// readyz answers whether the gateway is ready: every readiness probe
+// passes and it is not draining.
+func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
+	answer, failed := g.readiness.report(r.Context())
+	for _, err := range failed {
+		if errors.Is(err, api.ErrNoSpace) {
+			g.hintNoSpace()
+		}
+	}
+	if g.draining.Load() {
+		answer.Ready = false
+		answer.Checks["gateway"] = "draining"
+	}
+	status := http.StatusOK
+	if !answer.Ready {
+		status = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", retryAfterSeconds)
+	}
+	writeJSON(w, status, answer)
+}
+
+// everyInterval lets something happen at most once per interval.
+type everyInterval struct {
+	last atomic.Int64 // unix nanoseconds of the last time; zero: never
+}
+
+// allow reports whether it may happen now, and if so notes that it did.
+func (e *everyInterval) allow(now time.Time, interval time.Duration) bool {
+	last := e.last.Load()
+	if last != 0 && now.Sub(time.Unix(0, last)) < interval {
+		return false
+	}
+	return e.last.CompareAndSwap(last, now.UnixNano())
+}
+
+// hintNoSpace logs, at most once per noSpaceHintInterval, what to do when
+// etcd is out of space. The requests that fail meanwhile log their own
+// lines; this one says how to end it.
+func (g *Gateway) hintNoSpace() {
+	if g.noSpaceHints.allow(time.Now(), noSpaceHintInterval) {
+		g.log.Error(noSpaceHint)
+	}
+}
