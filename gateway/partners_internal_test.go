@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
@@ -74,4 +75,48 @@ func FuzzParseResourceHeader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestResourcePathCheck: a header-mode route's resource_path lets a
+// request through only when its path starts with the template's literals
+// and, in place of {resource}, the header's resource id, segment by
+// segment and percent-decoded.
+func TestResourcePathCheck(t *testing.T) {
+	for _, tc := range []struct {
+		template, id, path string
+		ok                 bool
+	}{
+		{"accounts/{resource}", "a1", "accounts/a1", true},
+		{"accounts/{resource}", "a1", "accounts/a1/refunds", true},
+		{"accounts/{resource}", "a1", "accounts/a2/refunds", false},
+		{"accounts/{resource}", "a1", "accounts/a1x/refunds", false},
+		{"accounts/{resource}", "a1", "accounts", false},
+		{"accounts/{resource}", "a1", "", false},
+		{"accounts/{resource}", "a1", "refunds/a1", false},
+		{"accounts/{resource}", "a1", "Accounts/a1", false},
+		{"accounts/{resource}", "eu/a1", "accounts/eu/a1/refunds", true},
+		{"accounts/{resource}", "eu/a1", "accounts/eu/a2/refunds", false},
+		{"accounts/{resource}", "eu/a1", "accounts/eu", false},
+		{"accounts/{resource}", "a 1", "accounts/a%201/x", true},
+		{"accounts/{resource}", "a%201", "accounts/a%201/x", false},
+		{"{resource}/charges", "a1", "a1/charges/c1", true},
+		{"{resource}/charges", "a1", "a1/refunds", false},
+	} {
+		binding, err := parseResourcePath(tc.template)
+		if err != nil {
+			t.Fatalf("parseResourcePath(%q): %v", tc.template, err)
+		}
+		path, err := api.ParsePartnerPath(tc.path)
+		if err != nil {
+			t.Fatalf("ParsePartnerPath(%q): %v", tc.path, err)
+		}
+		err = binding.check(tc.id, path)
+		if (err == nil) != tc.ok || err != nil && !errors.Is(err, api.ErrInvalidRequest) {
+			t.Errorf("%q.check(%q, %q) = %v; want ok %v (else invalid-request)", tc.template, tc.id, tc.path, err, tc.ok)
+		}
+	}
+	var none *resourcePath
+	if err := none.check("a1", api.PartnerPath{Segments: []string{"accounts", "a2"}}); err != nil {
+		t.Errorf("no binding: check = %v; want nil (the path is not checked)", err)
+	}
 }
