@@ -277,6 +277,9 @@ func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.C
 		return nil, err
 	}
 	opts := []gateway.Option{gateway.WithLocks(store)}
+	for _, warning := range f.warnings() {
+		logger.Warn("config: " + warning)
+	}
 	if len(f.partners) > 0 {
 		partners, err := tokenstore.NewPartners(store)
 		if err != nil {
