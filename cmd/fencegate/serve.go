@@ -177,6 +177,7 @@ func parseServe(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (serve
 	check(cfg.http.loadTLS())
 	check(cfg.log.check())
 	check(cfg.tracing.check())
+	check(checkUnsafeTestHooksEnv(lookupEnv))
 	cfg.features, err = cmd.features(cfg.http)
 	check(err)
 	if len(errs) > 0 {
