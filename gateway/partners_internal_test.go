@@ -120,3 +120,40 @@ func TestResourcePathCheck(t *testing.T) {
 		t.Errorf("no binding: check = %v; want nil (the path is not checked)", err)
 	}
 }
+
+// FuzzResourcePathCheck: whatever X-Fence-Resource and path a client
+// sends, a request that passes accounts/{resource} acts below
+// accounts/<the header's resource>: the path's segments after "accounts",
+// as many as the id has, joined by '/', are the id.
+func FuzzResourcePathCheck(f *testing.F) {
+	for _, seed := range []struct{ id, path string }{
+		{"a1", "accounts/a1/refunds"},
+		{"a1", "accounts/a2/refunds"},
+		{"eu/a1", "accounts/eu/a1"},
+		{"a%2F1", "accounts/a%2F1"},
+		{"a 1", "accounts/a%201"},
+	} {
+		f.Add(seed.id, seed.path)
+	}
+	binding, err := parseResourcePath("accounts/{resource}")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, header, escaped string) {
+		id, err := parseResourceHeader([]string{header})
+		if err != nil {
+			return
+		}
+		path, err := api.ParsePartnerPath(escaped)
+		if err != nil {
+			return
+		}
+		if binding.check(id, path) != nil {
+			return
+		}
+		n := strings.Count(id, "/") + 1
+		if len(path.Segments) < 1+n || path.Segments[0] != "accounts" || strings.Join(path.Segments[1:1+n], "/") != id {
+			t.Fatalf("check(%q, %q) passed a path that does not start with accounts/%s", id, escaped, id)
+		}
+	})
+}
