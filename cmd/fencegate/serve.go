@@ -273,7 +273,7 @@ func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.C
 	if err != nil {
 		return nil, err
 	}
-	hooks, err := unsafeTestHooks(os.LookupEnv, logger) // nil unless FENCEGATE_UNSAFE_TEST_HOOKS is set
+	hooks, err := unsafeTestHooks(os.LookupEnv, logger) // nil unless built with -tags fencegate_unsafe_hooks and FENCEGATE_UNSAFE_TEST_HOOKS is set
 	if err != nil {
 		return nil, err
 	}
