@@ -40,16 +40,23 @@ build: ## build bin/fencegate and bin/fencectl
 run: build $(BIN)/versitygw ## run fencegate dev: local etcd + S3 + gateway on 127.0.0.1:8080, data in .fencegate/
 	$(BIN)/fencegate dev $(ARGS)
 
+# The second command runs the unit tests of the unsafe test hooks, which only a
+# build with their tag has (cmd/fencegate/testhooks.go).
 test: $(BIN)/versitygw postgres ## run every test with the race detector, against real etcd, versitygw and PostgreSQL
 	FENCEGATE_VERSITYGW=$(BIN)/versitygw $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -race -count=1 -tags fencegate_unsafe_hooks -run 'UnsafeTestHooks|PauseAfterFence' ./cmd/fencegate
 
 check: $(BIN)/staticcheck ## gofmt, go vet, staticcheck, then the tests
 	@unformatted="$$(find . -name '*.go' -not -path './.git/*' -not -path '*/testdata/*' -print0 | xargs -0 gofmt -l)"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt -l lists files to format:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags fencegate_unsafe_hooks ./cmd/fencegate
 	$(BIN)/staticcheck ./...
+	$(BIN)/staticcheck -tags fencegate_unsafe_hooks ./cmd/fencegate
 	$(MAKE) test
 
+# With the unsafe test hooks' tag, so that their parser is fuzzed too (only
+# cmd/fencegate has files with that tag).
 fuzz: ## run every Fuzz target in *_test.go for FUZZTIME each (default 20s)
 	@set -e; \
 	files="$$(grep -rlE --include='*_test.go' --exclude-dir=.git --exclude-dir=bin '^func Fuzz[A-Za-z0-9_]*\(' . | sort)"; \
@@ -58,7 +65,7 @@ fuzz: ## run every Fuzz target in *_test.go for FUZZTIME each (default 20s)
 		dir="$$(dirname "$$file")"; \
 		for target in $$(sed -nE 's/^func (Fuzz[A-Za-z0-9_]*)\(.*/\1/p' "$$file"); do \
 			echo "== $$dir $$target ($(FUZZTIME))"; \
-			$(GO) test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) "$$dir"; \
+			$(GO) test -tags fencegate_unsafe_hooks -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) "$$dir"; \
 		done; \
 	done
 

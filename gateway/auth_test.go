@@ -80,7 +80,8 @@ type authRequest struct {
 	path   string // from the gateway's root
 	key    string // bearer key; "" sends none
 	token  string // X-Fence-Token; "" sends none
-	body   any    // string: raw; otherwise JSON; nil: none
+	header http.Header
+	body   any // string: raw; otherwise JSON; nil: none
 	status int
 	slug   string // problem type, for refusals
 	// unreached: etcd and S3 must see no request at all.
@@ -114,6 +115,9 @@ func (q authRequest) run(t *testing.T, a *authEnv, client *http.Client) result {
 	}
 	if q.token != "" {
 		req.Header.Set(api.HeaderFenceToken, q.token)
+	}
+	for name, values := range q.header {
+		req.Header[name] = values
 	}
 	etcdBefore, s3Before := a.etcdCalls.Count(), a.s3.Count()
 	r := sendWith(t, client, req)
@@ -575,4 +579,62 @@ func TestAuthPartners(t *testing.T) {
 		t.Fatalf("partner got %d calls; want 3 (the first, payer's order-1, ops's order-1)", n)
 	}
 	a.identityLogged(t, http.MethodPost, charge("team-1"), 201, "payer")
+}
+
+// TestAuthPartnerHeaderResourceBoundToPath: on a route that takes its
+// resource from X-Fence-Resource, a caller granted only a1 names a1 in the
+// header and a2 in the path. With resource_path the path must carry the
+// header's resource, so the request is refused (400) before etcd, and the
+// partner is never called for a2; the same caller's request for a1 goes
+// through, and one that names a2 in both places is a 403.
+func TestAuthPartnerHeaderResourceBoundToPath(t *testing.T) {
+	payerKey, payerAPIKey := newKey(t, "payer")
+	partner := newPartnerServer(t, 0)
+	a := newAuthEnv(t, func(string) gateway.Auth {
+		return gateway.Auth{
+			Identities: []gateway.Identity{
+				{Name: "payer", Grants: []gateway.Grant{{Prefix: "partner/pay/a1", Operations: []gateway.Operation{gateway.OpWrite}}}},
+			},
+			APIKeys: []gateway.APIKey{payerAPIKey},
+		}
+	}, func(store *tokenstore.Store) gateway.Option {
+		partners, err := tokenstore.NewPartners(store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		route := payRoute(t, partner.URL)
+		route.Resource = gateway.ResourceFromHeader
+		route.ResourcePath = "accounts/{resource}"
+		return gateway.WithPartners([]gateway.PartnerRoute{route}, partners, nil)
+	})
+	a.serve(t)
+	resource := func(id string) http.Header { return http.Header{api.HeaderFenceResource: {id}} }
+	steps := []authRequest{
+		{name: "a1 in the header, a2 in the path", method: http.MethodPost, path: "/v1/partners/pay/accounts/a2/refunds", header: resource("a1"),
+			key: payerKey, token: "7", body: "{}", status: 400, slug: "invalid-request", unreached: true, detail: "resource_path"},
+		{name: "a1 in the header, no account in the path", method: http.MethodPost, path: "/v1/partners/pay/refunds/a1", header: resource("a1"),
+			key: payerKey, token: "7", body: "{}", status: 400, slug: "invalid-request", unreached: true},
+		{name: "a1 in the header, a1/x in the path", method: http.MethodPost, path: "/v1/partners/pay/accounts/a1x/refunds", header: resource("a1"),
+			key: payerKey, token: "7", body: "{}", status: 400, slug: "invalid-request", unreached: true},
+		{name: "a2 in both", method: http.MethodPost, path: "/v1/partners/pay/accounts/a2/refunds", header: resource("a2"),
+			key: payerKey, token: "7", body: "{}", status: 403, slug: "forbidden", unreached: true},
+		{name: "a1 in both", method: http.MethodPost, path: "/v1/partners/pay/accounts/a1/refunds", header: resource("a1"),
+			key: payerKey, token: "7", body: "{}", status: 201},
+	}
+	for _, q := range steps {
+		before := partner.count()
+		q.run(t, a, nil)
+		if got := partner.count() - before; q.status >= 400 && got != 0 {
+			t.Errorf("%s: the partner got %d requests; want none", q.name, got)
+		}
+	}
+	calls := partner.snapshot()
+	for _, c := range calls {
+		if resourceOf(c.Path) != "a1" {
+			t.Errorf("the partner was called at %s for a caller granted only a1", c.Path)
+		}
+	}
+	if len(calls) != 1 || calls[0].Path != "/base/accounts/a1/refunds" {
+		t.Fatalf("partner calls %+v; want one, at /base/accounts/a1/refunds", calls)
+	}
 }

@@ -41,6 +41,17 @@ type PartnerRoute struct {
 	StripHeaders           []string      // request headers never forwarded (on top of the hop-by-hop ones, X-Fence-*, Authorization, Cookie, which are always stripped)
 	ForwardHeaders         []string      // routing headers forwarded all the same, by exact name (see CheckForwardHeader); nil: none
 	AddHeaders             http.Header   // added upstream, values already resolved (e.g. the partner API key)
+
+	// ResourcePath, with Resource "header", binds the forwarded path to
+	// the header's resource: a template over the path after the route,
+	// such as "accounts/{resource}", with exactly one {resource}. The path
+	// must start with its literal segments and, in place of {resource},
+	// the header's value (one segment per '/'-separated part); any other
+	// path is refused (400) before authorization, etcd or the upstream.
+	// "" binds nothing: the header alone names the resource, whatever the
+	// path acts on, which fits only partners whose path names no
+	// resource. Invalid with a template Resource, which is the path.
+	ResourcePath string
 }
 
 // Defaults and limits of partner routes.
@@ -185,6 +196,9 @@ func compilePartnerRoute(rt PartnerRoute) (*partnerRoute, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resource: %w", err)
 	}
+	if tmpl.pathBinding, err = compileResourcePath(rt.Resource, rt.ResourcePath); err != nil {
+		return nil, fmt.Errorf("resource_path: %w", err)
+	}
 	route.template = tmpl
 	for _, err := range []error{
 		defaultIfZero("timeout", &route.Timeout, defaultPartnerTimeout),
@@ -310,6 +324,8 @@ func CheckResourceTemplate(s string) error {
 // the route.
 type resourceTemplate struct {
 	fromHeader bool
+	// pathBinding, in header mode, is the parsed ResourcePath (nil: none).
+	pathBinding *resourcePath
 	// segments: each a literal, or a variable ("{name}") that matches any
 	// one segment.
 	segments []templateSegment
@@ -371,11 +387,19 @@ func hasControl(s string) bool {
 }
 
 // resourceID returns the request's resource id: the X-Fence-Resource
-// header's value, or the path segments the template matches, joined by
-// '/'. Failures are api.ErrInvalidRequest.
+// header's value (once the path is found to carry it, if the route binds
+// the path), or the path segments the template matches, joined by '/'.
+// Failures are api.ErrInvalidRequest.
 func (t resourceTemplate) resourceID(header http.Header, path api.PartnerPath) (string, error) {
 	if t.fromHeader {
-		return parseResourceHeader(header.Values(api.HeaderFenceResource))
+		id, err := parseResourceHeader(header.Values(api.HeaderFenceResource))
+		if err != nil {
+			return "", err
+		}
+		if err := t.pathBinding.check(id, path); err != nil {
+			return "", err
+		}
+		return id, nil
 	}
 	if len(path.Segments) < len(t.segments) {
 		return "", fmt.Errorf("%w: the path has fewer segments than the route's resource template", api.ErrInvalidRequest)

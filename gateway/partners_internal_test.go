@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
@@ -72,6 +73,87 @@ func FuzzParseResourceHeader(f *testing.F) {
 			if seg == "" || seg == "." || seg == ".." || strings.ContainsAny(seg, " \t\r\n") {
 				t.Fatalf("parseResourceHeader(%q) accepted segment %q", v, seg)
 			}
+		}
+	})
+}
+
+// TestResourcePathCheck: a header-mode route's resource_path lets a
+// request through only when its path starts with the template's literals
+// and, in place of {resource}, the header's resource id, segment by
+// segment and percent-decoded.
+func TestResourcePathCheck(t *testing.T) {
+	for _, tc := range []struct {
+		template, id, path string
+		ok                 bool
+	}{
+		{"accounts/{resource}", "a1", "accounts/a1", true},
+		{"accounts/{resource}", "a1", "accounts/a1/refunds", true},
+		{"accounts/{resource}", "a1", "accounts/a2/refunds", false},
+		{"accounts/{resource}", "a1", "accounts/a1x/refunds", false},
+		{"accounts/{resource}", "a1", "accounts", false},
+		{"accounts/{resource}", "a1", "", false},
+		{"accounts/{resource}", "a1", "refunds/a1", false},
+		{"accounts/{resource}", "a1", "Accounts/a1", false},
+		{"accounts/{resource}", "eu/a1", "accounts/eu/a1/refunds", true},
+		{"accounts/{resource}", "eu/a1", "accounts/eu/a2/refunds", false},
+		{"accounts/{resource}", "eu/a1", "accounts/eu", false},
+		{"accounts/{resource}", "a 1", "accounts/a%201/x", true},
+		{"accounts/{resource}", "a%201", "accounts/a%201/x", false},
+		{"{resource}/charges", "a1", "a1/charges/c1", true},
+		{"{resource}/charges", "a1", "a1/refunds", false},
+	} {
+		binding, err := parseResourcePath(tc.template)
+		if err != nil {
+			t.Fatalf("parseResourcePath(%q): %v", tc.template, err)
+		}
+		path, err := api.ParsePartnerPath(tc.path)
+		if err != nil {
+			t.Fatalf("ParsePartnerPath(%q): %v", tc.path, err)
+		}
+		err = binding.check(tc.id, path)
+		if (err == nil) != tc.ok || err != nil && !errors.Is(err, api.ErrInvalidRequest) {
+			t.Errorf("%q.check(%q, %q) = %v; want ok %v (else invalid-request)", tc.template, tc.id, tc.path, err, tc.ok)
+		}
+	}
+	var none *resourcePath
+	if err := none.check("a1", api.PartnerPath{Segments: []string{"accounts", "a2"}}); err != nil {
+		t.Errorf("no binding: check = %v; want nil (the path is not checked)", err)
+	}
+}
+
+// FuzzResourcePathCheck: whatever X-Fence-Resource and path a client
+// sends, a request that passes accounts/{resource} acts below
+// accounts/<the header's resource>: the path's segments after "accounts",
+// as many as the id has, joined by '/', are the id.
+func FuzzResourcePathCheck(f *testing.F) {
+	for _, seed := range []struct{ id, path string }{
+		{"a1", "accounts/a1/refunds"},
+		{"a1", "accounts/a2/refunds"},
+		{"eu/a1", "accounts/eu/a1"},
+		{"a%2F1", "accounts/a%2F1"},
+		{"a 1", "accounts/a%201"},
+	} {
+		f.Add(seed.id, seed.path)
+	}
+	binding, err := parseResourcePath("accounts/{resource}")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, header, escaped string) {
+		id, err := parseResourceHeader([]string{header})
+		if err != nil {
+			return
+		}
+		path, err := api.ParsePartnerPath(escaped)
+		if err != nil {
+			return
+		}
+		if binding.check(id, path) != nil {
+			return
+		}
+		n := strings.Count(id, "/") + 1
+		if len(path.Segments) < 1+n || path.Segments[0] != "accounts" || strings.Join(path.Segments[1:1+n], "/") != id {
+			t.Fatalf("check(%q, %q) passed a path that does not start with accounts/%s", id, escaped, id)
 		}
 	})
 }

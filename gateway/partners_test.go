@@ -822,6 +822,12 @@ func TestPartnerRouteValidation(t *testing.T) {
 		{"stored too large", func(r *gateway.PartnerRoute) { r.MaxStoredResponseBytes = 2 << 20 }, "max_stored_response_bytes"},
 		{"adds X-Fence-Token", func(r *gateway.PartnerRoute) { r.AddHeaders = http.Header{"X-Fence-Token": {"1"}} }, "add_headers"},
 		{"bad strip header", func(r *gateway.PartnerRoute) { r.StripHeaders = []string{"a b"} }, "strip_headers"},
+		{"header resource bound to the path", func(r *gateway.PartnerRoute) { r.Resource, r.ResourcePath = "header", "v2/accounts/{resource}/x" }, ""},
+		{"resource_path with a template resource", func(r *gateway.PartnerRoute) { r.ResourcePath = "accounts/{resource}" }, `resource_path: only with resource "header"`},
+		{"resource_path without {resource}", func(r *gateway.PartnerRoute) { r.Resource, r.ResourcePath = "header", "accounts" }, "resource_path"},
+		{"resource_path with another variable", func(r *gateway.PartnerRoute) { r.Resource, r.ResourcePath = "header", "accounts/{account}" }, "the only variable is {resource}"},
+		{"resource_path with {resource} twice", func(r *gateway.PartnerRoute) { r.Resource, r.ResourcePath = "header", "{resource}/{resource}" }, "exactly once"},
+		{"resource_path with a dot-dot", func(r *gateway.PartnerRoute) { r.Resource, r.ResourcePath = "header", "../{resource}" }, "resource_path"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

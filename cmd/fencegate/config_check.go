@@ -5,6 +5,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"fencegate/gateway"
 )
 
 const configUsage = `Usage: fencegate config check [FILE]
@@ -12,7 +14,8 @@ const configUsage = `Usage: fencegate config check [FILE]
 Check a config file as fencegate serve and fencegate dev would at start,
 without starting anything: the YAML, every field's value, the files it
 names (certificates), the environment variables it refers to (password_env,
-${NAME} in add_headers). Print "ok" and a summary, or every problem as
+${NAME} in add_headers). Print "ok", a summary and FILE: warning: lines for
+what is valid but likely unsafe (exit 0), or every problem as
 FILE:LINE: field: message and exit 2. FILE defaults to $FENCEGATE_CONFIG.
 
 Settings that flags or FENCEGATE_* variables give are not required in the
@@ -54,7 +57,20 @@ func runConfig(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", path)
 	printConfigSummary(stdout, file)
+	for _, warning := range (features{partners: file.partners, auth: file.auth}).warnings() {
+		fmt.Fprintf(stdout, "%s: warning: %s\n", path, warning)
+	}
 	return nil
+}
+
+// warnings are what valid features configure that is likely unsafe:
+// `config check` prints them, serve and dev log them at start.
+func (f features) warnings() []string {
+	var auth gateway.Auth
+	if f.auth != nil {
+		auth = *f.auth
+	}
+	return gateway.UnboundHeaderRouteWarnings(f.partners, auth)
 }
 
 // printConfigSummary prints what the file configures, without values:

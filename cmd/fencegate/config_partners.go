@@ -69,6 +69,7 @@ func (d *decoder) partner(n *yaml.Node, path string) (gateway.PartnerRoute, bool
 		errsNow = len(d.errs)
 	)
 	note := func(key string) { seen[key] = true }
+	var resourcePathAt *yaml.Node
 	d.fields(n, path, []field{
 		{"name", func(d *decoder, n *yaml.Node, path string) {
 			note("name")
@@ -124,6 +125,11 @@ func (d *decoder) partner(n *yaml.Node, path string) (gateway.PartnerRoute, bool
 				route.Resource = s
 			}
 		}},
+		{"resource_path", func(d *decoder, n *yaml.Node, path string) {
+			if s, ok := d.scalar(n, path, "a path template such as accounts/{resource}"); ok {
+				route.ResourcePath, resourcePathAt = s, n
+			}
+		}},
 		{"timeout", func(d *decoder, n *yaml.Node, path string) {
 			route.Timeout, _ = d.duration(n, path, aboveZero)
 		}},
@@ -174,6 +180,11 @@ func (d *decoder) partner(n *yaml.Node, path string) (gateway.PartnerRoute, bool
 	for _, key := range []string{"name", "upstream", "methods", "resource"} {
 		if !seen[key] && n.Kind == yaml.MappingNode {
 			d.errorf(n, joinPath(path, key), "missing (a route needs name, upstream, methods and resource)")
+		}
+	}
+	if resourcePathAt != nil && route.Resource != "" {
+		if err := gateway.CheckResourcePath(route.Resource, route.ResourcePath); err != nil {
+			d.errorf(resourcePathAt, joinPath(path, "resource_path"), "%v", err)
 		}
 	}
 	return route, len(d.errs) == errsNow

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -45,6 +46,8 @@ var badConfigs = []struct {
 	{"partner-missing-fields.yaml", "partner-missing-fields.yaml:2: partners[0].upstream: missing"},
 	{"partner-name.yaml", `partner-name.yaml:2: partners[0].name: "Payments_API": want lower-case letters`},
 	{"partner-resource.yaml", `partner-resource.yaml:5: partners[0].resource: template "accounts/all": no {variable}`},
+	{"partner-resource-path.yaml", `partner-resource-path.yaml:6: partners[0].resource_path: only with resource "header"`},
+	{"partner-resource-path-variable.yaml", `partner-resource-path-variable.yaml:6: partners[0].resource_path: "lists/{list}": {list}: the only variable is {resource}`},
 	{"partner-upstream-ftp.yaml", `partner-upstream-ftp.yaml:7: partners[1].upstream: scheme "ftp" not allowed, want http or https`},
 	{"partner-upstream-userinfo.yaml", "partner-upstream-userinfo.yaml:3: partners[0].upstream: \"https://user:xxxxx@api.payments.example/v1\" has user info"},
 	{"password-twice.yaml", "password-twice.yaml:5: etcd.password_env: set etcd.password or etcd.password_env, not both"},
@@ -243,8 +246,8 @@ func TestFullConfigDecodes(t *testing.T) {
 	if !equal(gotPay, wantPay) || pay.Upstream.String() != "https://api.payments.example/v1" {
 		t.Errorf("partners[0] = %+v (upstream %v); want %+v (upstream https://api.payments.example/v1)", gotPay, pay.Upstream, wantPay)
 	}
-	if mailer := cfg.features.partners[1]; mailer.Resource != "header" || mailer.RequireIdempotencyKey || mailer.Timeout != 0 {
-		t.Errorf("partners[1] = %+v; want resource header, idempotency key optional, timeout left to the gateway's default", mailer)
+	if mailer := cfg.features.partners[1]; mailer.Resource != "header" || mailer.ResourcePath != "lists/{resource}" || mailer.RequireIdempotencyKey || mailer.Timeout != 0 {
+		t.Errorf("partners[1] = %+v; want resource header bound to lists/{resource}, idempotency key optional, timeout left to the gateway's default", mailer)
 	}
 	ci := cfg.features.auth.Identities[0]
 	wantGrants := []gateway.Grant{
@@ -550,5 +553,53 @@ func TestReadmeConfiguration(t *testing.T) {
 		if !row.Match(readme) {
 			t.Errorf("the README's flag table has no row for --%s with $%s", m[1], m[2])
 		}
+	}
+}
+
+// TestConfigCheckWarnsOfUnboundHeaderRoutes: `config check` passes a file
+// whose route takes its resource from X-Fence-Resource without
+// resource_path, but warns when a grant covers only part of the route: its
+// holder could name a resource it may write in the header and act on
+// another in the path.
+func TestConfigCheckWarnsOfUnboundHeaderRoutes(t *testing.T) {
+	const warning = `partner route "mailer" takes its resource from X-Fence-Resource without resource_path, and identity "sender" may write only "partner/mailer/a1*"`
+	for _, tc := range []struct {
+		name        string
+		resource    string // the route's resource and resource_path lines
+		grant       string // sender's grant; "" leaves auth out
+		wantWarning string // in the warning line; "" means none
+	}{
+		{"header, unbound, grant of one resource", "resource: header", `{prefix: partner/mailer/a1, operations: [write]}`, warning},
+		{"header, unbound, admin grant of one resource", "resource: header", `{prefix: partner/mailer/a1, operations: [admin]}`, `identity "sender" may write only "partner/mailer/a1*"`},
+		{"header, bound", "resource: header\n    resource_path: accounts/{resource}", `{prefix: partner/mailer/a1, operations: [write]}`, ""},
+		{"header, unbound, grant of the whole route", "resource: header", `{prefix: partner/mailer/, operations: [write]}`, ""},
+		{"header, unbound, grant of every route", "resource: header", `{prefix: "", operations: [admin]}`, ""},
+		{"header, unbound, read grant of one resource", "resource: header", `{prefix: partner/mailer/a1, operations: [read]}`, ""},
+		{"header, unbound, grant of another route's resource", "resource: header", `{prefix: partner/mailer-eu/a1, operations: [write]}`, ""},
+		{"header, unbound, no auth", "resource: header", "", ""},
+		{"template, grant of one resource", "resource: accounts/{account}", `{prefix: partner/mailer/accounts/a1, operations: [write]}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := fmt.Sprintf("partners:\n  - name: mailer\n    upstream: http://mailer.internal:8025\n    methods: [POST]\n    %s\n", tc.resource)
+			if tc.grant != "" {
+				file += fmt.Sprintf("auth:\n  identities:\n    - name: sender\n      grants: [%s]\n      api_keys: [\"sha256:%064x\"]\n", tc.grant, 1)
+			}
+			path := writeConfig(t, file)
+			var stdout bytes.Buffer
+			if err := runEnv(t.Context(), []string{"config", "check", path}, envMap(nil), &stdout, &bytes.Buffer{}); err != nil {
+				t.Fatalf("config check: %v; want ok (with or without a warning)", err)
+			}
+			out := stdout.String()
+			if !strings.HasPrefix(out, path+": ok\n") {
+				t.Errorf("config check printed %q; want %q first", out, path+": ok")
+			}
+			warned := strings.Contains(out, path+": warning: ")
+			switch {
+			case tc.wantWarning == "" && warned:
+				t.Errorf("config check printed %q; want no warning", out)
+			case tc.wantWarning != "" && (!warned || !strings.Contains(out, tc.wantWarning)):
+				t.Errorf("config check printed %q; want a %q line with %q", out, path+": warning: ", tc.wantWarning)
+			}
+		})
 	}
 }

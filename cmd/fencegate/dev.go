@@ -91,7 +91,7 @@ func parseDev(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (devConf
 	if cfg.s3Port < 0 || cfg.s3Port > 65535 {
 		errs = append(errs, fmt.Errorf("--s3-port %d: must be from 0 to 65535", cfg.s3Port))
 	}
-	errs = append(errs, checkLimits(cfg.limits), cfg.http.check(), cfg.http.loadTLS(), cfg.log.check(), cfg.tracing.check())
+	errs = append(errs, checkLimits(cfg.limits), cfg.http.check(), cfg.http.loadTLS(), cfg.log.check(), cfg.tracing.check(), checkUnsafeTestHooksEnv(lookupEnv))
 	var err error
 	cfg.features, err = cmd.features(cfg.http)
 	errs = append(errs, err)

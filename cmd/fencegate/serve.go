@@ -177,6 +177,7 @@ func parseServe(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (serve
 	check(cfg.http.loadTLS())
 	check(cfg.log.check())
 	check(cfg.tracing.check())
+	check(checkUnsafeTestHooksEnv(lookupEnv))
 	cfg.features, err = cmd.features(cfg.http)
 	check(err)
 	if err == nil {
@@ -275,11 +276,14 @@ func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.C
 	if err != nil {
 		return nil, err
 	}
-	hooks, err := unsafeTestHooks(os.LookupEnv, logger) // nil unless FENCEGATE_UNSAFE_TEST_HOOKS is set
+	hooks, err := unsafeTestHooks(os.LookupEnv, logger) // nil unless built with -tags fencegate_unsafe_hooks and FENCEGATE_UNSAFE_TEST_HOOKS is set
 	if err != nil {
 		return nil, err
 	}
 	opts := []gateway.Option{gateway.WithLocks(store)}
+	for _, warning := range f.warnings() {
+		logger.Warn("config: " + warning)
+	}
 	if len(f.partners) > 0 {
 		partners, err := tokenstore.NewPartners(store)
 		if err != nil {

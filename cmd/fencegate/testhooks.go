@@ -1,24 +1,27 @@
 package main
 
-import (
-	"bufio"
-	"context"
-	"fmt"
-	"log/slog"
-	"net"
-	"net/netip"
-	"strings"
-	"time"
+// The gateway's test-only switches (gateway.TestHooks) change its
+// protocol on purpose (fence before observe, unconditional writes, a pause
+// after the fence check), so that the fault-injection suite in
+// internal/robustness can show that its checker catches what they break.
+// They exist only in binaries built with the build tag below
+// (testhooks_unsafe.go); a normal build has no code that sets them
+// (testhooks_release.go), so that no environment can make a release
+// binary unsafe. There, setting the variable makes serve and dev refuse to
+// start rather than ignore it: a suite that asked for hooks must not go on
+// believing it has them, and an operator who set it learns that it does
+// nothing.
 
-	"fencegate/api"
-	"fencegate/gateway"
-)
+// unsafeHooksBuildTag is the build tag that compiles the unsafe test
+// hooks in: go build -tags fencegate_unsafe_hooks.
+const unsafeHooksBuildTag = "fencegate_unsafe_hooks"
 
 // unsafeTestHooksEnv names the environment variable that turns on the
-// gateway's test-only switches (gateway.TestHooks) in this binary, for the
-// fault-injection suite in internal/robustness, which runs the real binary
-// as a child process. Unset or empty, the default, means none: the
-// production protocol. It is not a flag, so that it never shows in
+// gateway's test-only switches (gateway.TestHooks) in a binary built with
+// -tags fencegate_unsafe_hooks, for the fault-injection suite in
+// internal/robustness, which runs the real binary as a child process.
+// Unset or empty, the default, means none: the production protocol. A
+// normal build refuses to start when it is set. It is not a flag, so that it never shows in
 // `fencegate -h` as if it were a setting.
 //
 // Its value is a comma-separated list of:
@@ -29,98 +32,3 @@ import (
 //	                           controller at HOST:PORT (loopback only)
 //	                           whether to wait, and wait until it answers
 const unsafeTestHooksEnv = "FENCEGATE_UNSAFE_TEST_HOOKS"
-
-// pauseBound bounds one pause-after-fence wait, whatever the controller
-// does.
-const pauseBound = 30 * time.Second
-
-// unsafeHookSpec is a parsed FENCEGATE_UNSAFE_TEST_HOOKS.
-type unsafeHookSpec struct {
-	swapOrder          bool
-	unconditionalWrite bool
-	// pauseAfterFence is the controller's host:port, or "".
-	pauseAfterFence string
-}
-
-// parseUnsafeTestHooks reads the value of FENCEGATE_UNSAFE_TEST_HOOKS.
-func parseUnsafeTestHooks(value string) (unsafeHookSpec, error) {
-	var spec unsafeHookSpec
-	seen := make(map[string]bool)
-	for item := range strings.SplitSeq(value, ",") {
-		item = strings.TrimSpace(item)
-		name, arg, hasArg := strings.Cut(item, "=")
-		if seen[name] {
-			return unsafeHookSpec{}, fmt.Errorf("%s: %q given twice", unsafeTestHooksEnv, name)
-		}
-		seen[name] = true
-		switch {
-		case name == "swap-order" && !hasArg:
-			spec.swapOrder = true
-		case name == "unconditional-write" && !hasArg:
-			spec.unconditionalWrite = true
-		case name == "pause-after-fence" && hasArg:
-			addr, err := netip.ParseAddrPort(arg)
-			if err != nil || !addr.Addr().IsLoopback() || addr.Port() == 0 {
-				return unsafeHookSpec{}, fmt.Errorf("%s: pause-after-fence=%q: want a loopback IP:port, such as 127.0.0.1:9000", unsafeTestHooksEnv, arg)
-			}
-			spec.pauseAfterFence = addr.String()
-		default:
-			return unsafeHookSpec{}, fmt.Errorf("%s: unknown item %q (want swap-order, unconditional-write or pause-after-fence=IP:PORT)", unsafeTestHooksEnv, item)
-		}
-	}
-	return spec, nil
-}
-
-// unsafeTestHooks returns the test hooks that FENCEGATE_UNSAFE_TEST_HOOKS
-// asks for, and logs loudly that they are on. Unset or empty, it returns
-// nil: no hooks, the production protocol.
-func unsafeTestHooks(lookupEnv lookupEnvFunc, logger *slog.Logger) (*gateway.TestHooks, error) {
-	value, ok := lookupEnv(unsafeTestHooksEnv)
-	if !ok || strings.TrimSpace(value) == "" {
-		return nil, nil
-	}
-	spec, err := parseUnsafeTestHooks(value)
-	if err != nil {
-		return nil, &usageError{err}
-	}
-	hooks := &gateway.TestHooks{
-		UnsafeFenceBeforeObserve: spec.swapOrder,
-		UnsafeUnconditionalWrite: spec.unconditionalWrite,
-	}
-	if spec.pauseAfterFence != "" {
-		hooks.AfterFenceCheck = pauseAfterFence(spec.pauseAfterFence, logger)
-	}
-	logger.Error("UNSAFE TEST HOOKS ARE ON: this gateway runs a protocol changed for fault-injection tests; "+
-		"never run it with real data (unset "+unsafeTestHooksEnv+")",
-		"env", unsafeTestHooksEnv, "value", value,
-		"swap_order", spec.swapOrder, "unconditional_write", spec.unconditionalWrite,
-		"pause_after_fence", spec.pauseAfterFence)
-	return hooks, nil
-}
-
-// pauseAfterFence returns a hook that tells the controller at addr about
-// each accepted fence check ("after-fence TOKEN RESOURCE\n") and waits for
-// its answer line, at most pauseBound and never past the request's end.
-// A controller that cannot be reached does not pause anything.
-func pauseAfterFence(addr string, logger *slog.Logger) func(context.Context, api.Resource, api.Token) {
-	return func(ctx context.Context, resource api.Resource, token api.Token) {
-		dialer := net.Dialer{Timeout: time.Second}
-		conn, err := dialer.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			logger.Warn("pause-after-fence: controller unreachable; not pausing", "addr", addr, "err", err)
-			return
-		}
-		defer conn.Close()
-		deadline := time.Now().Add(pauseBound)
-		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-			deadline = d
-		}
-		_ = conn.SetDeadline(deadline)
-		stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
-		defer stop()
-		if _, err := fmt.Fprintf(conn, "after-fence %d %s\n", token, resource); err != nil {
-			return
-		}
-		_, _ = bufio.NewReader(conn).ReadString('\n')
-	}
-}

@@ -1,3 +1,5 @@
+//go:build fencegate_unsafe_hooks
+
 package main
 
 import (

@@ -121,6 +121,10 @@ type Gateway struct {
 	exited  chan struct{}
 }
 
+// unsafeHooksBuildTag compiles fencegate's unsafe test hooks in
+// (cmd/fencegate/testhooks.go).
+const unsafeHooksBuildTag = "fencegate_unsafe_hooks"
+
 // Binaries are the executables the harness runs.
 type Binaries struct {
 	Fencegate, Etcdnode string
@@ -128,7 +132,9 @@ type Binaries struct {
 
 // BuildBinaries builds fencegate (the real binary) and etcdnode into dir
 // with `go build`, without the race detector (the children are the
-// system under test, not the test).
+// system under test, not the test). fencegate gets the build tag that
+// compiles in its unsafe test hooks (every gateway here has the pause
+// hook); a normal build would refuse to start with them asked for.
 func BuildBinaries(ctx context.Context, dir string) (Binaries, error) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -136,8 +142,12 @@ func BuildBinaries(ctx context.Context, dir string) (Binaries, error) {
 	}
 	bins := Binaries{Fencegate: filepath.Join(dir, "fencegate"), Etcdnode: filepath.Join(dir, "etcdnode")}
 	for out, pkg := range map[string]string{bins.Fencegate: "fencegate/cmd/fencegate", bins.Etcdnode: "fencegate/internal/robustness/etcdnode"} {
+		args := []string{"build", "-o", out, pkg}
+		if pkg == "fencegate/cmd/fencegate" {
+			args = []string{"build", "-tags", unsafeHooksBuildTag, "-o", out, pkg}
+		}
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-		cmd := exec.CommandContext(ctx, goTool, "build", "-o", out, pkg)
+		cmd := exec.CommandContext(ctx, goTool, args...)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		output, err := cmd.CombinedOutput()
 		cancel()

@@ -37,5 +37,8 @@
 // The gateways' test-only switches are set through the environment
 // variable FENCEGATE_UNSAFE_TEST_HOOKS (see cmd/fencegate/testhooks.go),
 // which the mutation tests use to show that the checkers catch a gateway
-// that swaps the observe and fence steps or drops the If-Match.
+// that swaps the observe and fence steps or drops the If-Match. Only a
+// fencegate built with -tags fencegate_unsafe_hooks has them, so
+// BuildBinaries builds it so; a normal build refuses to start with the
+// variable set.
 package robustness
