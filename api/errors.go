@@ -32,6 +32,10 @@ var (
 	// ErrUnavailable, whose row of the table answers it (503
 	// fence-unavailable), so that the gateway can say what is wrong.
 	ErrNoSpace = errors.New("etcd is out of space")
+	// ErrGatewayBusy means the gateway had no room left in its budget for
+	// request bodies held in memory (all requests' together): the request
+	// was refused before anything was written. Retry later.
+	ErrGatewayBusy = errors.New("gateway busy")
 	// ErrUpstream means the upstream (S3, a partner) failed or could not
 	// be reached.
 	ErrUpstream = errors.New("upstream error")
@@ -109,6 +113,7 @@ var classes = []class{
 	{ErrTargetTooLong, "uri-too-long", "Request target too long", http.StatusRequestURITooLong, false},
 	{ErrMethodNotAllowed, "method-not-allowed", "Method not allowed", http.StatusMethodNotAllowed, false},
 	{ErrUnavailable, "fence-unavailable", "Fence check unavailable", http.StatusServiceUnavailable, true},
+	{ErrGatewayBusy, "gateway-busy", "Gateway busy", http.StatusServiceUnavailable, true},
 	{ErrUpstreamTimeout, "upstream-timeout", "Upstream timeout", http.StatusGatewayTimeout, true},
 	{ErrUpstream, "upstream-error", "Upstream error", http.StatusBadGateway, true},
 	{ErrIdempotencyInFlight, "idempotency-in-flight", "Request with this idempotency key in flight", http.StatusConflict, true},

@@ -31,6 +31,7 @@ func TestProblemGolden(t *testing.T) {
 		{"concurrent-modification", fmt.Errorf("s3 put dev/k: %w: 412", ErrConcurrentModification)},
 		{"fence-unavailable", fmt.Errorf("fence check s3/dev/k: %w: context deadline exceeded", ErrUnavailable)},
 		{"upstream-timeout", fmt.Errorf("s3 put dev/k: %w: %w", ErrUpstreamTimeout, ErrUpstream)},
+		{"gateway-busy", fmt.Errorf("%w: the memory for buffered request bodies is in use by other requests", ErrGatewayBusy)},
 		{"body-too-large", fmt.Errorf("%w: 10 bytes, limit 5", ErrBodyTooLarge)},
 		{"internal", errors.New("secret detail that must not leak")},
 		{"lock-not-held", fmt.Errorf("fence check: %w", &LockNotHeldError{Resource: "s3/reports/q3.csv", Lock: "report", Token: 33, Held: true})},

@@ -25,6 +25,13 @@ type Config struct {
 	// to S3 unbuffered, and a lost race on them is a retryable 409. Zero
 	// means 8 MiB.
 	BufferBytes int64
+	// BufferBudgetBytes bounds the memory that the bodies being buffered
+	// (see BufferBytes) take, all requests' together. A body is reserved
+	// from it as its bytes arrive, a chunk at a time, and given back when
+	// its request ends; a body that finds no room is refused with 503
+	// gateway-busy and Retry-After, and nothing is written. It must be at
+	// least BufferBytes. Zero means 256 MiB, or BufferBytes if larger.
+	BufferBudgetBytes int64
 	// MaxBodyBytes is the largest body accepted at all (413 beyond). Zero
 	// means 5 GiB, S3's limit for a single PUT.
 	MaxBodyBytes int64
@@ -108,10 +115,12 @@ type TestHooks struct {
 }
 
 const (
-	defaultBufferBytes    = 8 << 20
-	defaultMaxBodyBytes   = 5 << 30
-	defaultMaxHeaderBytes = 64 << 10
-	defaultMaxTargetBytes = 8 << 10
+	defaultBufferBytes = 8 << 20
+	// 32 bodies of the default buffer at once, or many more smaller ones.
+	defaultBufferBudgetBytes = 256 << 20
+	defaultMaxBodyBytes      = 5 << 30
+	defaultMaxHeaderBytes    = 64 << 10
+	defaultMaxTargetBytes    = 8 << 10
 	// 10 lines a second of 401 (and of 403), 20 at once: enough to see
 	// who is knocking, bounded whatever the rate of the knocks.
 	defaultAuthRefusalLogRate  = 10
@@ -126,7 +135,8 @@ type Gateway struct {
 	fences   FenceStore
 	objects  ObjectStore
 	hooks    TestHooks
-	etags    *etagCache // nil when Config.ETagCacheEntries is negative
+	etags    *etagCache  // nil when Config.ETagCacheEntries is negative
+	bodies   *bodyBudget // the memory of buffered bodies (Config.BufferBudgetBytes)
 	draining atomic.Bool
 	router   chi.Router
 	metrics  *metrics // served on /metrics
@@ -162,6 +172,9 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	if cfg.BufferBytes == 0 {
 		cfg.BufferBytes = defaultBufferBytes
 	}
+	if cfg.BufferBudgetBytes == 0 {
+		cfg.BufferBudgetBytes = max(defaultBufferBudgetBytes, cfg.BufferBytes)
+	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = defaultMaxBodyBytes
 	}
@@ -193,17 +206,20 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 		cfg.ReadinessCache = time.Second
 	}
 	switch {
-	case cfg.BufferBytes < 0, cfg.MaxBodyBytes < 0, cfg.MaxHeaderBytes < 0, cfg.MaxTargetBytes < 0, cfg.WriteAttempts < 0, cfg.ReadinessTimeout < 0, cfg.ReadinessCache < 0, cfg.AuthRefusalLogBurst < 0:
+	case cfg.BufferBytes < 0, cfg.BufferBudgetBytes < 0, cfg.MaxBodyBytes < 0, cfg.MaxHeaderBytes < 0, cfg.MaxTargetBytes < 0, cfg.WriteAttempts < 0, cfg.ReadinessTimeout < 0, cfg.ReadinessCache < 0, cfg.AuthRefusalLogBurst < 0:
 		return nil, errors.New("gateway: negative limit in config")
 	case cfg.BufferBytes > cfg.MaxBodyBytes:
 		return nil, fmt.Errorf("gateway: buffer bytes %d exceed max body bytes %d", cfg.BufferBytes, cfg.MaxBodyBytes)
+	case cfg.BufferBudgetBytes < cfg.BufferBytes:
+		return nil, fmt.Errorf("gateway: buffer budget bytes %d below buffer bytes %d", cfg.BufferBudgetBytes, cfg.BufferBytes)
 	}
 	// The stores are wrapped with instrumented ones: the fence checks and
 	// S3 requests are timed and counted without touching the write path.
-	m := newMetrics()
+	bodies := &bodyBudget{limit: cfg.BufferBudgetBytes}
+	m := newMetrics(bodies)
 	fences = &instrumentedFences{FenceStore: fences, m: m}
 	objects = &instrumentedObjects{ObjectStore: objects, m: m}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, fences: fences, objects: objects, etags: newETagCache(cfg.ETagCacheEntries), metrics: m,
+	g := &Gateway{cfg: cfg, log: cfg.Logger, fences: fences, objects: objects, etags: newETagCache(cfg.ETagCacheEntries), bodies: bodies, metrics: m,
 		authLines: newLineLimiter(cfg.Now, cfg.AuthRefusalLogRate, cfg.AuthRefusalLogBurst), readiness: newReadiness(cfg)}
 	if g.readiness.space != nil {
 		m.registry.MustRegister(newSpaceCollector(g.readiness))

@@ -69,11 +69,16 @@ type metrics struct {
 	// suppressedLines counts the log lines of 401 and 403 answers that
 	// the limiter left out (audit.go), by reason.
 	suppressedLines *prometheus.CounterVec
+	// bodyBudgetRefusals counts the bodies refused because the budget of
+	// buffered bodies had no room (bodybudget.go); the budget's use is a
+	// gauge read from it.
+	bodyBudgetRefusals prometheus.Counter
 }
 
 // newMetrics makes the collectors and registers them, with the Go runtime
-// and process collectors, on a new registry.
-func newMetrics() *metrics {
+// and process collectors, on a new registry; bodies is the budget of
+// buffered bodies, whose use is read at each scrape.
+func newMetrics(bodies *bodyBudget) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -121,6 +126,14 @@ func newMetrics() *metrics {
 		Help: "Log lines of requests refused 401 or 403 that were left out by the limit on their rate, by reason: unauthorized (401), forbidden (403). The next line written of that reason has their count in its suppressed field.",
 	}, []string{"reason"})
 	m.registry.MustRegister(m.suppressedLines)
+	m.bodyBudgetRefusals = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fencegate_body_buffer_refusals_total",
+		Help: "Request bodies refused with 503 gateway-busy because the budget of buffered bodies (--buffer-budget-bytes) had no room; nothing was written.",
+	})
+	m.registry.MustRegister(m.bodyBudgetRefusals, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fencegate_body_buffer_bytes",
+		Help: "Bytes of the budget of buffered bodies (--buffer-budget-bytes) reserved by requests being read or served: about the bytes their clients have sent, a chunk of 64 KiB at most more each.",
+	}, func() float64 { return float64(bodies.used.Load()) }))
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

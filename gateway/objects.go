@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -174,10 +173,17 @@ func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, err := g.readBody(r)
+	if errors.Is(err, api.ErrGatewayBusy) {
+		// The rest of the body is not read: close the connection after
+		// the answer rather than wait for it (net/http would otherwise
+		// try to read up to 256 KiB of it before answering).
+		w.Header().Set("Connection", "close")
+	}
 	if err != nil {
 		g.writeError(w, r, err)
 		return
 	}
+	defer body.release()
 	in := api.PutObjectInput{
 		Path:        fr.path,
 		Size:        body.size,
@@ -341,8 +347,8 @@ const maxResourceBytes = 3 + 63 + 1 + api.MaxKeyBytes
 // requestBody is a PUT's body: in memory when it fits the buffer, so that
 // it can be replayed after a lost race, or the request's own stream.
 type requestBody struct {
-	buf    []byte    // non-nil when buffered
-	stream io.Reader // when not buffered
+	buf    *bufferedBody // non-nil when buffered
+	stream io.Reader     // when not buffered
 	size   int64
 }
 
@@ -350,14 +356,23 @@ func (b *requestBody) replayable() bool { return b.buf != nil }
 
 func (b *requestBody) reader() io.Reader {
 	if b.buf != nil {
-		return bytes.NewReader(b.buf)
+		return b.buf.reader()
 	}
 	return b.stream
 }
 
+// release gives a buffered body's memory back to the gateway's budget
+// for bodies; the request is done with it.
+func (b *requestBody) release() { b.buf.release() }
+
 // readBody buffers bodies up to Config.BufferBytes and lets larger ones
 // stream. A body of unknown length must fit the buffer (S3 needs the
-// length up front), else 411.
+// length up front), else 411. A buffered body is read as it arrives, in
+// chunks reserved from the budget of all requests' bodies
+// (Config.BufferBudgetBytes), never allocated at its Content-Length up
+// front: a client that announces a large body and sends nothing holds one
+// chunk. When the budget has no room, the answer is 503 gateway-busy and
+// nothing is written. The caller releases the body when the request ends.
 func (g *Gateway) readBody(r *http.Request) (*requestBody, error) {
 	n := r.ContentLength
 	switch {
@@ -366,19 +381,39 @@ func (g *Gateway) readBody(r *http.Request) (*requestBody, error) {
 	case n > g.cfg.BufferBytes:
 		return &requestBody{stream: r.Body, size: n}, nil
 	case n >= 0:
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(r.Body, buf); err != nil {
-			return nil, fmt.Errorf("%w: reading body: %v", api.ErrInvalidRequest, err)
+		buf, err := g.bufferBody(r.Body, n, bodyChunkBytes)
+		if err != nil {
+			return nil, err
+		}
+		if buf.size != n {
+			buf.release()
+			return nil, fmt.Errorf("%w: reading body: %d bytes of %d", api.ErrInvalidRequest, buf.size, n)
 		}
 		return &requestBody{buf: buf, size: n}, nil
 	}
 	// Unknown length (chunked): read at most one byte past the buffer.
-	buf, err := io.ReadAll(io.LimitReader(r.Body, g.cfg.BufferBytes+1))
+	buf, err := g.bufferBody(r.Body, g.cfg.BufferBytes+1, firstChunkBytes)
 	if err != nil {
-		return nil, fmt.Errorf("%w: reading body: %v", api.ErrInvalidRequest, err)
+		return nil, err
 	}
-	if int64(len(buf)) > g.cfg.BufferBytes {
+	if buf.size > g.cfg.BufferBytes {
+		buf.release()
 		return nil, fmt.Errorf("%w: a body over %d bytes needs a Content-Length", api.ErrLengthRequired, g.cfg.BufferBytes)
 	}
-	return &requestBody{buf: buf, size: int64(len(buf))}, nil
+	return &requestBody{buf: buf, size: buf.size}, nil
+}
+
+// bufferBody reads up to max bytes of body into memory reserved from the
+// gateway's budget (see readInto), counting the refusals when the budget
+// has no room.
+func (g *Gateway) bufferBody(body io.Reader, max, first int64) (*bufferedBody, error) {
+	buf, err := readInto(g.bodies, body, max, first)
+	switch {
+	case errors.Is(err, api.ErrGatewayBusy):
+		g.metrics.bodyBudgetRefusals.Inc()
+		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("%w: reading body: %v", api.ErrInvalidRequest, err)
+	}
+	return buf, nil
 }

@@ -50,7 +50,8 @@ func cmp(a, b api.Token) int {
 }
 
 func TestCacheKeepsLargestAndStaysBounded(t *testing.T) {
-	c := newHWMCache(128)
+	const budget = 64 << 10 // 1 KiB a shard: a dozen or so 20-byte names each
+	c := newHWMCache(budget)
 	c.raise("r", 5)
 	c.raise("r", 3)
 	if got, ok := c.get("r"); !ok || got != 5 {
@@ -59,11 +60,7 @@ func TestCacheKeepsLargestAndStaysBounded(t *testing.T) {
 	for i := range 100000 {
 		c.raise(api.Resource(encodeToken(api.Token(i+1))), 1)
 	}
-	total := 0
-	for i := range c.shards {
-		total += len(c.shards[i].m)
-	}
-	if limit := cacheShards * c.perShard; total > limit {
-		t.Fatalf("cache holds %d entries; limit %d", total, limit)
+	if got := c.heldBytes(); got > budget {
+		t.Fatalf("cache accounts %d bytes; limit %d", got, budget)
 	}
 }

@@ -23,12 +23,22 @@ type Config struct {
 	Prefix string
 	// RequestTimeout bounds each etcd request. Zero means 2 seconds.
 	RequestTimeout time.Duration
-	// CacheEntries bounds the high-water mark cache. Zero means 1<<20.
-	CacheEntries int
+	// CacheBytes bounds the memory of the high-water mark cache, which
+	// lets a stale token be refused without a round trip: resource names
+	// and per-entry overhead, counted in bytes since clients choose the
+	// names. Past it, arbitrary entries are forgotten, which is always
+	// safe (a forgotten mark costs a round trip to etcd, never a wrong
+	// answer). Zero means 64 MiB.
+	CacheBytes int64
 	// Policies add token checks to the fence checks of the resources
 	// they match (see Policy and Check). Nil means CheckNone everywhere.
 	Policies []Policy
 }
+
+// defaultCacheBytes is Config.CacheBytes' default: about 50,000 marks of
+// resources with names near the longest (1 KiB keys), a million of 10-byte
+// keys.
+const defaultCacheBytes = 64 << 20
 
 // Store keeps high-water marks in etcd. It is safe for concurrent use.
 type Store struct {
@@ -61,11 +71,11 @@ func New(client *clientv3.Client, cfg Config) (*Store, error) {
 	if cfg.RequestTimeout < 0 {
 		return nil, fmt.Errorf("tokenstore: negative request timeout %v", cfg.RequestTimeout)
 	}
-	if cfg.CacheEntries == 0 {
-		cfg.CacheEntries = 1 << 20
+	if cfg.CacheBytes == 0 {
+		cfg.CacheBytes = defaultCacheBytes
 	}
-	if cfg.CacheEntries < 0 {
-		return nil, fmt.Errorf("tokenstore: negative cache size %d", cfg.CacheEntries)
+	if cfg.CacheBytes < 0 {
+		return nil, fmt.Errorf("tokenstore: negative cache size %d", cfg.CacheBytes)
 	}
 	ps, err := newPolicies(cfg.Policies)
 	if err != nil {
@@ -75,7 +85,7 @@ func New(client *clientv3.Client, cfg Config) (*Store, error) {
 		client:    client,
 		prefix:    cfg.Prefix,
 		timeout:   cfg.RequestTimeout,
-		cache:     newHWMCache(cfg.CacheEntries),
+		cache:     newHWMCache(cfg.CacheBytes),
 		confirms:  newConfirmer(client, cfg.RequestTimeout),
 		policies:  ps,
 		revisions: newRevisionClock(),

@@ -3,7 +3,9 @@ package tokenstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -161,6 +163,49 @@ func TestCachedHighWaterMarkIsALowerBound(t *testing.T) {
 	}
 }
 
+// TestCacheBytesBoundsLongNames: a Store's cache of marks, fed resources
+// with names near the longest, holds about its byte budget of them; the
+// newest still serves the fast reject, and a forgotten one is still
+// refused, by etcd: forgetting costs a round trip, never a wrong answer.
+func TestCacheBytesBoundsLongNames(t *testing.T) {
+	const budget = 128 << 10
+	etcd := testenv.StartEtcd(t)
+	s, err := tokenstore.New(etcd.Client(t), tokenstore.Config{Prefix: "test/", RequestTimeout: time.Second, CacheBytes: budget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	long := strings.Repeat("k", 1000)
+	resources := make([]api.Resource, 300) // about 300 KiB of names
+	for i := range resources {
+		resources[i] = api.Resource(fmt.Sprintf("s3/b/%04d-%s", i, long))
+		if err := s.FenceCheck(ctx, resources[i], 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cachedBytes, forgotten := 0, api.Resource("")
+	for _, r := range resources {
+		if _, ok := s.CachedHighWaterMark(r); ok {
+			cachedBytes += len(r)
+		} else {
+			forgotten = r
+		}
+	}
+	if cachedBytes > budget {
+		t.Errorf("the cache knows %d bytes of names; want at most its %d-byte budget", cachedBytes, budget)
+	}
+	newest := resources[len(resources)-1]
+	if hwm, ok := s.CachedHighWaterMark(newest); !ok || hwm != 10 {
+		t.Errorf("CachedHighWaterMark(newest) = %d, %v; want 10, true", hwm, ok)
+	}
+	if forgotten == "" {
+		t.Fatal("the cache forgot nothing of 300 KiB of names in a 128 KiB budget")
+	}
+	if err := s.FenceCheck(ctx, forgotten, 9); !errors.Is(err, api.ErrStaleToken) {
+		t.Errorf("FenceCheck(forgotten, 9) = %v; want stale (etcd holds 10)", err)
+	}
+}
+
 // TestFenceCheckFailsClosed stops etcd: the outcome of a fence check is
 // then unknown and must be reported as ErrUnavailable, never as accepted.
 func TestFenceCheckFailsClosed(t *testing.T) {
@@ -200,7 +245,7 @@ func TestFenceCheckFailsClosed(t *testing.T) {
 func TestNewRejectsBadConfig(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	c := etcd.Client(t)
-	for _, cfg := range []tokenstore.Config{{RequestTimeout: -1}, {CacheEntries: -1}} {
+	for _, cfg := range []tokenstore.Config{{RequestTimeout: -1}, {CacheBytes: -1}} {
 		if _, err := tokenstore.New(c, cfg); err == nil {
 			t.Errorf("New(%+v) succeeded; want an error", cfg)
 		}

@@ -568,6 +568,7 @@ var s3Fields = []field{
 
 var limitFields = []field{
 	sizeSetting("buffer_bytes", "buffer-bytes", 1, 1<<62),
+	sizeSetting("buffer_budget_bytes", "buffer-budget-bytes", 1, 1<<62),
 	sizeSetting("max_body_bytes", "max-body-bytes", 1, 1<<62),
 	sizeSetting("max_header_bytes", "max-header-bytes", 1<<10, 16<<20),
 }

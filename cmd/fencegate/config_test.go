@@ -211,6 +211,7 @@ func TestFullConfigDecodes(t *testing.T) {
 		{"s3 path style", cfg.s3.UsePathStyle, true},
 		{"s3 secret (secret_key_env)", cfg.s3.SecretAccessKey, "s3-secret"},
 		{"buffer bytes", cfg.gateway.bufferBytes, int64(8 << 20)},
+		{"buffer budget bytes", cfg.gateway.bufferBudgetBytes, int64(256 << 20)},
 		{"max header bytes", cfg.gateway.maxHeaderBytes, 64 << 10},
 		{"log format", cfg.log.format, "json"},
 		{"otlp endpoint", cfg.tracing.endpoint, "http://otel-collector:4317"},
@@ -346,6 +347,7 @@ auth:
 	}{
 		{"client certs without a client CA", []string{"--config", clientCerts}, "auth.identities[0].client_certs: client certificates need http.tls.client_ca_file"},
 		{"file buffer over flag max body", []string{"--config", writeConfig(t, "etcd: {endpoints: [http://a:1]}\nlimits: {buffer_bytes: 2MiB}\n"), "--max-body-bytes", "1MiB"}, "--buffer-bytes 2MiB must not exceed --max-body-bytes 1MiB"},
+		{"file buffer over flag buffer budget", []string{"--config", writeConfig(t, "etcd: {endpoints: [http://a:1]}\nlimits: {buffer_bytes: 2MiB}\n"), "--buffer-budget-bytes", "1MiB"}, "--buffer-budget-bytes 1MiB must be at least --buffer-bytes 2MiB"},
 		{"tls key without cert", []string{"--config", writeConfig(t, "etcd: {endpoints: [http://a:1]}\n"), "--tls-key", abs("server.key")}, "--tls-cert and --tls-key go together"},
 		{"missing config file", []string{"--config", filepath.Join(t.TempDir(), "nope.yaml")}, "nope.yaml: no such file"},
 	}

@@ -120,6 +120,8 @@ func TestConfigErrorsNameTheFlag(t *testing.T) {
 		{"negative buffer", []string{"serve", endpoints, "--buffer-bytes", "-1"}, nil, "--buffer-bytes -1"},
 		{"buffer not a size", []string{"serve", endpoints, "--buffer-bytes", "lots"}, nil, "-buffer-bytes"},
 		{"buffer over max body", []string{"serve", endpoints, "--buffer-bytes", "2MiB", "--max-body-bytes", "1MiB"}, nil, "--buffer-bytes 2MiB must not exceed --max-body-bytes 1MiB"},
+		{"zero buffer budget", []string{"serve", endpoints, "--buffer-budget-bytes", "0"}, nil, "--buffer-budget-bytes 0"},
+		{"buffer budget under buffer", []string{"serve", endpoints, "--buffer-bytes", "2MiB", "--buffer-budget-bytes", "1MiB"}, nil, "--buffer-budget-bytes 1MiB must be at least --buffer-bytes 2MiB"},
 		{"zero max body", []string{"serve", endpoints, "--max-body-bytes", "0"}, nil, "--max-body-bytes 0"},
 		{"tiny max header", []string{"serve", endpoints, "--max-header-bytes", "10"}, nil, "--max-header-bytes 10"},
 		{"listen without port", []string{"serve", endpoints, "--listen", "127.0.0.1"}, nil, `--listen "127.0.0.1"`},

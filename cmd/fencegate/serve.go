@@ -54,32 +54,35 @@ type etcdConfig struct {
 
 // limits are the gateway's body and header limits.
 type limits struct {
-	bufferBytes    int64
-	maxBodyBytes   int64
-	maxHeaderBytes int
+	bufferBytes       int64
+	bufferBudgetBytes int64
+	maxBodyBytes      int64
+	maxHeaderBytes    int
 }
 
-// defaultLimits are the limits' defaults: an 8 MiB replay buffer, S3's
-// 5 GiB limit for a single PUT, and 64 KiB of headers.
+// defaultLimits are the limits' defaults: an 8 MiB replay buffer, 256 MiB
+// of buffered bodies for all requests together, S3's 5 GiB limit for a
+// single PUT, and 64 KiB of headers.
 func defaultLimits() limits {
-	return limits{bufferBytes: 8 << 20, maxBodyBytes: 5 << 30, maxHeaderBytes: 64 << 10}
+	return limits{bufferBytes: 8 << 20, bufferBudgetBytes: 256 << 20, maxBodyBytes: 5 << 30, maxHeaderBytes: 64 << 10}
 }
 
 // limitFlags are the values of the limits' flags.
-type limitFlags struct{ buffer, maxBody, maxHeader byteSize }
+type limitFlags struct{ buffer, bufferBudget, maxBody, maxHeader byteSize }
 
 // addLimitFlags adds the limits' flags, with their defaults, to fs.
 func addLimitFlags(fs *flag.FlagSet) *limitFlags {
 	d := defaultLimits()
-	l := &limitFlags{buffer: byteSize(d.bufferBytes), maxBody: byteSize(d.maxBodyBytes), maxHeader: byteSize(d.maxHeaderBytes)}
+	l := &limitFlags{buffer: byteSize(d.bufferBytes), bufferBudget: byteSize(d.bufferBudgetBytes), maxBody: byteSize(d.maxBodyBytes), maxHeader: byteSize(d.maxHeaderBytes)}
 	fs.Var(&l.buffer, "buffer-bytes", "largest body held in memory (`bytes`, such as 8MiB), so that a write that lost a race\ncan be retried; larger bodies stream, and a lost race on them is a retryable 409")
+	fs.Var(&l.bufferBudget, "buffer-budget-bytes", "most memory that the bodies held in memory (see --buffer-bytes) take, all requests'\ntogether (`bytes`); a body that finds it in use is refused with a retryable 503 gateway-busy")
 	fs.Var(&l.maxBody, "max-body-bytes", "largest request body accepted (`bytes`; 413 beyond)")
 	fs.Var(&l.maxHeader, "max-header-bytes", "largest request header block accepted (`bytes`; 431 beyond)")
 	return l
 }
 
 func (l *limitFlags) limits() limits {
-	return limits{bufferBytes: int64(l.buffer), maxBodyBytes: int64(l.maxBody), maxHeaderBytes: int(l.maxHeader)}
+	return limits{bufferBytes: int64(l.buffer), bufferBudgetBytes: int64(l.bufferBudget), maxBodyBytes: int64(l.maxBody), maxHeaderBytes: int(l.maxHeader)}
 }
 
 const serveDescription = `
@@ -295,12 +298,13 @@ func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.C
 		opts = append(opts, gateway.WithAuth(*f.auth))
 	}
 	gw, err := gateway.New(gateway.Config{
-		Logger:         logger,
-		BufferBytes:    lim.bufferBytes,
-		MaxBodyBytes:   lim.maxBodyBytes,
-		MaxHeaderBytes: lim.maxHeaderBytes,
-		TestHooks:      hooks,
-		Tracer:         tracer,
+		Logger:            logger,
+		BufferBytes:       lim.bufferBytes,
+		BufferBudgetBytes: lim.bufferBudgetBytes,
+		MaxBodyBytes:      lim.maxBodyBytes,
+		MaxHeaderBytes:    lim.maxHeaderBytes,
+		TestHooks:         hooks,
+		Tracer:            tracer,
 		Readiness: []gateway.Check{
 			{Name: "etcd", Probe: store.Ping},
 			{Name: "s3", Probe: objects.Ping},
@@ -432,6 +436,9 @@ func checkLimits(l limits) error {
 	if l.bufferBytes < 1 {
 		errs = append(errs, fmt.Errorf("--buffer-bytes %d: must be at least 1", l.bufferBytes))
 	}
+	if l.bufferBudgetBytes < 1 {
+		errs = append(errs, fmt.Errorf("--buffer-budget-bytes %d: must be at least 1", l.bufferBudgetBytes))
+	}
 	if l.maxBodyBytes < 1 {
 		errs = append(errs, fmt.Errorf("--max-body-bytes %d: must be at least 1", l.maxBodyBytes))
 	}
@@ -440,6 +447,9 @@ func checkLimits(l limits) error {
 	}
 	if len(errs) == 0 && l.bufferBytes > l.maxBodyBytes {
 		errs = append(errs, fmt.Errorf("--buffer-bytes %v must not exceed --max-body-bytes %v", byteSize(l.bufferBytes), byteSize(l.maxBodyBytes)))
+	}
+	if len(errs) == 0 && l.bufferBudgetBytes < l.bufferBytes {
+		errs = append(errs, fmt.Errorf("--buffer-budget-bytes %v must be at least --buffer-bytes %v", byteSize(l.bufferBudgetBytes), byteSize(l.bufferBytes)))
 	}
 	return errors.Join(errs...)
 }

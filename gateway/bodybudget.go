@@ -1,0 +1,132 @@
+package gateway
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sync/atomic"
+
+	"fencegate/api"
+)
+
+// bodyChunkBytes is the most memory a buffered body takes at a time: a
+// body is read into chunks of this size, each reserved from the budget
+// before it is allocated, so that a request holds about the bytes it has
+// sent, never what its Content-Length announces.
+const bodyChunkBytes = 64 << 10
+
+// firstChunkBytes is the first chunk of a body of unknown length
+// (chunked): chunks double from here up to bodyChunkBytes, so that a
+// small chunked body does not reserve a whole chunk. A body of known
+// length starts with a whole chunk, or its length if smaller.
+const firstChunkBytes = 4 << 10
+
+// bodyBudget bounds the bytes of request bodies that all requests
+// together hold in memory (Config.BufferBudgetBytes). Without it, N
+// clients that announce a body up to Config.BufferBytes and then send it
+// slowly, or not at all, would hold N times the buffer. Reservations are
+// made as bytes arrive and released when the request ends.
+type bodyBudget struct {
+	limit int64
+	used  atomic.Int64
+}
+
+// reserve takes n bytes from the budget, or reports false, having taken
+// nothing, when they do not fit.
+func (b *bodyBudget) reserve(n int64) bool {
+	for {
+		used := b.used.Load()
+		if used+n > b.limit {
+			return false
+		}
+		if b.used.CompareAndSwap(used, used+n) {
+			return true
+		}
+	}
+}
+
+// release gives back n bytes reserved before.
+func (b *bodyBudget) release(n int64) { b.used.Add(-n) }
+
+// errBudgetExhausted is the refusal of a body that the budget has no room
+// for. It is an api.ErrGatewayBusy: 503 with Retry-After.
+var errBudgetExhausted = fmt.Errorf("%w: the memory for buffered request bodies is in use by other requests", api.ErrGatewayBusy)
+
+// bufferedBody is a body read into chunks reserved from a budget.
+type bufferedBody struct {
+	budget   *bodyBudget
+	chunks   [][]byte
+	reserved int64
+	size     int64
+}
+
+// readInto reads r into chunks reserved from budget, up to its end or to
+// max bytes, whichever comes first. The first chunk is first bytes long
+// (at most max); each next one doubles, up to bodyChunkBytes. It returns
+// the body, which the caller releases, or errBudgetExhausted, or the
+// read's error, having released what it reserved.
+func readInto(budget *bodyBudget, r io.Reader, max, first int64) (*bufferedBody, error) {
+	b := &bufferedBody{budget: budget}
+	next := min(first, bodyChunkBytes)
+	for b.size < max {
+		size := min(next, max-b.size)
+		next = min(2*next, bodyChunkBytes)
+		if !budget.reserve(size) {
+			b.release()
+			return nil, errBudgetExhausted
+		}
+		b.reserved += size
+		buf := make([]byte, size)
+		n, err := fill(r, buf)
+		if n > 0 {
+			b.chunks = append(b.chunks, buf[:n])
+			b.size += int64(n)
+		}
+		switch {
+		case err == io.EOF:
+			return b, nil
+		case err != nil:
+			b.release()
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// fill reads r into buf until buf is full or r ends. Unlike io.ReadFull,
+// it returns io.EOF for an end before buf is full, and every other error
+// as it is (a body cut short is io.ErrUnexpectedEOF, not an end).
+func fill(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// reader reads the body from its start; each call starts again.
+func (b *bufferedBody) reader() io.Reader {
+	if len(b.chunks) == 1 {
+		return bytes.NewReader(b.chunks[0])
+	}
+	readers := make([]io.Reader, len(b.chunks))
+	for i, c := range b.chunks {
+		readers[i] = bytes.NewReader(c)
+	}
+	return io.MultiReader(readers...)
+}
+
+// release gives the body's memory back to the budget. The body must not
+// be read after.
+func (b *bufferedBody) release() {
+	if b == nil || b.reserved == 0 {
+		return
+	}
+	b.budget.release(b.reserved)
+	b.reserved = 0
+	b.chunks = nil
+}
