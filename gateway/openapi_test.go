@@ -426,13 +426,13 @@ func (s openAPIStores) Put(context.Context, api.PutObjectInput) (string, error) 
 func (s openAPIStores) Delete(context.Context, api.ObjectPath, string) error {
 	return s.errs["Delete"]
 }
-func (s openAPIStores) Get(context.Context, api.ObjectPath) (*api.Object, error) {
+func (s openAPIStores) Get(context.Context, api.GetObjectInput) (*api.Object, error) {
 	if err := s.errs["Get"]; err != nil {
 		return nil, err
 	}
 	return &api.Object{Body: io.NopCloser(strings.NewReader("hi")), Size: 2, ETag: `"e1"`, Token: 3}, nil
 }
-func (s openAPIStores) Head(context.Context, api.ObjectPath) (*api.Object, error) {
+func (s openAPIStores) Head(context.Context, api.GetObjectInput) (*api.Object, error) {
 	if err := s.errs["Head"]; err != nil {
 		return nil, err
 	}
