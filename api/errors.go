@@ -16,11 +16,18 @@ var (
 	ErrStaleToken             = errors.New("stale fencing token")
 	ErrConcurrentModification = errors.New("concurrent modification")
 	ErrNotFound               = errors.New("not found")
-	ErrBodyTooLarge           = errors.New("body too large")
-	ErrLengthRequired         = errors.New("length required")
-	ErrHeadersTooLarge        = errors.New("headers too large")
-	ErrMethodNotAllowed       = errors.New("method not allowed")
-	ErrTargetTooLong          = errors.New("request target too long")
+	// ErrPreconditionFailed means a read's If-Match or If-Unmodified-Since
+	// did not hold: S3 answered 412. (A conditional write that loses a
+	// race is ErrConcurrentModification instead.)
+	ErrPreconditionFailed = errors.New("precondition failed")
+	// ErrRangeNotSatisfiable means a read's byte range starts past the
+	// object's end: S3 answered 416.
+	ErrRangeNotSatisfiable = errors.New("range not satisfiable")
+	ErrBodyTooLarge        = errors.New("body too large")
+	ErrLengthRequired      = errors.New("length required")
+	ErrHeadersTooLarge     = errors.New("headers too large")
+	ErrMethodNotAllowed    = errors.New("method not allowed")
+	ErrTargetTooLong       = errors.New("request target too long")
 	// ErrUnavailable means the fence check could not be completed: the
 	// token store was unreachable, timed out, or its outcome is unknown.
 	// Nothing was forwarded.
@@ -107,6 +114,8 @@ var classes = []class{
 	{ErrStaleToken, "stale-token", "Stale fencing token", http.StatusConflict, false},
 	{ErrConcurrentModification, "concurrent-modification", "Concurrent modification", http.StatusConflict, true},
 	{ErrNotFound, "not-found", "Not found", http.StatusNotFound, false},
+	{ErrPreconditionFailed, "precondition-failed", "Precondition failed", http.StatusPreconditionFailed, false},
+	{ErrRangeNotSatisfiable, "range-not-satisfiable", "Range not satisfiable", http.StatusRequestedRangeNotSatisfiable, false},
 	{ErrBodyTooLarge, "body-too-large", "Request body too large", http.StatusRequestEntityTooLarge, false},
 	{ErrLengthRequired, "length-required", "Content-Length required", http.StatusLengthRequired, false},
 	{ErrHeadersTooLarge, "headers-too-large", "Request headers too large", http.StatusRequestHeaderFieldsTooLarge, false},

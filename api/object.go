@@ -55,14 +55,45 @@ type PutObjectInput struct {
 	UnsafeUnconditional bool
 }
 
+// GetObjectInput is one read (GET or HEAD) with the client's byte range
+// and preconditions, which the backend sends on to S3 for S3 to decide.
+// The gateway validates and rewrites them first; the zero value of every
+// field but Path means "none": the whole object, unconditionally.
+type GetObjectInput struct {
+	Path ObjectPath
+	// Range is one byte range in canonical form: "bytes=2-5", "bytes=7-"
+	// or "bytes=-3". Empty means the whole object. HEAD ignores it.
+	Range string
+	// IfMatch and IfNoneMatch are "*" or a comma-separated list of quoted
+	// entity tags. A failed If-Match is ErrPreconditionFailed; a failed
+	// If-None-Match is Object.NotModified.
+	IfMatch     string
+	IfNoneMatch string
+	// IfModifiedSince and IfUnmodifiedSince are HTTP dates (second
+	// precision). A failed If-Modified-Since is Object.NotModified; a
+	// failed If-Unmodified-Since is ErrPreconditionFailed.
+	IfModifiedSince   time.Time
+	IfUnmodifiedSince time.Time
+}
+
 // Object is an object's content and metadata, as read back.
 type Object struct {
-	// Body is the content; nil on HEAD. The caller closes it.
-	Body         io.ReadCloser
+	// Body is the content, or the range of it that ContentRange names;
+	// nil on HEAD and when NotModified. The caller closes it.
+	Body io.ReadCloser
+	// Size is the length of Body (of the range, for a partial read).
 	Size         int64
 	ContentType  string
 	ETag         string
 	LastModified time.Time
 	// Token is the fencing token recorded on the object, zero if none.
 	Token Token
+	// ContentRange is S3's Content-Range for a partial read, such as
+	// "bytes 2-5/10"; empty when Body is the whole object.
+	ContentRange string
+	// NotModified is true when the read's If-None-Match or
+	// If-Modified-Since did not hold (S3 answered 304). It is a result,
+	// not an error: Body is nil, Size zero, and ETag, LastModified and
+	// Token describe the current object.
+	NotModified bool
 }

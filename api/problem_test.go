@@ -29,6 +29,8 @@ func TestProblemGolden(t *testing.T) {
 		{"missing-token", ErrMissingToken},
 		{"malformed-token", fmt.Errorf("%w: empty", ErrMalformedToken)},
 		{"concurrent-modification", fmt.Errorf("s3 put dev/k: %w: 412", ErrConcurrentModification)},
+		{"precondition-failed", fmt.Errorf("s3 get dev/greeting: %w: api error PreconditionFailed", ErrPreconditionFailed)},
+		{"range-not-satisfiable", fmt.Errorf("s3 get dev/greeting: %w: api error InvalidRange", ErrRangeNotSatisfiable)},
 		{"fence-unavailable", fmt.Errorf("fence check s3/dev/k: %w: context deadline exceeded", ErrUnavailable)},
 		{"upstream-timeout", fmt.Errorf("s3 put dev/k: %w: %w", ErrUpstreamTimeout, ErrUpstream)},
 		{"gateway-busy", fmt.Errorf("%w: the memory for buffered request bodies is in use by other requests", ErrGatewayBusy)},

@@ -364,18 +364,20 @@ func (m *memObjects) Delete(_ context.Context, p api.ObjectPath, etag string) er
 	return nil
 }
 
-func (m *memObjects) Get(ctx context.Context, p api.ObjectPath) (*api.Object, error) {
-	obj, err := m.Head(ctx, p)
+// Get ignores in's range and preconditions.
+func (m *memObjects) Get(ctx context.Context, in api.GetObjectInput) (*api.Object, error) {
+	obj, err := m.Head(ctx, in)
 	if err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	obj.Body = io.NopCloser(strings.NewReader(string(m.objects[p].body)))
+	obj.Body = io.NopCloser(strings.NewReader(string(m.objects[in.Path].body)))
 	return obj, nil
 }
 
-func (m *memObjects) Head(_ context.Context, p api.ObjectPath) (*api.Object, error) {
+func (m *memObjects) Head(_ context.Context, in api.GetObjectInput) (*api.Object, error) {
+	p := in.Path
 	m.calls.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()

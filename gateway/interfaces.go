@@ -39,8 +39,14 @@ type ObjectWriter interface {
 
 // ObjectReader reads objects. The S3 backend implements it.
 type ObjectReader interface {
-	Get(ctx context.Context, path api.ObjectPath) (*api.Object, error)
-	Head(ctx context.Context, path api.ObjectPath) (*api.Object, error)
+	// Get reads in.Path, or the byte range in.Range, if in's
+	// preconditions hold. A failed If-None-Match or If-Modified-Since is
+	// a result, api.Object.NotModified; a failed If-Match or
+	// If-Unmodified-Since is api.ErrPreconditionFailed, a range past the
+	// end api.ErrRangeNotSatisfiable.
+	Get(ctx context.Context, in api.GetObjectInput) (*api.Object, error)
+	// Head is Get without the body; it ignores in.Range.
+	Head(ctx context.Context, in api.GetObjectInput) (*api.Object, error)
 }
 
 // ObjectStore is what the object routes need of a backend.

@@ -113,7 +113,7 @@ func newMetrics(bodies *bodyBudget) *metrics {
 		}, []string{"operation"}),
 		s3Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fencegate_s3_request_duration_seconds",
-			Help:    "S3 requests, by operation (observe, put, delete, get, head) and result (ok, precondition_failed, not_found, error). A get is timed to its answer's headers, not to the end of its body.",
+			Help:    "S3 requests, by operation (observe, put, delete, get, head) and result (ok, precondition_failed: a lost race or a read's failed precondition or unsatisfiable range, not_found, error). A get is timed to its answer's headers, not to the end of its body.",
 			Buckets: latencyBuckets,
 		}, []string{"operation", "result"}),
 		lostRaces: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -325,6 +325,9 @@ func (o *instrumentedObjects) done(operation string, start time.Time, span trace
 	case errors.Is(err, api.ErrConcurrentModification):
 		result = s3PreconditionFailed
 		o.m.lostRaces.WithLabelValues(operation).Inc()
+	case errors.Is(err, api.ErrPreconditionFailed), errors.Is(err, api.ErrRangeNotSatisfiable):
+		// A read's client asked for it: S3 did its job.
+		result = s3PreconditionFailed
 	case errors.Is(err, api.ErrNotFound):
 		result = s3NotFound
 	default:
@@ -355,16 +358,16 @@ func (o *instrumentedObjects) Delete(ctx context.Context, path api.ObjectPath, e
 	return err
 }
 
-func (o *instrumentedObjects) Get(ctx context.Context, path api.ObjectPath) (*api.Object, error) {
-	ctx, span, start := o.start(ctx, "s3 get", path.Bucket)
-	obj, err := o.ObjectStore.Get(ctx, path)
+func (o *instrumentedObjects) Get(ctx context.Context, in api.GetObjectInput) (*api.Object, error) {
+	ctx, span, start := o.start(ctx, "s3 get", in.Path.Bucket)
+	obj, err := o.ObjectStore.Get(ctx, in)
 	o.done("get", start, span, err)
 	return obj, err
 }
 
-func (o *instrumentedObjects) Head(ctx context.Context, path api.ObjectPath) (*api.Object, error) {
-	ctx, span, start := o.start(ctx, "s3 head", path.Bucket)
-	obj, err := o.ObjectStore.Head(ctx, path)
+func (o *instrumentedObjects) Head(ctx context.Context, in api.GetObjectInput) (*api.Object, error) {
+	ctx, span, start := o.start(ctx, "s3 head", in.Path.Bucket)
+	obj, err := o.ObjectStore.Head(ctx, in)
 	o.done("head", start, span, err)
 	return obj, err
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"fencegate/api"
@@ -278,11 +277,16 @@ func (g *Gateway) deleteObject(w http.ResponseWriter, r *http.Request) {
 }
 
 // getObject passes GET and HEAD through, with the object's recorded token
-// in X-Fence-Token.
+// in X-Fence-Token, and the client's Range and preconditions as readInput
+// validates them: S3's 206, 304, 412 and 416 reach the client.
 func (g *Gateway) getObject(w http.ResponseWriter, r *http.Request) {
 	path, err := objectPath(r)
 	if err == nil {
 		err = g.authorize(r.Context(), OpRead, path.Resource())
+	}
+	var in api.GetObjectInput
+	if err == nil {
+		in, err = readInput(r, path)
 	}
 	if err != nil {
 		g.writeError(w, r, err)
@@ -290,9 +294,9 @@ func (g *Gateway) getObject(w http.ResponseWriter, r *http.Request) {
 	}
 	var obj *api.Object
 	if r.Method == http.MethodHead {
-		obj, err = g.objects.Head(r.Context(), path)
+		obj, err = g.objects.Head(r.Context(), in)
 	} else {
-		obj, err = g.objects.Get(r.Context(), path)
+		obj, err = g.objects.Get(r.Context(), in)
 	}
 	if err != nil {
 		g.writeError(w, r, err)
@@ -301,19 +305,7 @@ func (g *Gateway) getObject(w http.ResponseWriter, r *http.Request) {
 	if obj.Body != nil {
 		defer obj.Body.Close()
 	}
-	h := w.Header()
-	h.Set("Content-Length", strconv.FormatInt(obj.Size, 10))
-	h.Set("ETag", obj.ETag)
-	if obj.ContentType != "" {
-		h.Set("Content-Type", obj.ContentType)
-	}
-	if !obj.LastModified.IsZero() {
-		h.Set("Last-Modified", obj.LastModified.UTC().Format(http.TimeFormat))
-	}
-	if obj.Token != 0 {
-		h.Set(api.HeaderFenceToken, obj.Token.String())
-	}
-	w.WriteHeader(http.StatusOK)
+	w.WriteHeader(setObjectHeaders(w.Header(), obj))
 	if obj.Body != nil {
 		if _, err := io.Copy(w, obj.Body); err != nil {
 			g.logger(r.Context()).Warn("object read interrupted", "bucket", path.Bucket, "key", path.Key, "err", err)

@@ -396,6 +396,10 @@ type openAPIStores struct {
 	cached api.Token // CachedHighWaterMark, zero: none
 	exists bool      // Observe finds the object
 	replay bool      // AdmitPartner answers a stored response
+	// Get answers bytes 0-1 of a larger object (206).
+	partial bool
+	// Get and Head answer NotModified (304).
+	notModified bool
 }
 
 var (
@@ -426,15 +430,25 @@ func (s openAPIStores) Put(context.Context, api.PutObjectInput) (string, error) 
 func (s openAPIStores) Delete(context.Context, api.ObjectPath, string) error {
 	return s.errs["Delete"]
 }
-func (s openAPIStores) Get(context.Context, api.ObjectPath) (*api.Object, error) {
+func (s openAPIStores) Get(context.Context, api.GetObjectInput) (*api.Object, error) {
 	if err := s.errs["Get"]; err != nil {
 		return nil, err
 	}
-	return &api.Object{Body: io.NopCloser(strings.NewReader("hi")), Size: 2, ETag: `"e1"`, Token: 3}, nil
+	if s.notModified {
+		return &api.Object{NotModified: true, ETag: `"e1"`, Token: 3}, nil
+	}
+	obj := &api.Object{Body: io.NopCloser(strings.NewReader("hi")), Size: 2, ETag: `"e1"`, Token: 3}
+	if s.partial {
+		obj.ContentRange = "bytes 0-1/10"
+	}
+	return obj, nil
 }
-func (s openAPIStores) Head(context.Context, api.ObjectPath) (*api.Object, error) {
+func (s openAPIStores) Head(context.Context, api.GetObjectInput) (*api.Object, error) {
 	if err := s.errs["Head"]; err != nil {
 		return nil, err
+	}
+	if s.notModified {
+		return &api.Object{NotModified: true, ETag: `"e1"`, Token: 3}, nil
 	}
 	return &api.Object{Size: 2, ETag: `"e1"`, Token: 3}, nil
 }
@@ -542,6 +556,13 @@ func TestOpenAPIAnswers(t *testing.T) {
 		{name: "get missing", method: "GET", target: "/v1/objects/dev/k", stores: errs("Get", api.ErrNotFound), wantStatus: 404, wantType: "not-found"},
 		{name: "head", method: "HEAD", target: "/v1/objects/dev/k", wantStatus: 200},
 		{name: "head missing", method: "HEAD", target: "/v1/objects/dev/k", stores: errs("Head", api.ErrNotFound), wantStatus: 404},
+		{name: "get range", method: "GET", target: "/v1/objects/dev/k", header: map[string]string{"Range": "bytes=0-1"}, stores: openAPIStores{partial: true}, wantStatus: 206},
+		{name: "get not modified", method: "GET", target: "/v1/objects/dev/k", header: map[string]string{"If-None-Match": `"e1"`}, stores: openAPIStores{notModified: true}, wantStatus: 304},
+		{name: "get bad If-Match", method: "GET", target: "/v1/objects/dev/k", header: map[string]string{"If-Match": "e1"}, wantStatus: 400, wantType: "invalid-request"},
+		{name: "get precondition failed", method: "GET", target: "/v1/objects/dev/k", header: map[string]string{"If-Match": `"e0"`}, stores: errs("Get", api.ErrPreconditionFailed), wantStatus: 412, wantType: "precondition-failed"},
+		{name: "get range not satisfiable", method: "GET", target: "/v1/objects/dev/k", header: map[string]string{"Range": "bytes=20-"}, stores: errs("Get", api.ErrRangeNotSatisfiable), wantStatus: 416, wantType: "range-not-satisfiable"},
+		{name: "head not modified", method: "HEAD", target: "/v1/objects/dev/k", header: map[string]string{"If-None-Match": `"e1"`}, stores: openAPIStores{notModified: true}, wantStatus: 304},
+		{name: "head precondition failed", method: "HEAD", target: "/v1/objects/dev/k", header: map[string]string{"If-Match": `"e0"`}, stores: errs("Head", api.ErrPreconditionFailed), wantStatus: 412},
 		{name: "fence", method: "GET", target: "/v1/fences/s3/dev/k", wantStatus: 200},
 		{name: "fence unavailable", method: "GET", target: "/v1/fences/s3/dev/k", stores: errs("HighWaterMark", api.ErrUnavailable), wantStatus: 503, wantType: "fence-unavailable"},
 

@@ -279,6 +279,31 @@ func TestObjects(t *testing.T) {
 	if string(body) != "v7" || obj.Token != 7 || obj.ETag == "" || obj.Size != 2 {
 		t.Fatalf("GetObject = %q, %+v", body, obj)
 	}
+	for _, tt := range []struct {
+		opt                client.GetOption
+		body, contentRange string
+		err                error
+	}{
+		{opt: client.Range(1, 1), body: "7", contentRange: "bytes 1-1/2"},
+		{opt: client.Range(0, -1), body: "v7", contentRange: "bytes 0-1/2"},
+		{opt: client.Range(5, -1), err: api.ErrRangeNotSatisfiable},
+	} {
+		obj, err := c.GetObject(ctx, e.bucket, key, tt.opt)
+		if tt.err != nil {
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("GetObject(range) = %v; want %v", err, tt.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(obj.Body)
+		obj.Body.Close()
+		if string(body) != tt.body || obj.ContentRange != tt.contentRange || obj.Token != 7 {
+			t.Fatalf("GetObject(range) = %q, %+v; want %q, Content-Range %q, token 7", body, obj, tt.body, tt.contentRange)
+		}
+	}
 	if b, tok, _ := e.stored(t, key); b != "v7" || tok != "7" {
 		t.Fatalf("S3 holds %q with token %q", b, tok)
 	}

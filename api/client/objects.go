@@ -64,19 +64,40 @@ func (c *Client) DeleteObject(ctx context.Context, bucket, key string, token api
 	return resp.Body.Close()
 }
 
-// GetObject reads bucket/key. The caller closes the object's Body. Token
-// is the fencing token recorded on the object (zero: none). An absent
-// object is an error wrapping api.ErrNotFound.
-func (c *Client) GetObject(ctx context.Context, bucket, key string) (*api.Object, error) {
-	resp, err := c.send(ctx, request{method: http.MethodGet, path: objectPath(bucket, key)}, http.StatusOK)
+// GetOption changes what GetObject asks for.
+type GetOption func(http.Header)
+
+// Range asks GetObject for the bytes from first to last, inclusive; a
+// negative last means to the end. A range that starts past the end is an
+// error wrapping api.ErrRangeNotSatisfiable; the object's ContentRange
+// says which bytes came (empty when the gateway sent the whole object).
+func Range(first, last int64) GetOption {
+	value := "bytes=" + strconv.FormatInt(first, 10) + "-"
+	if last >= 0 {
+		value += strconv.FormatInt(last, 10)
+	}
+	return func(h http.Header) { h.Set("Range", value) }
+}
+
+// GetObject reads bucket/key, or the part of it that a Range option names.
+// The caller closes the object's Body. Token is the fencing token
+// recorded on the object (zero: none). An absent object is an error
+// wrapping api.ErrNotFound.
+func (c *Client) GetObject(ctx context.Context, bucket, key string, opts ...GetOption) (*api.Object, error) {
+	header := http.Header{}
+	for _, opt := range opts {
+		opt(header)
+	}
+	resp, err := c.send(ctx, request{method: http.MethodGet, path: objectPath(bucket, key), header: header}, http.StatusOK, http.StatusPartialContent)
 	if err != nil {
 		return nil, err
 	}
 	obj := &api.Object{
-		Body:        resp.Body,
-		Size:        resp.ContentLength,
-		ContentType: resp.Header.Get("Content-Type"),
-		ETag:        resp.Header.Get("ETag"),
+		Body:         resp.Body,
+		Size:         resp.ContentLength,
+		ContentType:  resp.Header.Get("Content-Type"),
+		ETag:         resp.Header.Get("ETag"),
+		ContentRange: resp.Header.Get("Content-Range"),
 	}
 	if t, err := time.Parse(http.TimeFormat, resp.Header.Get("Last-Modified")); err == nil {
 		obj.LastModified = t

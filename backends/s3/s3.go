@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"fencegate/api"
 )
@@ -128,7 +129,7 @@ var errNoETag = errors.New("the object exists without an ETag, so no conditional
 // token, or Exists false when there is no object. An object that exists
 // without an ETag is an api.ErrUpstream (see errNoETag), never a version.
 func (c *Client) Observe(ctx context.Context, p api.ObjectPath) (api.ObjectVersion, error) {
-	obj, err := c.Head(ctx, p)
+	obj, err := c.head(ctx, api.GetObjectInput{Path: p})
 	if errors.Is(err, api.ErrNotFound) {
 		return api.ObjectVersion{}, nil
 	}
@@ -229,9 +230,124 @@ func (c *Client) Delete(ctx context.Context, p api.ObjectPath, etag string) erro
 	return nil
 }
 
-// Get reads the object. The caller closes its Body.
-func (c *Client) Get(ctx context.Context, p api.ObjectPath) (*api.Object, error) {
-	out, err := c.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(p.Bucket), Key: aws.String(p.Key)})
+// Get reads the object, or the range of it that in.Range names, if in's
+// preconditions hold. The caller closes its Body. S3's 304 is a result,
+// Object.NotModified, with the current version's ETag, Last-Modified and
+// token (see withCurrentVersion); its 412 is api.ErrPreconditionFailed and
+// its 416 api.ErrRangeNotSatisfiable.
+func (c *Client) Get(ctx context.Context, in api.GetObjectInput) (*api.Object, error) {
+	return c.withCurrentVersion(ctx, in, c.get)
+}
+
+// Head reads the object's metadata, if in's preconditions hold (in.Range
+// is ignored). Its answers are Get's, without a Body.
+func (c *Client) Head(ctx context.Context, in api.GetObjectInput) (*api.Object, error) {
+	return c.withCurrentVersion(ctx, in, c.head)
+}
+
+// notModifiedAttempts bounds the conditional reads of withCurrentVersion.
+const notModifiedAttempts = 3
+
+// withCurrentVersion runs read, and completes a 304 that does not carry
+// the object's recorded token. S3 servers answer 304 with few headers
+// (versitygw with none of ETag, Last-Modified or metadata), but the
+// client's 304 must say which token the version it holds was written
+// with. A HEAD without conditions then reads the current version, and it
+// answers the 304 only if the client's preconditions still say "not
+// modified" for that version (stillNotModified): the 304 then describes a
+// version that was current at the HEAD, with its own token, never another
+// version's. If the object changed in between, the read starts again, at
+// most notModifiedAttempts times; after that it is an api.ErrUpstream.
+func (c *Client) withCurrentVersion(ctx context.Context, in api.GetObjectInput, read func(context.Context, api.GetObjectInput) (*api.Object, error)) (*api.Object, error) {
+	for attempt := 1; ; attempt++ {
+		obj, err := read(ctx, in)
+		if err != nil || !obj.NotModified || obj.Token != 0 {
+			return obj, err
+		}
+		current, err := c.head(ctx, api.GetObjectInput{Path: in.Path})
+		if err != nil && !errors.Is(err, api.ErrNotFound) { // not found: deleted since; read again
+			return nil, err
+		}
+		if err == nil && stillNotModified(in, obj, current) {
+			current.NotModified, current.Size, current.ContentType = true, 0, ""
+			return current, nil
+		}
+		if attempt == notModifiedAttempts {
+			return nil, fmt.Errorf("s3 get %s/%s: %w: the object changed during each of %d conditional reads",
+				in.Path.Bucket, in.Path.Key, api.ErrUpstream, notModifiedAttempts)
+		}
+	}
+}
+
+// stillNotModified reports whether current, read after S3 answered 304
+// (answer) to in, is a version for which in's preconditions still give
+// 304: the version S3's answer named, if it named one; else one that
+// passes in's If-Match and matches its If-None-Match, or, without
+// If-None-Match, was not modified after its If-Modified-Since (RFC 9110
+// section 13.2.2, at the one-second precision of HTTP dates).
+func stillNotModified(in api.GetObjectInput, answer, current *api.Object) bool {
+	switch {
+	case answer.ETag != "":
+		return current.ETag == answer.ETag
+	case in.IfMatch != "" && !matchesEntityTag(in.IfMatch, current.ETag, false):
+		return false
+	case in.IfNoneMatch != "":
+		return matchesEntityTag(in.IfNoneMatch, current.ETag, true)
+	case !in.IfModifiedSince.IsZero():
+		return !current.LastModified.Truncate(time.Second).After(in.IfModifiedSince)
+	}
+	return false
+}
+
+// matchesEntityTag reports whether list ("*" or comma-separated entity
+// tags) matches etag, by weak or strong comparison (RFC 9110 section
+// 8.8.3.2): strong comparison never matches a weak tag.
+func matchesEntityTag(list, etag string, weak bool) bool {
+	if strings.TrimSpace(list) == "*" {
+		return etag != ""
+	}
+	if !weak && strings.HasPrefix(etag, "W/") {
+		return false
+	}
+	etag = strings.TrimPrefix(etag, "W/")
+	for _, tag := range strings.Split(list, ",") {
+		tag = strings.TrimSpace(tag)
+		if strings.HasPrefix(tag, "W/") {
+			if !weak {
+				continue
+			}
+			tag = tag[2:]
+		}
+		if tag == etag {
+			return true
+		}
+	}
+	return false
+}
+
+// get is Get without withCurrentVersion.
+func (c *Client) get(ctx context.Context, in api.GetObjectInput) (*api.Object, error) {
+	p := in.Path
+	get := &s3.GetObjectInput{Bucket: aws.String(p.Bucket), Key: aws.String(p.Key)}
+	if in.Range != "" {
+		get.Range = aws.String(in.Range)
+	}
+	if in.IfMatch != "" {
+		get.IfMatch = aws.String(in.IfMatch)
+	}
+	if in.IfNoneMatch != "" {
+		get.IfNoneMatch = aws.String(in.IfNoneMatch)
+	}
+	if !in.IfModifiedSince.IsZero() {
+		get.IfModifiedSince = aws.Time(in.IfModifiedSince)
+	}
+	if !in.IfUnmodifiedSince.IsZero() {
+		get.IfUnmodifiedSince = aws.Time(in.IfUnmodifiedSince)
+	}
+	out, err := c.s3.GetObject(ctx, get)
+	if obj, ok := notModified(err); ok {
+		return obj, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("s3 get %s/%s: %w", p.Bucket, p.Key, mapReadError(err))
 	}
@@ -242,13 +358,15 @@ func (c *Client) Get(ctx context.Context, p api.ObjectPath) (*api.Object, error)
 		ETag:         aws.ToString(out.ETag),
 		LastModified: aws.ToTime(out.LastModified),
 		Token:        recordedToken(out.Metadata),
+		ContentRange: aws.ToString(out.ContentRange),
 	}, nil
 }
 
-// Head reads the object's metadata.
-func (c *Client) Head(ctx context.Context, p api.ObjectPath) (*api.Object, error) {
+// head is Head without withCurrentVersion.
+func (c *Client) head(ctx context.Context, in api.GetObjectInput) (*api.Object, error) {
+	p := in.Path
 	if c.signed != nil {
-		obj, sdk, err := c.signed.head(ctx, p)
+		obj, sdk, err := c.signed.head(ctx, in)
 		if err != nil {
 			return nil, fmt.Errorf("s3 head %s/%s: %w", p.Bucket, p.Key, mapReadError(err))
 		}
@@ -256,7 +374,23 @@ func (c *Client) Head(ctx context.Context, p api.ObjectPath) (*api.Object, error
 			return obj, nil
 		}
 	}
-	out, err := c.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(p.Bucket), Key: aws.String(p.Key)})
+	head := &s3.HeadObjectInput{Bucket: aws.String(p.Bucket), Key: aws.String(p.Key)}
+	if in.IfMatch != "" {
+		head.IfMatch = aws.String(in.IfMatch)
+	}
+	if in.IfNoneMatch != "" {
+		head.IfNoneMatch = aws.String(in.IfNoneMatch)
+	}
+	if !in.IfModifiedSince.IsZero() {
+		head.IfModifiedSince = aws.Time(in.IfModifiedSince)
+	}
+	if !in.IfUnmodifiedSince.IsZero() {
+		head.IfUnmodifiedSince = aws.Time(in.IfUnmodifiedSince)
+	}
+	out, err := c.s3.HeadObject(ctx, head)
+	if obj, ok := notModified(err); ok {
+		return obj, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("s3 head %s/%s: %w", p.Bucket, p.Key, mapReadError(err))
 	}
@@ -267,6 +401,29 @@ func (c *Client) Head(ctx context.Context, p api.ObjectPath) (*api.Object, error
 		LastModified: aws.ToTime(out.LastModified),
 		Token:        recordedToken(out.Metadata),
 	}, nil
+}
+
+// notModified turns the SDK's error for S3's 304 into the result it is:
+// the SDK reports every answer outside 2xx as an error, a 304 included.
+func notModified(err error) (*api.Object, bool) {
+	var respErr *smithyhttp.ResponseError
+	if !errors.As(err, &respErr) || respErr.Response == nil || respErr.Response.StatusCode != http.StatusNotModified {
+		return nil, false
+	}
+	return notModifiedObject(respErr.Response.Header), true
+}
+
+// notModifiedObject is the result of a 304 with header: the current
+// ETag, Last-Modified and recorded token, as S3 gave them.
+func notModifiedObject(h http.Header) *api.Object {
+	obj := &api.Object{NotModified: true, ETag: h.Get("ETag")}
+	if t, err := http.ParseTime(h.Get("Last-Modified")); err == nil {
+		obj.LastModified = t
+	}
+	if t, err := api.ParseToken(h.Get(fenceTokenHeader)); err == nil {
+		obj.Token = t
+	}
+	return obj
 }
 
 // Ping checks that S3 answers and the credentials are accepted, by listing
@@ -313,17 +470,28 @@ func mapWriteError(err error) error {
 	return mapTransportError(err)
 }
 
-// mapReadError maps the failure of a read.
+// mapReadError maps the failure of a read: S3's 404 (NoSuchKey, or a
+// HEAD's bodiless NotFound), its 412 to a read's If-Match or
+// If-Unmodified-Since, and its 416 (InvalidRange) to a range past the end.
 func mapReadError(err error) error {
 	var apiErr smithy.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode() {
 		case "NoSuchKey", "NoSuchBucket", "NotFound":
 			return fmt.Errorf("%w: %w", api.ErrNotFound, err)
+		case "PreconditionFailed":
+			return fmt.Errorf("%w: %w", api.ErrPreconditionFailed, err)
+		case "InvalidRange":
+			return fmt.Errorf("%w: %w", api.ErrRangeNotSatisfiable, err)
 		}
 	}
-	if statusCode(err) == http.StatusNotFound {
+	switch statusCode(err) {
+	case http.StatusNotFound:
 		return fmt.Errorf("%w: %w", api.ErrNotFound, err)
+	case http.StatusPreconditionFailed:
+		return fmt.Errorf("%w: %w", api.ErrPreconditionFailed, err)
+	case http.StatusRequestedRangeNotSatisfiable:
+		return fmt.Errorf("%w: %w", api.ErrRangeNotSatisfiable, err)
 	}
 	return mapTransportError(err)
 }

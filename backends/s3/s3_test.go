@@ -88,7 +88,7 @@ func TestConditionalWritesOnRealS3(t *testing.T) {
 	if err != nil || info.UserMetadata["Fence-Token"] != "4" || info.ContentType != "text/plain" {
 		t.Fatalf("minio stat = %+v, %v; want fence-token 4, text/plain", info.UserMetadata, err)
 	}
-	obj, err := c.Get(ctx, p)
+	obj, err := c.Get(ctx, api.GetObjectInput{Path: p})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestConditionalWritesOnRealS3(t *testing.T) {
 	if _, err := put(ctx, c, p, "x", 5, v); !errors.Is(err, api.ErrConcurrentModification) {
 		t.Fatalf("If-Match put on a deleted object = %v; want ErrConcurrentModification", err)
 	}
-	if _, err := c.Head(ctx, p); !errors.Is(err, api.ErrNotFound) {
+	if _, err := c.Head(ctx, api.GetObjectInput{Path: p}); !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("Head of a deleted object = %v; want ErrNotFound", err)
 	}
 	missingBucket := api.ObjectPath{Bucket: "no-such-bucket", Key: "k"}

@@ -264,13 +264,28 @@ func (s *signedHTTP) put(ctx context.Context, in api.PutObjectInput, cond condit
 	return resp.Header.Get("ETag"), false, nil
 }
 
-// head is Client.Head on the signed path; see put for sdk.
-func (s *signedHTTP) head(ctx context.Context, p api.ObjectPath) (obj *api.Object, sdk bool, err error) {
+// head is Client.Head on the signed path, with in's preconditions (as the
+// SDK sends them); see put for sdk.
+func (s *signedHTTP) head(ctx context.Context, in api.GetObjectInput) (obj *api.Object, sdk bool, err error) {
+	p := in.Path
 	ep := s.endpoint(ctx, p.Bucket)
 	if ep.sdk {
 		return nil, true, nil
 	}
-	req, err := s.newRequest(ctx, ep, http.MethodHead, p.Key, "", nil, 0, func(http.Header) {})
+	req, err := s.newRequest(ctx, ep, http.MethodHead, p.Key, "", nil, 0, func(h http.Header) {
+		if in.IfMatch != "" {
+			h["If-Match"] = []string{in.IfMatch}
+		}
+		if in.IfNoneMatch != "" {
+			h["If-None-Match"] = []string{in.IfNoneMatch}
+		}
+		if !in.IfModifiedSince.IsZero() {
+			h["If-Modified-Since"] = []string{in.IfModifiedSince.UTC().Format(http.TimeFormat)}
+		}
+		if !in.IfUnmodifiedSince.IsZero() {
+			h["If-Unmodified-Since"] = []string{in.IfUnmodifiedSince.UTC().Format(http.TimeFormat)}
+		}
+	})
 	if err != nil {
 		return nil, false, err
 	}
@@ -279,6 +294,9 @@ func (s *signedHTTP) head(ctx context.Context, p api.ObjectPath) (obj *api.Objec
 		return nil, false, err
 	}
 	defer discard(resp.Body)
+	if resp.StatusCode == http.StatusNotModified {
+		return notModifiedObject(resp.Header), false, nil
+	}
 	if resp.StatusCode/100 != 2 {
 		return nil, false, s.readResponseError("HeadObject", resp)
 	}

@@ -138,19 +138,19 @@ func TestSignedPathErrorMappingOnRealS3(t *testing.T) {
 				})
 			}
 
-			obj, err := c.Head(ctx, p)
+			obj, err := c.Head(ctx, api.GetObjectInput{Path: p})
 			if err != nil || obj.Token != 8 || obj.Size != 3 || obj.ContentType != "text/plain" || obj.LastModified.IsZero() || !strings.HasPrefix(obj.ETag, `"`) {
 				t.Fatalf("Head = %+v, %v; want token 8, size 3, text/plain, a time and a quoted ETag", obj, err)
 			}
 			for _, absent := range []api.ObjectPath{deleted, {Bucket: "no-such-bucket", Key: "k"}} {
-				if _, err := c.Head(ctx, absent); !errors.Is(err, api.ErrNotFound) {
+				if _, err := c.Head(ctx, api.GetObjectInput{Path: absent}); !errors.Is(err, api.ErrNotFound) {
 					t.Fatalf("Head(%v) = %v; want ErrNotFound", absent, err)
 				}
 				if v, err := c.Observe(ctx, absent); err != nil || v.Exists {
 					t.Fatalf("Observe(%v) = %+v, %v; want absent", absent, v, err)
 				}
 			}
-			if _, err := badSecret.Head(ctx, p); !errors.Is(err, api.ErrUpstream) || errors.Is(err, api.ErrNotFound) {
+			if _, err := badSecret.Head(ctx, api.GetObjectInput{Path: p}); !errors.Is(err, api.ErrUpstream) || errors.Is(err, api.ErrNotFound) {
 				t.Fatalf("Head with a wrong secret = %v; want ErrUpstream", err)
 			}
 		})
@@ -180,7 +180,7 @@ func TestSignedPathSendsWhatTheSDKSends(t *testing.T) {
 			t.Fatalf("%s: If-Match put: %v", path.name, err)
 		}
 		sent[path.name] = append(sent[path.name], rec.last(t))
-		if _, err := path.client.Head(ctx, p); err != nil {
+		if _, err := path.client.Head(ctx, api.GetObjectInput{Path: p}); err != nil {
 			t.Fatalf("%s: head: %v", path.name, err)
 		}
 		sent[path.name] = append(sent[path.name], rec.last(t))
@@ -299,7 +299,7 @@ func TestSignedPathCorrectsClockSkew(t *testing.T) {
 			t.Fatalf("Put %d after the refusal = %q, %v; want accepted", i+2, etag, err)
 		}
 	}
-	if _, err := c.Head(context.Background(), p); err != nil {
+	if _, err := c.Head(context.Background(), api.GetObjectInput{Path: p}); err != nil {
 		t.Fatalf("Head after the refusal = %v; want signed at the server's time", err)
 	}
 }
