@@ -1,9 +1,7 @@
 package gateway_test
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -11,9 +9,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"fencegate/api"
 	"fencegate/gateway"
@@ -41,38 +36,6 @@ func (e *env) readyz(tb testing.TB) (int, readiness) {
 // quotaBytes is the database quota of the etcd that TestNoSpace fills.
 const quotaBytes = 1 << 20
 
-// fillEtcd writes large values under fill/ until etcd refuses a write
-// with NOSPACE.
-func fillEtcd(tb testing.TB, client *clientv3.Client) {
-	tb.Helper()
-	value := strings.Repeat("x", 64<<10)
-	for i := range 1000 {
-		_, err := client.Put(context.Background(), fmt.Sprintf("fill/%04d", i), value)
-		if errors.Is(err, rpctypes.ErrNoSpace) {
-			return
-		}
-		if err != nil {
-			tb.Fatalf("filling etcd: put %d: %v", i, err)
-		}
-	}
-	tb.Fatalf("etcd with a %d-byte quota took 1000 writes without NOSPACE", quotaBytes)
-}
-
-// disarm disarms every alarm etcd has raised.
-func disarm(tb testing.TB, client *clientv3.Client) {
-	tb.Helper()
-	ctx := context.Background()
-	alarms, err := client.AlarmList(ctx)
-	if err != nil {
-		tb.Fatalf("alarm list: %v", err)
-	}
-	for _, a := range alarms.Alarms {
-		if _, err := client.AlarmDisarm(ctx, &clientv3.AlarmMember{MemberID: a.MemberID, Alarm: a.Alarm}); err != nil {
-			tb.Fatalf("alarm disarm: %v", err)
-		}
-	}
-}
-
 // TestNoSpace: when etcd's database reaches its quota, a fenced write
 // answers 503 fence-unavailable saying that etcd is out of space, with one
 // log line that says what to do however many writes fail, and /readyz
@@ -93,7 +56,7 @@ func TestNoSpace(t *testing.T) {
 	if r := e.put(t, "k", 5, "v5"); r.status >= 300 {
 		t.Fatalf("put token 5: %s", r)
 	}
-	fillEtcd(t, client)
+	testenv.FillUntilNoSpace(t, client)
 
 	for _, tok := range []api.Token{6, 7, 8} {
 		r := e.put(t, "k", tok, fmt.Sprintf("v%d must not land", tok))
@@ -125,27 +88,14 @@ func TestNoSpace(t *testing.T) {
 	}
 
 	// Disarmed, with the database still nearly full: ready, with a warning.
-	disarm(t, client)
+	testenv.DisarmAlarms(t, client)
 	testenv.WaitUntil(t, 30*time.Second, "/readyz ready, warning that etcd is nearly full", func() bool {
 		status, answer := e.readyz(t)
 		return status == http.StatusOK && len(answer.Warnings) == 1 && strings.Contains(answer.Warnings[0], "of its quota")
 	})
 
 	// The operator's recovery (docs/operations.md).
-	ctx := context.Background()
-	resp, err := client.Delete(ctx, "fill/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatalf("delete fill/: %v", err)
-	}
-	if _, err := client.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
-		t.Fatalf("compact: %v", err)
-	}
-	for _, ep := range e.etcd.Endpoints() {
-		if _, err := client.Defragment(ctx, ep); err != nil {
-			t.Fatalf("defragment %s: %v", ep, err)
-		}
-	}
-	disarm(t, client) // in case a write raised it again meanwhile
+	testenv.RecoverFromNoSpace(t, client, e.etcd.Endpoints())
 	testenv.WaitUntil(t, 30*time.Second, "/readyz ready without warnings", func() bool {
 		status, answer := e.readyz(t)
 		return status == http.StatusOK && len(answer.Warnings) == 0
