@@ -112,10 +112,12 @@ const (
 	defaultAuthRefusalLogRate  = 10
 	defaultAuthRefusalLogBurst = 20
 	defaultWriteAttempts       = 3
-	// A thousand waiting lock requests: each costs about three
-	// goroutines, 30 KiB of heap and an etcd watch.
-	defaultMaxLockWaiters = 1000
 )
+
+// DefaultMaxLockWaiters is Config.MaxLockWaiters' default: a thousand
+// lock requests that may wait, each of which costs about three
+// goroutines, 30 KiB of heap and an etcd watch while it waits.
+const DefaultMaxLockWaiters = 1000
 
 // Gateway serves fencegate's HTTP API. Create it with New.
 type Gateway struct {
@@ -177,7 +179,7 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 		cfg.WriteAttempts = defaultWriteAttempts
 	}
 	if cfg.MaxLockWaiters == 0 {
-		cfg.MaxLockWaiters = defaultMaxLockWaiters
+		cfg.MaxLockWaiters = DefaultMaxLockWaiters
 	}
 	if cfg.ETagCacheEntries == 0 {
 		cfg.ETagCacheEntries = defaultETagCacheEntries
