@@ -121,7 +121,7 @@ func (h *lockAPI) mount(r chi.Router) {
 }
 
 func (h *lockAPI) createSession(w http.ResponseWriter, r *http.Request) {
-	if err := h.g.authorizeAny(r.Context(), OpLock); err != nil {
+	if err := h.g.authorizeSessions(r.Context()); err != nil {
 		h.g.writeError(w, r, err)
 		return
 	}
@@ -142,7 +142,7 @@ func (h *lockAPI) createSession(w http.ResponseWriter, r *http.Request) {
 func (h *lockAPI) keepAlive(w http.ResponseWriter, r *http.Request) {
 	id, err := api.ParseSessionID(chi.URLParam(r, "id"))
 	if err == nil {
-		err = h.g.authorizeAny(r.Context(), OpLock) // sessions have no resource
+		err = h.g.authorizeSessions(r.Context()) // sessions have no resource
 	}
 	if err != nil {
 		h.g.writeError(w, r, err)
@@ -159,7 +159,7 @@ func (h *lockAPI) keepAlive(w http.ResponseWriter, r *http.Request) {
 func (h *lockAPI) revokeSession(w http.ResponseWriter, r *http.Request) {
 	id, err := api.ParseSessionID(chi.URLParam(r, "id"))
 	if err == nil {
-		err = h.g.authorizeAny(r.Context(), OpLock) // sessions have no resource
+		err = h.g.authorizeSessions(r.Context()) // sessions have no resource
 	}
 	if err != nil {
 		h.g.writeError(w, r, err)
