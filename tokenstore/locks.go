@@ -349,7 +349,9 @@ func sessionError(op string, id api.SessionID, err error) error {
 // the queue is removed); api.ErrSessionNotFound for a session that does not
 // exist (ended, or a lease that is no session: nothing was queued);
 // api.ErrForbidden for another identity's session (nothing was
-// queued); api.ErrLockNotHeld when the session's place vanished while it
+// queued); api.ErrTooManyLocks when the session has
+// Config.MaxLocksPerSession places already, held or waited for, and none
+// in this queue (nothing was queued); api.ErrLockNotHeld when the session's place vanished while it
 // waited (its session ended, or it was released by token);
 // api.ErrUnavailable when etcd failed, in which case the session may still
 // have a place in the queue: acquire again with it, or revoke it. When ctx
@@ -560,7 +562,8 @@ func (s *Store) waitDelete(ctx context.Context, key string, fromRev int64) error
 // token, and reports whether this call removed it (false: it was gone
 // already, released before or lost with its session). It deletes only the
 // key whose create revision is token, so a retried release never removes a
-// newer holder's key. The key's session (the last element of its name)
+// newer holder's key; the place's index key (see the top of this file)
+// goes in the same transaction. The key's session (the last element of its name)
 // must belong to owner (nil: to anyone), or the call fails with
 // api.ErrForbidden and removes nothing.
 func (s *Store) Release(ctx context.Context, name string, token api.Token, owner *string) (bool, error) {
