@@ -65,6 +65,19 @@ var (
 	// was revoked, or never existed.
 	ErrSessionNotFound = errors.New("session not found")
 
+	// ErrTooManySessions means the identity has as many live sessions
+	// as it may: one must end (be revoked, or expire) before it may
+	// create another.
+	ErrTooManySessions = errors.New("too many sessions")
+	// ErrTooManyLocks means the session holds and waits for as many
+	// locks as it may; nothing was queued. Release one, or use another
+	// session.
+	ErrTooManyLocks = errors.New("too many locks for the session")
+	// ErrTooManyWaiters means the gateway serves as many waiting lock
+	// requests as it may; the request did nothing. Retry later, or
+	// acquire with wait 0.
+	ErrTooManyWaiters = errors.New("too many lock waiters")
+
 	// ErrUnauthorized means the request did not authenticate: no API key
 	// or client certificate, or one the gateway does not know.
 	ErrUnauthorized = errors.New("unauthorized")
@@ -134,6 +147,9 @@ var classes = []class{
 	{ErrImplausibleToken, "implausible-token", "Implausible fencing token", http.StatusBadRequest, false},
 	{ErrLockTimeout, "lock-timeout", "Lock wait timed out", http.StatusConflict, true},
 	{ErrSessionNotFound, "session-not-found", "Session not found", http.StatusNotFound, false},
+	{ErrTooManySessions, "too-many-sessions", "Too many sessions", http.StatusTooManyRequests, true},
+	{ErrTooManyLocks, "too-many-locks", "Too many locks for the session", http.StatusTooManyRequests, true},
+	{ErrTooManyWaiters, "too-many-waiters", "Too many lock waiters", http.StatusServiceUnavailable, true},
 	{ErrUnauthorized, "unauthorized", "Authentication required", http.StatusUnauthorized, false},
 	{ErrForbidden, "forbidden", "Forbidden", http.StatusForbidden, false},
 }

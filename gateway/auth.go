@@ -40,8 +40,9 @@ var operations = []Operation{OpRead, OpWrite, OpDelete, OpLock, OpAdmin}
 // starts with Prefix ("" is every resource). Resource names are those of
 // the design: "s3/<bucket>/<key>" for objects (and for GET /v1/fences),
 // "partner/<route>/<resource-id>" for partner requests, and the lock's
-// name for /v1/locks/{name}. Sessions have no resource: any grant of
-// OpLock (or OpAdmin) allows them. OpAdmin allows every operation.
+// name for /v1/locks/{name}. Sessions have no resource: a grant of
+// OpLock (or OpAdmin) on a prefix that lock names can have (no '/')
+// allows them. OpAdmin allows every operation.
 type Grant struct {
 	Prefix     string
 	Operations []Operation
@@ -298,22 +299,32 @@ func (g *Gateway) authorize(ctx context.Context, op Operation, resource api.Reso
 	return fmt.Errorf("%w: identity %q may not %s %q", api.ErrForbidden, id.Name, op, resource)
 }
 
-// authorizeAny is authorize for operations that have no resource
-// (sessions): the identity needs op on some prefix.
-func (g *Gateway) authorizeAny(ctx context.Context, op Operation) error {
+// authorizeSessions is authorize for the session calls (create,
+// keepalive, revoke), which have no resource: the identity needs OpLock
+// (or OpAdmin) on a prefix that lock names can have. A session is only
+// good for locks, so a grant on prefixes no lock name has (object and
+// partner resources, which contain '/') allows none: an identity that may
+// take no lock may not make etcd keep leases for it either. Without auth
+// it always allows.
+func (g *Gateway) authorizeSessions(ctx context.Context) error {
 	if g.auth == nil {
 		return nil
 	}
 	id := callerIdentity(ctx)
 	if id == nil {
-		return fmt.Errorf("authorize %s: %w: request not authenticated", op, api.ErrUnauthorized)
+		return fmt.Errorf("authorize sessions: %w: request not authenticated", api.ErrUnauthorized)
 	}
 	for _, gr := range id.Grants {
-		if gr.allows(op) {
+		if gr.allows(OpLock) && namesLocks(gr.Prefix) {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: identity %q may not %s any resource", api.ErrForbidden, id.Name, op)
+	return fmt.Errorf("%w: identity %q may not lock any resource: no lock or admin grant on a prefix that lock names can have", api.ErrForbidden, id.Name)
+}
+
+// namesLocks reports whether some lock name starts with prefix.
+func namesLocks(prefix string) bool {
+	return prefix == "" || api.ValidateLockName(prefix) == nil || api.ValidateLockName(prefix+"x") == nil
 }
 
 // allows reports whether the grant includes op (OpAdmin includes all).

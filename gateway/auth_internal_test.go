@@ -246,8 +246,8 @@ func TestAuthorize(t *testing.T) {
 	anyLock := map[string]bool{"alice": true, "bob": false, "batch": false, "root": true}
 	for name, want := range anyLock {
 		ctx := withExchange(context.Background(), &exchange{identity: byName[name]})
-		if err := g.authorizeAny(ctx, OpLock); (err == nil) != want || err != nil && !errors.Is(err, api.ErrForbidden) {
-			t.Errorf("%s: authorizeAny(lock) = %v; want allowed %v", name, err, want)
+		if err := g.authorizeSessions(ctx); (err == nil) != want || err != nil && !errors.Is(err, api.ErrForbidden) {
+			t.Errorf("%s: authorizeSessions = %v; want allowed %v", name, err, want)
 		}
 	}
 	// A request that no middleware authenticated is refused, not allowed.

@@ -52,6 +52,12 @@ type Config struct {
 	AuthRefusalLogRate float64
 	// AuthRefusalLogBurst is the limiter's burst. Zero means 20.
 	AuthRefusalLogBurst int
+	// MaxLockWaiters bounds the lock requests (POST /v1/locks/{name}
+	// with a wait above zero) that this gateway serves at once: past it
+	// a request with a wait is answered 503 too-many-waiters at once,
+	// before any etcd request. Requests with wait 0 do not count. Zero
+	// means 1000; negative means no limit.
+	MaxLockWaiters int
 	// WriteAttempts bounds observe-fence-write rounds per request when the
 	// write loses a race to another writer. Zero means 3.
 	WriteAttempts int
@@ -128,6 +134,11 @@ const (
 	defaultWriteAttempts       = 3
 )
 
+// DefaultMaxLockWaiters is Config.MaxLockWaiters' default: a thousand
+// lock requests that may wait, each of which costs about three
+// goroutines, 30 KiB of heap and an etcd watch while it waits.
+const DefaultMaxLockWaiters = 1000
+
 // Gateway serves fencegate's HTTP API. Create it with New.
 type Gateway struct {
 	cfg      Config
@@ -195,6 +206,9 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	}
 	if cfg.WriteAttempts == 0 {
 		cfg.WriteAttempts = defaultWriteAttempts
+	}
+	if cfg.MaxLockWaiters == 0 {
+		cfg.MaxLockWaiters = DefaultMaxLockWaiters
 	}
 	if cfg.ETagCacheEntries == 0 {
 		cfg.ETagCacheEntries = defaultETagCacheEntries

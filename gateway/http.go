@@ -95,7 +95,7 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	case g.log.Enabled(ctx, slog.LevelDebug):
 		g.logger(ctx).Debug("request refused", "status", p.Status, "err", err)
 	}
-	if p.Status == http.StatusServiceUnavailable {
+	if p.Status == http.StatusServiceUnavailable || p.Status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", retryAfterSeconds)
 	}
 	setProblemHeaders(w.Header())

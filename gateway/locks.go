@@ -9,9 +9,11 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"fencegate/api"
 )
@@ -88,6 +90,13 @@ func WithLocks(locks LockService) Option {
 	}
 	return func(g *Gateway) {
 		h := &lockAPI{g: g, locks: locks}
+		if n := g.cfg.MaxLockWaiters; n > 0 {
+			h.waiters = make(chan struct{}, n)
+		}
+		g.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fencegate_lock_waiters",
+			Help: "Lock requests with a wait above zero being served (Config.MaxLockWaiters bounds them; past it they are answered 503 too-many-waiters).",
+		}, func() float64 { return float64(h.waiting.Load()) }))
 		g.mounts = append(g.mounts, h.mount)
 	}
 }
@@ -96,6 +105,10 @@ func WithLocks(locks LockService) Option {
 type lockAPI struct {
 	g     *Gateway
 	locks LockService
+	// waiters holds a token for each lock request with a wait being
+	// served; nil when Config.MaxLockWaiters is negative (no limit).
+	waiters chan struct{}
+	waiting atomic.Int64 // lock requests with a wait being served
 }
 
 func (h *lockAPI) mount(r chi.Router) {
@@ -108,7 +121,7 @@ func (h *lockAPI) mount(r chi.Router) {
 }
 
 func (h *lockAPI) createSession(w http.ResponseWriter, r *http.Request) {
-	if err := h.g.authorizeAny(r.Context(), OpLock); err != nil {
+	if err := h.g.authorizeSessions(r.Context()); err != nil {
 		h.g.writeError(w, r, err)
 		return
 	}
@@ -129,7 +142,7 @@ func (h *lockAPI) createSession(w http.ResponseWriter, r *http.Request) {
 func (h *lockAPI) keepAlive(w http.ResponseWriter, r *http.Request) {
 	id, err := api.ParseSessionID(chi.URLParam(r, "id"))
 	if err == nil {
-		err = h.g.authorizeAny(r.Context(), OpLock) // sessions have no resource
+		err = h.g.authorizeSessions(r.Context()) // sessions have no resource
 	}
 	if err != nil {
 		h.g.writeError(w, r, err)
@@ -146,7 +159,7 @@ func (h *lockAPI) keepAlive(w http.ResponseWriter, r *http.Request) {
 func (h *lockAPI) revokeSession(w http.ResponseWriter, r *http.Request) {
 	id, err := api.ParseSessionID(chi.URLParam(r, "id"))
 	if err == nil {
-		err = h.g.authorizeAny(r.Context(), OpLock) // sessions have no resource
+		err = h.g.authorizeSessions(r.Context()) // sessions have no resource
 	}
 	if err != nil {
 		h.g.writeError(w, r, err)
@@ -180,6 +193,14 @@ func (h *lockAPI) acquire(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wait := time.Duration(req.Wait * float64(time.Second))
+	if wait > 0 {
+		release, err := h.admitWaiter()
+		if err != nil {
+			h.g.writeError(w, r, err)
+			return
+		}
+		defer release()
+	}
 	grant, err := h.locks.Acquire(r.Context(), name, req.Session, h.sessionOwner(r.Context()), wait)
 	if err != nil {
 		h.g.writeError(w, r, err)
@@ -239,6 +260,33 @@ func (h *lockAPI) lockState(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, state)
+}
+
+// admitWaiter admits a lock request that may wait, if fewer than
+// Config.MaxLockWaiters are being served, and returns the function that
+// ends its admission; otherwise api.ErrTooManyWaiters, at once. A waiter
+// costs the gateway goroutines, heap and an etcd watch for up to
+// api.MaxLockWait, and a client can open thousands; the refusal comes
+// before any etcd request, so it costs nothing more. The limit is of the
+// requests that may wait, not of those that do: whether a request waits
+// is known only from etcd, after its place is queued. A request with wait
+// 0 is never refused by it, so try-locks go on while the waiters are at
+// the limit.
+func (h *lockAPI) admitWaiter() (release func(), err error) {
+	if h.waiters != nil {
+		select {
+		case h.waiters <- struct{}{}:
+		default:
+			return nil, fmt.Errorf("acquire: %w: %d lock requests with a wait are being served, this gateway's limit: retry later, or acquire with wait 0", api.ErrTooManyWaiters, cap(h.waiters))
+		}
+	}
+	h.waiting.Add(1)
+	return func() {
+		h.waiting.Add(-1)
+		if h.waiters != nil {
+			<-h.waiters
+		}
+	}, nil
 }
 
 // authorizeLock validates a lock's name and checks that the caller may

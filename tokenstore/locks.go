@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -27,6 +28,33 @@ import (
 //	                                         ("" without auth)
 //	<prefix>locks/<name>/<session id in hex> the session's place in lock
 //	                                         name's queue (empty value)
+//	<prefix>owner-sessions/<owner>/<session id in hex>
+//	                                         the owner's index of its
+//	                                         sessions (owner path-escaped,
+//	                                         so that it has no "/")
+//	<prefix>session-locks/<session id in hex>/<name>
+//	                                         the session's index of its
+//	                                         places in queues
+//
+// The two indexes exist so that the limits (Config.MaxSessionsPerIdentity,
+// MaxLocksPerSession) can be counted in etcd, for every gateway at once,
+// with one range count. Each index key is written in the transaction that
+// writes the key it indexes, bound to the same lease, and deleted in the
+// transaction that deletes it (or with the lease), so an index counts
+// exactly the live keys it indexes. Places and sessions created by a
+// version without the indexes are not counted until they end.
+//
+// etcd cannot compare a count in a transaction, so each limit is checked
+// optimistically: read the index's count at revision R; if it is below
+// the limit, commit the new keys only if no key of the index was created
+// (or changed) after R, a compare on the whole range
+// (ModRevision(index) < R+1 with a prefix; an empty range passes). Keys
+// deleted since R only lower the count. So when the transaction commits,
+// the index holds at most the keys it held at R, plus the new one: at most
+// the limit. When the compare fails, another creation won the race; the
+// transaction's Else branch counts again at its own revision and the call
+// tries again from there (each failure is another caller's success, so
+// the tries are bounded by the limit; a bound on attempts is kept anyway).
 //
 // A lease is a session only while its record exists. The store binds keys
 // to other leases too (a partner request's in-flight marker, stored
@@ -67,45 +95,121 @@ func (s *Store) lockQueue(name string) string { return s.prefix + "locks/" + nam
 // sessionKey returns the key of session id's record.
 func (s *Store) sessionKey(id api.SessionID) string { return s.prefix + "sessions/" + id.String() }
 
+// ownerSessions returns the key prefix of owner's index of sessions. The
+// owner is path-escaped, which is one to one and leaves no "/": the index
+// of "a" does not contain that of "a/b".
+func (s *Store) ownerSessions(owner string) string {
+	return s.prefix + "owner-sessions/" + url.PathEscape(owner) + "/"
+}
+
+// sessionLocks returns the key prefix of session id's index of places in
+// queues; a place's index key is this plus the lock's name, which has no
+// "/".
+func (s *Store) sessionLocks(id api.SessionID) string {
+	return s.prefix + "session-locks/" + id.String() + "/"
+}
+
+// maxLimitAttempts bounds the transactions of one call that checks a
+// limit (see above): each failed attempt is another call's success.
+const maxLimitAttempts = 16
+
+// belowLimit is the compare that lets a limited creation commit: no key
+// of index was created or changed after revision rev, at which it held
+// fewer keys than the limit.
+func belowLimit(index string, rev int64) clientv3.Cmp {
+	return clientv3.Compare(clientv3.ModRevision(index), "<", rev+1).WithPrefix()
+}
+
 // CreateSession grants a session that belongs to owner (the identity's
 // name; "" without auth): an etcd lease of ttl seconds (zero means
-// api.DefaultSessionTTL), and the session's record bound to it, which
-// makes the lease a session. etcd may grant more than asked for, never
-// less; the answer says what it granted. When the record cannot be
-// written, the lease is revoked and the call fails with
+// api.DefaultSessionTTL), and the session's record and owner's index key
+// bound to it, which make the lease a session. etcd may grant more than
+// asked for, never less; the answer says what it granted.
+//
+// When owner has Config.MaxSessionsPerIdentity live sessions already, the
+// call fails with api.ErrTooManySessions: at once, before any lease is
+// granted, when a count says so; otherwise the lease is revoked. The count
+// is of owner's index, in etcd, so the limit holds across every gateway
+// (see the top of this file for why it cannot be overshot). When the
+// record cannot be written, the lease is revoked and the call fails with
 // api.ErrUnavailable.
 func (s *Store) CreateSession(ctx context.Context, ttl int64, owner string) (api.Session, error) {
+	const op = "create session"
 	if ttl == 0 {
 		ttl = api.DefaultSessionTTL
 	}
 	if ttl < api.MinSessionTTL || ttl > api.MaxSessionTTL {
 		return api.Session{}, fmt.Errorf("%w: session ttl %d: want %d to %d seconds", api.ErrInvalidRequest, ttl, api.MinSessionTTL, api.MaxSessionTTL)
 	}
+	index := s.ownerSessions(owner)
+	var rev int64 // the revision at which index held fewer than the limit
+	if s.maxSessions >= 0 {
+		cctx, cancel := context.WithTimeout(ctx, s.timeout)
+		resp, err := s.client.Get(cctx, index, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		cancel()
+		if err != nil {
+			return api.Session{}, fmt.Errorf("%s: counting the owner's sessions: %w: %w", op, api.ErrUnavailable, err)
+		}
+		s.observeHeader(resp.Header)
+		if resp.Count >= s.maxSessions {
+			return api.Session{}, tooManySessionsError(s.maxSessions)
+		}
+		rev = resp.Header.Revision
+	}
+
 	gctx, cancel := context.WithTimeout(ctx, s.timeout)
 	resp, err := s.client.Grant(gctx, ttl)
 	cancel()
 	if err != nil {
-		return api.Session{}, fmt.Errorf("create session: %w: %w", api.ErrUnavailable, err)
+		return api.Session{}, fmt.Errorf("%s: %w: %w", op, api.ErrUnavailable, err)
 	}
 	s.observeHeader(resp.ResponseHeader)
 	sess := api.Session{ID: api.SessionID(resp.ID), TTL: resp.TTL}
-
-	pctx, cancel := context.WithTimeout(ctx, s.timeout)
-	put, err := s.client.Put(pctx, s.sessionKey(sess.ID), owner, clientv3.WithLease(resp.ID))
-	cancel()
-	if err == nil {
+	lease := clientv3.WithLease(resp.ID)
+	writes := []clientv3.Op{clientv3.OpPut(s.sessionKey(sess.ID), owner, lease), clientv3.OpPut(index+sess.ID.String(), "", lease)}
+	for attempt := 1; ; attempt++ {
+		var limit []clientv3.Cmp
+		if s.maxSessions >= 0 {
+			limit = append(limit, belowLimit(index, rev))
+		}
+		pctx, cancel := context.WithTimeout(ctx, s.timeout)
+		put, err := s.client.Txn(pctx).If(limit...).Then(writes...).
+			Else(clientv3.OpGet(index, clientv3.WithPrefix(), clientv3.WithCountOnly())).Commit()
+		cancel()
+		if err != nil {
+			return api.Session{}, s.abandonLease(ctx, resp.ID, fmt.Errorf("%s: recording its owner: %w: %w", op, api.ErrUnavailable, err))
+		}
 		s.observeHeader(put.Header)
-		return sess, nil
+		if put.Succeeded {
+			return sess, nil
+		}
+		// Another session of owner was created since rev: count again.
+		switch count := put.Responses[0].GetResponseRange().Count; {
+		case count >= s.maxSessions:
+			return api.Session{}, s.abandonLease(ctx, resp.ID, tooManySessionsError(s.maxSessions))
+		case attempt == maxLimitAttempts:
+			return api.Session{}, s.abandonLease(ctx, resp.ID, fmt.Errorf("%s: %w: the owner's sessions changed %d times while counting them", op, api.ErrUnavailable, attempt))
+		}
+		rev = put.Header.Revision
 	}
-	// Without its record the lease is no session: end it, even though
-	// ctx may be done. If that fails too, nobody knows its id, and it
-	// expires after its TTL.
+}
+
+// tooManySessionsError refuses a session past the limit of its owner.
+func tooManySessionsError(limit int64) error {
+	return fmt.Errorf("create session: %w: the identity has %d live sessions, its limit: revoke one, or let one expire", api.ErrTooManySessions, limit)
+}
+
+// abandonLease revokes lease, granted for a session that is not to be,
+// even though ctx may be done, and returns err, the reason. Without its
+// record the lease is no session; if the revoke fails too, nobody knows
+// its id, and it expires after its TTL.
+func (s *Store) abandonLease(ctx context.Context, lease clientv3.LeaseID, err error) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
 	defer cancel()
-	if _, rerr := s.client.Revoke(rctx, resp.ID); rerr != nil {
-		return api.Session{}, fmt.Errorf("create session: recording its owner: %w: %w (then revoking %s failed: %v)", api.ErrUnavailable, err, sess.ID, rerr)
+	if _, rerr := s.client.Revoke(rctx, lease); rerr != nil {
+		return fmt.Errorf("%w (then revoking %s failed: %v)", err, api.SessionID(lease), rerr)
 	}
-	return api.Session{}, fmt.Errorf("create session: recording its owner: %w: %w", api.ErrUnavailable, err)
+	return err
 }
 
 // KeepAlive renews a session's lease once, for its whole TTL from now, if
@@ -245,7 +349,9 @@ func sessionError(op string, id api.SessionID, err error) error {
 // the queue is removed); api.ErrSessionNotFound for a session that does not
 // exist (ended, or a lease that is no session: nothing was queued);
 // api.ErrForbidden for another identity's session (nothing was
-// queued); api.ErrLockNotHeld when the session's place vanished while it
+// queued); api.ErrTooManyLocks when the session has
+// Config.MaxLocksPerSession places already, held or waited for, and none
+// in this queue (nothing was queued); api.ErrLockNotHeld when the session's place vanished while it
 // waited (its session ended, or it was released by token);
 // api.ErrUnavailable when etcd failed, in which case the session may still
 // have a place in the queue: acquire again with it, or revoke it. When ctx
@@ -263,25 +369,12 @@ func (s *Store) Acquire(ctx context.Context, name string, session api.SessionID,
 	queue := s.lockQueue(name)
 	key := queue + session.String()
 	grant := api.LockGrant{Name: name, Session: session}
-
-	// Queue up (or find our place) and read the holder, in one round trip,
-	// as concurrency.Mutex's tryAcquire does, if the session is owner's.
-	rctx, cancel := context.WithTimeout(ctx, s.timeout)
-	holder := clientv3.OpGet(queue, clientv3.WithFirstCreate()...)
-	resp, rev, err := s.commitOwned(rctx, "acquire "+name+": session", session, owner, clientv3.OpTxn(
-		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
-		[]clientv3.Op{clientv3.OpPut(key, "", clientv3.WithLease(clientv3.LeaseID(session))), holder},
-		[]clientv3.Op{clientv3.OpGet(key), holder}))
-	cancel()
+	myRev, holder, err := s.queueUp(ctx, name, session, owner)
 	if err != nil {
 		return api.LockGrant{}, err
 	}
-	myRev := rev
-	if !resp.Succeeded {
-		myRev = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
-	}
 	grant.Token = api.Token(myRev)
-	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 && kvs[0].CreateRevision == myRev {
+	if holder == myRev {
 		return grant, nil
 	}
 
@@ -298,7 +391,7 @@ func (s *Store) Acquire(ctx context.Context, name string, session api.SessionID,
 	// create revision), even though ctx may be done.
 	cleanupCtx, cancelCleanup := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
 	defer cancelCleanup()
-	if _, lerr := s.release(cleanupCtx, key, myRev); lerr != nil {
+	if _, lerr := s.release(cleanupCtx, myRev, key, s.sessionLocks(session)+name); lerr != nil {
 		// Still queued, perhaps: the session's end will remove the key.
 		return api.LockGrant{}, fmt.Errorf("acquire %s: %v; then leaving the queue failed: %w", name, err, lerr)
 	}
@@ -309,6 +402,99 @@ func (s *Store) Acquire(ctx context.Context, name string, session api.SessionID,
 		return api.LockGrant{}, fmt.Errorf("acquire %s: %w after %v", name, api.ErrLockTimeout, wait)
 	}
 	return api.LockGrant{}, fmt.Errorf("acquire %s: %w", name, err)
+}
+
+// queueUp puts session's key in lock name's queue, with its index key,
+// or finds the key that is there already, and reads the holder, in one
+// transaction that checks, as concurrency.Mutex's tryAcquire does, and
+// only if the session is owner's (commitOwned). It returns the key's
+// create revision (the session's token) and the holder's (0: none).
+//
+// With a limit on the session's places (Config.MaxLocksPerSession), the
+// put also needs the session's index below the limit, as counted by a
+// read before (see the top of this file): a read-only transaction, which
+// also refuses another identity's session and a session at its limit
+// without a write. A session at its limit still finds a place it has:
+// acquiring again is a retry, and queues nothing new.
+func (s *Store) queueUp(ctx context.Context, name string, session api.SessionID, owner *string) (myRev, holder int64, err error) {
+	op := "acquire " + name + ": session"
+	queue := s.lockQueue(name)
+	key := queue + session.String()
+	index := s.sessionLocks(session)
+	rctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var rev int64 // the revision at which index held fewer than the limit
+	if s.maxLocks >= 0 {
+		var (
+			count    int64
+			hasPlace bool
+		)
+		if rev, count, hasPlace, err = s.countPlaces(rctx, op, session, owner, key); err != nil {
+			return 0, 0, err
+		}
+		if !hasPlace && count >= s.maxLocks {
+			return 0, 0, fmt.Errorf("%s %s: %w: it holds and waits for %d locks, its limit: release one, or use another session", op, session, api.ErrTooManyLocks, s.maxLocks)
+		}
+	}
+	first := clientv3.OpGet(queue, clientv3.WithFirstCreate()...)
+	lease := clientv3.WithLease(clientv3.LeaseID(session))
+	for attempt := 1; ; attempt++ {
+		put := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}
+		if s.maxLocks >= 0 {
+			put = append(put, belowLimit(index, rev))
+		}
+		resp, txnRev, err := s.commitOwned(rctx, op, session, owner, clientv3.OpTxn(put,
+			[]clientv3.Op{clientv3.OpPut(key, "", lease), clientv3.OpPut(index+name, "", lease), first},
+			[]clientv3.Op{clientv3.OpGet(key), first, clientv3.OpGet(index, clientv3.WithPrefix(), clientv3.WithCountOnly())}))
+		if err != nil {
+			return 0, 0, err
+		}
+		if resp.Succeeded {
+			return txnRev, firstCreate(resp.Responses[2]), nil
+		}
+		switch mine := resp.Responses[0].GetResponseRange().GetKvs(); {
+		case len(mine) > 0: // our place, from before
+			return mine[0].CreateRevision, firstCreate(resp.Responses[1]), nil
+		case resp.Responses[2].GetResponseRange().Count >= s.maxLocks:
+			return 0, 0, fmt.Errorf("%s %s: %w: it holds and waits for %d locks, its limit: release one, or use another session", op, session, api.ErrTooManyLocks, s.maxLocks)
+		case attempt == maxLimitAttempts:
+			return 0, 0, fmt.Errorf("%s %s: %w: its places changed %d times while counting them", op, session, api.ErrUnavailable, attempt)
+		}
+		rev = txnRev // another place of the session was made since rev: count again
+	}
+}
+
+// countPlaces reads, in one read-only transaction, session's record,
+// whether key (its place in the queue being joined) exists, and the count
+// of its index of places, and answers the revision, the count, and
+// whether key exists (then the call finds its place: no limit applies).
+// Errors are commitOwned's.
+func (s *Store) countPlaces(ctx context.Context, op string, session api.SessionID, owner *string, key string) (rev, count int64, hasPlace bool, err error) {
+	resp, err := s.client.Txn(ctx).Then(
+		clientv3.OpGet(s.sessionKey(session)),
+		clientv3.OpGet(key, clientv3.WithCountOnly()),
+		clientv3.OpGet(s.sessionLocks(session), clientv3.WithPrefix(), clientv3.WithCountOnly()),
+	).Commit()
+	if err != nil {
+		return 0, 0, false, sessionError(op, session, err)
+	}
+	s.revisions.observe(resp.Header.Revision)
+	switch record := resp.Responses[0].GetResponseRange().Kvs; {
+	case len(record) == 0:
+		return 0, 0, false, noSessionError(op, session)
+	case owner != nil && string(record[0].Value) != *owner:
+		return 0, 0, false, notOwnerError(op, session)
+	}
+	return resp.Header.Revision, resp.Responses[2].GetResponseRange().Count, resp.Responses[1].GetResponseRange().Count > 0, nil
+}
+
+// firstCreate is the create revision of the one key a range read found,
+// 0 for none.
+func firstCreate(r *etcdserverpb.ResponseOp) int64 {
+	if kvs := r.GetResponseRange().GetKvs(); len(kvs) > 0 {
+		return kvs[0].CreateRevision
+	}
+	return 0
 }
 
 // waitTurn waits until key, created at myRev, is the oldest in queue: it
@@ -376,7 +562,8 @@ func (s *Store) waitDelete(ctx context.Context, key string, fromRev int64) error
 // token, and reports whether this call removed it (false: it was gone
 // already, released before or lost with its session). It deletes only the
 // key whose create revision is token, so a retried release never removes a
-// newer holder's key. The key's session (the last element of its name)
+// newer holder's key; the place's index key (see the top of this file)
+// goes in the same transaction. The key's session (the last element of its name)
 // must belong to owner (nil: to anyone), or the call fails with
 // api.ErrForbidden and removes nothing.
 func (s *Store) Release(ctx context.Context, name string, token api.Token, owner *string) (bool, error) {
@@ -401,20 +588,24 @@ func (s *Store) Release(ctx context.Context, name string, token api.Token, owner
 		return false, nil
 	}
 	key := string(resp.Kvs[0].Key)
+	session, perr := api.ParseSessionID(strings.TrimPrefix(key, s.lockQueue(name)))
 	if owner == nil {
-		released, err := s.release(ctx, key, int64(token))
+		keys := []string{key}
+		if perr == nil {
+			keys = append(keys, s.sessionLocks(session)+name)
+		}
+		released, err := s.release(ctx, int64(token), keys...)
 		if err != nil {
 			return false, fmt.Errorf("release %s: %w", name, err)
 		}
 		return released, nil
 	}
-	session, err := api.ParseSessionID(strings.TrimPrefix(key, s.lockQueue(name)))
-	if err != nil { // not a key of ours: nobody's session
+	if perr != nil { // not a key of ours: nobody's session
 		return false, fmt.Errorf("release %s: token %d: %w: its queue key names no session", name, token, api.ErrForbidden)
 	}
 	del, _, err := s.commitOwned(ctx, "release "+name+": session", session, owner, clientv3.OpTxn(
 		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", int64(token))},
-		[]clientv3.Op{clientv3.OpDelete(key)}, nil))
+		[]clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(s.sessionLocks(session) + name)}, nil))
 	switch {
 	case errors.Is(err, api.ErrSessionNotFound):
 		return false, nil // the session ended since the read, and its key with it
@@ -424,11 +615,16 @@ func (s *Store) Release(ctx context.Context, name string, token api.Token, owner
 	return del.Succeeded, nil
 }
 
-// release deletes key if its create revision is still rev.
-func (s *Store) release(ctx context.Context, key string, rev int64) (bool, error) {
+// release deletes a place in a queue, keys[0], with the other keys (its
+// index key), if the place's create revision is still rev.
+func (s *Store) release(ctx context.Context, rev int64, keys ...string) (bool, error) {
+	deletes := make([]clientv3.Op, len(keys))
+	for i, k := range keys {
+		deletes[i] = clientv3.OpDelete(k)
+	}
 	resp, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
-		Then(clientv3.OpDelete(key)).
+		If(clientv3.Compare(clientv3.CreateRevision(keys[0]), "=", rev)).
+		Then(deletes...).
 		Commit()
 	if err != nil {
 		return false, fmt.Errorf("%w: %w", api.ErrUnavailable, err)

@@ -30,6 +30,17 @@ type Config struct {
 	// safe (a forgotten mark costs a round trip to etcd, never a wrong
 	// answer). Zero means 64 MiB.
 	CacheBytes int64
+	// MaxSessionsPerIdentity bounds the live sessions of each identity
+	// (the owner CreateSession is given; "" without auth is one
+	// identity), counted across every gateway on the etcd cluster: past
+	// it CreateSession fails with api.ErrTooManySessions. Zero means
+	// DefaultMaxSessionsPerIdentity; negative means no limit.
+	MaxSessionsPerIdentity int
+	// MaxLocksPerSession bounds the locks a session holds plus the
+	// queues it waits in: past it Acquire fails with api.ErrTooManyLocks
+	// and queues nothing. Zero means DefaultMaxLocksPerSession; negative
+	// means no limit.
+	MaxLocksPerSession int
 	// Policies add token checks to the fence checks of the resources
 	// they match (see Policy and Check). Nil means CheckNone everywhere.
 	Policies []Policy
@@ -55,7 +66,24 @@ type Store struct {
 	revisions     *revisionClock
 	revisionReads atomic.Int64
 	lockWakeups   atomic.Int64
+	// maxSessions and maxLocks are Config's MaxSessionsPerIdentity and
+	// MaxLocksPerSession, negative for no limit (locks.go).
+	maxSessions int64
+	maxLocks    int64
 }
+
+// Defaults of the lock API's limits (Config).
+const (
+	// DefaultMaxSessionsPerIdentity is the default bound on an
+	// identity's live sessions: at the longest TTL, an hour, it keeps a
+	// client that creates sessions in a loop to a thousand etcd leases.
+	DefaultMaxSessionsPerIdentity = 1000
+	// DefaultMaxLocksPerSession is the default bound on the locks a
+	// session holds plus the queues it waits in. Revoking a session
+	// deletes all its keys in one etcd revision; the bound keeps that
+	// revision small (two keys a lock, plus two).
+	DefaultMaxLocksPerSession = 64
+)
 
 // New returns a Store that uses client, which the caller keeps and closes.
 func New(client *clientv3.Client, cfg Config) (*Store, error) {
@@ -77,18 +105,26 @@ func New(client *clientv3.Client, cfg Config) (*Store, error) {
 	if cfg.CacheBytes < 0 {
 		return nil, fmt.Errorf("tokenstore: negative cache size %d", cfg.CacheBytes)
 	}
+	if cfg.MaxSessionsPerIdentity == 0 {
+		cfg.MaxSessionsPerIdentity = DefaultMaxSessionsPerIdentity
+	}
+	if cfg.MaxLocksPerSession == 0 {
+		cfg.MaxLocksPerSession = DefaultMaxLocksPerSession
+	}
 	ps, err := newPolicies(cfg.Policies)
 	if err != nil {
 		return nil, fmt.Errorf("tokenstore: %w", err)
 	}
 	return &Store{
-		client:    client,
-		prefix:    cfg.Prefix,
-		timeout:   cfg.RequestTimeout,
-		cache:     newHWMCache(cfg.CacheBytes),
-		confirms:  newConfirmer(client, cfg.RequestTimeout),
-		policies:  ps,
-		revisions: newRevisionClock(),
+		client:      client,
+		prefix:      cfg.Prefix,
+		timeout:     cfg.RequestTimeout,
+		cache:       newHWMCache(cfg.CacheBytes),
+		confirms:    newConfirmer(client, cfg.RequestTimeout),
+		policies:    ps,
+		revisions:   newRevisionClock(),
+		maxSessions: int64(cfg.MaxSessionsPerIdentity),
+		maxLocks:    int64(cfg.MaxLocksPerSession),
 	}, nil
 }
 

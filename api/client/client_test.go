@@ -14,6 +14,8 @@ import (
 
 	"fencegate/api"
 	"fencegate/api/client"
+	"fencegate/gateway"
+	"fencegate/internal/testenv"
 )
 
 func TestWithLockRunsFnWhileHeld(t *testing.T) {
@@ -410,5 +412,73 @@ func TestCallPartner(t *testing.T) {
 	}
 	if _, err := c.CallPartner(ctx, "payments", client.PartnerRequest{Path: "x"}); !errors.Is(err, api.ErrMissingToken) {
 		t.Fatalf("CallPartner without a token = %v; want ErrMissingToken", err)
+	}
+}
+
+// TestLockWaitsOutTheWaiterLimit: Lock, which waits until granted, also
+// waits out a gateway at its limit of waiters (503 too-many-waiters):
+// it polls again after Retry-After, and is granted once a place is free.
+func TestLockWaitsOutTheWaiterLimit(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	h, err := newGatewayHandlerWith(gateway.Config{MaxLockWaiters: 1}, etcd.Client(t), sharedS3.Endpoint(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	c := &client.Client{BaseURL: srv.URL}
+	ctx := context.Background()
+	var sessions []*client.Session
+	for range 3 {
+		s, err := c.NewSession(ctx, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close(ctx)
+		sessions = append(sessions, s)
+	}
+	la, err := sessions[0].TryLock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		l   *client.Lock
+		err error
+	}
+	lockAsync := func(s *client.Session) chan result {
+		got := make(chan result, 1)
+		go func() {
+			l, err := s.Lock(ctx, "job")
+			got <- result{l, err}
+		}()
+		return got
+	}
+	gotB := lockAsync(sessions[1]) // the one waiter the gateway admits
+	testenv.WaitUntil(t, 30*time.Second, "b waits", func() bool {
+		st, err := c.LockState(ctx, "job")
+		return err == nil && st.QueueLength == 2
+	})
+	gotC := lockAsync(sessions[2])
+	testenv.WaitUntil(t, 30*time.Second, "c is refused too-many-waiters", func() bool {
+		resp, err := http.Get(srv.URL + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), `problem="too-many-waiters"`)
+	})
+	if err := la.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := <-gotB
+	if b.err != nil {
+		t.Fatalf("b.Lock: %v", b.err)
+	}
+	if err := b.l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-gotC; r.err != nil || r.l.Token <= b.l.Token {
+		t.Fatalf("c.Lock = %+v, %v; want a grant after b's (token %d)", r.l, r.err, b.l.Token)
 	}
 }

@@ -59,7 +59,10 @@ func (s *Session) LockState(ctx context.Context, name string) (api.LockState, er
 // The wait is a series of long polls of at most api.MaxLockWait each. A
 // poll that runs out leaves the queue, and the next one queues again at
 // the back: a wait longer than api.MaxLockWait may be overtaken by
-// acquirers that arrived while the client was between two polls.
+// acquirers that arrived while the client was between two polls. A poll
+// that the gateway refuses because it serves as many waiters as it may
+// (api.ErrTooManyWaiters: nothing was queued) is sent again after the
+// answer's Retry-After.
 func (s *Session) Lock(ctx context.Context, name string) (*Lock, error) {
 	for {
 		wait := api.MaxLockWait
@@ -68,10 +71,37 @@ func (s *Session) Lock(ctx context.Context, name string) (*Lock, error) {
 			wait = min(wait, time.Until(deadline)*9/10)
 		}
 		l, err := s.acquire(ctx, name, max(wait, 0))
-		if errors.Is(err, api.ErrLockTimeout) && wait == api.MaxLockWait && ctx.Err() == nil && s.Err() == nil {
+		switch {
+		case ctx.Err() != nil || s.Err() != nil:
+		case errors.Is(err, api.ErrLockTimeout) && wait == api.MaxLockWait:
 			continue // a long poll ran out: poll again
+		case errors.Is(err, api.ErrTooManyWaiters):
+			if serr := sleep(ctx, retryDelay(err)); serr != nil {
+				return nil, fmt.Errorf("lock %s: %w (after %w)", name, serr, err)
+			}
+			continue
 		}
 		return l, err
+	}
+}
+
+// retryDelay is the Retry-After of err's answer, or a second.
+func retryDelay(err error) time.Duration {
+	if e, ok := errors.AsType[*Error](err); ok && e.retryAfter > 0 {
+		return e.retryAfter
+	}
+	return time.Second
+}
+
+// sleep waits for d, or returns ctx's error when ctx ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

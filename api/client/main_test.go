@@ -128,6 +128,11 @@ func newGateway(etcdClient *clientv3.Client, s3Endpoint string, policies []token
 // newGatewayHandler is newGateway's gateway, with opts added to the lock
 // API, for a test to serve as it likes.
 func newGatewayHandler(etcdClient *clientv3.Client, s3Endpoint string, policies []tokenstore.Policy, opts ...gateway.Option) (http.Handler, error) {
+	return newGatewayHandlerWith(gateway.Config{}, etcdClient, s3Endpoint, policies, opts...)
+}
+
+// newGatewayHandlerWith is newGatewayHandler with cfg's limits.
+func newGatewayHandlerWith(cfg gateway.Config, etcdClient *clientv3.Client, s3Endpoint string, policies []tokenstore.Policy, opts ...gateway.Option) (http.Handler, error) {
 	store, err := tokenstore.New(etcdClient, tokenstore.Config{RequestTimeout: 2 * time.Second, Policies: policies})
 	if err != nil {
 		return nil, err
@@ -141,7 +146,8 @@ func newGatewayHandler(etcdClient *clientv3.Client, s3Endpoint string, policies 
 	if err != nil {
 		return nil, err
 	}
-	return gateway.New(gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store, backend, append(opts, gateway.WithLocks(store))...)
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	return gateway.New(cfg, store, backend, append(opts, gateway.WithLocks(store))...)
 }
 
 // env is a gateway of one test: its own etcd (which the test may stop)

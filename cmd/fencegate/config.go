@@ -420,6 +420,22 @@ func (d *decoder) size(n *yaml.Node, path string, least, most int64) (int64, boo
 	return int64(b), true
 }
 
+// countSetting is a count for flagName: an integer from 0 (no limit) up.
+func countSetting(key, flagName string) field {
+	return field{key, func(d *decoder, n *yaml.Node, path string) {
+		s, ok := d.scalar(n, path, "a whole number, 0 or more")
+		if !ok {
+			return
+		}
+		count, err := strconv.Atoi(s)
+		if err != nil || n.ShortTag() != "!!int" || count < 0 {
+			d.errorf(n, path, "%q: want a whole number, 0 or more (0: no limit)", s)
+			return
+		}
+		d.set(flagName, strconv.Itoa(count), n, path)
+	}}
+}
+
 // boolSetting is true or false for flagName.
 func boolSetting(key, flagName string) field {
 	return field{key, func(d *decoder, n *yaml.Node, path string) {
@@ -571,6 +587,9 @@ var limitFields = []field{
 	sizeSetting("buffer_budget_bytes", "buffer-budget-bytes", 1, 1<<62),
 	sizeSetting("max_body_bytes", "max-body-bytes", 1, 1<<62),
 	sizeSetting("max_header_bytes", "max-header-bytes", 1<<10, 16<<20),
+	countSetting("max_sessions_per_identity", "max-sessions-per-identity"),
+	countSetting("max_locks_per_session", "max-locks-per-session"),
+	countSetting("max_lock_waiters", "max-lock-waiters"),
 }
 
 var logFields = []field{

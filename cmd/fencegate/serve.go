@@ -52,23 +52,34 @@ type etcdConfig struct {
 	requestTimeout time.Duration
 }
 
-// limits are the gateway's body and header limits.
+// limits are the gateway's body and header limits, and those of the lock
+// API. For the lock API's, 0 means no limit.
 type limits struct {
 	bufferBytes       int64
 	bufferBudgetBytes int64
 	maxBodyBytes      int64
 	maxHeaderBytes    int
+
+	maxSessionsPerIdentity int // tokenstore.Config.MaxSessionsPerIdentity
+	maxLocksPerSession     int // tokenstore.Config.MaxLocksPerSession
+	maxLockWaiters         int // gateway.Config.MaxLockWaiters
 }
 
 // defaultLimits are the limits' defaults: an 8 MiB replay buffer, 256 MiB
 // of buffered bodies for all requests together, S3's 5 GiB limit for a
-// single PUT, and 64 KiB of headers.
+// single PUT, 64 KiB of headers, and the lock API's packages' defaults.
 func defaultLimits() limits {
-	return limits{bufferBytes: 8 << 20, bufferBudgetBytes: 256 << 20, maxBodyBytes: 5 << 30, maxHeaderBytes: 64 << 10}
+	return limits{bufferBytes: 8 << 20, bufferBudgetBytes: 256 << 20, maxBodyBytes: 5 << 30, maxHeaderBytes: 64 << 10,
+		maxSessionsPerIdentity: tokenstore.DefaultMaxSessionsPerIdentity,
+		maxLocksPerSession:     tokenstore.DefaultMaxLocksPerSession,
+		maxLockWaiters:         gateway.DefaultMaxLockWaiters}
 }
 
 // limitFlags are the values of the limits' flags.
-type limitFlags struct{ buffer, bufferBudget, maxBody, maxHeader byteSize }
+type limitFlags struct {
+	buffer, bufferBudget, maxBody, maxHeader byteSize
+	maxSessions, maxLocks, maxLockWaiters    int
+}
 
 // addLimitFlags adds the limits' flags, with their defaults, to fs.
 func addLimitFlags(fs *flag.FlagSet) *limitFlags {
@@ -78,11 +89,23 @@ func addLimitFlags(fs *flag.FlagSet) *limitFlags {
 	fs.Var(&l.bufferBudget, "buffer-budget-bytes", "most memory that the bodies held in memory (see --buffer-bytes) take, all requests'\ntogether (`bytes`); a body that finds it in use is refused with a retryable 503 gateway-busy")
 	fs.Var(&l.maxBody, "max-body-bytes", "largest request body accepted (`bytes`; 413 beyond)")
 	fs.Var(&l.maxHeader, "max-header-bytes", "largest request header block accepted (`bytes`; 431 beyond)")
+	fs.IntVar(&l.maxSessions, "max-sessions-per-identity", d.maxSessionsPerIdentity, "most live sessions of one identity, across every gateway on the etcd cluster\n(`n`; 429 too-many-sessions beyond; 0: no limit)")
+	fs.IntVar(&l.maxLocks, "max-locks-per-session", d.maxLocksPerSession, "most locks one session holds plus queues it waits in\n(`n`; 429 too-many-locks beyond; 0: no limit)")
+	fs.IntVar(&l.maxLockWaiters, "max-lock-waiters", d.maxLockWaiters, "most lock requests with a wait above 0 that this gateway serves at once\n(`n`; 503 too-many-waiters beyond; 0: no limit)")
 	return l
 }
 
 func (l *limitFlags) limits() limits {
-	return limits{bufferBytes: int64(l.buffer), bufferBudgetBytes: int64(l.bufferBudget), maxBodyBytes: int64(l.maxBody), maxHeaderBytes: int(l.maxHeader)}
+	return limits{bufferBytes: int64(l.buffer), bufferBudgetBytes: int64(l.bufferBudget), maxBodyBytes: int64(l.maxBody), maxHeaderBytes: int(l.maxHeader),
+		maxSessionsPerIdentity: l.maxSessions, maxLocksPerSession: l.maxLocks, maxLockWaiters: l.maxLockWaiters}
+}
+
+// noLimitIfZero maps a flag's 0 (no limit) to the packages' negative.
+func noLimitIfZero(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 const serveDescription = `
@@ -271,6 +294,8 @@ func newGateway(ctx context.Context, logger *slog.Logger, client *clientv3.Clien
 // newGatewayWith is newGateway with the config file's features (partner
 // routes and auth) and a tracer (nil: no tracing).
 func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.Client, storeCfg tokenstore.Config, s3cfg s3.Config, lim limits, f features, tracer trace.Tracer) (*wiredGateway, error) {
+	storeCfg.MaxSessionsPerIdentity = noLimitIfZero(lim.maxSessionsPerIdentity)
+	storeCfg.MaxLocksPerSession = noLimitIfZero(lim.maxLocksPerSession)
 	store, err := tokenstore.New(client, storeCfg)
 	if err != nil {
 		return nil, err
@@ -303,6 +328,7 @@ func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.C
 		BufferBudgetBytes: lim.bufferBudgetBytes,
 		MaxBodyBytes:      lim.maxBodyBytes,
 		MaxHeaderBytes:    lim.maxHeaderBytes,
+		MaxLockWaiters:    noLimitIfZero(lim.maxLockWaiters),
 		TestHooks:         hooks,
 		Tracer:            tracer,
 		Readiness: []gateway.Check{
@@ -430,7 +456,7 @@ func s3EndpointForLog(endpoint string) string {
 	return endpoint
 }
 
-// checkLimits checks the gateway's size limits.
+// checkLimits checks the gateway's size limits and the lock API's.
 func checkLimits(l limits) error {
 	var errs []error
 	if l.bufferBytes < 1 {
@@ -444,6 +470,14 @@ func checkLimits(l limits) error {
 	}
 	if l.maxHeaderBytes < 1<<10 || l.maxHeaderBytes > 16<<20 {
 		errs = append(errs, fmt.Errorf("--max-header-bytes %d: must be from 1KiB to 16MiB", l.maxHeaderBytes))
+	}
+	for _, c := range []struct {
+		flag string
+		n    int
+	}{{"max-sessions-per-identity", l.maxSessionsPerIdentity}, {"max-locks-per-session", l.maxLocksPerSession}, {"max-lock-waiters", l.maxLockWaiters}} {
+		if c.n < 0 {
+			errs = append(errs, fmt.Errorf("--%s %d: must not be negative (0: no limit)", c.flag, c.n))
+		}
 	}
 	if len(errs) == 0 && l.bufferBytes > l.maxBodyBytes {
 		errs = append(errs, fmt.Errorf("--buffer-bytes %v must not exceed --max-body-bytes %v", byteSize(l.bufferBytes), byteSize(l.maxBodyBytes)))

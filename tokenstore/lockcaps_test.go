@@ -1,0 +1,133 @@
+package tokenstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"fencegate/api"
+	"fencegate/internal/testenv"
+	"fencegate/tokenstore"
+)
+
+// newCappedStores returns two stores (two gateways) on one etcd with the
+// caps of cfg, and a client of that etcd.
+func newCappedStores(tb testing.TB, cfg tokenstore.Config) (a, b *tokenstore.Store, client *clientv3.Client) {
+	tb.Helper()
+	etcd := testenv.StartEtcd(tb)
+	client = etcd.Client(tb)
+	cfg.Prefix = "test/"
+	cfg.RequestTimeout = 5 * time.Second
+	a, err := tokenstore.New(client, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b, err = tokenstore.New(etcd.Client(tb), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return a, b, client
+}
+
+// TestSessionCapCountsPerIdentityAcrossStores: 20 concurrent creations by
+// one identity through two stores, with a cap of 5, create exactly 5
+// sessions; the others fail with api.ErrTooManySessions and leave no
+// record. Another identity, and an identity whose name extends the
+// first's, each still get their own 5.
+func TestSessionCapCountsPerIdentityAcrossStores(t *testing.T) {
+	a, b, client := newCappedStores(t, tokenstore.Config{MaxSessionsPerIdentity: 5})
+	ctx := context.Background()
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		created int
+		refused int
+	)
+	for i := range 20 {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		wg.Go(func() {
+			_, err := s.CreateSession(ctx, 30, "alice")
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				created++
+			case errors.Is(err, api.ErrTooManySessions):
+				refused++
+			default:
+				t.Errorf("CreateSession: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if created != 5 || refused != 15 {
+		t.Fatalf("created %d, refused %d; want 5 and 15", created, refused)
+	}
+	resp, err := client.Get(ctx, "test/sessions/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Count != 5 {
+		t.Fatalf("%d session records; want 5", resp.Count)
+	}
+	for _, owner := range []string{"bob", "alice/x", "alic"} {
+		for i := range 5 {
+			if _, err := a.CreateSession(ctx, 30, owner); err != nil {
+				t.Fatalf("CreateSession #%d for %q: %v", i+1, owner, err)
+			}
+		}
+		if _, err := b.CreateSession(ctx, 30, owner); !errors.Is(err, api.ErrTooManySessions) {
+			t.Fatalf("6th CreateSession for %q: %v; want %v", owner, err, api.ErrTooManySessions)
+		}
+	}
+}
+
+// TestLockCapCountsConcurrentAcquires: one session acquiring 10 locks at
+// once through two stores, with a cap of 3, gets exactly 3; the others
+// fail with api.ErrTooManyLocks and queue nothing.
+func TestLockCapCountsConcurrentAcquires(t *testing.T) {
+	a, b, client := newCappedStores(t, tokenstore.Config{MaxLocksPerSession: 3})
+	ctx := context.Background()
+	session := newSession(t, a, 30)
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		granted int
+	)
+	for i := range 10 {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		wg.Go(func() {
+			_, err := s.Acquire(ctx, fmt.Sprintf("l%d", i), session, anonymous, 0)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				granted++
+			case !errors.Is(err, api.ErrTooManyLocks):
+				t.Errorf("Acquire(l%d): %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if granted != 3 {
+		t.Fatalf("%d grants; want 3", granted)
+	}
+	resp, err := client.Get(ctx, "test/locks/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Count != 3 {
+		t.Fatalf("%d queue keys; want 3", resp.Count)
+	}
+}
