@@ -99,7 +99,11 @@ func TestAdmitPartnerHeld(t *testing.T) {
 
 	holder := mustAcquire(t, s, "report", newSession(t, s, 60))
 	waiterSession := newSession(t, s, 60)
-	go func() { _, _ = s.Acquire(ctx, "report", waiterSession, anonymous, 10*time.Second) }()
+	waiterDone := make(chan struct{})
+	go func() {
+		defer close(waiterDone)
+		_, _ = s.Acquire(ctx, "report", waiterSession, anonymous, 10*time.Second)
+	}()
 	waitForQueue(t, s, "report", 2)
 	resp, err := client.Get(ctx, "test/locks/report/", clientv3.WithLastCreate()...)
 	if err != nil || len(resp.Kvs) != 1 {
@@ -126,6 +130,9 @@ func TestAdmitPartnerHeld(t *testing.T) {
 		t.Fatalf("Release(%d) = %v, %v", holder, ok, err)
 	}
 	waitForQueue(t, s, "report", 1) // the waiter holds now
+	// Its Acquire returns once it has seen so: wait for that, so that its
+	// requests are not counted as the admission's.
+	<-waiterDone
 	before = calls.Count()
 	if _, err := p.AdmitPartner(ctx, admission(holder, 0)); !errors.Is(err, api.ErrLockNotHeld) {
 		t.Fatalf("AdmitPartner(released %d) = %v; want ErrLockNotHeld", holder, err)
