@@ -45,6 +45,13 @@ type Config struct {
 	AuthRefusalLogRate float64
 	// AuthRefusalLogBurst is the limiter's burst. Zero means 20.
 	AuthRefusalLogBurst int
+	// TransferChunkTimeout is the minimum transfer rate of object bodies
+	// to and from clients: each chunk of TransferChunkBytes must be taken
+	// by a client reading a GET, or arrive from a client sending a PUT,
+	// within it. A client that is slower is cut off, and its S3 request
+	// ended, so that it gives back its S3 connection. Zero means 10
+	// seconds (6.4 KiB a second).
+	TransferChunkTimeout time.Duration
 	// WriteAttempts bounds observe-fence-write rounds per request when the
 	// write loses a race to another writer. Zero means 3.
 	WriteAttempts int
@@ -170,11 +177,14 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	if cfg.ETagCacheEntries == 0 {
 		cfg.ETagCacheEntries = defaultETagCacheEntries
 	}
+	if cfg.TransferChunkTimeout == 0 {
+		cfg.TransferChunkTimeout = defaultTransferChunkTimeout
+	}
 	if cfg.ReadinessTimeout == 0 {
 		cfg.ReadinessTimeout = 2 * time.Second
 	}
 	switch {
-	case cfg.BufferBytes < 0, cfg.MaxBodyBytes < 0, cfg.MaxHeaderBytes < 0, cfg.MaxTargetBytes < 0, cfg.WriteAttempts < 0, cfg.ReadinessTimeout < 0, cfg.AuthRefusalLogBurst < 0:
+	case cfg.BufferBytes < 0, cfg.MaxBodyBytes < 0, cfg.MaxHeaderBytes < 0, cfg.MaxTargetBytes < 0, cfg.WriteAttempts < 0, cfg.ReadinessTimeout < 0, cfg.TransferChunkTimeout < 0, cfg.AuthRefusalLogBurst < 0:
 		return nil, errors.New("gateway: negative limit in config")
 	case cfg.BufferBytes > cfg.MaxBodyBytes:
 		return nil, fmt.Errorf("gateway: buffer bytes %d exceed max body bytes %d", cfg.BufferBytes, cfg.MaxBodyBytes)

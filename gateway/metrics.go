@@ -69,6 +69,9 @@ type metrics struct {
 	// suppressedLines counts the log lines of 401 and 403 answers that
 	// the limiter left out (audit.go), by reason.
 	suppressedLines *prometheus.CounterVec
+	// slowClients counts clients cut off for moving an object body slower
+	// than Config.TransferChunkTimeout allows (transfer.go), by direction.
+	slowClients *prometheus.CounterVec
 }
 
 // newMetrics makes the collectors and registers them, with the Go runtime
@@ -121,6 +124,11 @@ func newMetrics() *metrics {
 		Help: "Log lines of requests refused 401 or 403 that were left out by the limit on their rate, by reason: unauthorized (401), forbidden (403). The next line written of that reason has their count in its suppressed field.",
 	}, []string{"reason"})
 	m.registry.MustRegister(m.suppressedLines)
+	m.slowClients = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencegate_slow_clients_cut_total",
+		Help: "Clients cut off for moving an object body slower than the transfer chunk timeout allows (64 KiB per timeout), by direction: download (a GET's answer not taken), upload (a PUT's body not sent).",
+	}, []string{"direction"})
+	m.registry.MustRegister(m.slowClients)
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"fencegate/api"
 )
@@ -173,7 +174,7 @@ func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, err)
 		return
 	}
-	body, err := g.readBody(r)
+	body, err := g.readBody(w, r)
 	if err != nil {
 		g.writeError(w, r, err)
 		return
@@ -201,6 +202,9 @@ func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
 		in.UnsafeUnconditional = g.hooks.UnsafeUnconditionalWrite
 		in.Body = body.reader()
 		etag, err := g.objects.Put(r.Context(), in)
+		if err != nil && body.stalled() {
+			err = fmt.Errorf("%w: %w", api.ErrInvalidRequest, errBodyStalled(g.cfg.TransferChunkTimeout))
+		}
 		if err != nil && cached {
 			// Whatever went wrong, the entry may be out of date: the
 			// next write observes with a HEAD.
@@ -309,7 +313,7 @@ func (g *Gateway) getObject(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusOK)
 	if obj.Body != nil {
-		if _, err := io.Copy(w, obj.Body); err != nil {
+		if _, err := g.copyToClient(w, obj.Body); err != nil {
 			g.logger(r.Context()).Warn("object read interrupted", "bucket", path.Bucket, "key", path.Key, "err", err)
 		}
 	}
@@ -344,9 +348,21 @@ type requestBody struct {
 	buf    []byte    // non-nil when buffered
 	stream io.Reader // when not buffered
 	size   int64
+	// client is the request's body under its transfer deadlines; nil
+	// where the connection takes none.
+	client *clientBody
 }
 
 func (b *requestBody) replayable() bool { return b.buf != nil }
+
+// stalled reports whether the client stopped sending the body: a chunk
+// did not arrive within Config.TransferChunkTimeout.
+func (b *requestBody) stalled() bool { return b.client != nil && b.client.stalled }
+
+// errBodyStalled says why a body that stopped arriving was refused.
+func errBodyStalled(timeout time.Duration) error {
+	return fmt.Errorf("the body stopped arriving: no %d KiB within %v", transferChunkBytes>>10, timeout)
+}
 
 func (b *requestBody) reader() io.Reader {
 	if b.buf != nil {
@@ -357,25 +373,38 @@ func (b *requestBody) reader() io.Reader {
 
 // readBody buffers bodies up to Config.BufferBytes and lets larger ones
 // stream. A body of unknown length must fit the buffer (S3 needs the
-// length up front), else 411.
-func (g *Gateway) readBody(r *http.Request) (*requestBody, error) {
+// length up front), else 411. Either way the body is read under the
+// transfer deadlines (see clientBody): a sender that stalls is cut off.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) (*requestBody, error) {
 	n := r.ContentLength
-	switch {
-	case n > g.cfg.MaxBodyBytes:
+	if n > g.cfg.MaxBodyBytes {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", api.ErrBodyTooLarge, n, g.cfg.MaxBodyBytes)
+	}
+	var from io.Reader = r.Body
+	client := g.newClientBody(w, r)
+	if client != nil {
+		from = client
+	}
+	readErr := func(err error) error {
+		if client != nil && client.stalled {
+			return fmt.Errorf("%w: %w", api.ErrInvalidRequest, errBodyStalled(g.cfg.TransferChunkTimeout))
+		}
+		return fmt.Errorf("%w: reading body: %v", api.ErrInvalidRequest, err)
+	}
+	switch {
 	case n > g.cfg.BufferBytes:
-		return &requestBody{stream: r.Body, size: n}, nil
+		return &requestBody{stream: from, size: n, client: client}, nil
 	case n >= 0:
 		buf := make([]byte, n)
-		if _, err := io.ReadFull(r.Body, buf); err != nil {
-			return nil, fmt.Errorf("%w: reading body: %v", api.ErrInvalidRequest, err)
+		if _, err := io.ReadFull(from, buf); err != nil {
+			return nil, readErr(err)
 		}
 		return &requestBody{buf: buf, size: n}, nil
 	}
 	// Unknown length (chunked): read at most one byte past the buffer.
-	buf, err := io.ReadAll(io.LimitReader(r.Body, g.cfg.BufferBytes+1))
+	buf, err := io.ReadAll(io.LimitReader(from, g.cfg.BufferBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("%w: reading body: %v", api.ErrInvalidRequest, err)
+		return nil, readErr(err)
 	}
 	if int64(len(buf)) > g.cfg.BufferBytes {
 		return nil, fmt.Errorf("%w: a body over %d bytes needs a Content-Length", api.ErrLengthRequired, g.cfg.BufferBytes)

@@ -570,6 +570,7 @@ var limitFields = []field{
 	sizeSetting("buffer_bytes", "buffer-bytes", 1, 1<<62),
 	sizeSetting("max_body_bytes", "max-body-bytes", 1, 1<<62),
 	sizeSetting("max_header_bytes", "max-header-bytes", 1<<10, 16<<20),
+	durationSetting("transfer_chunk_timeout", "transfer-chunk-timeout", aboveZero),
 }
 
 var logFields = []field{

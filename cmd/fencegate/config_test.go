@@ -209,6 +209,7 @@ func TestFullConfigDecodes(t *testing.T) {
 		{"s3 secret (secret_key_env)", cfg.s3.SecretAccessKey, "s3-secret"},
 		{"buffer bytes", cfg.gateway.bufferBytes, int64(8 << 20)},
 		{"max header bytes", cfg.gateway.maxHeaderBytes, 64 << 10},
+		{"transfer chunk timeout", cfg.gateway.transferChunkTimeout, 20 * time.Second},
 		{"log format", cfg.log.format, "json"},
 		{"otlp endpoint", cfg.tracing.endpoint, "http://otel-collector:4317"},
 		{"trace sample ratio", cfg.tracing.sampleRatio, 0.1},

@@ -52,21 +52,27 @@ type etcdConfig struct {
 	requestTimeout time.Duration
 }
 
-// limits are the gateway's body and header limits.
+// limits are the gateway's body, header and transfer-rate limits.
 type limits struct {
 	bufferBytes    int64
 	maxBodyBytes   int64
 	maxHeaderBytes int
+	// transferChunkTimeout is gateway.Config.TransferChunkTimeout.
+	transferChunkTimeout time.Duration
 }
 
 // defaultLimits are the limits' defaults: an 8 MiB replay buffer, S3's
-// 5 GiB limit for a single PUT, and 64 KiB of headers.
+// 5 GiB limit for a single PUT, 64 KiB of headers, and object bodies
+// moving at least 64 KiB every 10 seconds.
 func defaultLimits() limits {
-	return limits{bufferBytes: 8 << 20, maxBodyBytes: 5 << 30, maxHeaderBytes: 64 << 10}
+	return limits{bufferBytes: 8 << 20, maxBodyBytes: 5 << 30, maxHeaderBytes: 64 << 10, transferChunkTimeout: 10 * time.Second}
 }
 
 // limitFlags are the values of the limits' flags.
-type limitFlags struct{ buffer, maxBody, maxHeader byteSize }
+type limitFlags struct {
+	buffer, maxBody, maxHeader byteSize
+	transferChunk              time.Duration
+}
 
 // addLimitFlags adds the limits' flags, with their defaults, to fs.
 func addLimitFlags(fs *flag.FlagSet) *limitFlags {
@@ -75,11 +81,12 @@ func addLimitFlags(fs *flag.FlagSet) *limitFlags {
 	fs.Var(&l.buffer, "buffer-bytes", "largest body held in memory (`bytes`, such as 8MiB), so that a write that lost a race\ncan be retried; larger bodies stream, and a lost race on them is a retryable 409")
 	fs.Var(&l.maxBody, "max-body-bytes", "largest request body accepted (`bytes`; 413 beyond)")
 	fs.Var(&l.maxHeader, "max-header-bytes", "largest request header block accepted (`bytes`; 431 beyond)")
+	fs.DurationVar(&l.transferChunk, "transfer-chunk-timeout", d.transferChunkTimeout, "minimum rate of object bodies to and from clients: each 64 KiB must move within this\n`duration`, else the client is cut off and its S3 request ended")
 	return l
 }
 
 func (l *limitFlags) limits() limits {
-	return limits{bufferBytes: int64(l.buffer), maxBodyBytes: int64(l.maxBody), maxHeaderBytes: int(l.maxHeader)}
+	return limits{bufferBytes: int64(l.buffer), maxBodyBytes: int64(l.maxBody), maxHeaderBytes: int(l.maxHeader), transferChunkTimeout: l.transferChunk}
 }
 
 const serveDescription = `
@@ -291,12 +298,13 @@ func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.C
 		opts = append(opts, gateway.WithAuth(*f.auth))
 	}
 	gw, err := gateway.New(gateway.Config{
-		Logger:         logger,
-		BufferBytes:    lim.bufferBytes,
-		MaxBodyBytes:   lim.maxBodyBytes,
-		MaxHeaderBytes: lim.maxHeaderBytes,
-		TestHooks:      hooks,
-		Tracer:         tracer,
+		Logger:               logger,
+		BufferBytes:          lim.bufferBytes,
+		MaxBodyBytes:         lim.maxBodyBytes,
+		MaxHeaderBytes:       lim.maxHeaderBytes,
+		TransferChunkTimeout: lim.transferChunkTimeout,
+		TestHooks:            hooks,
+		Tracer:               tracer,
 		Readiness: []gateway.Check{
 			{Name: "etcd", Probe: store.Ping},
 			{Name: "s3", Probe: objects.Ping},
@@ -429,6 +437,9 @@ func checkLimits(l limits) error {
 	}
 	if l.maxHeaderBytes < 1<<10 || l.maxHeaderBytes > 16<<20 {
 		errs = append(errs, fmt.Errorf("--max-header-bytes %d: must be from 1KiB to 16MiB", l.maxHeaderBytes))
+	}
+	if l.transferChunkTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--transfer-chunk-timeout %v: must be above zero", l.transferChunkTimeout))
 	}
 	if len(errs) == 0 && l.bufferBytes > l.maxBodyBytes {
 		errs = append(errs, fmt.Errorf("--buffer-bytes %v must not exceed --max-body-bytes %v", byteSize(l.bufferBytes), byteSize(l.maxBodyBytes)))
