@@ -34,6 +34,14 @@ const (
 // connections.
 func (e *env) startGatewayWithPool(tb testing.TB, cfg gateway.Config, conns int) {
 	tb.Helper()
+	e.startGatewayWithS3(tb, cfg, s3.Config{MaxConnsPerHost: conns})
+}
+
+// startGatewayWithS3 is startGateway with the S3 backend's pool and
+// timeouts taken from s3cfg (its endpoint and credentials are the shared
+// S3 server's).
+func (e *env) startGatewayWithS3(tb testing.TB, cfg gateway.Config, s3cfg s3.Config) {
+	tb.Helper()
 	e.etcdCalls = nil
 	client := e.etcd.Client(tb)
 	store, err := tokenstore.New(client, tokenstore.Config{RequestTimeout: time.Second})
@@ -41,13 +49,10 @@ func (e *env) startGatewayWithPool(tb testing.TB, cfg gateway.Config, conns int)
 		tb.Fatal(err)
 	}
 	e.store = store
-	backend, err := s3.New(context.Background(), s3.Config{
-		Endpoint:        sharedS3.Endpoint(),
-		AccessKeyID:     sharedS3.AccessKey,
-		SecretAccessKey: sharedS3.SecretKey,
-		UsePathStyle:    true,
-		MaxConnsPerHost: conns,
-	})
+	s3cfg.Endpoint = sharedS3.Endpoint()
+	s3cfg.AccessKeyID, s3cfg.SecretAccessKey = sharedS3.AccessKey, sharedS3.SecretKey
+	s3cfg.UsePathStyle = true
+	backend, err := s3.New(context.Background(), s3cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -243,5 +248,48 @@ func TestTransferDeadlinesBoundOnlyTheClient(t *testing.T) {
 		if r := sendWith(t, client, req); r.status/100 != 2 {
 			t.Fatalf("PUT %d on the GET's connection = %v; want 2xx", i, r)
 		}
+	}
+}
+
+// TestS3ConnectionWaitIsBounded holds every connection of a pool of two
+// with slow readers that the transfer deadline spares (it is a minute
+// here): a request that needs S3 meanwhile waits at most ConnWaitTimeout
+// for a connection, and is answered 504 upstream-timeout rather than
+// left hanging. Once the slow readers go, the pool serves again.
+func TestS3ConnectionWaitIsBounded(t *testing.T) {
+	e := newStackEnv(t)
+	e.startGatewayWithS3(t, gateway.Config{TransferChunkTimeout: time.Minute},
+		s3.Config{MaxConnsPerHost: 2, ConnWaitTimeout: 300 * time.Millisecond})
+	const bigSize = 4 << 20
+	if _, err := e.minio.PutObject(context.Background(), e.bucket, "big", bytes.NewReader(bytes.Repeat([]byte("x"), bigSize)), bigSize, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.put(t, "small", 5, "hello"); r.status != http.StatusCreated {
+		t.Fatalf("seed small = %v", r)
+	}
+	var conns []net.Conn
+	for range 2 {
+		conn := dialSlow(t, e.url)
+		fmt.Fprintf(conn, "GET /v1/objects/%s/big HTTP/1.1\r\nHost: fencegate\r\n\r\n", e.bucket)
+		conns = append(conns, conn)
+	}
+	time.Sleep(time.Second)
+	get, _ := http.NewRequest(http.MethodGet, e.objectURL("small"), nil)
+	put, _ := http.NewRequest(http.MethodPut, e.objectURL("new"), strings.NewReader("fresh"))
+	put.Header.Set(api.HeaderFenceToken, "7")
+	for _, req := range []*http.Request{get, put} {
+		if got := liveRequest(t, req); got != http.StatusGatewayTimeout {
+			t.Errorf("%s while the pool is held = %d; want 504", req.Method, got)
+		}
+	}
+	if _, _, ok := e.stored(t, "new"); ok {
+		t.Errorf("the PUT answered 504 stored its object; want nothing sent")
+	}
+	for _, conn := range conns {
+		conn.Close()
+	}
+	get, _ = http.NewRequest(http.MethodGet, e.objectURL("small"), nil)
+	if got := liveRequest(t, get); got != http.StatusOK {
+		t.Errorf("GET once the slow readers left = %d; want 200", got)
 	}
 }

@@ -48,11 +48,16 @@ type Config struct {
 	// ResponseHeaderTimeout bounds the wait for S3's answer once a request
 	// is sent. Zero means 30 seconds.
 	ResponseHeaderTimeout time.Duration
+	// ConnWaitTimeout bounds the wait for a connection to S3 (from the
+	// pool, or dialed), before a request is sent. Zero means 5 seconds.
+	ConnWaitTimeout time.Duration
 }
 
 // Client is an S3 backend. It is safe for concurrent use.
 type Client struct {
 	s3 *s3.Client
+	// connWait is Config.ConnWaitTimeout.
+	connWait time.Duration
 	// signed sends Put and Head without the SDK's middleware; nil means
 	// through the SDK (see newSignedHTTP).
 	signed *signedHTTP
@@ -68,6 +73,12 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	if cfg.ResponseHeaderTimeout == 0 {
 		cfg.ResponseHeaderTimeout = 30 * time.Second
+	}
+	if cfg.ConnWaitTimeout == 0 {
+		cfg.ConnWaitTimeout = 5 * time.Second
+	}
+	if cfg.MaxConnsPerHost < 0 || cfg.ResponseHeaderTimeout < 0 || cfg.ConnWaitTimeout < 0 {
+		return nil, errors.New("s3: negative pool size or timeout")
 	}
 	if (cfg.AccessKeyID == "") != (cfg.SecretAccessKey == "") {
 		return nil, errors.New("s3: set both access key id and secret access key, or neither")
@@ -107,7 +118,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 		o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
 	})
-	return &Client{s3: client, signed: newSignedHTTP(client)}, nil
+	return &Client{s3: client, signed: newSignedHTTP(client), connWait: cfg.ConnWaitTimeout}, nil
 }
 
 // errNoETag refuses an object that exists without an ETag. A conditional
@@ -178,6 +189,13 @@ func (c *Client) Put(ctx context.Context, in api.PutObjectInput) (etag string, e
 	if err != nil {
 		return "", fmt.Errorf("s3 put %s/%s: %w: %w", in.Path.Bucket, in.Path.Key, api.ErrUpstream, err)
 	}
+	ctx, release := boundConnWait(ctx, c.connWait)
+	defer release()
+	defer func() {
+		if waitErr := connWaitError(ctx, "put", in.Path, c.connWait); err != nil && waitErr != nil {
+			err = waitErr
+		}
+	}()
 	if c.signed != nil && in.Size >= 0 {
 		etag, sdk, err := c.signed.put(ctx, in, cond)
 		if err != nil {
@@ -218,11 +236,16 @@ func (c *Client) Delete(ctx context.Context, p api.ObjectPath, etag string) erro
 	if !(api.ObjectVersion{Exists: true, ETag: etag}).Named() {
 		return fmt.Errorf("s3 delete %s/%s: %w: %w", p.Bucket, p.Key, api.ErrUpstream, errNoETag)
 	}
+	ctx, release := boundConnWait(ctx, c.connWait)
+	defer release()
 	_, err := c.s3.DeleteObject(ctx, &s3.DeleteObjectInput{
 		Bucket:  aws.String(p.Bucket),
 		Key:     aws.String(p.Key),
 		IfMatch: aws.String(etag),
 	})
+	if waitErr := connWaitError(ctx, "delete", p, c.connWait); err != nil && waitErr != nil {
+		return waitErr
+	}
 	if err != nil {
 		return fmt.Errorf("s3 delete %s/%s: %w", p.Bucket, p.Key, mapWriteError(err))
 	}
@@ -231,12 +254,17 @@ func (c *Client) Delete(ctx context.Context, p api.ObjectPath, etag string) erro
 
 // Get reads the object. The caller closes its Body.
 func (c *Client) Get(ctx context.Context, p api.ObjectPath) (*api.Object, error) {
+	ctx, release := boundConnWait(ctx, c.connWait)
 	out, err := c.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(p.Bucket), Key: aws.String(p.Key)})
 	if err != nil {
+		release()
+		if waitErr := connWaitError(ctx, "get", p, c.connWait); waitErr != nil {
+			return nil, waitErr
+		}
 		return nil, fmt.Errorf("s3 get %s/%s: %w", p.Bucket, p.Key, mapReadError(err))
 	}
 	return &api.Object{
-		Body:         out.Body,
+		Body:         &releasingBody{ReadCloser: out.Body, release: release},
 		Size:         aws.ToInt64(out.ContentLength),
 		ContentType:  aws.ToString(out.ContentType),
 		ETag:         aws.ToString(out.ETag),
@@ -246,7 +274,14 @@ func (c *Client) Get(ctx context.Context, p api.ObjectPath) (*api.Object, error)
 }
 
 // Head reads the object's metadata.
-func (c *Client) Head(ctx context.Context, p api.ObjectPath) (*api.Object, error) {
+func (c *Client) Head(ctx context.Context, p api.ObjectPath) (_ *api.Object, err error) {
+	ctx, release := boundConnWait(ctx, c.connWait)
+	defer release()
+	defer func() {
+		if waitErr := connWaitError(ctx, "head", p, c.connWait); err != nil && waitErr != nil {
+			err = waitErr
+		}
+	}()
 	if c.signed != nil {
 		obj, sdk, err := c.signed.head(ctx, p)
 		if err != nil {

@@ -420,6 +420,25 @@ func (d *decoder) size(n *yaml.Node, path string, least, most int64) (int64, boo
 	return int64(b), true
 }
 
+// intSetting is a whole number for flagName, from least to most.
+func intSetting(key, flagName string, least, most int) field {
+	return field{key, func(d *decoder, n *yaml.Node, path string) {
+		s, ok := d.scalar(n, path, "a whole number")
+		if !ok {
+			return
+		}
+		i, err := strconv.Atoi(s)
+		switch {
+		case err != nil:
+			d.errorf(n, path, "%q: want a whole number", s)
+		case i < least || i > most:
+			d.errorf(n, path, "%d: must be from %d to %d", i, least, most)
+		default:
+			d.set(flagName, strconv.Itoa(i), n, path)
+		}
+	}}
+}
+
 // boolSetting is true or false for flagName.
 func boolSetting(key, flagName string) field {
 	return field{key, func(d *decoder, n *yaml.Node, path string) {
@@ -564,6 +583,8 @@ var s3Fields = []field{
 	stringSetting("access_key", "s3-access-key", "an access key id", nil),
 	stringSetting("secret_key", "s3-secret-key", "a secret access key", nil),
 	secretEnvSetting("secret_key_env", "s3-secret-key"),
+	intSetting("max_conns", "s3-max-conns", 1, 1<<16),
+	durationSetting("conn_wait_timeout", "s3-conn-wait-timeout", aboveZero),
 }
 
 var limitFields = []field{

@@ -210,6 +210,8 @@ func TestFullConfigDecodes(t *testing.T) {
 		{"buffer bytes", cfg.gateway.bufferBytes, int64(8 << 20)},
 		{"max header bytes", cfg.gateway.maxHeaderBytes, 64 << 10},
 		{"transfer chunk timeout", cfg.gateway.transferChunkTimeout, 20 * time.Second},
+		{"s3 max conns", cfg.s3.MaxConnsPerHost, 512},
+		{"s3 conn wait timeout", cfg.s3.ConnWaitTimeout, 3 * time.Second},
 		{"log format", cfg.log.format, "json"},
 		{"otlp endpoint", cfg.tracing.endpoint, "http://otel-collector:4317"},
 		{"trace sample ratio", cfg.tracing.sampleRatio, 0.1},

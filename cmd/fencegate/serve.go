@@ -134,6 +134,8 @@ func parseServe(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (serve
 	fs.StringVar(&cfg.s3.AccessKeyID, "s3-access-key", "", "S3 access key `id` (with --s3-secret-key; empty: the AWS SDK's default chain)")
 	fs.StringVar(&cfg.s3.SecretAccessKey, "s3-secret-key", "", "S3 secret access `key`")
 	fs.BoolVar(&cfg.s3.UsePathStyle, "s3-path-style", false, "address buckets as endpoint/bucket/key, as most S3-compatible servers need")
+	fs.IntVar(&cfg.s3.MaxConnsPerHost, "s3-max-conns", 256, "most connections to S3 at once; requests beyond wait for one")
+	fs.DurationVar(&cfg.s3.ConnWaitTimeout, "s3-conn-wait-timeout", 5*time.Second, "bound on a request's wait for a connection to S3 (504 upstream-timeout beyond)")
 	lim := addLimitFlags(fs)
 	fs.Var(&cfg.tokenChecks, "token-checks", tokenChecksUsage)
 	addHTTPFlags(fs, &cfg.http)
@@ -175,6 +177,10 @@ func parseServe(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (serve
 	if cfg.s3.Region == "" {
 		check(errors.New("--s3-region must not be empty"))
 	}
+	if cfg.s3.MaxConnsPerHost < 1 {
+		check(fmt.Errorf("--s3-max-conns %d: must be at least 1", cfg.s3.MaxConnsPerHost))
+	}
+	check(positive("s3-conn-wait-timeout", cfg.s3.ConnWaitTimeout))
 	if (cfg.s3.AccessKeyID == "") != (cfg.s3.SecretAccessKey == "") {
 		check(errors.New("--s3-access-key and --s3-secret-key go together: set both or neither (neither: the AWS SDK's default chain)"))
 	}
