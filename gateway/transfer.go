@@ -40,7 +40,7 @@ func (g *Gateway) copyToClient(w http.ResponseWriter, body io.Reader) (int64, er
 	buf := make([]byte, transferChunkBytes)
 	var written int64
 	for {
-		n, readErr := io.ReadFull(body, buf)
+		n, readErr := fill(body, buf)
 		if n > 0 {
 			if err := rc.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
 				return written, err
@@ -48,7 +48,7 @@ func (g *Gateway) copyToClient(w http.ResponseWriter, body io.Reader) (int64, er
 			m, err := w.Write(buf[:n])
 			written += int64(m)
 			if err == nil {
-				err = rc.Flush() // the last bytes, under the same deadline
+				err = rc.Flush() // the chunk's last bytes, under its deadline
 			}
 			if err != nil {
 				if isTimeout(err) {
@@ -57,13 +57,28 @@ func (g *Gateway) copyToClient(w http.ResponseWriter, body io.Reader) (int64, er
 				return written, err
 			}
 		}
-		switch {
-		case readErr == io.EOF || readErr == io.ErrUnexpectedEOF:
+		if readErr == io.EOF {
 			return written, nil
-		case readErr != nil:
+		}
+		if readErr != nil {
 			return written, readErr
 		}
 	}
+}
+
+// fill reads from r until buf is full or r fails, and returns what it
+// read with r's error (io.EOF at the end), unlike io.ReadFull, which
+// hides whether an io.ErrUnexpectedEOF is r's own (a body cut short).
+func fill(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // isTimeout reports whether err is a deadline's.
