@@ -184,8 +184,10 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 		cfg.ReadinessTimeout = 2 * time.Second
 	}
 	switch {
-	case cfg.BufferBytes < 0, cfg.MaxBodyBytes < 0, cfg.MaxHeaderBytes < 0, cfg.MaxTargetBytes < 0, cfg.WriteAttempts < 0, cfg.ReadinessTimeout < 0, cfg.TransferChunkTimeout < 0, cfg.AuthRefusalLogBurst < 0:
+	case cfg.BufferBytes < 0, cfg.MaxBodyBytes < 0, cfg.MaxHeaderBytes < 0, cfg.MaxTargetBytes < 0, cfg.WriteAttempts < 0, cfg.ReadinessTimeout < 0, cfg.AuthRefusalLogBurst < 0:
 		return nil, errors.New("gateway: negative limit in config")
+	case cfg.TransferChunkTimeout < 0:
+		return nil, errors.New("gateway: negative transfer chunk timeout in config")
 	case cfg.BufferBytes > cfg.MaxBodyBytes:
 		return nil, fmt.Errorf("gateway: buffer bytes %d exceed max body bytes %d", cfg.BufferBytes, cfg.MaxBodyBytes)
 	}
