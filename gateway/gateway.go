@@ -52,6 +52,11 @@ type Config struct {
 	// ended, so that it gives back its S3 connection. Zero means 10
 	// seconds (6.4 KiB a second).
 	TransferChunkTimeout time.Duration
+	// MaxRequestsPerClient bounds the object requests (/v1/objects/) that
+	// one client may have in flight at once: 429 too-many-requests, with
+	// Retry-After, beyond. A client is its identity when auth is on, else
+	// its remote address's host. Zero means no limit.
+	MaxRequestsPerClient int
 	// WriteAttempts bounds observe-fence-write rounds per request when the
 	// write loses a race to another writer. Zero means 3.
 	WriteAttempts int
@@ -130,6 +135,9 @@ type Gateway struct {
 	mounts []func(chi.Router)
 	// auth authenticates and authorizes requests; nil without WithAuth.
 	auth *authenticator
+	// perClient counts each client's object requests in flight; nil when
+	// Config.MaxRequestsPerClient is zero.
+	perClient *clientCounts
 	// authLines limits the log lines of 401 and 403 answers; nil when
 	// Config.AuthRefusalLogRate is negative.
 	authLines *lineLimiter
@@ -188,6 +196,8 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 		return nil, errors.New("gateway: negative limit in config")
 	case cfg.TransferChunkTimeout < 0:
 		return nil, errors.New("gateway: negative transfer chunk timeout in config")
+	case cfg.MaxRequestsPerClient < 0:
+		return nil, errors.New("gateway: negative requests per client in config")
 	case cfg.BufferBytes > cfg.MaxBodyBytes:
 		return nil, fmt.Errorf("gateway: buffer bytes %d exceed max body bytes %d", cfg.BufferBytes, cfg.MaxBodyBytes)
 	}
@@ -200,6 +210,9 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 		authLines: newLineLimiter(cfg.Now, cfg.AuthRefusalLogRate, cfg.AuthRefusalLogBurst)}
 	if cfg.TestHooks != nil {
 		g.hooks = *cfg.TestHooks
+	}
+	if cfg.MaxRequestsPerClient > 0 {
+		g.perClient = &clientCounts{max: cfg.MaxRequestsPerClient, n: make(map[string]int)}
 	}
 	for _, opt := range opts {
 		opt(g)
@@ -231,6 +244,7 @@ func (g *Gateway) routes() chi.Router {
 	r.Get("/readyz", g.readyz)
 	r.Method(http.MethodGet, "/metrics", g.metrics.handler()) // open: authenticate exempts it
 	r.Route("/v1/objects/{bucket}", func(r chi.Router) {
+		r.Use(g.limitPerClient)
 		r.Put("/*", g.putObject)
 		r.Delete("/*", g.deleteObject)
 		r.Get("/*", g.getObject)

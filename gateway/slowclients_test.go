@@ -293,3 +293,49 @@ func TestS3ConnectionWaitIsBounded(t *testing.T) {
 		t.Errorf("GET once the slow readers left = %d; want 200", got)
 	}
 }
+
+// TestRequestsPerClientAreCapped holds MaxRequestsPerClient object
+// requests of one client (auth off: one remote address) open with slow
+// readers that the transfer rate spares: the client's next object request
+// is refused 429 too-many-requests with Retry-After, before it reaches
+// S3, while requests off the object routes are not counted; once the
+// slow readers go, the client is served again.
+func TestRequestsPerClientAreCapped(t *testing.T) {
+	e := newStackEnv(t)
+	e.startGatewayWithS3(t, gateway.Config{TransferChunkTimeout: time.Minute, MaxRequestsPerClient: 2}, s3.Config{})
+	const bigSize = 4 << 20
+	if _, err := e.minio.PutObject(context.Background(), e.bucket, "big", bytes.NewReader(bytes.Repeat([]byte("x"), bigSize)), bigSize, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.put(t, "small", 5, "hello"); r.status != http.StatusCreated {
+		t.Fatalf("seed small = %v", r)
+	}
+	var conns []net.Conn
+	for range 2 {
+		conn := dialSlow(t, e.url)
+		fmt.Fprintf(conn, "GET /v1/objects/%s/big HTTP/1.1\r\nHost: fencegate\r\n\r\n", e.bucket)
+		conns = append(conns, conn)
+	}
+	time.Sleep(time.Second)
+	r := do(t, http.MethodGet, e.objectURL("small"), nil, nil)
+	wantProblem(t, r, http.StatusTooManyRequests, "too-many-requests")
+	if r.header.Get("Retry-After") == "" {
+		t.Errorf("429 without Retry-After")
+	}
+	if r := do(t, http.MethodGet, e.url+"/v1/fences/s3/"+e.bucket+"/small", nil, nil); r.status != http.StatusOK {
+		t.Errorf("GET of a fence while the object routes are at the cap = %v; want 200", r)
+	}
+	for _, conn := range conns {
+		conn.Close()
+	}
+	var status int
+	for range 50 { // the server notices the closed connections when it next writes
+		if status = do(t, http.MethodGet, e.objectURL("small"), nil, nil).status; status == http.StatusOK {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if status != http.StatusOK {
+		t.Errorf("GET once the slow readers left = %d; want 200", status)
+	}
+}

@@ -592,6 +592,7 @@ var limitFields = []field{
 	sizeSetting("max_body_bytes", "max-body-bytes", 1, 1<<62),
 	sizeSetting("max_header_bytes", "max-header-bytes", 1<<10, 16<<20),
 	durationSetting("transfer_chunk_timeout", "transfer-chunk-timeout", aboveZero),
+	intSetting("max_requests_per_client", "max-requests-per-client", 0, 1<<20),
 }
 
 var logFields = []field{

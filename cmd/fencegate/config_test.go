@@ -210,6 +210,7 @@ func TestFullConfigDecodes(t *testing.T) {
 		{"buffer bytes", cfg.gateway.bufferBytes, int64(8 << 20)},
 		{"max header bytes", cfg.gateway.maxHeaderBytes, 64 << 10},
 		{"transfer chunk timeout", cfg.gateway.transferChunkTimeout, 20 * time.Second},
+		{"max requests per client", cfg.gateway.maxRequestsPerClient, 32},
 		{"s3 max conns", cfg.s3.MaxConnsPerHost, 512},
 		{"s3 conn wait timeout", cfg.s3.ConnWaitTimeout, 3 * time.Second},
 		{"log format", cfg.log.format, "json"},

@@ -59,6 +59,9 @@ type limits struct {
 	maxHeaderBytes int
 	// transferChunkTimeout is gateway.Config.TransferChunkTimeout.
 	transferChunkTimeout time.Duration
+	// maxRequestsPerClient is gateway.Config.MaxRequestsPerClient (0: no
+	// limit).
+	maxRequestsPerClient int
 }
 
 // defaultLimits are the limits' defaults: an 8 MiB replay buffer, S3's
@@ -72,6 +75,7 @@ func defaultLimits() limits {
 type limitFlags struct {
 	buffer, maxBody, maxHeader byteSize
 	transferChunk              time.Duration
+	perClient                  int
 }
 
 // addLimitFlags adds the limits' flags, with their defaults, to fs.
@@ -82,11 +86,13 @@ func addLimitFlags(fs *flag.FlagSet) *limitFlags {
 	fs.Var(&l.maxBody, "max-body-bytes", "largest request body accepted (`bytes`; 413 beyond)")
 	fs.Var(&l.maxHeader, "max-header-bytes", "largest request header block accepted (`bytes`; 431 beyond)")
 	fs.DurationVar(&l.transferChunk, "transfer-chunk-timeout", d.transferChunkTimeout, "minimum rate of object bodies to and from clients: each 64 KiB must move within this\n`duration`, else the client is cut off and its S3 request ended")
+	fs.IntVar(&l.perClient, "max-requests-per-client", d.maxRequestsPerClient, "most object requests one client (its identity; its address with auth off) may have\nin flight (429 beyond; 0: no limit)")
 	return l
 }
 
 func (l *limitFlags) limits() limits {
-	return limits{bufferBytes: int64(l.buffer), maxBodyBytes: int64(l.maxBody), maxHeaderBytes: int(l.maxHeader), transferChunkTimeout: l.transferChunk}
+	return limits{bufferBytes: int64(l.buffer), maxBodyBytes: int64(l.maxBody), maxHeaderBytes: int(l.maxHeader),
+		transferChunkTimeout: l.transferChunk, maxRequestsPerClient: l.perClient}
 }
 
 const serveDescription = `
@@ -309,6 +315,7 @@ func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.C
 		MaxBodyBytes:         lim.maxBodyBytes,
 		MaxHeaderBytes:       lim.maxHeaderBytes,
 		TransferChunkTimeout: lim.transferChunkTimeout,
+		MaxRequestsPerClient: lim.maxRequestsPerClient,
 		TestHooks:            hooks,
 		Tracer:               tracer,
 		Readiness: []gateway.Check{
@@ -443,6 +450,9 @@ func checkLimits(l limits) error {
 	}
 	if l.maxHeaderBytes < 1<<10 || l.maxHeaderBytes > 16<<20 {
 		errs = append(errs, fmt.Errorf("--max-header-bytes %d: must be from 1KiB to 16MiB", l.maxHeaderBytes))
+	}
+	if l.maxRequestsPerClient < 0 {
+		errs = append(errs, fmt.Errorf("--max-requests-per-client %d: must not be negative (0: no limit)", l.maxRequestsPerClient))
 	}
 	if l.transferChunkTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--transfer-chunk-timeout %v: must be above zero", l.transferChunkTimeout))
