@@ -84,6 +84,10 @@ var (
 	// ErrForbidden means the request's identity has no grant of the
 	// operation for the resource.
 	ErrForbidden = errors.New("forbidden")
+	// ErrTooManyRequests means the client already has as many object
+	// requests in flight as the gateway lets one client have. Nothing was
+	// forwarded.
+	ErrTooManyRequests = errors.New("too many requests")
 )
 
 // StaleTokenError is the detail of an ErrStaleToken refusal: the request's
@@ -152,6 +156,7 @@ var classes = []class{
 	{ErrTooManyWaiters, "too-many-waiters", "Too many lock waiters", http.StatusServiceUnavailable, true},
 	{ErrUnauthorized, "unauthorized", "Authentication required", http.StatusUnauthorized, false},
 	{ErrForbidden, "forbidden", "Forbidden", http.StatusForbidden, false},
+	{ErrTooManyRequests, "too-many-requests", "Too many requests", http.StatusTooManyRequests, true},
 }
 
 // internalClass answers errors that belong to no class. Their details stay

@@ -47,6 +47,7 @@ func TestProblemGolden(t *testing.T) {
 		{"malformed-idempotency-key", fmt.Errorf("%w: only printable ASCII characters are allowed", ErrMalformedIdempotencyKey)},
 		{"unauthorized", fmt.Errorf("%w: unknown API key", ErrUnauthorized)},
 		{"forbidden", fmt.Errorf("%w: identity \"batch\" may not write \"s3/reports/q3.csv\"", ErrForbidden)},
+		{"too-many-requests", fmt.Errorf("%w: 32 object requests of this client in flight", ErrTooManyRequests)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -58,6 +58,18 @@ type Config struct {
 	// before any etcd request. Requests with wait 0 do not count. Zero
 	// means 1000; negative means no limit.
 	MaxLockWaiters int
+	// TransferChunkTimeout is the minimum transfer rate of object bodies
+	// to and from clients: each chunk of TransferChunkBytes must be taken
+	// by a client reading a GET, or arrive from a client sending a PUT,
+	// within it. A client that is slower is cut off, and its S3 request
+	// ended, so that it gives back its S3 connection. Zero means 10
+	// seconds (6.4 KiB a second).
+	TransferChunkTimeout time.Duration
+	// MaxRequestsPerClient bounds the object requests (/v1/objects/) that
+	// one client may have in flight at once: 429 too-many-requests, with
+	// Retry-After, beyond. A client is its identity when auth is on, else
+	// its remote address's host. Zero means no limit.
+	MaxRequestsPerClient int
 	// WriteAttempts bounds observe-fence-write rounds per request when the
 	// write loses a race to another writer. Zero means 3.
 	WriteAttempts int
@@ -160,6 +172,9 @@ type Gateway struct {
 	mounts []func(chi.Router)
 	// auth authenticates and authorizes requests; nil without WithAuth.
 	auth *authenticator
+	// perClient counts each client's object requests in flight; nil when
+	// Config.MaxRequestsPerClient is zero.
+	perClient *clientCounts
 	// authLines limits the log lines of 401 and 403 answers; nil when
 	// Config.AuthRefusalLogRate is negative.
 	authLines *lineLimiter
@@ -213,6 +228,9 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	if cfg.ETagCacheEntries == 0 {
 		cfg.ETagCacheEntries = defaultETagCacheEntries
 	}
+	if cfg.TransferChunkTimeout == 0 {
+		cfg.TransferChunkTimeout = defaultTransferChunkTimeout
+	}
 	if cfg.ReadinessTimeout == 0 {
 		cfg.ReadinessTimeout = time.Second
 	}
@@ -222,6 +240,10 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	switch {
 	case cfg.BufferBytes < 0, cfg.BufferBudgetBytes < 0, cfg.MaxBodyBytes < 0, cfg.MaxHeaderBytes < 0, cfg.MaxTargetBytes < 0, cfg.WriteAttempts < 0, cfg.ReadinessTimeout < 0, cfg.ReadinessCache < 0, cfg.AuthRefusalLogBurst < 0:
 		return nil, errors.New("gateway: negative limit in config")
+	case cfg.TransferChunkTimeout < 0:
+		return nil, errors.New("gateway: negative transfer chunk timeout in config")
+	case cfg.MaxRequestsPerClient < 0:
+		return nil, errors.New("gateway: negative requests per client in config")
 	case cfg.BufferBytes > cfg.MaxBodyBytes:
 		return nil, fmt.Errorf("gateway: buffer bytes %d exceed max body bytes %d", cfg.BufferBytes, cfg.MaxBodyBytes)
 	case cfg.BufferBudgetBytes < cfg.BufferBytes:
@@ -240,6 +262,9 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	}
 	if cfg.TestHooks != nil {
 		g.hooks = *cfg.TestHooks
+	}
+	if cfg.MaxRequestsPerClient > 0 {
+		g.perClient = &clientCounts{max: cfg.MaxRequestsPerClient, n: make(map[string]int)}
 	}
 	for _, opt := range opts {
 		opt(g)
@@ -271,6 +296,7 @@ func (g *Gateway) routes() chi.Router {
 	r.Get("/readyz", g.readyz)
 	r.Method(http.MethodGet, "/metrics", g.metrics.handler()) // open: authenticate exempts it
 	r.Route("/v1/objects/{bucket}", func(r chi.Router) {
+		r.Use(g.limitPerClient)
 		r.Put("/*", g.putObject)
 		r.Delete("/*", g.deleteObject)
 		r.Get("/*", g.getObject)

@@ -15,7 +15,7 @@ import (
 // headerRequestID carries the request id, from the client or made here.
 const headerRequestID = "X-Request-Id"
 
-// retryAfterSeconds is what 503 answers tell clients to wait.
+// retryAfterSeconds is what 503 and 429 answers tell clients to wait.
 const retryAfterSeconds = "1"
 
 // validRequestID reports whether a client's X-Request-Id may be used as

@@ -73,6 +73,9 @@ type metrics struct {
 	// buffered bodies had no room (bodybudget.go); the budget's use is a
 	// gauge read from it.
 	bodyBudgetRefusals prometheus.Counter
+	// slowClients counts clients cut off for moving an object body slower
+	// than Config.TransferChunkTimeout allows (transfer.go), by direction.
+	slowClients *prometheus.CounterVec
 }
 
 // newMetrics makes the collectors and registers them, with the Go runtime
@@ -134,6 +137,11 @@ func newMetrics(bodies *bodyBudget) *metrics {
 		Name: "fencegate_body_buffer_bytes",
 		Help: "Bytes of the budget of buffered bodies (--buffer-budget-bytes) reserved by requests being read or served: about the bytes their clients have sent, a chunk of 64 KiB at most more each.",
 	}, func() float64 { return float64(bodies.used.Load()) }))
+	m.slowClients = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencegate_slow_clients_cut_total",
+		Help: "Clients cut off for moving an object body slower than the transfer chunk timeout allows (64 KiB per timeout), by direction: download (a GET's answer not taken), upload (a PUT's body not sent).",
+	}, []string{"direction"})
+	m.registry.MustRegister(m.slowClients)
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

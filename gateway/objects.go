@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"fencegate/api"
 )
@@ -171,7 +172,7 @@ func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, err)
 		return
 	}
-	body, err := g.readBody(r)
+	body, err := g.readBody(w, r)
 	if errors.Is(err, api.ErrGatewayBusy) {
 		// The rest of the body is not read: close the connection after
 		// the answer rather than wait for it (net/http would otherwise
@@ -206,6 +207,9 @@ func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
 		in.UnsafeUnconditional = g.hooks.UnsafeUnconditionalWrite
 		in.Body = body.reader()
 		etag, err := g.objects.Put(r.Context(), in)
+		if err != nil && body.stalled() {
+			err = fmt.Errorf("%w: %w", api.ErrInvalidRequest, errBodyStalled(g.cfg.TransferChunkTimeout))
+		}
 		if err != nil && cached {
 			// Whatever went wrong, the entry may be out of date: the
 			// next write observes with a HEAD.
@@ -307,7 +311,7 @@ func (g *Gateway) getObject(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(setObjectHeaders(w.Header(), obj))
 	if obj.Body != nil {
-		if _, err := io.Copy(w, obj.Body); err != nil {
+		if _, err := g.copyToClient(w, obj.Body); err != nil {
 			g.logger(r.Context()).Warn("object read interrupted", "bucket", path.Bucket, "key", path.Key, "err", err)
 		}
 	}
@@ -342,9 +346,21 @@ type requestBody struct {
 	buf    *bufferedBody // non-nil when buffered
 	stream io.Reader     // when not buffered
 	size   int64
+	// client is the request's body under its transfer deadlines; nil
+	// where the connection takes none.
+	client *clientBody
 }
 
 func (b *requestBody) replayable() bool { return b.buf != nil }
+
+// stalled reports whether the client stopped sending the body: a chunk
+// did not arrive within Config.TransferChunkTimeout.
+func (b *requestBody) stalled() bool { return b.client != nil && b.client.stalled }
+
+// errBodyStalled says why a body that stopped arriving was refused.
+func errBodyStalled(timeout time.Duration) error {
+	return fmt.Errorf("the body stopped arriving: no %d KiB within %v", transferChunkBytes>>10, timeout)
+}
 
 func (b *requestBody) reader() io.Reader {
 	if b.buf != nil {
@@ -365,28 +381,45 @@ func (b *requestBody) release() { b.buf.release() }
 // front: a client that announces a large body and sends nothing holds one
 // chunk. When the budget has no room, the answer is 503 gateway-busy and
 // nothing is written. The caller releases the body when the request ends.
-func (g *Gateway) readBody(r *http.Request) (*requestBody, error) {
+// Either way the body is read under the transfer deadlines (see
+// clientBody): a sender that stalls is cut off.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) (*requestBody, error) {
 	n := r.ContentLength
-	switch {
-	case n > g.cfg.MaxBodyBytes:
+	if n > g.cfg.MaxBodyBytes {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", api.ErrBodyTooLarge, n, g.cfg.MaxBodyBytes)
+	}
+	var from io.Reader = r.Body
+	client := g.newClientBody(w, r)
+	if client != nil {
+		from = client
+	}
+	readErr := func(err error) error {
+		if errors.Is(err, api.ErrGatewayBusy) {
+			return err
+		}
+		if client != nil && client.stalled {
+			return fmt.Errorf("%w: %w", api.ErrInvalidRequest, errBodyStalled(g.cfg.TransferChunkTimeout))
+		}
+		return fmt.Errorf("%w: reading body: %v", api.ErrInvalidRequest, err)
+	}
+	switch {
 	case n > g.cfg.BufferBytes:
-		return &requestBody{stream: r.Body, size: n}, nil
+		return &requestBody{stream: from, size: n, client: client}, nil
 	case n >= 0:
-		buf, err := g.bufferBody(r.Body, n, bodyChunkBytes)
+		buf, err := g.bufferBody(from, n, bodyChunkBytes)
 		if err != nil {
-			return nil, err
+			return nil, readErr(err)
 		}
 		if buf.size != n {
 			buf.release()
-			return nil, fmt.Errorf("%w: reading body: %d bytes of %d", api.ErrInvalidRequest, buf.size, n)
+			return nil, readErr(fmt.Errorf("%d bytes of %d", buf.size, n))
 		}
 		return &requestBody{buf: buf, size: n}, nil
 	}
 	// Unknown length (chunked): read at most one byte past the buffer.
-	buf, err := g.bufferBody(r.Body, g.cfg.BufferBytes+1, firstChunkBytes)
+	buf, err := g.bufferBody(from, g.cfg.BufferBytes+1, firstChunkBytes)
 	if err != nil {
-		return nil, err
+		return nil, readErr(err)
 	}
 	if buf.size > g.cfg.BufferBytes {
 		buf.release()
@@ -397,15 +430,14 @@ func (g *Gateway) readBody(r *http.Request) (*requestBody, error) {
 
 // bufferBody reads up to max bytes of body into memory reserved from the
 // gateway's budget (see readInto), counting the refusals when the budget
-// has no room.
+// has no room. Its errors are readInto's, for readBody to map.
 func (g *Gateway) bufferBody(body io.Reader, max, first int64) (*bufferedBody, error) {
 	buf, err := readInto(g.bodies, body, max, first)
-	switch {
-	case errors.Is(err, api.ErrGatewayBusy):
+	if errors.Is(err, api.ErrGatewayBusy) {
 		g.metrics.bodyBudgetRefusals.Inc()
+	}
+	if err != nil {
 		return nil, err
-	case err != nil:
-		return nil, fmt.Errorf("%w: reading body: %v", api.ErrInvalidRequest, err)
 	}
 	return buf, nil
 }

@@ -2,7 +2,7 @@ package s3
 
 // ThroughSDK returns a Client that sends every request through the SDK's
 // operations, so that tests can compare the signed path with them.
-func ThroughSDK(c *Client) *Client { return &Client{s3: c.s3} }
+func ThroughSDK(c *Client) *Client { return &Client{s3: c.s3, connWait: c.connWait} }
 
 // UsesSignedPath reports whether c sends Put and Head on the signed path.
 func UsesSignedPath(c *Client) bool { return c.signed != nil }

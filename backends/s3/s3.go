@@ -49,11 +49,16 @@ type Config struct {
 	// ResponseHeaderTimeout bounds the wait for S3's answer once a request
 	// is sent. Zero means 30 seconds.
 	ResponseHeaderTimeout time.Duration
+	// ConnWaitTimeout bounds the wait for a connection to S3 (from the
+	// pool, or dialed), before a request is sent. Zero means 5 seconds.
+	ConnWaitTimeout time.Duration
 }
 
 // Client is an S3 backend. It is safe for concurrent use.
 type Client struct {
 	s3 *s3.Client
+	// connWait is Config.ConnWaitTimeout.
+	connWait time.Duration
 	// signed sends Put and Head without the SDK's middleware; nil means
 	// through the SDK (see newSignedHTTP).
 	signed *signedHTTP
@@ -69,6 +74,12 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	if cfg.ResponseHeaderTimeout == 0 {
 		cfg.ResponseHeaderTimeout = 30 * time.Second
+	}
+	if cfg.ConnWaitTimeout == 0 {
+		cfg.ConnWaitTimeout = 5 * time.Second
+	}
+	if cfg.MaxConnsPerHost < 0 || cfg.ResponseHeaderTimeout < 0 || cfg.ConnWaitTimeout < 0 {
+		return nil, errors.New("s3: negative pool size or timeout")
 	}
 	if (cfg.AccessKeyID == "") != (cfg.SecretAccessKey == "") {
 		return nil, errors.New("s3: set both access key id and secret access key, or neither")
@@ -108,7 +119,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 		o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
 	})
-	return &Client{s3: client, signed: newSignedHTTP(client)}, nil
+	return &Client{s3: client, signed: newSignedHTTP(client), connWait: cfg.ConnWaitTimeout}, nil
 }
 
 // errNoETag refuses an object that exists without an ETag. A conditional
@@ -179,6 +190,13 @@ func (c *Client) Put(ctx context.Context, in api.PutObjectInput) (etag string, e
 	if err != nil {
 		return "", fmt.Errorf("s3 put %s/%s: %w: %w", in.Path.Bucket, in.Path.Key, api.ErrUpstream, err)
 	}
+	ctx, release := boundConnWait(ctx, c.connWait)
+	defer release()
+	defer func() {
+		if waitErr := connWaitError(ctx, "put", in.Path, c.connWait); err != nil && waitErr != nil {
+			err = waitErr
+		}
+	}()
 	if c.signed != nil && in.Size >= 0 {
 		etag, sdk, err := c.signed.put(ctx, in, cond)
 		if err != nil {
@@ -219,11 +237,16 @@ func (c *Client) Delete(ctx context.Context, p api.ObjectPath, etag string) erro
 	if !(api.ObjectVersion{Exists: true, ETag: etag}).Named() {
 		return fmt.Errorf("s3 delete %s/%s: %w: %w", p.Bucket, p.Key, api.ErrUpstream, errNoETag)
 	}
+	ctx, release := boundConnWait(ctx, c.connWait)
+	defer release()
 	_, err := c.s3.DeleteObject(ctx, &s3.DeleteObjectInput{
 		Bucket:  aws.String(p.Bucket),
 		Key:     aws.String(p.Key),
 		IfMatch: aws.String(etag),
 	})
+	if waitErr := connWaitError(ctx, "delete", p, c.connWait); err != nil && waitErr != nil {
+		return waitErr
+	}
 	if err != nil {
 		return fmt.Errorf("s3 delete %s/%s: %w", p.Bucket, p.Key, mapWriteError(err))
 	}
@@ -344,15 +367,21 @@ func (c *Client) get(ctx context.Context, in api.GetObjectInput) (*api.Object, e
 	if !in.IfUnmodifiedSince.IsZero() {
 		get.IfUnmodifiedSince = aws.Time(in.IfUnmodifiedSince)
 	}
+	ctx, release := boundConnWait(ctx, c.connWait)
 	out, err := c.s3.GetObject(ctx, get)
 	if obj, ok := notModified(err); ok {
+		release()
 		return obj, nil
 	}
 	if err != nil {
+		release()
+		if waitErr := connWaitError(ctx, "get", p, c.connWait); waitErr != nil {
+			return nil, waitErr
+		}
 		return nil, fmt.Errorf("s3 get %s/%s: %w", p.Bucket, p.Key, mapReadError(err))
 	}
 	return &api.Object{
-		Body:         out.Body,
+		Body:         &releasingBody{ReadCloser: out.Body, release: release},
 		Size:         aws.ToInt64(out.ContentLength),
 		ContentType:  aws.ToString(out.ContentType),
 		ETag:         aws.ToString(out.ETag),
@@ -363,8 +392,15 @@ func (c *Client) get(ctx context.Context, in api.GetObjectInput) (*api.Object, e
 }
 
 // head is Head without withCurrentVersion.
-func (c *Client) head(ctx context.Context, in api.GetObjectInput) (*api.Object, error) {
+func (c *Client) head(ctx context.Context, in api.GetObjectInput) (_ *api.Object, err error) {
 	p := in.Path
+	ctx, release := boundConnWait(ctx, c.connWait)
+	defer release()
+	defer func() {
+		if waitErr := connWaitError(ctx, "head", p, c.connWait); err != nil && waitErr != nil {
+			err = waitErr
+		}
+	}()
 	if c.signed != nil {
 		obj, sdk, err := c.signed.head(ctx, in)
 		if err != nil {

@@ -436,6 +436,25 @@ func countSetting(key, flagName string) field {
 	}}
 }
 
+// intSetting is a whole number for flagName, from least to most.
+func intSetting(key, flagName string, least, most int) field {
+	return field{key, func(d *decoder, n *yaml.Node, path string) {
+		s, ok := d.scalar(n, path, "a whole number")
+		if !ok {
+			return
+		}
+		i, err := strconv.Atoi(s)
+		switch {
+		case err != nil:
+			d.errorf(n, path, "%q: want a whole number", s)
+		case i < least || i > most:
+			d.errorf(n, path, "%d: must be from %d to %d", i, least, most)
+		default:
+			d.set(flagName, strconv.Itoa(i), n, path)
+		}
+	}}
+}
+
 // boolSetting is true or false for flagName.
 func boolSetting(key, flagName string) field {
 	return field{key, func(d *decoder, n *yaml.Node, path string) {
@@ -580,6 +599,8 @@ var s3Fields = []field{
 	stringSetting("access_key", "s3-access-key", "an access key id", nil),
 	stringSetting("secret_key", "s3-secret-key", "a secret access key", nil),
 	secretEnvSetting("secret_key_env", "s3-secret-key"),
+	intSetting("max_conns", "s3-max-conns", 1, 1<<16),
+	durationSetting("conn_wait_timeout", "s3-conn-wait-timeout", aboveZero),
 }
 
 var limitFields = []field{
@@ -587,6 +608,8 @@ var limitFields = []field{
 	sizeSetting("buffer_budget_bytes", "buffer-budget-bytes", 1, 1<<62),
 	sizeSetting("max_body_bytes", "max-body-bytes", 1, 1<<62),
 	sizeSetting("max_header_bytes", "max-header-bytes", 1<<10, 16<<20),
+	durationSetting("transfer_chunk_timeout", "transfer-chunk-timeout", aboveZero),
+	countSetting("max_requests_per_client", "max-requests-per-client"),
 	countSetting("max_sessions_per_identity", "max-sessions-per-identity"),
 	countSetting("max_locks_per_session", "max-locks-per-session"),
 	countSetting("max_lock_waiters", "max-lock-waiters"),

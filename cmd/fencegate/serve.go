@@ -52,13 +52,18 @@ type etcdConfig struct {
 	requestTimeout time.Duration
 }
 
-// limits are the gateway's body and header limits, and those of the lock
-// API. For the lock API's, 0 means no limit.
+// limits are the gateway's body, header and transfer-rate limits, and
+// those of the lock API. For the lock API's, 0 means no limit.
 type limits struct {
 	bufferBytes       int64
 	bufferBudgetBytes int64
 	maxBodyBytes      int64
 	maxHeaderBytes    int
+	// transferChunkTimeout is gateway.Config.TransferChunkTimeout.
+	transferChunkTimeout time.Duration
+	// maxRequestsPerClient is gateway.Config.MaxRequestsPerClient (0: no
+	// limit).
+	maxRequestsPerClient int
 
 	maxSessionsPerIdentity int // tokenstore.Config.MaxSessionsPerIdentity
 	maxLocksPerSession     int // tokenstore.Config.MaxLocksPerSession
@@ -67,9 +72,11 @@ type limits struct {
 
 // defaultLimits are the limits' defaults: an 8 MiB replay buffer, 256 MiB
 // of buffered bodies for all requests together, S3's 5 GiB limit for a
-// single PUT, 64 KiB of headers, and the lock API's packages' defaults.
+// single PUT, 64 KiB of headers, object bodies moving at least 64 KiB
+// every 10 seconds, and the lock API's packages' defaults.
 func defaultLimits() limits {
 	return limits{bufferBytes: 8 << 20, bufferBudgetBytes: 256 << 20, maxBodyBytes: 5 << 30, maxHeaderBytes: 64 << 10,
+		transferChunkTimeout:   10 * time.Second,
 		maxSessionsPerIdentity: tokenstore.DefaultMaxSessionsPerIdentity,
 		maxLocksPerSession:     tokenstore.DefaultMaxLocksPerSession,
 		maxLockWaiters:         gateway.DefaultMaxLockWaiters}
@@ -78,6 +85,8 @@ func defaultLimits() limits {
 // limitFlags are the values of the limits' flags.
 type limitFlags struct {
 	buffer, bufferBudget, maxBody, maxHeader byteSize
+	transferChunk                            time.Duration
+	perClient                                int
 	maxSessions, maxLocks, maxLockWaiters    int
 }
 
@@ -89,6 +98,8 @@ func addLimitFlags(fs *flag.FlagSet) *limitFlags {
 	fs.Var(&l.bufferBudget, "buffer-budget-bytes", "most memory that the bodies held in memory (see --buffer-bytes) take, all requests'\ntogether (`bytes`); a body that finds it in use is refused with a retryable 503 gateway-busy")
 	fs.Var(&l.maxBody, "max-body-bytes", "largest request body accepted (`bytes`; 413 beyond)")
 	fs.Var(&l.maxHeader, "max-header-bytes", "largest request header block accepted (`bytes`; 431 beyond)")
+	fs.DurationVar(&l.transferChunk, "transfer-chunk-timeout", d.transferChunkTimeout, "minimum rate of object bodies to and from clients: each 64 KiB must move within this\n`duration`, else the client is cut off and its S3 request ended")
+	fs.IntVar(&l.perClient, "max-requests-per-client", d.maxRequestsPerClient, "most object requests one client (its identity; its address with auth off) may have\nin flight (429 beyond; 0: no limit)")
 	fs.IntVar(&l.maxSessions, "max-sessions-per-identity", d.maxSessionsPerIdentity, "most live sessions of one identity, across every gateway on the etcd cluster\n(`n`; 429 too-many-sessions beyond; 0: no limit)")
 	fs.IntVar(&l.maxLocks, "max-locks-per-session", d.maxLocksPerSession, "most locks one session holds plus queues it waits in\n(`n`; 429 too-many-locks beyond; 0: no limit)")
 	fs.IntVar(&l.maxLockWaiters, "max-lock-waiters", d.maxLockWaiters, "most lock requests with a wait above 0 that this gateway serves at once\n(`n`; 503 too-many-waiters beyond; 0: no limit)")
@@ -97,6 +108,7 @@ func addLimitFlags(fs *flag.FlagSet) *limitFlags {
 
 func (l *limitFlags) limits() limits {
 	return limits{bufferBytes: int64(l.buffer), bufferBudgetBytes: int64(l.bufferBudget), maxBodyBytes: int64(l.maxBody), maxHeaderBytes: int(l.maxHeader),
+		transferChunkTimeout: l.transferChunk, maxRequestsPerClient: l.perClient,
 		maxSessionsPerIdentity: l.maxSessions, maxLocksPerSession: l.maxLocks, maxLockWaiters: l.maxLockWaiters}
 }
 
@@ -153,6 +165,8 @@ func parseServe(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (serve
 	fs.StringVar(&cfg.s3.AccessKeyID, "s3-access-key", "", "S3 access key `id` (with --s3-secret-key; empty: the AWS SDK's default chain)")
 	fs.StringVar(&cfg.s3.SecretAccessKey, "s3-secret-key", "", "S3 secret access `key`")
 	fs.BoolVar(&cfg.s3.UsePathStyle, "s3-path-style", false, "address buckets as endpoint/bucket/key, as most S3-compatible servers need")
+	fs.IntVar(&cfg.s3.MaxConnsPerHost, "s3-max-conns", 256, "most connections to S3 at once; requests beyond wait for one")
+	fs.DurationVar(&cfg.s3.ConnWaitTimeout, "s3-conn-wait-timeout", 5*time.Second, "bound on a request's wait for a connection to S3 (504 upstream-timeout beyond)")
 	lim := addLimitFlags(fs)
 	fs.Var(&cfg.tokenChecks, "token-checks", tokenChecksUsage)
 	addHTTPFlags(fs, &cfg.http)
@@ -194,6 +208,10 @@ func parseServe(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (serve
 	if cfg.s3.Region == "" {
 		check(errors.New("--s3-region must not be empty"))
 	}
+	if cfg.s3.MaxConnsPerHost < 1 {
+		check(fmt.Errorf("--s3-max-conns %d: must be at least 1", cfg.s3.MaxConnsPerHost))
+	}
+	check(positive("s3-conn-wait-timeout", cfg.s3.ConnWaitTimeout))
 	if (cfg.s3.AccessKeyID == "") != (cfg.s3.SecretAccessKey == "") {
 		check(errors.New("--s3-access-key and --s3-secret-key go together: set both or neither (neither: the AWS SDK's default chain)"))
 	}
@@ -323,14 +341,16 @@ func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.C
 		opts = append(opts, gateway.WithAuth(*f.auth))
 	}
 	gw, err := gateway.New(gateway.Config{
-		Logger:            logger,
-		BufferBytes:       lim.bufferBytes,
-		BufferBudgetBytes: lim.bufferBudgetBytes,
-		MaxBodyBytes:      lim.maxBodyBytes,
-		MaxHeaderBytes:    lim.maxHeaderBytes,
-		MaxLockWaiters:    noLimitIfZero(lim.maxLockWaiters),
-		TestHooks:         hooks,
-		Tracer:            tracer,
+		Logger:               logger,
+		BufferBytes:          lim.bufferBytes,
+		BufferBudgetBytes:    lim.bufferBudgetBytes,
+		MaxBodyBytes:         lim.maxBodyBytes,
+		MaxHeaderBytes:       lim.maxHeaderBytes,
+		TransferChunkTimeout: lim.transferChunkTimeout,
+		MaxRequestsPerClient: lim.maxRequestsPerClient,
+		MaxLockWaiters:       noLimitIfZero(lim.maxLockWaiters),
+		TestHooks:            hooks,
+		Tracer:               tracer,
 		Readiness: []gateway.Check{
 			{Name: "etcd", Probe: store.Ping},
 			{Name: "s3", Probe: objects.Ping},
@@ -474,10 +494,13 @@ func checkLimits(l limits) error {
 	for _, c := range []struct {
 		flag string
 		n    int
-	}{{"max-sessions-per-identity", l.maxSessionsPerIdentity}, {"max-locks-per-session", l.maxLocksPerSession}, {"max-lock-waiters", l.maxLockWaiters}} {
+	}{{"max-requests-per-client", l.maxRequestsPerClient}, {"max-sessions-per-identity", l.maxSessionsPerIdentity}, {"max-locks-per-session", l.maxLocksPerSession}, {"max-lock-waiters", l.maxLockWaiters}} {
 		if c.n < 0 {
 			errs = append(errs, fmt.Errorf("--%s %d: must not be negative (0: no limit)", c.flag, c.n))
 		}
+	}
+	if l.transferChunkTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--transfer-chunk-timeout %v: must be above zero", l.transferChunkTimeout))
 	}
 	if len(errs) == 0 && l.bufferBytes > l.maxBodyBytes {
 		errs = append(errs, fmt.Errorf("--buffer-bytes %v must not exceed --max-body-bytes %v", byteSize(l.bufferBytes), byteSize(l.maxBodyBytes)))

@@ -1,0 +1,139 @@
+package gateway
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"time"
+)
+
+// transferChunkBytes is the chunk of Config.TransferChunkTimeout: object
+// bodies move to and from clients at least this many bytes per timeout.
+const transferChunkBytes = 64 << 10
+
+// defaultTransferChunkTimeout is Config.TransferChunkTimeout's default:
+// 64 KiB in 10 seconds, 6.4 KiB a second.
+const defaultTransferChunkTimeout = 10 * time.Second
+
+// Directions of a slow client, the label of fencegate_slow_clients_cut_total.
+const (
+	directionDownload = "download"
+	directionUpload   = "upload"
+)
+
+// copyToClient copies an object's body to the client in chunks of
+// transferChunkBytes, each under a write deadline of the chunk timeout,
+// so that a client that stops reading is cut off within it rather than
+// holding the body, and with it an S3 connection, until the server's
+// write timeout (minutes) ends the request. The deadlines replace the
+// server's for the rest of the response (net/http clears the last one
+// once the response is finished). Where the connection cannot take
+// deadlines, it is a plain copy.
+//
+// The caller closes body, which gives back its S3 connection.
+func (g *Gateway) copyToClient(w http.ResponseWriter, body io.Reader) (int64, error) {
+	rc := http.NewResponseController(w)
+	timeout := g.cfg.TransferChunkTimeout
+	if err := rc.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
+		return io.Copy(w, body) // a ResponseWriter without deadlines
+	}
+	buf := make([]byte, transferChunkBytes)
+	var written int64
+	for {
+		n, readErr := fill(body, buf)
+		if n > 0 {
+			if err := rc.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
+				return written, err
+			}
+			m, err := w.Write(buf[:n])
+			written += int64(m)
+			if err == nil {
+				err = rc.Flush() // the chunk's last bytes, under its deadline
+			}
+			if err != nil {
+				if isTimeout(err) {
+					g.metrics.slowClients.WithLabelValues(directionDownload).Inc()
+				}
+				return written, err
+			}
+		}
+		if readErr == io.EOF {
+			return written, nil
+		}
+		if readErr != nil {
+			return written, readErr
+		}
+	}
+}
+
+// isTimeout reports whether err is a deadline's.
+func isTimeout(err error) bool {
+	var timeout interface{ Timeout() bool }
+	return errors.As(err, &timeout) && timeout.Timeout()
+}
+
+// clientBody is a request body read under a read deadline per chunk of
+// transferChunkBytes: each chunk must arrive within the chunk timeout,
+// counted from the first read of the chunk, so that a sender that stalls
+// is cut off within it rather than holding an S3 request (and its
+// connection) open until the server's read timeout. Time before the first
+// read (the observation and the fence check) does not count. The server
+// cancels the request's context when a read fails, which ends the S3
+// request too. The deadlines replace the server's whole-request read
+// timeout for the body.
+type clientBody struct {
+	body    io.ReadCloser
+	rc      *http.ResponseController
+	timeout time.Duration
+	m       *metrics
+	left    int  // bytes still to come in the current chunk; 0: start one
+	stalled bool // a read failed on its deadline
+	done    bool // the body ended and the deadline is cleared
+}
+
+// newClientBody wraps r's body; nil where the connection cannot take read
+// deadlines. It clears the connection's read deadline (the server's
+// whole-request timeout): the chunks' deadlines take its place.
+func (g *Gateway) newClientBody(w http.ResponseWriter, r *http.Request) *clientBody {
+	rc := http.NewResponseController(w)
+	if err := rc.SetReadDeadline(time.Time{}); err != nil {
+		return nil
+	}
+	return &clientBody{body: r.Body, rc: rc, timeout: g.cfg.TransferChunkTimeout, m: g.metrics}
+}
+
+// Read reads from the body, setting a deadline at the first read of each
+// chunk. At the end of the body, or on any error, it clears the deadline
+// and sets no more: once the body is read the server reads the connection
+// in the background (to notice a client that goes away), and a deadline
+// that passed there would cancel the request while it writes to S3.
+// (net/http clears the deadline itself when it starts that read; clearing
+// it here too keeps that from resting on its internals.)
+func (b *clientBody) Read(p []byte) (int, error) {
+	if b.done {
+		return b.body.Read(p)
+	}
+	if b.left == 0 {
+		if err := b.rc.SetReadDeadline(time.Now().Add(b.timeout)); err != nil {
+			return 0, err
+		}
+		b.left = transferChunkBytes
+	}
+	if len(p) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.body.Read(p)
+	b.left -= n
+	if err != nil {
+		b.done = true
+		b.rc.SetReadDeadline(time.Time{}) //nolint:errcheck // supported: set in newClientBody
+		if isTimeout(err) {
+			b.stalled = true
+			b.m.slowClients.WithLabelValues(directionUpload).Inc()
+		}
+	}
+	return n, err
+}
+
+// Close closes the body.
+func (b *clientBody) Close() error { return b.body.Close() }
