@@ -176,7 +176,12 @@ type abuseResult struct {
 	PeakKiB    int64   // during the attack
 	Goroutines int     // the most seen during the attack
 	LogBytes   int64   // written by the gateway from the attack's start until it settled
-	Exited     bool    // the gateway died
+	// Settle is how long the gateway's goroutines took to come back near
+	// where they were before the first attack, after the attackers left
+	// (at most 15 seconds: Settled false).
+	Settle  time.Duration
+	Settled bool
+	Exited  bool // the gateway died
 }
 
 func (r abuseResult) ok() bool {
@@ -196,6 +201,11 @@ func (r abuseResult) String() string {
 	s := fmt.Sprintf("abuse: %s attackers=%d answers={%s} well_behaved p50=%s p99=%s n=%d errors=%d rss=%s peak_rss=%s goroutines=%d log_bytes=%s verdict=%s",
 		r.Attack, r.Attackers, strings.Join(answers, ","), fmtMillis(r.P50), fmtMillis(r.P99), r.N, r.Errors,
 		fmtKiB(r.RSSKiB), fmtKiB(r.PeakKiB), r.Goroutines, fmtBytes(r.LogBytes), verdict)
+	if r.Settled {
+		s += fmt.Sprintf(" settle=%.1fs", r.Settle.Seconds())
+	} else {
+		s += fmt.Sprintf(" settle=>%.0fs", r.Settle.Seconds())
+	}
 	if r.Exited {
 		s += " (the gateway exited)"
 	}
@@ -452,13 +462,15 @@ func (a *abuser) runAttack(ctx context.Context, name string, baseline int) (abus
 		res.Exited = true
 	default:
 	}
-	settle := time.Now().Add(15 * time.Second)
-	for !res.Exited && time.Now().Before(settle) && ctx.Err() == nil {
+	settleStart := time.Now()
+	for !res.Exited && time.Since(settleStart) < 15*time.Second && ctx.Err() == nil {
 		if n, err := a.goroutines(ctx); err == nil && n <= baseline+baseline/5+20 {
+			res.Settled = true
 			break
 		}
 		sleepCtx(ctx, 200*time.Millisecond)
 	}
+	res.Settle = time.Since(settleStart)
 	sleepCtx(ctx, 300*time.Millisecond) // the log queue's last batch
 	res.LogBytes = fileSize(a.g.logPath) - logBefore
 	res.Answers = t.m
