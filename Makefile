@@ -17,9 +17,11 @@ N ?= 200
 ARGS ?=
 # Extra flags for fencebench, e.g. make bench BENCH_ARGS='--set full --json'.
 BENCH_ARGS ?=
+# Extra flags for fencebench abuse, e.g. make abuse ABUSE_ARGS='--duration 5s --attacks slow-readers'.
+ABUSE_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help tools build run test check fuzz bench postgres clean distclean robustness soak
+.PHONY: help tools build run test check fuzz bench abuse postgres clean distclean robustness soak
 
 help: ## list the targets
 	@echo 'Targets:'
@@ -72,6 +74,10 @@ fuzz: ## run every Fuzz target in *_test.go for FUZZTIME each (default 20s)
 bench: build $(BIN)/versitygw ## measure the gateway against direct S3 and client-side fencing (short set, about 2.5 minutes; ends with a summary line)
 	$(GO) build -o $(BIN)/fencebench ./cmd/fencebench
 	$(BIN)/fencebench $(BENCH_ARGS)
+
+abuse: build $(BIN)/versitygw ## seven bounded attacks on one gateway (auth on), 15s each, about 3 minutes: per attack RSS, goroutines, log bytes, a well-behaved client's p50/p99; fails if its p99 >= 1s or it got errors
+	$(GO) build -o $(BIN)/fencebench ./cmd/fencebench
+	$(BIN)/fencebench abuse $(ABUSE_ARGS)
 
 postgres: ## install PostgreSQL from Debian's packages if initdb is missing (the SQL lease-table tests run a real server)
 	@if command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \

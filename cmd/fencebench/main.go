@@ -28,6 +28,9 @@
 //
 //	fencebench [flags]      (fencebench -h lists them)
 //	make bench              the short standard set
+//	fencebench abuse [flags]
+//	make abuse              bounded attacks on one gateway, with a
+//	                        well-behaved client's latency during each (abuse.go)
 package main
 
 import (
@@ -49,6 +52,11 @@ import (
 func main() {
 	etcdServerMain(os.Args[1:])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	if len(os.Args) > 1 && os.Args[1] == abuseCommand {
+		status := abuseMain(ctx, os.Args[2:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(status)
+	}
 	cfg, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return

@@ -251,15 +251,15 @@ type gatewayProcess struct {
 // its /readyz answers 200. Settings come from flags and the credentials
 // from the environment, with every other FENCEGATE_* variable removed, so
 // that the gateway runs with its defaults whatever the caller's shell
-// holds.
-func startGateway(ctx context.Context, st *stack, name, bin, s3Endpoint, logLevel string) (*gatewayProcess, error) {
+// holds. extra are more flags of `fencegate serve`, such as --config.
+func startGateway(ctx context.Context, st *stack, name, bin, s3Endpoint, logLevel string, extra ...string) (*gatewayProcess, error) {
 	var lastErr error
 	for range 3 { // the free port may be taken before the child binds it
 		port, err := devstack.FreePort()
 		if err != nil {
 			return nil, err
 		}
-		g, err := launchGateway(ctx, st, name, bin, s3Endpoint, logLevel, port)
+		g, err := launchGateway(ctx, st, name, bin, s3Endpoint, logLevel, port, extra)
 		if err == nil {
 			return g, nil
 		}
@@ -271,7 +271,7 @@ func startGateway(ctx context.Context, st *stack, name, bin, s3Endpoint, logLeve
 	return nil, lastErr
 }
 
-func launchGateway(ctx context.Context, st *stack, name, bin, s3Endpoint, logLevel string, port int) (*gatewayProcess, error) {
+func launchGateway(ctx context.Context, st *stack, name, bin, s3Endpoint, logLevel string, port int, extra []string) (*gatewayProcess, error) {
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	logPath := filepath.Join(st.workDir, "gateway-"+name+".log")
 	logFile, err := os.Create(logPath)
@@ -279,13 +279,14 @@ func launchGateway(ctx context.Context, st *stack, name, bin, s3Endpoint, logLev
 		return nil, err
 	}
 	defer logFile.Close() // the child has its own descriptor
-	cmd := exec.Command(bin, "serve",
+	args := []string{"serve",
 		"--listen", addr,
 		"--etcd-endpoints", strings.Join(st.etcdEndpoints, ","),
 		"--s3-endpoint", s3Endpoint,
 		"--s3-path-style",
 		"--log-level", logLevel,
-	)
+	}
+	cmd := exec.Command(bin, append(args, extra...)...)
 	env := make([]string, 0, len(os.Environ()))
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "FENCEGATE_") {
