@@ -114,16 +114,21 @@ func TestAuditLine(t *testing.T) {
 			if id == "" || (r.problem.Type != "" && r.problem.RequestID != id) {
 				t.Fatalf("request id %q, problem's %q: want one, the same", id, r.problem.RequestID)
 			}
-			// The request's line is written when the handlers return,
-			// before net/http sends the buffered answer: it is there now.
-			// Each request has one line: the audit line replaces the
-			// access line and carries its fields.
+			// The request's line is written when the handlers return:
+			// before net/http sends a buffered answer, but after a GET's
+			// body, which goes out a flushed chunk at a time, has reached
+			// the client. Each request has one line: the audit line
+			// replaces the access line and carries its fields.
 			var own []map[string]any
-			for _, line := range logs.lines(t) {
-				if line["request_id"] == id {
-					own = append(own, line)
+			testenv.WaitUntil(t, 10*time.Second, "the request's log line", func() bool {
+				own = own[:0]
+				for _, line := range logs.lines(t) {
+					if line["request_id"] == id {
+						own = append(own, line)
+					}
 				}
-			}
+				return len(own) > 0
+			})
 			if len(own) != 1 {
 				t.Fatalf("%d log lines for request %s; want 1: %v", len(own), id, own)
 			}
