@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -135,28 +136,38 @@ func requestSubject(r *http.Request, x *exchange) (api.Resource, api.Token) {
 	return resource, token
 }
 
-// Log lines of 401 and 403 answers are limited: a client without
-// credentials can send them as fast as the network carries requests
-// (16,000 a second from one client were measured), and a line each would
-// make the log, not the gateway, the limit. Each status has a token
-// bucket (Config.AuthRefusalLogRate, AuthRefusalLogBurst); a line that
-// finds its bucket empty is left out and counted, in
+// Log lines of the answers a client gets without credentials are
+// limited: 401 and 403, and 414 and 431, which refuse a request target or
+// header block too large before authentication has looked at it. A client
+// can send such requests as fast as the network carries them (16,000 a
+// second from one client were measured), and a line each would make the
+// log, not the gateway, the limit. Each status has a token bucket
+// (Config.AuthRefusalLogRate, AuthRefusalLogBurst); a line that finds its
+// bucket empty is left out and counted, in
 // fencegate_log_lines_suppressed_total and in the suppressed field of the
-// next line of that status. A bucket per status, not one for both, keeps
+// next line of that status. A bucket per status, not one for all, keeps
 // a flood of 401s from hiding the 403s of known identities; one for all
 // clients, not one per address, keeps the limiter's memory and the log's
 // rate bounded however many addresses send. The metrics count every
 // request, logged or not (fencegate_refused_writes_total,
 // fencegate_requests_total).
 
-// lineLimiter is a token bucket for each of the two statuses.
+// limitedLineStatuses are the statuses whose lines lineLimiter limits.
+var limitedLineStatuses = [...]int{
+	http.StatusUnauthorized,
+	http.StatusForbidden,
+	http.StatusRequestURITooLong,
+	http.StatusRequestHeaderFieldsTooLarge,
+}
+
+// lineLimiter is a token bucket for each of limitedLineStatuses.
 type lineLimiter struct {
 	now   func() time.Time
 	rate  float64 // tokens a second
 	burst float64
 
 	mu      sync.Mutex
-	buckets [2]lineBucket // 401, 403
+	buckets [len(limitedLineStatuses)]lineBucket
 }
 
 type lineBucket struct {
@@ -180,21 +191,18 @@ func newLineLimiter(now func() time.Time, rate float64, burst int) *lineLimiter 
 
 // allow reports whether the line of an answer with status may be
 // written, and how many lines of that status were left out since the
-// last one written, which the line reports. Statuses other than 401 and
-// 403 are always allowed. A nil limiter allows every line.
+// last one written, which the line reports. Statuses other than
+// limitedLineStatuses are always allowed. A nil limiter allows every
+// line.
 func (l *lineLimiter) allow(status int) (suppressed uint64, ok bool) {
 	if l == nil {
 		return 0, true
 	}
-	var b *lineBucket
-	switch status {
-	case http.StatusUnauthorized:
-		b = &l.buckets[0]
-	case http.StatusForbidden:
-		b = &l.buckets[1]
-	default:
+	i := slices.Index(limitedLineStatuses[:], status)
+	if i < 0 {
 		return 0, true
 	}
+	b := &l.buckets[i]
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()

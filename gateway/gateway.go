@@ -43,8 +43,9 @@ type Config struct {
 	// as sent (414 beyond, before routing or authentication). Zero means
 	// 8 KiB.
 	MaxTargetBytes int
-	// AuthRefusalLogRate bounds the log lines of requests refused 401 or
-	// 403, which clients without credentials can send at no cost: lines a
+	// AuthRefusalLogRate bounds the log lines of requests refused 401,
+	// 403, 414 or 431, which clients without credentials can send at no
+	// cost (see limitedLineStatuses): lines a
 	// second, per status, with AuthRefusalLogBurst more at once; the
 	// lines left out are counted in fencegate_log_lines_suppressed_total
 	// and in the next line's suppressed field. Zero means 10; negative
@@ -175,7 +176,7 @@ type Gateway struct {
 	// perClient counts each client's object requests in flight; nil when
 	// Config.MaxRequestsPerClient is zero.
 	perClient *clientCounts
-	// authLines limits the log lines of 401 and 403 answers; nil when
+	// authLines limits the log lines of 401, 403, 414 and 431 answers; nil when
 	// Config.AuthRefusalLogRate is negative.
 	authLines *lineLimiter
 	// optionErr collects the errors of options with invalid arguments;

@@ -172,13 +172,16 @@ func (c *fakeClock) advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// TestAuthRefusalLinesAreLimited sends 1,000 unauthenticated writes,
-// 10 ms apart on the gateway's clock (10 s in all), and checks that they
-// leave at most the limiter's burst plus its rate over those 10 s of
-// lines, that every line left out is counted in
+// TestRefusalLinesAreLimited sends 1,000 unauthenticated writes, 10 ms
+// apart on the gateway's clock (10 s in all), and checks that they leave
+// at most the limiter's burst plus its rate over those 10 s of lines,
+// that every line left out is counted in
 // fencegate_log_lines_suppressed_total, and that the next line written
-// reports them: lines plus suppressed counts add up to the requests.
-func TestAuthRefusalLinesAreLimited(t *testing.T) {
+// reports them: lines plus suppressed counts add up to the requests. It
+// does so for each answer given before authentication has a say: 401 (no
+// key) and 414 (a request target over the limit, refused before the key
+// is looked at).
+func TestRefusalLinesAreLimited(t *testing.T) {
 	const (
 		requests = 1000
 		step     = 10 * time.Millisecond
@@ -187,51 +190,63 @@ func TestAuthRefusalLinesAreLimited(t *testing.T) {
 	)
 	e := newStackEnv(t)
 	store, backend := e.connect(t, tokenstore.Config{RequestTimeout: 5 * time.Second})
-	var logs lockedBuffer
-	clock := &fakeClock{now: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
-	_, key := newKey(t, "writer")
-	gw, err := gateway.New(gateway.Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Now: clock.Now}, store, backend,
-		gateway.WithAuth(gateway.Auth{Identities: []gateway.Identity{{Name: "writer"}}, APIKeys: []gateway.APIKey{key}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &authEnv{env: e, gw: gw, log: &logs}
-	a.serve(t)
-	url := e.objectURL("flood")
-	for range requests {
-		if r := do(t, http.MethodPut, url, []string{"5"}, []byte("x")); r.status != http.StatusUnauthorized {
-			t.Fatalf("PUT without a key = %s; want 401", r)
-		}
-		clock.advance(step)
-	}
-	lines, reported := refusalLines(t, &logs)
-	if limit := burst + rate*int(requests*step/time.Second); lines > limit || lines == 0 {
-		t.Errorf("%d lines for %d unauthenticated writes in %v; want 1 to %d (burst %d, %d a second)", lines, requests, requests*step, limit, burst, rate)
-	}
-	suppressed := sample(a.scrape(t), "fencegate_log_lines_suppressed_total", map[string]string{"reason": "unauthorized"})
-	if lines+int(suppressed) != requests {
-		t.Errorf("%d lines written + %g suppressed (fencegate_log_lines_suppressed_total) = %g; want %d", lines, suppressed, float64(lines)+suppressed, requests)
-	}
-	if reported > int(suppressed) {
-		t.Errorf("lines report %d suppressed; the metric counts %g", reported, suppressed)
-	}
-	// A second later, the next refusal's line reports every line left out.
-	clock.advance(time.Second)
-	if r := do(t, http.MethodPut, url, []string{"5"}, []byte("x")); r.status != http.StatusUnauthorized {
-		t.Fatalf("PUT without a key = %s; want 401", r)
-	}
-	lines, reported = refusalLines(t, &logs)
-	if lines+reported != requests+1 {
-		t.Errorf("%d lines + %d reported suppressed = %d; want %d, every request", lines, reported, lines+reported, requests+1)
+	for _, tc := range []struct {
+		name   string
+		query  string
+		status int
+		reason string
+	}{
+		{"no key", "", http.StatusUnauthorized, "unauthorized"},
+		{"target too long", "?" + strings.Repeat("a", 9<<10), http.StatusRequestURITooLong, "uri-too-long"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs lockedBuffer
+			clock := &fakeClock{now: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
+			_, key := newKey(t, "writer")
+			gw, err := gateway.New(gateway.Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Now: clock.Now}, store, backend,
+				gateway.WithAuth(gateway.Auth{Identities: []gateway.Identity{{Name: "writer"}}, APIKeys: []gateway.APIKey{key}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := &authEnv{env: e, gw: gw, log: &logs}
+			a.serve(t)
+			url := e.objectURL("flood") + tc.query
+			for range requests {
+				if r := do(t, http.MethodPut, url, []string{"5"}, []byte("x")); r.status != tc.status {
+					t.Fatalf("PUT = %s; want %d", r, tc.status)
+				}
+				clock.advance(step)
+			}
+			lines, reported := refusalLines(t, &logs, tc.status)
+			if limit := burst + rate*int(requests*step/time.Second); lines > limit || lines == 0 {
+				t.Errorf("%d lines for %d refused writes in %v; want 1 to %d (burst %d, %d a second)", lines, requests, requests*step, limit, burst, rate)
+			}
+			suppressed := sample(a.scrape(t), "fencegate_log_lines_suppressed_total", map[string]string{"reason": tc.reason})
+			if lines+int(suppressed) != requests {
+				t.Errorf("%d lines written + %g suppressed (fencegate_log_lines_suppressed_total) = %g; want %d", lines, suppressed, float64(lines)+suppressed, requests)
+			}
+			if reported > int(suppressed) {
+				t.Errorf("lines report %d suppressed; the metric counts %g", reported, suppressed)
+			}
+			// A second later, the next refusal's line reports every line left out.
+			clock.advance(time.Second)
+			if r := do(t, http.MethodPut, url, []string{"5"}, []byte("x")); r.status != tc.status {
+				t.Fatalf("PUT = %s; want %d", r, tc.status)
+			}
+			lines, reported = refusalLines(t, &logs, tc.status)
+			if lines+reported != requests+1 {
+				t.Errorf("%d lines + %d reported suppressed = %d; want %d, every request", lines, reported, lines+reported, requests+1)
+			}
+		})
 	}
 }
 
-// refusalLines counts the log's lines of 401 answers and adds up their
-// suppressed fields.
-func refusalLines(tb testing.TB, logs *lockedBuffer) (lines, suppressed int) {
+// refusalLines counts the log's lines of answers with status and adds up
+// their suppressed fields.
+func refusalLines(tb testing.TB, logs *lockedBuffer, status int) (lines, suppressed int) {
 	tb.Helper()
 	for _, line := range logs.lines(tb) {
-		if line["status"] != 401.0 {
+		if line["status"] != float64(status) {
 			continue
 		}
 		lines++

@@ -66,7 +66,7 @@ type metrics struct {
 	etcdErrors      *prometheus.CounterVec // operation
 	s3Duration      *prometheus.HistogramVec
 	lostRaces       *prometheus.CounterVec // operation
-	// suppressedLines counts the log lines of 401 and 403 answers that
+	// suppressedLines counts the log lines of 401, 403, 414 and 431 answers that
 	// the limiter left out (audit.go), by reason.
 	suppressedLines *prometheus.CounterVec
 	// bodyBudgetRefusals counts the bodies refused because the budget of
@@ -126,7 +126,7 @@ func newMetrics(bodies *bodyBudget) *metrics {
 	}
 	m.suppressedLines = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencegate_log_lines_suppressed_total",
-		Help: "Log lines of requests refused 401 or 403 that were left out by the limit on their rate, by reason: unauthorized (401), forbidden (403). The next line written of that reason has their count in its suppressed field.",
+		Help: "Log lines of requests refused before authentication had a say (401, 403, 414, 431) that were left out by the limit on their rate, by reason: unauthorized (401), forbidden (403), uri-too-long (414), headers-too-large (431). The next line written of that reason has their count in its suppressed field.",
 	}, []string{"reason"})
 	m.registry.MustRegister(m.suppressedLines)
 	m.bodyBudgetRefusals = prometheus.NewCounter(prometheus.CounterOpts{
