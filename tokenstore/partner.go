@@ -167,7 +167,8 @@ func markerExpiry(start time.Time, hold time.Duration) time.Time { return start.
 // admitOutcome is the result of one admission transaction.
 type admitOutcome struct {
 	admission api.Admission
-	// busy: the marker is held; markerRevision is its last modification.
+	// busy: the marker is held; markerRevision is the revision at which
+	// it was seen held.
 	busy           bool
 	markerRevision int64
 }
@@ -263,13 +264,12 @@ func (p *Partners) admitOnce(ctx context.Context, req api.PartnerAdmission, poli
 	}
 	inner := ops[0].GetResponseTxn()
 	if !inner.GetSucceeded() { // busy
-		kvs := inner.GetResponses()[0].GetResponseRange().GetKvs()
-		if len(kvs) != 1 {
-			// Deleted between the compare and the get cannot happen
-			// within one transaction; treat as busy at this revision.
-			return admitOutcome{busy: true, markerRevision: resp.Header.Revision}, nil
-		}
-		return admitOutcome{busy: true, markerRevision: kvs[0].ModRevision}, nil
+		// The marker existed at the transaction's revision: wait for a
+		// deletion after it. Not after the marker's own revision, which
+		// etcd may have compacted away while the marker was held: a
+		// watch from there is refused, and the wait would become a loop
+		// of reads until the marker goes.
+		return admitOutcome{busy: true, markerRevision: resp.Header.Revision}, nil
 	}
 	s.cache.raise(req.Resource, req.Token)
 	held := heldAdmission{

@@ -27,6 +27,13 @@ const (
 	// second server off it: etcd itself would wait for ever on its
 	// database's lock.
 	etcdLockName = "devstack.lock"
+	// DefaultCompactionRetention is the history an embedded etcd keeps
+	// when EtcdConfig.CompactionRetention is zero. A watch or read from
+	// an older revision fails with etcd's ErrCompacted; the token store
+	// then reads the current state again. Five minutes is far longer than
+	// any watch of the token store lags behind, and at 1,000 fence raises
+	// a second (about 140 bytes each) keeps some 40 MB of history.
+	DefaultCompactionRetention = 5 * time.Minute
 )
 
 // errLocked says that another process is using a data directory.
@@ -49,6 +56,12 @@ type EtcdConfig struct {
 	// raises its NOSPACE alarm and refuses writes. Zero means etcd's
 	// default (2 GiB).
 	QuotaBackendBytes int64
+	// CompactionRetention is how much history etcd keeps: every
+	// revision older than this is compacted away, periodically (etcd's
+	// periodic auto-compaction), so that a long run does not fill the
+	// quota with old revisions. Zero means DefaultCompactionRetention;
+	// a negative value turns auto-compaction off.
+	CompactionRetention time.Duration
 	// Logger receives etcd's errors. Nil discards them.
 	Logger *slog.Logger
 }
@@ -123,6 +136,17 @@ func startEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 	ec.InitialElectionTickAdvance = true
 	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
 	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
+	// Without compaction etcd keeps every revision, and every fence
+	// raise is one: the quota fills, and then etcd refuses every write.
+	ec.AutoCompactionMode = embed.CompactorModePeriodic
+	switch retention := cfg.CompactionRetention; {
+	case retention < 0:
+		ec.AutoCompactionRetention = "0" // off
+	case retention == 0:
+		ec.AutoCompactionRetention = DefaultCompactionRetention.String()
+	default:
+		ec.AutoCompactionRetention = retention.String()
+	}
 	ec.EnableGRPCGateway = false
 	ec.LogLevel = "error"
 	closing := new(atomic.Bool)
