@@ -1,0 +1,112 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"fencegate/api"
+	"fencegate/gateway"
+)
+
+// marks counts the high-water marks in e's etcd (keys under the token
+// store's default prefix's hwm/).
+func (e *env) marks(tb testing.TB) int64 {
+	tb.Helper()
+	resp, err := e.etcd.Client(tb).Get(tb.Context(), "fencegate/hwm/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		tb.Fatalf("counting marks: %v", err)
+	}
+	return resp.Count
+}
+
+// TestDeleteAbsentLeavesNoMark: deletes of objects that are not there
+// answer 204, send nothing to S3 beyond the observation, and leave no
+// high-water mark in etcd (by default), even with keys near the
+// longest; a
+// stale token is still refused, by a gateway with no cache of the mark.
+func TestDeleteAbsentLeavesNoMark(t *testing.T) {
+	e := newEnv(t, gateway.Config{})
+	const n = 50
+	// Near the longest keys, in segments that a file system takes.
+	long := strings.Repeat(strings.Repeat("k", 240)+"/", 4)
+	e.s3.Reset()
+	for i := range n {
+		key := fmt.Sprintf("%s%04d", long, i)
+		if r := e.delete(t, key, api.Token(100+i)); r.status != http.StatusNoContent {
+			t.Fatalf("DELETE of absent %d = %s; want 204", i, r)
+		}
+	}
+	if got := e.marks(t); got != 0 {
+		t.Fatalf("%d deletes of absent objects left %d high-water marks in etcd; want 0", n, got)
+	}
+	if d := e.s3.CountMethod(http.MethodDelete); d != 0 {
+		t.Fatalf("deletes of absent objects sent %d DELETEs to S3; want 0", d)
+	}
+
+	// A delete of an absent object still refuses a stale token: the mark
+	// that a delete of the object left (a tombstone), read by a gateway
+	// that has not cached it.
+	e.put(t, "gone", 10, "v10")
+	if r := e.delete(t, "gone", 11); r.status != http.StatusNoContent {
+		t.Fatalf("DELETE token 11 = %s; want 204", r)
+	}
+	e2 := newEnvSharing(t, e)
+	r := e2.delete(t, "gone", 10)
+	wantProblem(t, r, http.StatusConflict, "stale-token")
+	if r.problem.HighWaterMark != 11 {
+		t.Fatalf("stale problem = %+v; want high_water_mark 11", r.problem)
+	}
+	// Equal and larger tokens pass, and raise nothing.
+	for _, tok := range []api.Token{11, 12} {
+		if r := e2.delete(t, "gone", tok); r.status != http.StatusNoContent {
+			t.Fatalf("DELETE of absent, token %d = %s; want 204", tok, r)
+		}
+	}
+	if hwm := readFence(t, e, "gone"); hwm != 11 {
+		t.Fatalf("mark after deletes of absent = %d; want 11, unraised", hwm)
+	}
+	// What that gives up: the delete of nothing is as if it never
+	// happened, so a smaller token may create the object after it.
+	if r := e.delete(t, "never", 9); r.status != http.StatusNoContent {
+		t.Fatalf("DELETE of a missing object = %s; want 204", r)
+	}
+	if r := e.put(t, "never", 8, "v8"); r.status != http.StatusCreated {
+		t.Fatalf("PUT token 8 after a delete of nothing with 9 = %s; want 201", r)
+	}
+}
+
+// TestDeleteAbsentTombstonesOption: with Config.TombstonesForAbsent, a
+// delete of an absent object raises the mark as before, and a smaller
+// token may not create the object afterwards.
+func TestDeleteAbsentTombstonesOption(t *testing.T) {
+	e := newEnv(t, gateway.Config{TombstonesForAbsent: true})
+	if r := e.delete(t, "never", 9); r.status != http.StatusNoContent {
+		t.Fatalf("DELETE of a missing object = %s; want 204", r)
+	}
+	if got := e.marks(t); got != 1 {
+		t.Fatalf("marks after a delete of nothing = %d; want 1 (a tombstone)", got)
+	}
+	wantProblem(t, e.put(t, "never", 8, "stale"), http.StatusConflict, "stale-token")
+	if _, _, ok := e.stored(t, "never"); ok {
+		t.Fatal("stale create landed in S3")
+	}
+}
+
+// readFence reads key's mark through GET /v1/fences.
+func readFence(tb testing.TB, e *env, key string) api.Token {
+	tb.Helper()
+	r := do(tb, http.MethodGet, e.url+"/v1/fences/"+string(api.ObjectResource(e.bucket, key)), nil, nil)
+	if r.status != http.StatusOK {
+		tb.Fatalf("GET fence = %s", r)
+	}
+	var f api.Fence
+	if err := json.Unmarshal(r.body, &f); err != nil {
+		tb.Fatal(err)
+	}
+	return f.HighWaterMark
+}
