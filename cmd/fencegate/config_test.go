@@ -217,6 +217,7 @@ func TestFullConfigDecodes(t *testing.T) {
 		{"max sessions per identity", cfg.gateway.maxSessionsPerIdentity, 200},
 		{"max locks per session", cfg.gateway.maxLocksPerSession, 16},
 		{"max lock waiters (0: no limit)", cfg.gateway.maxLockWaiters, 0},
+		{"tombstones for absent objects", cfg.gateway.tombstonesForAbsent, true},
 		{"log format", cfg.log.format, "json"},
 		{"otlp endpoint", cfg.tracing.endpoint, "http://otel-collector:4317"},
 		{"trace sample ratio", cfg.tracing.sampleRatio, 0.1},
