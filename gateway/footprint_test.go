@@ -110,3 +110,35 @@ func readFence(tb testing.TB, e *env, key string) api.Token {
 	}
 	return f.HighWaterMark
 }
+
+// TestLockNoWaitOnHeldLockWritesNothing: POST /v1/locks/{name} with
+// wait 0 on a lock another session holds answers 409 lock-timeout and
+// writes nothing to etcd (its revision does not move).
+func TestLockNoWaitOnHeldLockWritesNothing(t *testing.T) {
+	e := newLockEnv(t, nil)
+	holder := e.newSession(t, 30)
+	grant, r := e.acquire(t, "job", holder.ID, 0)
+	if r.status != http.StatusOK {
+		t.Fatalf("acquire a free lock: %s", r)
+	}
+	other := e.newSession(t, 30)
+	client := e.etcd.Client(t)
+	revision := func() int64 {
+		resp, err := client.Get(t.Context(), "revision-probe", clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Header.Revision
+	}
+	before := revision()
+	for range 3 {
+		_, r := e.acquire(t, "job", other.ID, 0)
+		wantProblem(t, r, http.StatusConflict, "lock-timeout")
+	}
+	if after := revision(); after != before {
+		t.Fatalf("three acquires with wait 0 of a held lock moved etcd's revision from %d to %d; want no write", before, after)
+	}
+	if st := e.lockStateWith(t, "job", holder.ID); st.QueueLength != 1 || st.Holder != grant.Token {
+		t.Fatalf("lock state = %+v; want the holder %d alone", st, grant.Token)
+	}
+}
