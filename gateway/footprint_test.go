@@ -142,3 +142,38 @@ func TestLockNoWaitOnHeldLockWritesNothing(t *testing.T) {
 		t.Fatalf("lock state = %+v; want the holder %d alone", st, grant.Token)
 	}
 }
+
+// TestDeleteAbsentRacesCreate: an object created between a delete's
+// observation (absent) and its read-only check is left in place. A
+// create with a larger token than the deleter's makes the check refuse
+// it (409); one with a smaller token lets it answer 204, true of the
+// moment it observed, and the mark stays the creator's.
+func TestDeleteAbsentRacesCreate(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		create     api.Token
+		wantStatus int
+	}{{"smaller create", 20, http.StatusNoContent}, {"larger create", 40, http.StatusConflict}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pause := newPauser(30)
+			e := newEnv(t, gateway.Config{TestHooks: &gateway.TestHooks{AfterObserve: pause.hook}})
+			other := newEnvSharing(t, e)
+			done := make(chan result, 1)
+			go func() { done <- e.delete(t, "k", 30) }()
+			<-pause.reached
+			if r := other.put(t, "k", tc.create, "created"); r.status != http.StatusCreated {
+				t.Fatalf("PUT token %d = %s; want 201", tc.create, r)
+			}
+			close(pause.release)
+			if r := <-done; r.status != tc.wantStatus {
+				t.Fatalf("DELETE token 30 = %s; want %d", r, tc.wantStatus)
+			}
+			if body, _, ok := e.stored(t, "k"); !ok || body != "created" {
+				t.Fatalf("S3 holds %q (present %v); want the create, left in place", body, ok)
+			}
+			if hwm := readFence(t, e, "k"); hwm != tc.create {
+				t.Fatalf("mark = %d; want the creator's %d", hwm, tc.create)
+			}
+		})
+	}
+}
