@@ -303,6 +303,16 @@ func (f *memFences) FenceCheck(_ context.Context, r api.Resource, t api.Token) e
 	return nil
 }
 
+func (f *memFences) CheckNotStale(_ context.Context, r api.Resource, t api.Token) error {
+	f.checks.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if hwm := f.hwm[r]; hwm > t {
+		return &api.StaleTokenError{Resource: r, Token: t, HighWaterMark: hwm}
+	}
+	return nil
+}
+
 func (f *memFences) HighWaterMark(_ context.Context, r api.Resource) (api.Token, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -79,6 +79,13 @@ type Config struct {
 	// protocol step 3. Zero means 65536; negative turns the cache off, so
 	// that every write observes with a HEAD.
 	ETagCacheEntries int
+	// TombstonesForAbsent makes a DELETE of an object that is not there
+	// raise the resource's high-water mark to its token, as every other
+	// accepted write does, leaving a tombstone for ever: no writer with a
+	// smaller token can create the object afterwards. False (the default)
+	// checks the token without raising the mark (see deleteObject), so
+	// that deletes of keys that never existed take no etcd space.
+	TombstonesForAbsent bool
 	// ReadinessTimeout bounds each readiness probe, so that /readyz
 	// answers in time even when a dependency does not. Zero means 1
 	// second.

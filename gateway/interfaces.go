@@ -14,6 +14,10 @@ type FenceStore interface {
 	// FenceCheck accepts token (raising the mark) or refuses it with an
 	// *api.StaleTokenError; any other error means the outcome is unknown.
 	FenceCheck(ctx context.Context, resource api.Resource, token api.Token) error
+	// CheckNotStale decides token as FenceCheck does, with the same
+	// errors, but never raises (or creates) the mark: for a write that
+	// changes nothing, such as a delete of an absent object.
+	CheckNotStale(ctx context.Context, resource api.Resource, token api.Token) error
 	// HighWaterMark reads resource's mark linearizably (zero: none).
 	HighWaterMark(ctx context.Context, resource api.Resource) (api.Token, error)
 }

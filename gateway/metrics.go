@@ -227,13 +227,25 @@ var _ FenceStore = (*instrumentedFences)(nil)
 
 // FenceCheck times the fence check by its result.
 func (f *instrumentedFences) FenceCheck(ctx context.Context, resource api.Resource, token api.Token) error {
+	return f.timeCheck(ctx, f.FenceStore.FenceCheck, resource, token)
+}
+
+// CheckNotStale times the check as a fence check: it is one, that raises
+// nothing (its span, result and errors are named fence_check too).
+func (f *instrumentedFences) CheckNotStale(ctx context.Context, resource api.Resource, token api.Token) error {
+	return f.timeCheck(ctx, f.FenceStore.CheckNotStale, resource, token)
+}
+
+// timeCheck runs check, one of the fence store's decisions, and times it
+// by its result.
+func (f *instrumentedFences) timeCheck(ctx context.Context, check func(context.Context, api.Resource, api.Token) error, resource api.Resource, token api.Token) error {
 	noteChecked(ctx, resource, token)
 	ctx, span := startClientSpan(ctx, "etcd fence_check")
 	if span != nil {
 		span.SetAttributes(attrResource.String(string(resource)), attrToken.String(token.String()))
 	}
 	start := time.Now()
-	err := f.FenceStore.FenceCheck(ctx, resource, token)
+	err := check(ctx, resource, token)
 	result := fenceAccepted
 	switch {
 	case err == nil:

@@ -93,6 +93,21 @@ const (
 	observeCachedExisting
 )
 
+// onAbsent says what a write's fence check (protocol step 4) does when the
+// object it observed is absent.
+type onAbsent int
+
+const (
+	// raiseOnAbsent raises the mark as for an object that exists. PUTs
+	// use it (a create writes a version), and deletes when
+	// Config.TombstonesForAbsent asks for tombstones of absent objects.
+	raiseOnAbsent onAbsent = iota
+	// checkOnAbsent only checks the token (FenceStore.CheckNotStale),
+	// raising nothing: a delete of an absent object writes nothing that a
+	// later write must be ordered after (see deleteObject).
+	checkOnAbsent
+)
+
 // observe returns the object's current version for protocol step 3, and
 // whether it came from the ETag cache rather than a HEAD.
 func (g *Gateway) observe(ctx context.Context, fr fencedRequest, from observation) (api.ObjectVersion, bool, error) {
@@ -120,9 +135,13 @@ func (g *Gateway) observe(ctx context.Context, fr fencedRequest, from observatio
 // high-water mark exists yet (a store fenced before this gateway, or a
 // lost etcd).
 //
+// When the object is absent and absent is checkOnAbsent, the fence check
+// is read-only (FenceStore.CheckNotStale): still after the observation,
+// refusing a token below the mark, but raising none.
+//
 // It also reports whether the version came from the ETag cache, so that a
 // write that loses a race with it can forget the entry.
-func (g *Gateway) observeAndFence(ctx context.Context, fr fencedRequest, from observation) (api.ObjectVersion, bool, error) {
+func (g *Gateway) observeAndFence(ctx context.Context, fr fencedRequest, from observation, absent onAbsent) (api.ObjectVersion, bool, error) {
 	if g.hooks.UnsafeFenceBeforeObserve {
 		return g.fenceThenObserve(ctx, fr, from)
 	}
@@ -137,7 +156,11 @@ func (g *Gateway) observeAndFence(ctx context.Context, fr fencedRequest, from ob
 	if h := g.hooks.AfterObserve; h != nil {
 		h(ctx, fr.resource, fr.token)
 	}
-	if err := g.fences.FenceCheck(ctx, fr.resource, fr.token); err != nil {
+	check := g.fences.FenceCheck
+	if !seen.Exists && absent == checkOnAbsent {
+		check = g.fences.CheckNotStale
+	}
+	if err := check(ctx, fr.resource, fr.token); err != nil {
 		return api.ObjectVersion{}, false, err
 	}
 	if h := g.hooks.AfterFenceCheck; h != nil {
@@ -198,7 +221,7 @@ func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
 		from = observeHead
 	}
 	for attempt := 1; ; attempt++ {
-		seen, cached, err := g.observeAndFence(r.Context(), fr, from)
+		seen, cached, err := g.observeAndFence(r.Context(), fr, from, raiseOnAbsent)
 		if err != nil {
 			g.writeError(w, r, err)
 			return
@@ -239,18 +262,36 @@ func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
 }
 
 // deleteObject is the fenced delete. The high-water mark stays, as a
-// tombstone: a stale writer cannot re-create the object. Deleting an
-// object that does not exist still checks (and raises) the fence, and
-// answers 204 without calling S3.
+// tombstone: a stale writer cannot re-create the object.
+//
+// Deleting an object that does not exist answers 204 without calling S3
+// beyond the observation, and by default leaves no mark: it still refuses
+// a token below the resource's mark (409), with a read-only check after
+// the observation (checkOnAbsent), but raises nothing and creates no key,
+// so that deletes of keys that never existed do not fill etcd (each mark
+// is kept for ever). The check is linearizable and marks only grow, so a
+// token it accepts was not stale when the object was observed absent
+// either: the 204 is true of that moment. What this gives up, against the
+// raise (Config.TombstonesForAbsent): the delete of nothing leaves no
+// tombstone, so a writer with a token below the deleter's (and not below
+// the mark) can create the object afterwards, as if the delete had never
+// happened; it wrote nothing, so no version is out of order. An object
+// created between the observation and the check is left in place with a
+// 204, with or without the raise. A delete that finds the object leaves
+// its tombstone as before.
 func (g *Gateway) deleteObject(w http.ResponseWriter, r *http.Request) {
 	fr, err := g.parseFenced(r, OpDelete)
 	if err != nil {
 		g.writeError(w, r, err)
 		return
 	}
+	absent := checkOnAbsent
+	if g.cfg.TombstonesForAbsent {
+		absent = raiseOnAbsent
+	}
 	from := observeCachedExisting
 	for attempt := 1; ; attempt++ {
-		seen, cached, err := g.observeAndFence(r.Context(), fr, from)
+		seen, cached, err := g.observeAndFence(r.Context(), fr, from, absent)
 		if err != nil {
 			g.writeError(w, r, err)
 			return
@@ -271,7 +312,11 @@ func (g *Gateway) deleteObject(w http.ResponseWriter, r *http.Request) {
 		}
 		if seen.Exists {
 			// The token is the deleter's: versions carry non-decreasing
-			// tokens, and a later create needs at least this one.
+			// tokens, and a later create needs at least this one. A
+			// delete of nothing teaches the cache nothing: an "absent"
+			// entry with the deleter's token would refuse, here only,
+			// creates below a mark that (by default) etcd does not
+			// hold.
 			g.etags.learn(fr.resource, api.ObjectVersion{Token: fr.token})
 		}
 		w.Header().Set(api.HeaderFenceToken, fr.token.String())

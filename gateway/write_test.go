@@ -87,12 +87,8 @@ func TestDeleteLeavesTombstone(t *testing.T) {
 	if r := e.put(t, "k", 6, "v6"); r.status != http.StatusCreated {
 		t.Fatalf("PUT by the deleting holder = %s; want 201", r)
 	}
-	// Deleting what is not there checks (and raises) the fence, and asks
-	// nothing of S3 beyond the observation.
-	if r := e.delete(t, "never", 9); r.status != http.StatusNoContent {
-		t.Fatalf("DELETE of a missing object = %s; want 204", r)
-	}
-	wantProblem(t, e.put(t, "never", 8, "stale"), http.StatusConflict, "stale-token")
+	// Deleting what is not there: TestDeleteAbsentLeavesNoMark and
+	// TestDeleteAbsentTombstonesOption.
 }
 
 // TestObjectRecordedTokenRefusesStaleWithoutHWM covers an object written

@@ -346,7 +346,8 @@ func sessionError(op string, id api.SessionID, err error) error {
 // is a compare on its record in the transaction that queues it.
 //
 // Errors: api.ErrLockTimeout when the wait ran out (the session's place in
-// the queue is removed); api.ErrSessionNotFound for a session that does not
+// the queue is removed; with a zero wait, no place was ever queued, and
+// the call wrote nothing to etcd); api.ErrSessionNotFound for a session that does not
 // exist (ended, or a lease that is no session: nothing was queued);
 // api.ErrForbidden for another identity's session (nothing was
 // queued); api.ErrTooManyLocks when the session has
@@ -369,9 +370,12 @@ func (s *Store) Acquire(ctx context.Context, name string, session api.SessionID,
 	queue := s.lockQueue(name)
 	key := queue + session.String()
 	grant := api.LockGrant{Name: name, Session: session}
-	myRev, holder, err := s.queueUp(ctx, name, session, owner)
+	myRev, holder, err := s.queueUp(ctx, name, session, owner, wait == 0)
 	if err != nil {
 		return api.LockGrant{}, err
+	}
+	if myRev == 0 { // a zero wait, and the lock is another session's: nothing was queued
+		return api.LockGrant{}, fmt.Errorf("acquire %s: %w after %v", name, api.ErrLockTimeout, wait)
 	}
 	grant.Token = api.Token(myRev)
 	if holder == myRev {
@@ -416,7 +420,17 @@ func (s *Store) Acquire(ctx context.Context, name string, session api.SessionID,
 // also refuses another identity's session and a session at its limit
 // without a write. A session at its limit still finds a place it has:
 // acquiring again is a retry, and queues nothing new.
-func (s *Store) queueUp(ctx context.Context, name string, session api.SessionID, owner *string) (myRev, holder int64, err error) {
+//
+// With noWait (an acquire with a zero wait), the put also needs the queue
+// to be empty: a place queued behind a holder would only be removed again
+// at once, two etcd revisions for an answer of "held". A compare on the
+// queue's prefix holds for every key in it, and on an empty range is
+// evaluated against a zero key (see heldTxn), so
+// CreateRevision(queue*) = 0 is "the queue is empty". When it is not, and
+// the session has no place of its own there (which it finds, as above),
+// queueUp writes nothing and returns myRev 0 with the holder's create
+// revision.
+func (s *Store) queueUp(ctx context.Context, name string, session api.SessionID, owner *string, noWait bool) (myRev, holder int64, err error) {
 	op := "acquire " + name + ": session"
 	queue := s.lockQueue(name)
 	key := queue + session.String()
@@ -443,6 +457,9 @@ func (s *Store) queueUp(ctx context.Context, name string, session api.SessionID,
 		if s.maxLocks >= 0 {
 			put = append(put, belowLimit(index, rev))
 		}
+		if noWait {
+			put = append(put, clientv3.Compare(clientv3.CreateRevision(queue), "=", 0).WithPrefix())
+		}
 		resp, txnRev, err := s.commitOwned(rctx, op, session, owner, clientv3.OpTxn(put,
 			[]clientv3.Op{clientv3.OpPut(key, "", lease), clientv3.OpPut(index+name, "", lease), first},
 			[]clientv3.Op{clientv3.OpGet(key), first, clientv3.OpGet(index, clientv3.WithPrefix(), clientv3.WithCountOnly())}))
@@ -455,8 +472,10 @@ func (s *Store) queueUp(ctx context.Context, name string, session api.SessionID,
 		switch mine := resp.Responses[0].GetResponseRange().GetKvs(); {
 		case len(mine) > 0: // our place, from before
 			return mine[0].CreateRevision, firstCreate(resp.Responses[1]), nil
-		case resp.Responses[2].GetResponseRange().Count >= s.maxLocks:
+		case s.maxLocks >= 0 && resp.Responses[2].GetResponseRange().Count >= s.maxLocks:
 			return 0, 0, fmt.Errorf("%s %s: %w: it holds and waits for %d locks, its limit: release one, or use another session", op, session, api.ErrTooManyLocks, s.maxLocks)
+		case noWait && firstCreate(resp.Responses[1]) != 0: // held by another session
+			return 0, firstCreate(resp.Responses[1]), nil
 		case attempt == maxLimitAttempts:
 			return 0, 0, fmt.Errorf("%s %s: %w: its places changed %d times while counting them", op, session, api.ErrUnavailable, attempt)
 		}

@@ -239,6 +239,13 @@ func (s *Store) fenceResult(resource api.Resource, token api.Token, resp *client
 		s.cache.raise(resource, token)
 		return nil
 	}
+	return s.staleResult(resource, token, resp)
+}
+
+// staleResult reads the answer of a fence check's transaction whose
+// compare Value(hwm) > token succeeded, and whose first response is
+// Get(hwm): the refusal, with the mark it found.
+func (s *Store) staleResult(resource api.Resource, token api.Token, resp *clientv3.TxnResponse) error {
 	kvs := resp.Responses[0].GetResponseRange().GetKvs()
 	if len(kvs) != 1 {
 		return fmt.Errorf("fence check %s: compare succeeded but key is gone: %w", resource, api.ErrUnavailable)
@@ -249,6 +256,67 @@ func (s *Store) fenceResult(resource api.Resource, token api.Token, resp *client
 	}
 	s.cache.raise(resource, hwm)
 	return &api.StaleTokenError{Resource: resource, Token: token, HighWaterMark: hwm}
+}
+
+// CheckNotStale decides token for resource as FenceCheck would, without
+// raising the mark: it refuses a token below the mark (a
+// *api.StaleTokenError), and accepts any other, creating no mark where
+// there is none. It is FenceCheck's transaction without its Else, one
+// read-only etcd transaction:
+//
+//	If(Value(hwm) > token) Then(Get(hwm))
+//
+// which etcd serves as a linearizable read (no Raft log entry, no new
+// revision): the mark it compares with is at least every mark raised
+// before the call began. The resource's Policy applies as in FenceCheck:
+// CheckPlausible first, and under CheckHeld the compare nests in heldTxn's
+// transaction, which then writes nothing either.
+//
+// A caller uses it where an accepted token changes nothing that a later
+// writer could be ordered after (a delete of an object that is not there):
+// a mark raised for it would only take etcd space, for ever. Accepting
+// without raising gives up what the raise would have kept: a writer with a
+// smaller token, at or above the mark, is still accepted afterwards.
+//
+// Errors are FenceCheck's; etcd's NOSPACE alarm does not refuse it, since
+// it writes nothing.
+func (s *Store) CheckNotStale(ctx context.Context, resource api.Resource, token api.Token) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	key, value := s.hwmKey(resource), encodeToken(token)
+	stale := clientv3.Compare(clientv3.Value(key), ">", value)
+	var resp *clientv3.TxnResponse
+	switch p := s.policies.match(resource); p.Check {
+	case CheckHeld:
+		check := clientv3.OpTxn([]clientv3.Cmp{stale}, []clientv3.Op{clientv3.OpGet(key)}, nil)
+		cmps, then, els := s.heldTxn(p.Lock, token, check)
+		held, err := s.client.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+		if err != nil {
+			return fmt.Errorf("fence check %s: %w: %w", resource, api.ErrUnavailable, err)
+		}
+		s.revisions.observe(held.Header.Revision)
+		admitted, err := heldResult(resource, p.Lock, token, held.Succeeded, held.Responses)
+		if err != nil {
+			return fmt.Errorf("fence check: %w", err)
+		}
+		resp = (*clientv3.TxnResponse)(admitted.GetResponseTxn())
+	case CheckPlausible:
+		if err := s.checkPlausible(ctx, resource, token); err != nil {
+			return err
+		}
+		fallthrough
+	default:
+		var err error
+		resp, err = s.client.Txn(ctx).If(stale).Then(clientv3.OpGet(key)).Commit()
+		if err != nil {
+			return fmt.Errorf("fence check %s: %w: %w", resource, api.ErrUnavailable, err)
+		}
+		s.revisions.observe(resp.Header.Revision)
+	}
+	if !resp.Succeeded {
+		return nil // not stale; the cache learns nothing: the mark may be absent
+	}
+	return s.staleResult(resource, token, resp)
 }
 
 // HighWaterMark reads resource's high-water mark with a linearizable read:

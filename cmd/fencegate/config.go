@@ -526,6 +526,7 @@ var topLevel = []field{
 	{"etcd", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, etcdFields) }},
 	{"s3", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, s3Fields) }},
 	{"limits", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, limitFields) }},
+	{"objects", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, objectFields) }},
 	{"log", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, logFields) }},
 	{"tracing", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, tracingFields) }},
 	{"token_checks", (*decoder).tokenChecks},
@@ -613,6 +614,10 @@ var limitFields = []field{
 	countSetting("max_sessions_per_identity", "max-sessions-per-identity"),
 	countSetting("max_locks_per_session", "max-locks-per-session"),
 	countSetting("max_lock_waiters", "max-lock-waiters"),
+}
+
+var objectFields = []field{
+	boolSetting("tombstones_for_absent", "tombstones-for-absent"),
 }
 
 var logFields = []field{

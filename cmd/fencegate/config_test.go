@@ -221,6 +221,7 @@ func TestFullConfigDecodes(t *testing.T) {
 		{"max requests per client", cfg.gateway.maxRequestsPerClient, 32},
 		{"s3 max conns", cfg.s3.MaxConnsPerHost, 512},
 		{"s3 conn wait timeout", cfg.s3.ConnWaitTimeout, 3 * time.Second},
+		{"tombstones for absent objects", cfg.gateway.tombstonesForAbsent, true},
 		{"log format", cfg.log.format, "json"},
 		{"otlp endpoint", cfg.tracing.endpoint, "http://otel-collector:4317"},
 		{"trace sample ratio", cfg.tracing.sampleRatio, 0.1},

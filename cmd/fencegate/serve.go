@@ -52,8 +52,9 @@ type etcdConfig struct {
 	requestTimeout time.Duration
 }
 
-// limits are the gateway's body, header and transfer-rate limits, and
-// those of the lock API. For the lock API's, 0 means no limit.
+// limits are the gateway's body, header and transfer-rate limits, those
+// of the lock API, and whether deletes of absent objects leave marks in
+// etcd. For the lock API's, 0 means no limit.
 type limits struct {
 	bufferBytes       int64
 	bufferBudgetBytes int64
@@ -68,6 +69,8 @@ type limits struct {
 	maxSessionsPerIdentity int // tokenstore.Config.MaxSessionsPerIdentity
 	maxLocksPerSession     int // tokenstore.Config.MaxLocksPerSession
 	maxLockWaiters         int // gateway.Config.MaxLockWaiters
+
+	tombstonesForAbsent bool // gateway.Config.TombstonesForAbsent
 }
 
 // defaultLimits are the limits' defaults: an 8 MiB replay buffer, 256 MiB
@@ -88,6 +91,7 @@ type limitFlags struct {
 	transferChunk                            time.Duration
 	perClient                                int
 	maxSessions, maxLocks, maxLockWaiters    int
+	tombstonesForAbsent                      bool
 }
 
 // addLimitFlags adds the limits' flags, with their defaults, to fs.
@@ -103,13 +107,15 @@ func addLimitFlags(fs *flag.FlagSet) *limitFlags {
 	fs.IntVar(&l.maxSessions, "max-sessions-per-identity", d.maxSessionsPerIdentity, "most live sessions of one identity, across every gateway on the etcd cluster\n(`n`; 429 too-many-sessions beyond; 0: no limit)")
 	fs.IntVar(&l.maxLocks, "max-locks-per-session", d.maxLocksPerSession, "most locks one session holds plus queues it waits in\n(`n`; 429 too-many-locks beyond; 0: no limit)")
 	fs.IntVar(&l.maxLockWaiters, "max-lock-waiters", d.maxLockWaiters, "most lock requests with a wait above 0 that this gateway serves at once\n(`n`; 503 too-many-waiters beyond; 0: no limit)")
+	fs.BoolVar(&l.tombstonesForAbsent, "tombstones-for-absent", false, "a DELETE of an object that is not there raises its high-water mark, a tombstone kept\nin etcd for ever (default: it only checks the token, and leaves no mark)")
 	return l
 }
 
 func (l *limitFlags) limits() limits {
 	return limits{bufferBytes: int64(l.buffer), bufferBudgetBytes: int64(l.bufferBudget), maxBodyBytes: int64(l.maxBody), maxHeaderBytes: int(l.maxHeader),
 		transferChunkTimeout: l.transferChunk, maxRequestsPerClient: l.perClient,
-		maxSessionsPerIdentity: l.maxSessions, maxLocksPerSession: l.maxLocks, maxLockWaiters: l.maxLockWaiters}
+		maxSessionsPerIdentity: l.maxSessions, maxLocksPerSession: l.maxLocks, maxLockWaiters: l.maxLockWaiters,
+		tombstonesForAbsent: l.tombstonesForAbsent}
 }
 
 // noLimitIfZero maps a flag's 0 (no limit) to the packages' negative.
@@ -349,6 +355,7 @@ func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.C
 		TransferChunkTimeout: lim.transferChunkTimeout,
 		MaxRequestsPerClient: lim.maxRequestsPerClient,
 		MaxLockWaiters:       noLimitIfZero(lim.maxLockWaiters),
+		TombstonesForAbsent:  lim.tombstonesForAbsent,
 		TestHooks:            hooks,
 		Tracer:               tracer,
 		Readiness: []gateway.Check{
