@@ -90,6 +90,32 @@ func dialSlow(tb testing.TB, url string) net.Conn {
 	return conn
 }
 
+// bigObjectSize is the size of the object that slow readers ask for.
+const bigObjectSize = 4 << 20
+
+// startSlowReaders stores an object "big" of bigObjectSize bytes (through
+// S3) and an object "small" (through the gateway, token 5), then opens n
+// connections that each ask for "big" and never read the answer, and
+// gives them a second to take S3 connections and fill their buffers.
+func startSlowReaders(tb testing.TB, e *env, n int) []net.Conn {
+	tb.Helper()
+	big := bytes.Repeat([]byte("x"), bigObjectSize)
+	if _, err := e.minio.PutObject(context.Background(), e.bucket, "big", bytes.NewReader(big), bigObjectSize, minio.PutObjectOptions{}); err != nil {
+		tb.Fatal(err)
+	}
+	if r := e.put(tb, "small", 5, "hello"); r.status != http.StatusCreated {
+		tb.Fatalf("seed small = %v", r)
+	}
+	var conns []net.Conn
+	for range n {
+		conn := dialSlow(tb, e.url)
+		fmt.Fprintf(conn, "GET /v1/objects/%s/big HTTP/1.1\r\nHost: fencegate\r\n\r\n", e.bucket)
+		conns = append(conns, conn)
+	}
+	time.Sleep(time.Second)
+	return conns
+}
+
 // liveRequest sends req within a liveness bound of 30 seconds (a bound on
 // hanging, not a measure of speed) and returns its status.
 func liveRequest(tb testing.TB, req *http.Request) int {
@@ -145,25 +171,10 @@ func waitCut(tb testing.TB, conn net.Conn) int64 {
 func TestSlowReadersDoNotStallS3(t *testing.T) {
 	e := newStackEnv(t)
 	e.startGatewayWithPool(t, gateway.Config{TransferChunkTimeout: 200 * time.Millisecond}, slowPool)
-	const bigSize = 4 << 20
-	big := bytes.Repeat([]byte("x"), bigSize)
-	if _, err := e.minio.PutObject(context.Background(), e.bucket, "big", bytes.NewReader(big), bigSize, minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if r := e.put(t, "small", 5, "hello"); r.status != http.StatusCreated {
-		t.Fatalf("seed small = %v", r)
-	}
-	var conns []net.Conn
-	for range slowClients {
-		conn := dialSlow(t, e.url)
-		fmt.Fprintf(conn, "GET /v1/objects/%s/big HTTP/1.1\r\nHost: fencegate\r\n\r\n", e.bucket)
-		conns = append(conns, conn)
-	}
-	// Give the slow readers time to take the pool and fill their buffers.
-	time.Sleep(time.Second)
+	conns := startSlowReaders(t, e, slowClients)
 	checkOthersServed(t, e)
 	for i, conn := range conns {
-		if n := waitCut(t, conn); n >= bigSize {
+		if n := waitCut(t, conn); n >= bigObjectSize {
 			t.Errorf("slow reader %d got %d bytes, the whole object: want it cut off", i, n)
 		}
 	}
@@ -260,20 +271,7 @@ func TestS3ConnectionWaitIsBounded(t *testing.T) {
 	e := newStackEnv(t)
 	e.startGatewayWithS3(t, gateway.Config{TransferChunkTimeout: time.Minute},
 		s3.Config{MaxConnsPerHost: 2, ConnWaitTimeout: 300 * time.Millisecond})
-	const bigSize = 4 << 20
-	if _, err := e.minio.PutObject(context.Background(), e.bucket, "big", bytes.NewReader(bytes.Repeat([]byte("x"), bigSize)), bigSize, minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if r := e.put(t, "small", 5, "hello"); r.status != http.StatusCreated {
-		t.Fatalf("seed small = %v", r)
-	}
-	var conns []net.Conn
-	for range 2 {
-		conn := dialSlow(t, e.url)
-		fmt.Fprintf(conn, "GET /v1/objects/%s/big HTTP/1.1\r\nHost: fencegate\r\n\r\n", e.bucket)
-		conns = append(conns, conn)
-	}
-	time.Sleep(time.Second)
+	conns := startSlowReaders(t, e, 2)
 	get, _ := http.NewRequest(http.MethodGet, e.objectURL("small"), nil)
 	put, _ := http.NewRequest(http.MethodPut, e.objectURL("new"), strings.NewReader("fresh"))
 	put.Header.Set(api.HeaderFenceToken, "7")
@@ -303,20 +301,7 @@ func TestS3ConnectionWaitIsBounded(t *testing.T) {
 func TestRequestsPerClientAreCapped(t *testing.T) {
 	e := newStackEnv(t)
 	e.startGatewayWithS3(t, gateway.Config{TransferChunkTimeout: time.Minute, MaxRequestsPerClient: 2}, s3.Config{})
-	const bigSize = 4 << 20
-	if _, err := e.minio.PutObject(context.Background(), e.bucket, "big", bytes.NewReader(bytes.Repeat([]byte("x"), bigSize)), bigSize, minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if r := e.put(t, "small", 5, "hello"); r.status != http.StatusCreated {
-		t.Fatalf("seed small = %v", r)
-	}
-	var conns []net.Conn
-	for range 2 {
-		conn := dialSlow(t, e.url)
-		fmt.Fprintf(conn, "GET /v1/objects/%s/big HTTP/1.1\r\nHost: fencegate\r\n\r\n", e.bucket)
-		conns = append(conns, conn)
-	}
-	time.Sleep(time.Second)
+	conns := startSlowReaders(t, e, 2)
 	r := do(t, http.MethodGet, e.objectURL("small"), nil, nil)
 	wantProblem(t, r, http.StatusTooManyRequests, "too-many-requests")
 	if r.header.Get("Retry-After") == "" {
