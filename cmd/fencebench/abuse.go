@@ -764,22 +764,32 @@ func (a *abuser) unauthFlood(ctx context.Context, t *answerTally) {
 // lockWaiters is the long-poll attack: one session holds a lock, and
 // before the window each waiter asks for a session of its own; in the
 // window every waiter that got one asks for the lock with wait 60, and is
-// cut off when the window ends. A waiter whose session was refused with
-// 429 (the attackers' identity has its most live sessions) does not wait:
-// it is counted as session-429. Afterwards every session is revoked.
+// cut off when the window ends. A waiter whose session was refused (429:
+// the attackers' identity has its most live sessions; or 503, still so
+// after three retries: the identity's sessions changed too often while
+// the gateway counted them) does not wait: it is counted as session-429
+// or session-503. Afterwards every session is revoked.
 func (a *abuser) lockWaiters() attack {
 	const lock = "abuse-held"
 	n := a.cfg.lockWaiters
-	sessions := make([]string, n+1) // the holder's is the last; "": refused with 429
+	sessions := make([]string, n+1) // the holder's is the last; "": refused
+	refusals := make([]int, n)      // the status of a waiter's refused session
 	newSession := func(ctx context.Context) (session string, status int, err error) {
-		status, body, err := a.do(ctx, a.control, http.MethodPost, "/v1/sessions", 0, strings.NewReader(`{"ttl": 3600}`), -1)
-		var s struct{ Session string }
-		if err == nil && status == http.StatusCreated {
-			err = json.Unmarshal(body, &s)
-		} else if err == nil && status != http.StatusTooManyRequests {
-			err = fmt.Errorf("%d %s", status, body)
+		for try := 0; ; try++ {
+			var body []byte
+			status, body, err = a.do(ctx, a.control, http.MethodPost, "/v1/sessions", 0, strings.NewReader(`{"ttl": 3600}`), -1)
+			if err == nil && status == http.StatusServiceUnavailable && try < 3 {
+				sleepCtx(ctx, time.Duration(try+1)*50*time.Millisecond)
+				continue
+			}
+			var s struct{ Session string }
+			if err == nil && status == http.StatusCreated {
+				err = json.Unmarshal(body, &s)
+			} else if err == nil && status != http.StatusTooManyRequests && status != http.StatusServiceUnavailable {
+				err = fmt.Errorf("%d %s", status, body)
+			}
+			return s.Session, status, err
 		}
-		return s.Session, status, err
 	}
 	create := func(ctx context.Context) error {
 		// The holder's session first, so that the waiters cannot take
@@ -798,7 +808,7 @@ func (a *abuser) lockWaiters() attack {
 		for range 16 {
 			wg.Go(func() {
 				for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-					sessions[i], _, errs[i] = newSession(ctx)
+					sessions[i], refusals[i], errs[i] = newSession(ctx)
 				}
 			})
 		}
@@ -820,7 +830,7 @@ func (a *abuser) lockWaiters() attack {
 			defer client.CloseIdleConnections()
 			a.each(ctx, n, func(ctx context.Context, i int) {
 				if sessions[i] == "" {
-					t.add("session-429")
+					t.add(fmt.Sprintf("session-%d", refusals[i]))
 					return
 				}
 				status, _, err := a.do(ctx, client, http.MethodPost, "/v1/locks/"+lock, 0, strings.NewReader(`{"session": "`+sessions[i]+`", "wait": 60}`), -1)
