@@ -69,13 +69,28 @@ type abuseConfig struct {
 	fencegate     string
 	workDir       string
 	keep          bool
+	// serveFlags are extra `fencegate serve` flags for the gateway.
+	serveFlags []string
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, " ") }
+
+func (l *stringList) Set(s string) error {
+	*l = append(*l, s)
+	return nil
 }
 
 const abuseUsageText = `fencebench abuse runs bounded attacks against one fencegate (auth on) on
 loopback, one after another, while a well-behaved client writes and reads
-its own small objects, and prints one line per attack. It exits non-zero if
-the well-behaved client got an error, or its p99 latency reached 1s, during
-any attack.
+its own small objects, and prints one line per attack. The attackers and the
+well-behaved client are two identities, each with its own API key, so that
+per-identity limits count each one's own requests and sessions. It exits
+non-zero if
+the well-behaved client got an error, or its p99 latency reached 1s,
+during any attack.
 
 Usage: fencebench abuse [flags]
 
@@ -107,6 +122,7 @@ func parseAbuseFlags(args []string, stderr io.Writer) (abuseConfig, error) {
 	fs.StringVar(&cfg.fencegate, "fencegate", "", "the fencegate `binary` (default: next to this program, else bin/fencegate of the repository)")
 	fs.StringVar(&cfg.workDir, "dir", "", "working `directory` for data and the gateway's log (default: a temporary one, removed at the end)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the working directory")
+	fs.Var((*stringList)(&cfg.serveFlags), "serve-flag", "an extra `flag` for the gateway's fencegate serve, e.g. --serve-flag=--max-requests-per-client=64 (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return abuseConfig{}, err
 	}
@@ -238,11 +254,13 @@ func fmtKiB(kib int64) string {
 
 // abuser is the gateway under attack and what its clients share.
 type abuser struct {
-	cfg   abuseConfig
-	g     *gatewayProcess
-	addr  string // host:port
-	key   string // the API key of every authenticated client
-	token atomic.Int64
+	cfg  abuseConfig
+	g    *gatewayProcess
+	addr string // host:port
+	// key is the API key of the attackers (and of setup and clean-up);
+	// wellKey the well-behaved client's, another identity's.
+	key, wellKey string
+	token        atomic.Int64
 	// control is the client of setup, metrics and clean-up requests.
 	control *http.Client
 }
@@ -276,23 +294,22 @@ func runAbuse(ctx context.Context, cfg abuseConfig, stdout, stderr io.Writer) ([
 	}
 	defer st.close()
 
-	keyBytes := make([]byte, 32)
-	_, _ = rand.Read(keyBytes)
-	key := hex.EncodeToString(keyBytes)
-	sum := sha256.Sum256([]byte(key))
+	// Two identities with the same grants: per-identity limits (live
+	// sessions, --max-requests-per-client) must count the attackers'
+	// deeds against the attackers, not the well-behaved client.
+	key, wellKey := newAPIKey(), newAPIKey()
 	configPath := filepath.Join(cfg.workDir, "abuse.yaml")
-	yaml := "auth:\n  identities:\n    - name: abuse-bench\n      grants:\n        - {prefix: \"\", operations: [read, write, delete, lock]}\n" +
-		"      api_keys: [\"sha256:" + hex.EncodeToString(sum[:]) + "\"]\n"
+	yaml := "auth:\n  identities:\n" + identityYAML("abuse-attackers", key) + identityYAML("abuse-well-behaved", wellKey)
 	if err := os.WriteFile(configPath, []byte(yaml), 0o600); err != nil {
 		return nil, err
 	}
-	g, err := startGateway(ctx, st, "abuse", bin, st.s3Endpoint, "info", "--config", configPath)
+	g, err := startGateway(ctx, st, "abuse", bin, st.s3Endpoint, "info", append([]string{"--config", configPath}, cfg.serveFlags...)...)
 	if err != nil {
 		return nil, err
 	}
 	defer g.stop()
 	a := &abuser{
-		cfg: cfg, g: g, addr: strings.TrimPrefix(g.url, "http://"), key: key,
+		cfg: cfg, g: g, addr: strings.TrimPrefix(g.url, "http://"), key: key, wellKey: wellKey,
 		control: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 32}},
 	}
 	if slices.Contains(cfg.attacks, attackSlowReaders) {
@@ -324,6 +341,21 @@ func runAbuse(ctx context.Context, cfg abuseConfig, stdout, stderr io.Writer) ([
 		return results, fmt.Errorf("run stopped: %w", context.Cause(ctx))
 	}
 	return results, nil
+}
+
+// newAPIKey returns a random API key.
+func newAPIKey() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// identityYAML is one entry of the config file's auth.identities: name,
+// with every operation but admin on every resource, and key.
+func identityYAML(name, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "    - name: " + name + "\n      grants:\n        - {prefix: \"\", operations: [read, write, delete, lock]}\n" +
+		"      api_keys: [\"sha256:" + hex.EncodeToString(sum[:]) + "\"]\n"
 }
 
 // answerTally counts what the attackers got.
@@ -488,7 +520,8 @@ func (a *abuser) runAttack(ctx context.Context, name string, baseline int) (abus
 
 // wellBehaved writes a 1 KiB object with a fresh, higher token and reads
 // it back, in a loop over four objects of its own, until ctx ends, on its
-// own keep-alive connection. Each request may take 10 seconds.
+// own keep-alive connection, with its own API key. Each request may take
+// 10 seconds.
 func (a *abuser) wellBehaved(ctx context.Context) (latencies []time.Duration, errs int, firstError string) {
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}
 	defer client.CloseIdleConnections()
@@ -502,14 +535,14 @@ func (a *abuser) wellBehaved(ctx context.Context) (latencies []time.Duration, er
 	for i := 0; ctx.Err() == nil; i++ {
 		path := fmt.Sprintf("/v1/objects/dev/well-behaved/%d", i%4)
 		start := time.Now()
-		status, answer, err := a.do(context.Background(), client, http.MethodPut, path, a.token.Add(1), bytes.NewReader(body), int64(len(body)))
+		status, answer, err := a.doAs(context.Background(), client, a.wellKey, http.MethodPut, path, a.token.Add(1), bytes.NewReader(body), int64(len(body)))
 		latencies = append(latencies, time.Since(start))
 		if err != nil || status != http.StatusCreated && status != http.StatusOK {
 			fail(fmt.Sprintf("PUT %s: %d %.200s %v", path, status, answer, err))
 			continue
 		}
 		start = time.Now()
-		status, answer, err = a.do(context.Background(), client, http.MethodGet, path, 0, nil, 0)
+		status, answer, err = a.doAs(context.Background(), client, a.wellKey, http.MethodGet, path, 0, nil, 0)
 		latencies = append(latencies, time.Since(start))
 		if err != nil || status != http.StatusOK || !bytes.Equal(answer, body) {
 			fail(fmt.Sprintf("GET %s: %d %.200s %v", path, status, answer, err))
@@ -518,9 +551,15 @@ func (a *abuser) wellBehaved(ctx context.Context) (latencies []time.Duration, er
 	return latencies, errs, firstError
 }
 
-// do sends one request with the API key (and the token, if not 0) and
-// reads the answer whole (up to 1 MiB). size -1: unknown length.
+// do sends one request with the attackers' API key (and the token, if
+// not 0) and reads the answer whole (up to 1 MiB). size -1: unknown
+// length.
 func (a *abuser) do(ctx context.Context, client *http.Client, method, path string, token int64, body io.Reader, size int64) (int, []byte, error) {
+	return a.doAs(ctx, client, a.key, method, path, token, body, size)
+}
+
+// doAs is do with the API key key.
+func (a *abuser) doAs(ctx context.Context, client *http.Client, key, method, path string, token int64, body io.Reader, size int64) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, "http://"+a.addr+path, body)
 	if err != nil {
 		return 0, nil, err
@@ -528,7 +567,7 @@ func (a *abuser) do(ctx context.Context, client *http.Client, method, path strin
 	if size >= 0 && body != nil {
 		req.ContentLength = size
 	}
-	req.Header.Set("Authorization", "Bearer "+a.key)
+	req.Header.Set("Authorization", "Bearer "+key)
 	if token != 0 {
 		req.Header.Set(api.HeaderFenceToken, strconv.FormatInt(token, 10))
 	}
@@ -723,28 +762,53 @@ func (a *abuser) unauthFlood(ctx context.Context, t *answerTally) {
 }
 
 // lockWaiters is the long-poll attack: one session holds a lock, and
-// before the window each waiter gets a session of its own; in the window
-// every waiter asks for the lock with wait 60, and is cut off when the
-// window ends. Afterwards every session is revoked.
+// before the window each waiter asks for a session of its own; in the
+// window every waiter that got one asks for the lock with wait 60, and is
+// cut off when the window ends. A waiter whose session was refused (429:
+// the attackers' identity has its most live sessions; or 503, still so
+// after three retries: the identity's sessions changed too often while
+// the gateway counted them) does not wait: it is counted as session-429
+// or session-503. Afterwards every session is revoked.
 func (a *abuser) lockWaiters() attack {
 	const lock = "abuse-held"
 	n := a.cfg.lockWaiters
-	sessions := make([]string, n+1)
+	sessions := make([]string, n+1) // the holder's is the last; "": refused
+	refusals := make([]int, n)      // the status of a waiter's refused session
+	newSession := func(ctx context.Context) (session string, status int, err error) {
+		for try := 0; ; try++ {
+			var body []byte
+			status, body, err = a.do(ctx, a.control, http.MethodPost, "/v1/sessions", 0, strings.NewReader(`{"ttl": 3600}`), -1)
+			if err == nil && status == http.StatusServiceUnavailable && try < 3 {
+				sleepCtx(ctx, time.Duration(try+1)*50*time.Millisecond)
+				continue
+			}
+			var s struct{ Session string }
+			if err == nil && status == http.StatusCreated {
+				err = json.Unmarshal(body, &s)
+			} else if err == nil && status != http.StatusTooManyRequests && status != http.StatusServiceUnavailable {
+				err = fmt.Errorf("%d %s", status, body)
+			}
+			return s.Session, status, err
+		}
+	}
 	create := func(ctx context.Context) error {
-		errs := make([]error, len(sessions))
+		// The holder's session first, so that the waiters cannot take
+		// the identity's last one.
+		holder, status, err := newSession(ctx)
+		if err == nil && status != http.StatusCreated {
+			err = fmt.Errorf("%d", status)
+		}
+		if err != nil {
+			return fmt.Errorf("create the holder's session: %w", err)
+		}
+		sessions[n] = holder
+		errs := make([]error, n)
 		var next atomic.Int64
 		var wg sync.WaitGroup
 		for range 16 {
 			wg.Go(func() {
-				for i := int(next.Add(1) - 1); i < len(sessions); i = int(next.Add(1) - 1) {
-					status, body, err := a.do(ctx, a.control, http.MethodPost, "/v1/sessions", 0, strings.NewReader(`{"ttl": 3600}`), -1)
-					var s struct{ Session string }
-					if err == nil && status == http.StatusCreated {
-						err = json.Unmarshal(body, &s)
-					} else if err == nil {
-						err = fmt.Errorf("%d %s", status, body)
-					}
-					sessions[i], errs[i] = s.Session, err
+				for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+					sessions[i], refusals[i], errs[i] = newSession(ctx)
 				}
 			})
 		}
@@ -765,6 +829,10 @@ func (a *abuser) lockWaiters() attack {
 			client := &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: n}}
 			defer client.CloseIdleConnections()
 			a.each(ctx, n, func(ctx context.Context, i int) {
+				if sessions[i] == "" {
+					t.add(fmt.Sprintf("session-%d", refusals[i]))
+					return
+				}
 				status, _, err := a.do(ctx, client, http.MethodPost, "/v1/locks/"+lock, 0, strings.NewReader(`{"session": "`+sessions[i]+`", "wait": 60}`), -1)
 				switch {
 				case err != nil && ended(ctx):
