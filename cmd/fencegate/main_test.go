@@ -217,7 +217,7 @@ func TestServeConfigSources(t *testing.T) {
 		{"max lock waiters (default)", cfg.gateway.maxLockWaiters, 1000},
 		{"transfer chunk timeout (default)", cfg.gateway.transferChunkTimeout, 10 * time.Second},
 		{"s3 max conns (default)", cfg.s3.MaxConnsPerHost, 256},
-		{"max requests per client (default: no limit)", cfg.gateway.maxRequestsPerClient, 0},
+		{"max requests per client (default)", cfg.gateway.maxRequestsPerClient, 128},
 		{"s3 conn wait timeout (default)", cfg.s3.ConnWaitTimeout, 5 * time.Second},
 		{"read header timeout (default)", cfg.http.readHeaderTimeout, 10 * time.Second},
 		{"read timeout (default)", cfg.http.readTimeout, 10 * time.Minute},

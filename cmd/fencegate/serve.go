@@ -76,10 +76,13 @@ type limits struct {
 // defaultLimits are the limits' defaults: an 8 MiB replay buffer, 256 MiB
 // of buffered bodies for all requests together, S3's 5 GiB limit for a
 // single PUT, 64 KiB of headers, object bodies moving at least 64 KiB
-// every 10 seconds, and the lock API's packages' defaults.
+// every 10 seconds, 128 object requests in flight per client (half the
+// S3 pool's default 256 connections, so that no one client can hold them
+// all), and the lock API's packages' defaults.
 func defaultLimits() limits {
 	return limits{bufferBytes: 8 << 20, bufferBudgetBytes: 256 << 20, maxBodyBytes: 5 << 30, maxHeaderBytes: 64 << 10,
 		transferChunkTimeout:   10 * time.Second,
+		maxRequestsPerClient:   128,
 		maxSessionsPerIdentity: tokenstore.DefaultMaxSessionsPerIdentity,
 		maxLocksPerSession:     tokenstore.DefaultMaxLocksPerSession,
 		maxLockWaiters:         gateway.DefaultMaxLockWaiters}
