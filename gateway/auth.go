@@ -37,8 +37,8 @@ const (
 var operations = []Operation{OpRead, OpWrite, OpDelete, OpLock, OpAdmin}
 
 // Grant lets an identity do Operations to every resource whose name
-// starts with Prefix ("" is every resource). Resource names are those of
-// the design: "s3/<bucket>/<key>" for objects (and for GET /v1/fences),
+// starts with Prefix ("" is every resource). Resource names are the fence
+// store's: "s3/<bucket>/<key>" for objects (and for GET /v1/fences),
 // "partner/<route>/<resource-id>" for partner requests, and the lock's
 // name for /v1/locks/{name}. Sessions have no resource: a grant of
 // OpLock (or OpAdmin) on a prefix that lock names can have (no '/')

@@ -1,6 +1,6 @@
 // Package gateway is fencegate's HTTP front: the chi router, the middleware,
 // and the handlers that put every write through the fencing protocol in the
-// order that makes it correct (see "Write path for S3" in the design):
+// order that makes it correct:
 //
 //	parse token -> fast reject (cache) -> observe object -> fence check -> conditional write
 //

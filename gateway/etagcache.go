@@ -30,9 +30,9 @@ const etagCacheMaxBody = 64 << 10
 // it made, or "absent" after a DELETE it made. A write may use it instead
 // of a HEAD as its observation (protocol step 3).
 //
-// That is safe by the design's ordering argument, which needs only that
-// the version a write replaces was current at some moment before the
-// write's fence check: an entry is stored after S3 answered the write
+// That is safe by the write path's ordering argument (observe, then
+// fence: see observeAndFence), which needs only that the version a write
+// replaces was current at some moment before the write's fence check: an entry is stored after S3 answered the write
 // that made it, and read before the fence check of the write that uses
 // it. An entry that is out of date (another gateway wrote since, or a
 // direct writer) costs one 412 from S3's conditional write, after which

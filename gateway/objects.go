@@ -188,7 +188,8 @@ func (g *Gateway) fenceThenObserve(ctx context.Context, fr fencedRequest, from o
 	return seen, cached, nil
 }
 
-// putObject is the fenced write: steps 1-6 of the design.
+// putObject is the fenced write: parse, fast reject, observe, fence
+// check, conditional write (see observeAndFence for why in that order).
 func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
 	fr, err := g.parseFenced(r, OpWrite)
 	if err != nil {

@@ -17,9 +17,8 @@ import (
 )
 
 // Partner routes: ANY /v1/partners/{route}/{path...}, forwarded to the
-// route's upstream with the fencing protocol of the design's "Partner
-// APIs": the fence check and the resource's in-flight marker in one etcd
-// transaction, at most one request per resource upstream at a time, and
+// route's upstream under the partner fencing protocol: the fence check
+// and the resource's in-flight marker in one etcd transaction, at most one request per resource upstream at a time, and
 // Idempotency-Key replays. The handler is in partners_handler.go, the
 // upstream call in partners_forward.go.
 

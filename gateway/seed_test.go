@@ -47,8 +47,9 @@ func acquire(tb testing.TB, client *clientv3.Client, ttlSeconds int) *lockHolder
 // a GC pause or a VM migration would: the lease expires after its TTL.
 func (h *lockHolder) stall() { h.session.Orphan() }
 
-// seedScenario runs the design's seed scenario with times scaled down
-// (TTL 2 s instead of 10 s): client 1 acquires, stalls past its TTL;
+// seedScenario runs the seed scenario (a lock holder stalls past its
+// lease while a second holder writes) with times scaled down (TTL 2 s
+// instead of 10 s): client 1 acquires, stalls past its TTL;
 // client 2 acquires (a larger token) and writes; client 1 wakes up and
 // writes. write is how each client writes; the scenario returns what S3
 // holds in the end and client 1's status.

@@ -13,8 +13,8 @@ import (
 	"fencegate/internal/testenv"
 )
 
-// TestSeedScenarioWithLockAPI is the design's seed scenario using nothing
-// but fencegate's lock API and this SDK, times scaled down (TTL 2 s for
+// TestSeedScenarioWithLockAPI is the seed scenario (a stalled holder's
+// late write refused) using nothing but fencegate's lock API and this SDK, times scaled down (TTL 2 s for
 // 10 s): client 1 acquires and stalls (its keepalives stop, as a process
 // paused by GC or a VM migration would); its session expires; client 2
 // acquires with a larger token and writes; client 1 wakes up and writes
