@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"go.etcd.io/etcd/client/v3/concurrency"
-
 	"fencegate/api"
 )
 
@@ -132,20 +130,11 @@ func (w *Workload) partnerClient(ctx context.Context, id int, rnd *rand.Rand, st
 func (w *Workload) lockedPartnerRequests(ctx context.Context, cs *clientState, account string, stop <-chan struct{}) error {
 	lockCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	session, err := concurrency.NewSession(w.cluster.Client, concurrency.WithTTL(lockTTL), concurrency.WithContext(lockCtx))
+	session, mutex, token, err := w.takeLock(lockCtx, "partner/"+account)
 	if err != nil {
 		return err
 	}
 	defer session.Close()
-	mutex := concurrency.NewMutex(session, "/rb-locks/partner/"+account)
-	if err := mutex.Lock(lockCtx); err != nil {
-		return err
-	}
-	resp, err := w.cluster.Client.Get(lockCtx, mutex.Key())
-	if err != nil || len(resp.Kvs) != 1 {
-		return fmt.Errorf("read lock key: %v", err)
-	}
-	token := api.Token(resp.Kvs[0].CreateRevision)
 	stale := cs.rnd.Float64() < w.cfg.StaleRatio
 	if stale {
 		session.Orphan()

@@ -251,23 +251,12 @@ func (w *Workload) gateway(rnd *rand.Rand) *Gateway {
 func (w *Workload) lockedWrites(ctx context.Context, cs *clientState, key string, stop <-chan struct{}) error {
 	lockCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	session, err := concurrency.NewSession(w.cluster.Client, concurrency.WithTTL(lockTTL), concurrency.WithContext(lockCtx))
+	session, mutex, token, err := w.takeLock(lockCtx, key)
 	if err != nil {
 		return err
 	}
 	defer session.Close() // revokes the lease if it still exists (bounded by the client's timeouts)
-	mutex := concurrency.NewMutex(session, "/rb-locks/"+key)
-	if err := mutex.Lock(lockCtx); err != nil {
-		return err
-	}
-	resp, err := w.cluster.Client.Get(lockCtx, mutex.Key())
-	if err != nil || len(resp.Kvs) != 1 {
-		return fmt.Errorf("read lock key: %v", err)
-	}
-	token := api.Token(resp.Kvs[0].CreateRevision)
-	w.leaseMu.Lock()
-	w.leases[fmt.Sprintf("%s@%d", key, token)] = session.Lease()
-	w.leaseMu.Unlock()
+	w.recordLease(key, token, session.Lease())
 
 	stale := cs.rnd.Float64() < w.cfg.StaleRatio
 	if stale {
@@ -357,30 +346,47 @@ func (w *Workload) Acquire(ctx context.Context, key string) (token api.Token, re
 // its fencing token (the create revision of the holder's key), what
 // releases it, and its lease.
 func (w *Workload) lock(ctx context.Context, key string) (api.Token, func(), clientv3.LeaseID, error) {
-	session, err := concurrency.NewSession(w.cluster.Client, concurrency.WithTTL(lockTTL), concurrency.WithContext(ctx))
+	session, mutex, token, err := w.takeLock(ctx, key)
 	if err != nil {
 		return 0, nil, 0, err
 	}
-	mutex := concurrency.NewMutex(session, "/rb-locks/"+key)
-	if err := mutex.Lock(ctx); err != nil {
-		session.Close()
-		return 0, nil, 0, err
-	}
-	resp, err := w.cluster.Client.Get(ctx, mutex.Key())
-	if err != nil || len(resp.Kvs) != 1 {
-		session.Close()
-		return 0, nil, 0, fmt.Errorf("read lock key: %v", err)
-	}
-	token := api.Token(resp.Kvs[0].CreateRevision)
-	w.leaseMu.Lock()
-	w.leases[fmt.Sprintf("%s@%d", key, token)] = session.Lease()
-	w.leaseMu.Unlock()
+	w.recordLease(key, token, session.Lease())
 	return token, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = mutex.Unlock(ctx)
 		session.Close()
 	}, session.Lease(), nil
+}
+
+// takeLock takes the etcd Mutex /rb-locks/name on a new session whose
+// lease has lockTTL, and returns the session, the mutex and its fencing
+// token: the create revision of the holder's key. On an error it closes
+// the session; otherwise the caller does.
+func (w *Workload) takeLock(ctx context.Context, name string) (*concurrency.Session, *concurrency.Mutex, api.Token, error) {
+	session, err := concurrency.NewSession(w.cluster.Client, concurrency.WithTTL(lockTTL), concurrency.WithContext(ctx))
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	mutex := concurrency.NewMutex(session, "/rb-locks/"+name)
+	if err := mutex.Lock(ctx); err != nil {
+		session.Close()
+		return nil, nil, 0, err
+	}
+	resp, err := w.cluster.Client.Get(ctx, mutex.Key())
+	if err != nil || len(resp.Kvs) != 1 {
+		session.Close()
+		return nil, nil, 0, fmt.Errorf("read lock key: %v", err)
+	}
+	return session, mutex, api.Token(resp.Kvs[0].CreateRevision), nil
+}
+
+// recordLease records the lease of key's lock holder with token, for
+// HolderLease.
+func (w *Workload) recordLease(key string, token api.Token, lease clientv3.LeaseID) {
+	w.leaseMu.Lock()
+	w.leases[fmt.Sprintf("%s@%d", key, token)] = lease
+	w.leaseMu.Unlock()
 }
 
 func (w *Workload) writeVia(ctx context.Context, cs *clientState, g *Gateway, key string, token api.Token, stale, retry bool) Op {
@@ -404,15 +410,7 @@ func (w *Workload) writeVia(ctx context.Context, cs *clientState, g *Gateway, ke
 	case err != nil:
 		op.Outcome, op.Err = Ambiguous, err.Error()
 	default:
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
-		op.Status = resp.StatusCode
-		var p problem
-		if strings.HasPrefix(resp.Header.Get("Content-Type"), api.ContentTypeProblem) {
-			_ = json.Unmarshal(data, &p)
-		}
-		op.ProblemType = p.Type
-		op.Outcome = writeOutcome(resp.StatusCode, p.Type)
+		data := readAnswer(&op, resp)
 		if op.Outcome == Acked {
 			var result writeResult
 			if err := json.Unmarshal(data, &result); err == nil && result.ETag != "" {
@@ -421,9 +419,6 @@ func (w *Workload) writeVia(ctx context.Context, cs *clientState, g *Gateway, ke
 					op.Err = fmt.Sprintf("unexpected answer: ETag %s, want the MD5 of the body %s", result.ETag, op.ETag)
 				}
 			}
-		}
-		if op.Outcome == RefusedStale {
-			op.HighWaterMark = p.HighWaterMark
 		}
 		if op.Outcome == Failed || op.Outcome == Ambiguous && resp.StatusCode < 500 {
 			op.Err = fmt.Sprintf("unexpected answer %d: %s", resp.StatusCode, data)
@@ -454,6 +449,23 @@ func (w *Workload) deleteVia(ctx context.Context, cs *clientState, g *Gateway, k
 		cs.process = w.history.Add(op)
 		return op
 	}
+	data := readAnswer(&op, resp)
+	if resp.StatusCode == http.StatusNoContent {
+		op.Outcome = Acked
+	}
+	if op.Outcome == Ambiguous && resp.StatusCode < 500 || op.Outcome == Acked && resp.StatusCode != http.StatusNoContent {
+		op.Err = fmt.Sprintf("unexpected answer %d: %s", resp.StatusCode, data)
+		op.Outcome = Ambiguous
+	}
+	cs.process = w.history.Add(op)
+	return op
+}
+
+// readAnswer reads a write's or a delete's answer into op: its status,
+// its problem type, its outcome (writeOutcome) and, for a stale refusal,
+// the high-water mark. It returns the body, at most 64 KiB of it, for the
+// caller's own checks.
+func readAnswer(op *Op, resp *http.Response) []byte {
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	op.Status = resp.StatusCode
@@ -463,18 +475,10 @@ func (w *Workload) deleteVia(ctx context.Context, cs *clientState, g *Gateway, k
 	}
 	op.ProblemType = p.Type
 	op.Outcome = writeOutcome(resp.StatusCode, p.Type)
-	if resp.StatusCode == http.StatusNoContent {
-		op.Outcome = Acked
-	}
 	if op.Outcome == RefusedStale {
 		op.HighWaterMark = p.HighWaterMark
 	}
-	if op.Outcome == Ambiguous && resp.StatusCode < 500 || op.Outcome == Acked && resp.StatusCode != http.StatusNoContent {
-		op.Err = fmt.Sprintf("unexpected answer %d: %s", resp.StatusCode, data)
-		op.Outcome = Ambiguous
-	}
-	cs.process = w.history.Add(op)
-	return op
+	return data
 }
 
 // writeResult is the part of a write's answer the workload reads (the
