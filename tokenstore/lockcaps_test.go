@@ -131,3 +131,68 @@ func TestLockCapCountsConcurrentAcquires(t *testing.T) {
 		t.Fatalf("%d queue keys; want 3", resp.Count)
 	}
 }
+
+// TestSessionCapUnderContention: many concurrent creations by one
+// identity, all below its cap, all succeed. Each one that loses the
+// optimistic count's race to another (see CreateSession) counts again and
+// tries again; none may give up with api.ErrUnavailable while the count is
+// still below the cap, as if etcd had failed.
+func TestSessionCapUnderContention(t *testing.T) {
+	const creators = 100
+	a, b, _ := newCappedStores(t, tokenstore.Config{MaxSessionsPerIdentity: 1000})
+	ctx := context.Background()
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		failed []error
+	)
+	for i := range creators {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		wg.Go(func() {
+			if _, err := s.CreateSession(ctx, 30, "alice"); err != nil {
+				mu.Lock()
+				failed = append(failed, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(failed) > 0 {
+		t.Fatalf("%d of %d concurrent creations below the cap failed; first: %v", len(failed), creators, failed[0])
+	}
+}
+
+// TestLockCapUnderContention: many concurrent acquires of distinct locks
+// by one session, all below its cap, are all granted: a lost race of the
+// optimistic count is retried, never answered as etcd unavailable.
+func TestLockCapUnderContention(t *testing.T) {
+	const locks = 50
+	a, b, _ := newCappedStores(t, tokenstore.Config{MaxLocksPerSession: 64})
+	ctx := context.Background()
+	session := newSession(t, a, 30)
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		failed []error
+	)
+	for i := range locks {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		wg.Go(func() {
+			if _, err := s.Acquire(ctx, fmt.Sprintf("l%d", i), session, anonymous, 0); err != nil {
+				mu.Lock()
+				failed = append(failed, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(failed) > 0 {
+		t.Fatalf("%d of %d concurrent acquires below the cap failed; first: %v", len(failed), locks, failed[0])
+	}
+}

@@ -109,9 +109,14 @@ func (s *Store) sessionLocks(id api.SessionID) string {
 	return s.prefix + "session-locks/" + id.String() + "/"
 }
 
-// maxLimitAttempts bounds the transactions of one call that checks a
-// limit (see above): each failed attempt is another call's success.
-const maxLimitAttempts = 16
+// limitAttempts bounds the transactions of one call that checks limit
+// (see above). Each failed attempt is another creation's success, so
+// while the index stays below the limit a call fails at most limit times
+// before the count reaches it (and the call answers that the limit is
+// reached); the extra attempts cover keys that ended meanwhile and made
+// room again. Concurrent creations of one identity must not fail as if
+// etcd had: a fixed small bound gave 76 of 100 concurrent creations 503.
+func limitAttempts(limit int64) int64 { return limit + 16 }
 
 // belowLimit is the compare that lets a limited creation commit: no key
 // of index was created or changed after revision rev, at which it held
@@ -167,7 +172,7 @@ func (s *Store) CreateSession(ctx context.Context, ttl int64, owner string) (api
 	sess := api.Session{ID: api.SessionID(resp.ID), TTL: resp.TTL}
 	lease := clientv3.WithLease(resp.ID)
 	writes := []clientv3.Op{clientv3.OpPut(s.sessionKey(sess.ID), owner, lease), clientv3.OpPut(index+sess.ID.String(), "", lease)}
-	for attempt := 1; ; attempt++ {
+	for attempt := int64(1); ; attempt++ {
 		var limit []clientv3.Cmp
 		if s.maxSessions >= 0 {
 			limit = append(limit, belowLimit(index, rev))
@@ -187,7 +192,7 @@ func (s *Store) CreateSession(ctx context.Context, ttl int64, owner string) (api
 		switch count := put.Responses[0].GetResponseRange().Count; {
 		case count >= s.maxSessions:
 			return api.Session{}, s.abandonLease(ctx, resp.ID, tooManySessionsError(s.maxSessions))
-		case attempt == maxLimitAttempts:
+		case attempt >= limitAttempts(s.maxSessions):
 			return api.Session{}, s.abandonLease(ctx, resp.ID, fmt.Errorf("%s: %w: the owner's sessions changed %d times while counting them", op, api.ErrUnavailable, attempt))
 		}
 		rev = put.Header.Revision
@@ -452,7 +457,7 @@ func (s *Store) queueUp(ctx context.Context, name string, session api.SessionID,
 	}
 	first := clientv3.OpGet(queue, clientv3.WithFirstCreate()...)
 	lease := clientv3.WithLease(clientv3.LeaseID(session))
-	for attempt := 1; ; attempt++ {
+	for attempt := int64(1); ; attempt++ {
 		put := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}
 		if s.maxLocks >= 0 {
 			put = append(put, belowLimit(index, rev))
@@ -476,7 +481,7 @@ func (s *Store) queueUp(ctx context.Context, name string, session api.SessionID,
 			return 0, 0, fmt.Errorf("%s %s: %w: it holds and waits for %d locks, its limit: release one, or use another session", op, session, api.ErrTooManyLocks, s.maxLocks)
 		case noWait && firstCreate(resp.Responses[1]) != 0: // held by another session
 			return 0, firstCreate(resp.Responses[1]), nil
-		case attempt == maxLimitAttempts:
+		case attempt >= limitAttempts(s.maxLocks):
 			return 0, 0, fmt.Errorf("%s %s: %w: its places changed %d times while counting them", op, session, api.ErrUnavailable, attempt)
 		}
 		rev = txnRev // another place of the session was made since rev: count again
