@@ -19,8 +19,8 @@ import (
 // Metrics: every gateway has its own Prometheus registry (tests build many
 // gateways in one process), served on GET /metrics. Request metrics are
 // labelled by chi's route pattern, never by the request's path, so that
-// the number of series stays bounded whatever clients send. The README's
-// "Metrics and logs" section lists every metric.
+// the number of series stays bounded whatever clients send.
+// docs/operations.md, "Metrics", lists every metric.
 
 // latencyBuckets span 0.1 ms to about 15 s: a stale refusal from the cache
 // takes well under a millisecond, an accepted write a few, a large upload

@@ -540,7 +540,7 @@ func writeConfig(t *testing.T, data string) string {
 // TestFullConfigDecodes loads, and its table lists every flag of serve
 // with its environment variable.
 func TestReadmeConfiguration(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "configuration.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

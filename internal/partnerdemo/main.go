@@ -1,6 +1,6 @@
 // Command partnerdemo is a tiny stand-in for a partner API (a payments
 // service), for trying fencegate's partner routes by hand: it is the
-// upstream of the README's "Partner routes" example.
+// upstream of the worked example in docs/partners.md.
 //
 //	go run ./internal/partnerdemo                # listens on 127.0.0.1:9090
 //	go run ./internal/partnerdemo --delay 2s     # slow: shows serialization
