@@ -1,7 +1,6 @@
 package robustness
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -99,175 +98,308 @@ type CheckResult struct {
 	Visualization string
 }
 
-// Check runs every checker over ev.
+// Check runs every checker over ev: porcupine's linearizability check,
+// then objectCheckers, then the partner shape's checkers (checkPartners)
+// when ev has that shape. Each checker reports the guarantee it saw broken
+// as Violations named after it.
 func Check(ev Evidence, cfg CheckConfig) CheckResult {
+	res := checkLinearizability(ev, cfg)
+	ix := indexEvidence(ev)
+	for _, check := range objectCheckers {
+		res.Violations = append(res.Violations, check(ix)...)
+	}
+	if ev.Partner != nil {
+		res.Violations = append(res.Violations, checkPartners(*ev.Partner)...)
+	}
+	return res
+}
+
+// objectCheckers are the object shape's invariants, read from S3's record,
+// etcd's watch record and the final state, in the order Check reports
+// them.
+var objectCheckers = []func(*indexedEvidence) []Violation{
+	checkVersionsMonotonic,
+	checkFinalState,
+	checkHWMMonotonic,
+	checkHWMCovers,
+	checkMembersAgree,
+	checkFenceBeforeForward,
+	checkAckedCommitted,
+	checkRefusedNotWritten,
+	checkRefusalGrounded,
+	checkUnexpectedAnswers,
+}
+
+// indexedEvidence is Evidence with the indexes the checkers share.
+type indexedEvidence struct {
+	Evidence
+	// writesByKey are S3's records of each object (key without the
+	// bucket), in S3's order, committed or not.
+	writesByKey map[string][]S3Write
+	// committedOp is the committed write of each operation id.
+	committedOp map[string]S3Write
+	// seeds are the objects the harness placed in the bucket: each is its
+	// object's first version, with no token and no write through the
+	// proxy.
+	seeds map[string]S3Write
+	// last is each object's last committed version: its last committed
+	// write or delete, or its seed; absent for an object that never had
+	// one.
+	last map[string]S3Write
+	// forwards counts the writes S3 received for each operation id.
+	forwards map[string]int
+}
+
+func indexEvidence(ev Evidence) *indexedEvidence {
+	ix := &indexedEvidence{Evidence: ev, writesByKey: make(map[string][]S3Write), committedOp: make(map[string]S3Write),
+		seeds: make(map[string]S3Write), last: make(map[string]S3Write), forwards: make(map[string]int)}
+	for _, op := range ev.Ops {
+		if op.Kind == OpSeed {
+			ix.seeds[op.Key] = S3Write{Key: Bucket + "/" + op.Key, Op: op.ID, Committed: true}
+			ix.last[op.Key] = ix.seeds[op.Key]
+		}
+	}
+	for _, w := range ev.Writes {
+		key := strings.TrimPrefix(w.Key, Bucket+"/")
+		ix.writesByKey[key] = append(ix.writesByKey[key], w)
+		ix.forwards[w.Op]++
+		if w.Committed {
+			ix.last[key] = w
+			if w.Op != "" {
+				ix.committedOp[w.Op] = w
+			}
+		}
+	}
+	return ix
+}
+
+// changeOps returns the history's writes and deletes.
+func (ix *indexedEvidence) changeOps() []Op {
+	var out []Op
+	for _, op := range ix.Ops {
+		if op.Kind.changes() {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// checkLinearizability (linearizability): each object, as a fenced
+// register (registerModel), has a linearization of the history. A refused
+// history's visualization is written to cfg.ArtifactDir.
+func checkLinearizability(ev Evidence, cfg CheckConfig) CheckResult {
 	if cfg.LinearizabilityTimeout == 0 {
 		cfg.LinearizabilityTimeout = 30 * time.Second
 	}
 	var res CheckResult
-	add := func(check, format string, args ...any) {
-		res.Violations = append(res.Violations, Violation{Check: check, Detail: fmt.Sprintf(format, args...)})
-	}
-
-	// 1. Linearizability of each object as a fenced register.
-	history := porcupineOps(ev.Ops)
-	result, info := porcupine.CheckOperationsVerbose(registerModel, history, cfg.LinearizabilityTimeout)
+	result, info := porcupine.CheckOperationsVerbose(registerModel, porcupineOps(ev.Ops), cfg.LinearizabilityTimeout)
 	res.Linearizability = result
 	if result == porcupine.Illegal {
 		path, err := writeVisualization(info, cfg)
 		res.Visualization = path
 		if err != nil {
-			add("linearizability", "porcupine found no linearization (visualization failed: %v)", err)
+			res.Violations = append(res.Violations, violation("linearizability", "porcupine found no linearization (visualization failed: %v)", err))
 		} else {
-			add("linearizability", "porcupine found no linearization; see %s", path)
+			res.Violations = append(res.Violations, violation("linearizability", "porcupine found no linearization; see %s", path))
 		}
 	}
+	return res
+}
 
-	writesByKey := make(map[string][]S3Write)
-	for _, w := range ev.Writes {
-		key := strings.TrimPrefix(w.Key, Bucket+"/")
-		writesByKey[key] = append(writesByKey[key], w)
-	}
-	committedOp := make(map[string]S3Write)
-	for _, w := range ev.Writes {
-		if w.Committed && w.Op != "" {
-			committedOp[w.Op] = w
-		}
-	}
-
-	// An object the harness placed in the bucket (a seed) is its first
-	// version: no token, no write through the proxy.
-	seeds := make(map[string]*S3Write)
-	for _, op := range ev.Ops {
-		if op.Kind == OpSeed {
-			seeds[op.Key] = &S3Write{Key: Bucket + "/" + op.Key, Op: op.ID, Committed: true}
-		}
-	}
-
-	for _, key := range ev.Keys {
-		// 2. The versions of each object carry non-decreasing tokens.
-		last := seeds[key]
-		for i, w := range writesByKey[key] {
+// checkVersionsMonotonic (versions-monotonic): the versions of each
+// object, in S3's order, carry non-decreasing tokens. A delete carries no
+// token that S3 sees: it ends the version, and the next one is compared
+// with nothing.
+func checkVersionsMonotonic(ix *indexedEvidence) []Violation {
+	var out []Violation
+	for _, key := range ix.Keys {
+		last, ok := ix.seeds[key]
+		for _, w := range ix.writesByKey[key] {
 			if !w.Committed {
 				continue
 			}
-			// A delete carries no token that S3 sees: it ends the
-			// version, and the next one is compared with nothing.
-			if !w.Deleted && last != nil && w.Token < last.Token {
-				add("versions-monotonic", "%s: version by %s (token %d, %s via %s) replaced version by %s with larger token %d",
-					key, w.Op, w.Token, w.Condition, w.Gateway, last.Op, last.Token)
+			if !w.Deleted && ok && w.Token < last.Token {
+				out = append(out, violation("versions-monotonic", "%s: version by %s (token %d, %s via %s) replaced version by %s with larger token %d",
+					key, w.Op, w.Token, w.Condition, w.Gateway, last.Op, last.Token))
 			}
-			last = &writesByKey[key][i]
+			last, ok = w, true
 		}
-		// 4. What versitygw holds is the last committed version.
-		final := ev.Final[key]
+	}
+	return out
+}
+
+// checkFinalState (final-state): what versitygw holds at the end is each
+// object's last committed version (nothing after a delete).
+func checkFinalState(ix *indexedEvidence) []Violation {
+	var out []Violation
+	for _, key := range ix.Keys {
+		last, ok := ix.last[key]
+		final := ix.Final[key]
 		switch {
-		case last == nil && final.Exists:
-			add("final-state", "%s: S3 holds %s (token %d) but no write committed through the proxy", key, final.Op, final.Token)
-		case last != nil && last.Deleted && final.Exists:
-			add("final-state", "%s: S3 holds %+v; the last committed change was a delete via %s (seq %d)", key, final, last.Gateway, last.Seq)
-		case last != nil && !last.Deleted && (!final.Exists || final.Op != last.Op || final.Token != last.Token):
-			add("final-state", "%s: S3 holds %+v; the last committed write was %s with token %d", key, final, last.Op, last.Token)
+		case !ok && final.Exists:
+			out = append(out, violation("final-state", "%s: S3 holds %s (token %d) but no write committed through the proxy", key, final.Op, final.Token))
+		case ok && last.Deleted && final.Exists:
+			out = append(out, violation("final-state", "%s: S3 holds %+v; the last committed change was a delete via %s (seq %d)", key, final, last.Gateway, last.Seq))
+		case ok && !last.Deleted && (!final.Exists || final.Op != last.Op || final.Token != last.Token):
+			out = append(out, violation("final-state", "%s: S3 holds %+v; the last committed write was %s with token %d", key, final, last.Op, last.Token))
 		}
-		// 6, 7. The mark never decreased, and covers every version.
-		events := ev.HWMEvents[key]
+	}
+	return out
+}
+
+// checkHWMMonotonic (hwm-monotonic): each object's mark, as etcd's watch
+// recorded it, never decreased, was never deleted, always decoded, and
+// ends where the linearizable read at the end found it; and the watch
+// record is complete.
+func checkHWMMonotonic(ix *indexedEvidence) []Violation {
+	var out []Violation
+	for _, key := range ix.Keys {
+		events := ix.HWMEvents[key]
 		var prev api.Token
 		for _, e := range events {
 			switch {
 			case e.Deleted:
-				add("hwm-monotonic", "%s: mark deleted at revision %d (was %d)", key, e.Revision, prev)
+				out = append(out, violation("hwm-monotonic", "%s: mark deleted at revision %d (was %d)", key, e.Revision, prev))
 			case e.Raw != "":
-				add("hwm-monotonic", "%s: mark %q at revision %d does not decode", key, e.Raw, e.Revision)
+				out = append(out, violation("hwm-monotonic", "%s: mark %q at revision %d does not decode", key, e.Raw, e.Revision))
 			case e.Token < prev:
-				add("hwm-monotonic", "%s: mark went from %d down to %d at revision %d", key, prev, e.Token, e.Revision)
+				out = append(out, violation("hwm-monotonic", "%s: mark went from %d down to %d at revision %d", key, prev, e.Token, e.Revision))
 			}
 			if !e.Deleted && e.Token > prev {
 				prev = e.Token
 			}
 		}
-		if ev.WatchErr == nil && len(events) > 0 && ev.FinalHWM[key] != events[len(events)-1].Token {
-			add("hwm-monotonic", "%s: final mark %d but the watch's last event says %d", key, ev.FinalHWM[key], events[len(events)-1].Token)
+		if ix.WatchErr == nil && len(events) > 0 && ix.FinalHWM[key] != events[len(events)-1].Token {
+			out = append(out, violation("hwm-monotonic", "%s: final mark %d but the watch's last event says %d", key, ix.FinalHWM[key], events[len(events)-1].Token))
 		}
-		if last != nil && ev.FinalHWM[key] < last.Token {
-			add("hwm-covers", "%s: final mark %d is below the token %d of a committed version", key, ev.FinalHWM[key], last.Token)
+	}
+	if ix.WatchErr != nil {
+		out = append(out, violation("hwm-monotonic", "the watch record is incomplete: %v", ix.WatchErr))
+	}
+	return out
+}
+
+// checkHWMCovers (hwm-covers): each object's final mark is at least the
+// token of its last committed version.
+func checkHWMCovers(ix *indexedEvidence) []Violation {
+	var out []Violation
+	for _, key := range ix.Keys {
+		if last, ok := ix.last[key]; ok && ix.FinalHWM[key] < last.Token {
+			out = append(out, violation("hwm-covers", "%s: final mark %d is below the token %d of a committed version", key, ix.FinalHWM[key], last.Token))
 		}
-		// 10. Every member holds the same marks.
-		for member, view := range ev.MemberHWM {
-			if view[key] != ev.FinalHWM[key] {
-				add("members-agree", "%s: %s holds mark %d, the cluster %d", key, member, view[key], ev.FinalHWM[key])
+	}
+	return out
+}
+
+// checkMembersAgree (members-agree): every etcd member holds the same
+// marks as the cluster.
+func checkMembersAgree(ix *indexedEvidence) []Violation {
+	var out []Violation
+	for _, key := range ix.Keys {
+		for member, view := range ix.MemberHWM {
+			if view[key] != ix.FinalHWM[key] {
+				out = append(out, violation("members-agree", "%s: %s holds mark %d, the cluster %d", key, member, view[key], ix.FinalHWM[key]))
 			}
 		}
-		// 8. Every token that reached S3 was accepted by a fence check:
-		// etcd's history holds a mark with that exact token. (Not one put
-		// per write: a holder's repeated checks of an unchanged mark are
-		// read-only transactions.)
-		if ev.WatchErr == nil {
+	}
+	return out
+}
+
+// checkFenceBeforeForward (fence-before-forward): every token that reached
+// S3 was accepted by a fence check: etcd's history holds a mark with that
+// exact token. (Not one put per write: a holder's repeated checks of an
+// unchanged mark are read-only transactions.) And a request reaches S3 at
+// most once per round (fence check, then write), and one whose last fence
+// check could not complete was forwarded only in earlier rounds that lost
+// their race.
+func checkFenceBeforeForward(ix *indexedEvidence) []Violation {
+	var out []Violation
+	if ix.WatchErr == nil {
+		for _, key := range ix.Keys {
 			accepted := make(map[api.Token]bool)
-			for _, e := range events {
+			for _, e := range ix.HWMEvents[key] {
 				if !e.Deleted {
 					accepted[e.Token] = true
 				}
 			}
-			for _, w := range writesByKey[key] {
+			for _, w := range ix.writesByKey[key] {
 				if !w.Deleted && !accepted[w.Token] {
-					add("fence-before-forward", "%s: write %s with token %d reached S3 via %s (seq %d), but no fence check ever accepted that token",
-						key, w.Op, w.Token, w.Gateway, w.Seq)
+					out = append(out, violation("fence-before-forward", "%s: write %s with token %d reached S3 via %s (seq %d), but no fence check ever accepted that token",
+						key, w.Op, w.Token, w.Gateway, w.Seq))
 				}
 			}
 		}
 	}
-	if ev.WatchErr != nil {
-		add("hwm-monotonic", "the watch record is incomplete: %v", ev.WatchErr)
+	for _, op := range ix.changeOps() {
+		if n := ix.forwards[op.ID]; n > writeAttempts {
+			out = append(out, violation("fence-before-forward", "%s: write %s reached S3 %d times; a request has at most %d rounds", op.Key, op.ID, n, writeAttempts))
+		} else if op.ProblemType == api.ProblemTypePrefix+"fence-unavailable" && n >= writeAttempts {
+			out = append(out, violation("fence-before-forward", "%s: write %s was answered 503 fence-unavailable, yet reached S3 %d times", op.Key, op.ID, n))
+		}
 	}
-	if ev.Partner != nil {
-		res.Violations = append(res.Violations, checkPartners(*ev.Partner)...)
-	}
+	return out
+}
 
-	forwards := make(map[string]int)
-	for _, w := range ev.Writes {
-		forwards[w.Op]++
-	}
-	for _, op := range ev.Ops {
-		if !op.Kind.changes() {
+// checkAckedCommitted (acked-committed): an acked write is a version in
+// S3's record, and what replaced it carries a token at least as large.
+// Deletes are left out: S3's record cannot tell which request a delete
+// was, so the model and the final state judge them.
+func checkAckedCommitted(ix *indexedEvidence) []Violation {
+	var out []Violation
+	for _, op := range ix.changeOps() {
+		if op.Kind != OpWrite || op.Outcome != Acked {
 			continue
 		}
-		// 8. A request reaches S3 at most once per round (fence check,
-		// then write), and one whose last fence check could not complete
-		// was forwarded only in earlier rounds that lost their race.
-		if n := forwards[op.ID]; n > writeAttempts {
-			add("fence-before-forward", "%s: write %s reached S3 %d times; a request has at most %d rounds", op.Key, op.ID, n, writeAttempts)
-		} else if op.ProblemType == api.ProblemTypePrefix+"fence-unavailable" && n >= writeAttempts {
-			add("fence-before-forward", "%s: write %s was answered 503 fence-unavailable, yet reached S3 %d times", op.Key, op.ID, n)
-		}
-		w, committed := committedOp[op.ID]
-		switch {
-		case op.Kind == OpDelete:
-			// S3's record cannot tell which request a delete was: the
-			// model and the final state judge deletes.
-		case op.Outcome == Acked:
-			// 3, 5. An acked write is a version, and what replaced it
-			// carries a token at least as large.
-			if !committed {
-				add("acked-committed", "%s: write %s (token %d) was acked by %s but never committed to S3", op.Key, op.ID, op.Token, op.Gateway)
-			} else if f := ev.Final[op.Key]; !f.Exists || f.Token < op.Token {
-				add("acked-committed", "%s: acked write %s (token %d) was superseded by %+v, not by a token at least as large", op.Key, op.ID, op.Token, f)
-			}
-		case op.Outcome == RefusedStale, op.Outcome == Refused:
-			// 8. A refusal promises nothing was written.
-			if committed {
-				add("refused-not-written", "%s: write %s (token %d) was answered %d %s by %s, but S3 committed it (seq %d)",
-					op.Key, op.ID, op.Token, op.Status, op.ProblemType, op.Gateway, w.Seq)
-			}
-		}
-		// 9. A stale refusal names a mark that some client was given.
-		if op.Outcome == RefusedStale && (op.HighWaterMark <= op.Token || !historyInvoked(ev.Ops, op.HighWaterMark, op.Return)) {
-			add("refusal-grounded", "%s: write %s (token %d) refused with mark %d, which no write had carried by then", op.Key, op.ID, op.Token, op.HighWaterMark)
-		}
-		if strings.HasPrefix(op.Err, "unexpected answer") {
-			add("unexpected-answer", "%s: write %s via %s: %s", op.Key, op.ID, op.Gateway, op.Err)
+		if _, committed := ix.committedOp[op.ID]; !committed {
+			out = append(out, violation("acked-committed", "%s: write %s (token %d) was acked by %s but never committed to S3", op.Key, op.ID, op.Token, op.Gateway))
+		} else if f := ix.Final[op.Key]; !f.Exists || f.Token < op.Token {
+			out = append(out, violation("acked-committed", "%s: acked write %s (token %d) was superseded by %+v, not by a token at least as large", op.Key, op.ID, op.Token, f))
 		}
 	}
-	return res
+	return out
+}
+
+// checkRefusedNotWritten (refused-not-written): a write refused with an
+// answer that promises nothing was written (stale token, conflict, fence
+// unavailable) is no version in S3's record. Deletes are left out, as in
+// checkAckedCommitted.
+func checkRefusedNotWritten(ix *indexedEvidence) []Violation {
+	var out []Violation
+	for _, op := range ix.changeOps() {
+		if op.Kind != OpWrite || op.Outcome != RefusedStale && op.Outcome != Refused {
+			continue
+		}
+		if w, committed := ix.committedOp[op.ID]; committed {
+			out = append(out, violation("refused-not-written", "%s: write %s (token %d) was answered %d %s by %s, but S3 committed it (seq %d)",
+				op.Key, op.ID, op.Token, op.Status, op.ProblemType, op.Gateway, w.Seq))
+		}
+	}
+	return out
+}
+
+// checkRefusalGrounded (refusal-grounded): a stale refusal names a mark
+// above the refused token that some write had carried by the time of the
+// answer.
+func checkRefusalGrounded(ix *indexedEvidence) []Violation {
+	var out []Violation
+	for _, op := range ix.changeOps() {
+		if op.Outcome == RefusedStale && (op.HighWaterMark <= op.Token || !historyInvoked(ix.Ops, op.HighWaterMark, op.Return)) {
+			out = append(out, violation("refusal-grounded", "%s: write %s (token %d) refused with mark %d, which no write had carried by then", op.Key, op.ID, op.Token, op.HighWaterMark))
+		}
+	}
+	return out
+}
+
+// checkUnexpectedAnswers (unexpected-answer): every answer to a write or
+// delete is one the gateway can give.
+func checkUnexpectedAnswers(ix *indexedEvidence) []Violation {
+	var out []Violation
+	for _, op := range ix.changeOps() {
+		if strings.HasPrefix(op.Err, "unexpected answer") {
+			out = append(out, violation("unexpected-answer", "%s: write %s via %s: %s", op.Key, op.ID, op.Gateway, op.Err))
+		}
+	}
+	return out
 }
 
 // historyInvoked reports whether a write with token was invoked at or
