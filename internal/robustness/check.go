@@ -1,6 +1,7 @@
 package robustness
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -96,15 +97,36 @@ type CheckResult struct {
 	Linearizability porcupine.CheckResult
 	// Visualization is the HTML file of a history porcupine refused.
 	Visualization string
+	// Findings are named shapes of the history that break no guarantee
+	// the gateway gives, but show one of its documented limits at work.
+	Findings []Finding
 }
+
+// Finding is a documented limit seen at work in a history: not a
+// violation, but named, so that a run says how often it happened.
+type Finding struct {
+	// Name names the shape: etag-aba.
+	Name   string
+	Detail string
+}
+
+func (f Finding) String() string { return f.Name + ": " + f.Detail }
 
 // Check runs every checker over ev: porcupine's linearizability check,
 // then objectCheckers, then the partner shape's checkers (checkPartners)
 // when ev has that shape. Each checker reports the guarantee it saw broken
 // as Violations named after it.
+//
+// One documented limit is a named finding, not a violation: the ETag ABA
+// shape (findETagABA). Its writes are excused from the checks they would
+// otherwise break (the model lets them land, versions-monotonic and
+// acked-committed pass over them), and only they.
 func Check(ev Evidence, cfg CheckConfig) CheckResult {
-	res := checkLinearizability(ev, cfg)
 	ix := indexEvidence(ev)
+	res := checkLinearizability(ix, cfg)
+	for _, aba := range ix.aba {
+		res.Findings = append(res.Findings, aba.finding())
+	}
 	for _, check := range objectCheckers {
 		res.Violations = append(res.Violations, check(ix)...)
 	}
@@ -148,6 +170,10 @@ type indexedEvidence struct {
 	last map[string]S3Write
 	// forwards counts the writes S3 received for each operation id.
 	forwards map[string]int
+	// aba are the writes that landed by the ETag ABA shape, in S3's
+	// order; abaSeq holds their sequence numbers.
+	aba    []etagABA
+	abaSeq map[int64]bool
 }
 
 func indexEvidence(ev Evidence) *indexedEvidence {
@@ -170,7 +196,76 @@ func indexEvidence(ev Evidence) *indexedEvidence {
 			}
 		}
 	}
+	ix.aba = findETagABA(ix)
+	ix.abaSeq = make(map[int64]bool)
+	for _, a := range ix.aba {
+		ix.abaSeq[a.write.Seq] = true
+	}
 	return ix
+}
+
+// etagABA is a write that landed by the ETag ABA shape: conditional on
+// the ETag of a version it observed (observed), it replaced a later
+// version with a larger token (replaced) that holds the same bytes.
+type etagABA struct {
+	key                       string
+	write, replaced, observed S3Write
+}
+
+func (a etagABA) finding() Finding {
+	return Finding{Name: "etag-aba", Detail: fmt.Sprintf(
+		"%s: write %s (token %d, %s via %s, seq %d) replaced version %s (token %d, seq %d), which holds the bytes of the earlier version %s (token %d, seq %d) that the writer observed: its conditional PUT compares ETags, not versions",
+		a.key, a.write.Op, a.write.Token, a.write.Condition, a.write.Gateway, a.write.Seq,
+		a.replaced.Op, a.replaced.Token, a.replaced.Seq, a.observed.Op, a.observed.Token, a.observed.Seq)}
+}
+
+// findETagABA finds, in S3's record, the writes that landed by the ETag
+// ABA shape, the documented limit of the S3 route: a write, conditional on
+// If-Match E, replaced a version with a larger token whose ETag is E, and
+// an earlier version with ETag E and a token at most the write's exists.
+// The writer observed that earlier version (observe refuses a token below
+// the version's own), passed its fence check, and stalled; meanwhile
+// larger tokens wrote, and the last of them put back the exact bytes it
+// had observed, so its If-Match held. Where it stalled does not change
+// the shape: between fence check and PUT (the mark has not reached its
+// token yet when it checks), or, once marks can be evicted after a
+// retention, between observation and fence check for longer than the
+// retention (the mark it is checked against is gone); both are named
+// etag-aba. A write conditional on an ETag that no earlier version with a
+// token at most its own had is not this shape: the checkers flag it.
+func findETagABA(ix *indexedEvidence) []etagABA {
+	var out []etagABA
+	for _, key := range ix.Keys {
+		var versions []S3Write // committed, in S3's order
+		if seed, ok := ix.seeds[key]; ok {
+			versions = append(versions, seed)
+		}
+		for _, w := range ix.writesByKey[key] {
+			if !w.Committed {
+				continue
+			}
+			if etag, ok := ifMatch(w.Condition); ok && !w.Deleted && len(versions) > 0 {
+				replaced := versions[len(versions)-1]
+				if !replaced.Deleted && replaced.ETag == etag && replaced.Token > w.Token {
+					for _, observed := range versions[:len(versions)-1] {
+						if !observed.Deleted && observed.ETag == etag && observed.Token <= w.Token {
+							out = append(out, etagABA{key: key, write: w, replaced: replaced, observed: observed})
+							break
+						}
+					}
+				}
+			}
+			versions = append(versions, w)
+		}
+	}
+	return out
+}
+
+// ifMatch returns the ETag of a condition `If-Match: E` as the S3 proxy
+// records it.
+func ifMatch(condition string) (string, bool) {
+	etag, ok := strings.CutPrefix(condition, "If-Match: ")
+	return etag, ok && etag != "" && !strings.Contains(etag, ";")
 }
 
 // changeOps returns the history's writes and deletes.
@@ -187,12 +282,15 @@ func (ix *indexedEvidence) changeOps() []Op {
 // checkLinearizability (linearizability): each object, as a fenced
 // register (registerModel), has a linearization of the history. A refused
 // history's visualization is written to cfg.ArtifactDir.
-func checkLinearizability(ev Evidence, cfg CheckConfig) CheckResult {
+//
+// A write that landed by the ETag ABA shape may land on the version it
+// replaced whatever its token (see registerInput.abaOn).
+func checkLinearizability(ix *indexedEvidence, cfg CheckConfig) CheckResult {
 	if cfg.LinearizabilityTimeout == 0 {
 		cfg.LinearizabilityTimeout = 30 * time.Second
 	}
 	var res CheckResult
-	result, info := porcupine.CheckOperationsVerbose(registerModel, porcupineOps(ev.Ops), cfg.LinearizabilityTimeout)
+	result, info := porcupine.CheckOperationsVerbose(registerModel, registerOps(ix.Ops, ix.abaOn()), cfg.LinearizabilityTimeout)
 	res.Linearizability = result
 	if result == porcupine.Illegal {
 		path, err := writeVisualization(info, cfg)
@@ -206,10 +304,20 @@ func checkLinearizability(ev Evidence, cfg CheckConfig) CheckResult {
 	return res
 }
 
+// abaOn returns, for each operation whose write landed by the ETag ABA
+// shape, the ETag its If-Match named.
+func (ix *indexedEvidence) abaOn() map[string]string {
+	out := make(map[string]string)
+	for _, a := range ix.aba {
+		out[a.write.Op], _ = ifMatch(a.write.Condition)
+	}
+	return out
+}
+
 // checkVersionsMonotonic (versions-monotonic): the versions of each
 // object, in S3's order, carry non-decreasing tokens. A delete carries no
 // token that S3 sees: it ends the version, and the next one is compared
-// with nothing.
+// with nothing. A write that landed by the ETag ABA shape is a finding.
 func checkVersionsMonotonic(ix *indexedEvidence) []Violation {
 	var out []Violation
 	for _, key := range ix.Keys {
@@ -218,7 +326,7 @@ func checkVersionsMonotonic(ix *indexedEvidence) []Violation {
 			if !w.Committed {
 				continue
 			}
-			if !w.Deleted && ok && w.Token < last.Token {
+			if !w.Deleted && ok && w.Token < last.Token && !ix.abaSeq[w.Seq] {
 				out = append(out, violation("versions-monotonic", "%s: version by %s (token %d, %s via %s) replaced version by %s with larger token %d",
 					key, w.Op, w.Token, w.Condition, w.Gateway, last.Op, last.Token))
 			}
@@ -343,20 +451,34 @@ func checkFenceBeforeForward(ix *indexedEvidence) []Violation {
 // checkAckedCommitted (acked-committed): an acked write is a version in
 // S3's record, and what replaced it carries a token at least as large.
 // Deletes are left out: S3's record cannot tell which request a delete
-// was, so the model and the final state judge them.
+// was, so the model and the final state judge them. A version superseded
+// by a write that landed by the ETag ABA shape (and then by nothing with
+// a smaller token than that write's) is a finding.
 func checkAckedCommitted(ix *indexedEvidence) []Violation {
 	var out []Violation
 	for _, op := range ix.changeOps() {
 		if op.Kind != OpWrite || op.Outcome != Acked {
 			continue
 		}
-		if _, committed := ix.committedOp[op.ID]; !committed {
+		if w, committed := ix.committedOp[op.ID]; !committed {
 			out = append(out, violation("acked-committed", "%s: write %s (token %d) was acked by %s but never committed to S3", op.Key, op.ID, op.Token, op.Gateway))
-		} else if f := ix.Final[op.Key]; !f.Exists || f.Token < op.Token {
+		} else if f := ix.Final[op.Key]; (!f.Exists || f.Token < op.Token) && !ix.supersededByABA(op.Key, w, f) {
 			out = append(out, violation("acked-committed", "%s: acked write %s (token %d) was superseded by %+v, not by a token at least as large", op.Key, op.ID, op.Token, f))
 		}
 	}
 	return out
+}
+
+// supersededByABA reports whether version v of key was superseded by a
+// write that landed by the ETag ABA shape, and final carries at least that
+// write's token.
+func (ix *indexedEvidence) supersededByABA(key string, v S3Write, final ObjectState) bool {
+	for _, a := range ix.aba {
+		if a.key == key && a.write.Seq > v.Seq && final.Exists && final.Token >= a.write.Token {
+			return true
+		}
+	}
+	return false
 }
 
 // checkRefusedNotWritten (refused-not-written): a write refused with an
