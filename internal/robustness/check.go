@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -420,18 +421,34 @@ func checkMembersAgree(ix *indexedEvidence) []Violation {
 // most once per round (fence check, then write), and one whose last fence
 // check could not complete was forwarded only in earlier rounds that lost
 // their race.
+//
+// Where the watcher met a compacted revision and resynchronized, the marks
+// between its previous event and the Resync event are lost to the record:
+// a token in that gap (above the largest mark before it, at most the
+// resync's) cannot be shown accepted or not, and is not judged.
 func checkFenceBeforeForward(ix *indexedEvidence) []Violation {
 	var out []Violation
 	if ix.WatchErr == nil {
 		for _, key := range ix.Keys {
 			accepted := make(map[api.Token]bool)
+			type gap struct{ above, upTo api.Token }
+			var gaps []gap
+			var prev api.Token
 			for _, e := range ix.HWMEvents[key] {
-				if !e.Deleted {
-					accepted[e.Token] = true
+				if e.Deleted {
+					continue
 				}
+				accepted[e.Token] = true
+				if e.Resync {
+					gaps = append(gaps, gap{above: prev, upTo: e.Token})
+				}
+				prev = max(prev, e.Token)
+			}
+			inGap := func(t api.Token) bool {
+				return slices.ContainsFunc(gaps, func(g gap) bool { return g.above < t && t <= g.upTo })
 			}
 			for _, w := range ix.writesByKey[key] {
-				if !w.Deleted && !accepted[w.Token] {
+				if !w.Deleted && !accepted[w.Token] && !inGap(w.Token) {
 					out = append(out, violation("fence-before-forward", "%s: write %s with token %d reached S3 via %s (seq %d), but no fence check ever accepted that token",
 						key, w.Op, w.Token, w.Gateway, w.Seq))
 				}
