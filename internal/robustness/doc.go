@@ -29,6 +29,12 @@
 // named finding (etag-aba), not a violation; the workload cannot produce
 // it, since every body names its own operation.
 //
+// A seeded third of the histories run with aggressive compaction
+// (Compactor): etcd compacted at its current revision every 250 ms, so
+// that watches that resume or start from a revision read a moment before
+// find it compacted; the HWM watcher then resynchronizes (Watcher), and
+// each history's line says compaction=yes or no.
+//
 // Two more shapes of the workload are in WorkloadConfig, each in a seeded
 // half of the suite's histories (WithShapes turns them on; the suite does
 // unless ROBUSTNESS_SHAPES says otherwise): objects that exist without
