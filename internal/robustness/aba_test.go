@@ -47,6 +47,27 @@ func abaEvidence(earlierETag string) Evidence {
 	return ev
 }
 
+// abaAbsentEvidence is a history of object "k", absent at first: a writer
+// with token stale observes it absent and passes its fence check, then
+// stalls; x (token 7) creates it; a delete (token 8) removes it; the
+// stalled write, conditional on If-None-Match: *, lands.
+func abaAbsentEvidence(stale api.Token) Evidence {
+	w := writeOp("stale", 0, stale, 0, 200, http.StatusCreated, "")
+	w.Stale = true
+	ev := seededEvidence(
+		[]Op{w, writeOp("x", 1, 7, 10, 20, http.StatusCreated, ""), deleteOp("del", 2, 8, 30, 40, http.StatusNoContent), readOp(3, 210, 220, "stale", stale)},
+		[]S3Write{
+			{Seq: 1, Key: Bucket + "/k", Op: "x", Token: 7, Condition: "If-None-Match: *", Forwarded: true, Status: 200, Committed: true, ETag: "e-x"},
+			{Seq: 2, Key: Bucket + "/k", Deleted: true, Condition: `If-Match: e-x`, Forwarded: true, Status: 204, Committed: true},
+			{Seq: 3, Key: Bucket + "/k", Op: "stale", Token: stale, Condition: "If-None-Match: *", Forwarded: true, Status: 200, Committed: true, ETag: "e-stale"},
+		},
+		ObjectState{Exists: true, Op: "stale", Token: stale},
+	)
+	ev.HWMEvents["k"] = []HWMEvent{{Revision: 2, Token: min(stale, 7)}, {Revision: 3, Token: max(stale, 7)}, {Revision: 4, Token: max(stale, 8)}}
+	ev.FinalHWM["k"] = max(stale, 8)
+	return ev
+}
+
 func findingNames(res CheckResult) []string {
 	var names []string
 	for _, f := range res.Findings {
@@ -61,10 +82,16 @@ func TestCheckNamesETagABA(t *testing.T) {
 		ev             Evidence
 		wantViolations []string
 		wantFindings   []string
+		// wantDetail are words the finding's detail must hold.
+		wantDetail []string
 	}{
-		{"the object went back to the bytes the stale writer observed", abaEvidence("E"), nil, []string{"etag-aba"}},
+		{"the object went back to the bytes the stale writer observed", abaEvidence("E"), nil, []string{"etag-aba"},
+			[]string{"stale", "token 6", "y", "token 8", "u", "token 5"}},
 		{"conditional on an ETag no earlier version had", abaEvidence("e-u"),
-			[]string{"acked-committed", "linearizability", "versions-monotonic"}, nil},
+			[]string{"acked-committed", "linearizability", "versions-monotonic"}, nil, nil},
+		{"the object went back to absent, as the stale writer observed it", abaAbsentEvidence(6), nil, []string{"etag-aba"},
+			[]string{"stale", "token 6", "absent", "x", "token 7"}},
+		{"a create after a delete with a larger token", abaAbsentEvidence(9), nil, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := Check(tc.ev, CheckConfig{ArtifactDir: t.TempDir(), LinearizabilityTimeout: 10 * time.Second})
@@ -75,7 +102,7 @@ func TestCheckNamesETagABA(t *testing.T) {
 				t.Errorf("findings: %v; want %v", got, tc.wantFindings)
 			}
 			for _, f := range res.Findings {
-				for _, want := range []string{"stale", "token 6", "y", "token 8", "u", "token 5"} {
+				for _, want := range tc.wantDetail {
 					if !strings.Contains(f.Detail, want) {
 						t.Errorf("finding %q does not name %q", f.Detail, want)
 					}

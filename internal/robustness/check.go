@@ -205,20 +205,32 @@ func indexEvidence(ev Evidence) *indexedEvidence {
 	return ix
 }
 
-// etagABA is a write that landed by the ETag ABA shape: conditional on
-// the ETag of a version it observed (observed), it replaced a later
-// version with a larger token (replaced) that holds the same bytes.
+// etagABA is a write that landed by the ETag ABA shape. Conditional on
+// If-Match E, it replaced a version with a larger token (replaced) that
+// holds the bytes of an earlier version it observed (observed). Or,
+// conditional on If-None-Match: *, it replaced a delete (replaced), the
+// object having been absent when it observed it, and since then created
+// by a version with a larger token (skipped).
 type etagABA struct {
-	key                       string
-	write, replaced, observed S3Write
+	key                                string
+	write, replaced, observed, skipped S3Write
 }
 
 func (a etagABA) finding() Finding {
+	if a.replaced.Deleted {
+		return Finding{Name: "etag-aba", Detail: fmt.Sprintf(
+			"%s: write %s (token %d, %s via %s, seq %d) created the object after a delete (seq %d); the writer observed it absent, before version %s (token %d, seq %d) created it: its conditional PUT sees only that the object is absent",
+			a.key, a.write.Op, a.write.Token, a.write.Condition, a.write.Gateway, a.write.Seq, a.replaced.Seq, a.skipped.Op, a.skipped.Token, a.skipped.Seq)}
+	}
 	return Finding{Name: "etag-aba", Detail: fmt.Sprintf(
 		"%s: write %s (token %d, %s via %s, seq %d) replaced version %s (token %d, seq %d), which holds the bytes of the earlier version %s (token %d, seq %d) that the writer observed: its conditional PUT compares ETags, not versions",
 		a.key, a.write.Op, a.write.Token, a.write.Condition, a.write.Gateway, a.write.Seq,
 		a.replaced.Op, a.replaced.Token, a.replaced.Seq, a.observed.Op, a.observed.Token, a.observed.Seq)}
 }
+
+// abaAbsent is what abaOn gives a write that landed by the ETag ABA shape
+// on an absent object: no ETag is "*".
+const abaAbsent = "*"
 
 // findETagABA finds, in S3's record, the writes that landed by the ETag
 // ABA shape, the documented limit of the S3 route: a write, conditional on
@@ -227,39 +239,75 @@ func (a etagABA) finding() Finding {
 // The writer observed that earlier version (observe refuses a token below
 // the version's own), passed its fence check, and stalled; meanwhile
 // larger tokens wrote, and the last of them put back the exact bytes it
-// had observed, so its If-Match held. Where it stalled does not change
-// the shape: between fence check and PUT (the mark has not reached its
-// token yet when it checks), or, once marks can be evicted after a
-// retention, between observation and fence check for longer than the
-// retention (the mark it is checked against is gone); both are named
-// etag-aba. A write conditional on an ETag that no earlier version with a
-// token at most its own had is not this shape: the checkers flag it.
+// had observed, so its If-Match held. Likewise a write conditional on
+// If-None-Match: * that replaced a delete, when the object was absent
+// before (at the start, or after an earlier delete) and a version with a
+// larger token than the write's was created since: the writer observed
+// the absence, and the object went back to it.
+//
+// Where the writer stalled does not change the shape: between fence check
+// and PUT (the mark has not reached its token yet when it checks), or,
+// once marks can be evicted after a retention, between observation and
+// fence check for longer than the retention (the mark it is checked
+// against is gone); both are named etag-aba. A write conditional on an
+// ETag that no earlier version with a token at most its own had is not
+// this shape: the checkers flag it. (S3's record gives a delete no token:
+// a create after a delete that skipped no larger version is not named,
+// and the model judges it against the delete's token.)
 func findETagABA(ix *indexedEvidence) []etagABA {
 	var out []etagABA
 	for _, key := range ix.Keys {
+		seed, seeded := ix.seeds[key]
 		var versions []S3Write // committed, in S3's order
-		if seed, ok := ix.seeds[key]; ok {
+		if seeded {
 			versions = append(versions, seed)
 		}
 		for _, w := range ix.writesByKey[key] {
 			if !w.Committed {
 				continue
 			}
-			if etag, ok := ifMatch(w.Condition); ok && !w.Deleted && len(versions) > 0 {
-				replaced := versions[len(versions)-1]
-				if !replaced.Deleted && replaced.ETag == etag && replaced.Token > w.Token {
-					for _, observed := range versions[:len(versions)-1] {
-						if !observed.Deleted && observed.ETag == etag && observed.Token <= w.Token {
-							out = append(out, etagABA{key: key, write: w, replaced: replaced, observed: observed})
-							break
-						}
-					}
+			if !w.Deleted && len(versions) > 0 {
+				if a, ok := abaOf(w, versions, !seeded); ok {
+					a.key = key
+					out = append(out, a)
 				}
 			}
 			versions = append(versions, w)
 		}
 	}
 	return out
+}
+
+// abaOf reports whether write w, committed after versions (committed, in
+// S3's order; absentAtStart when the object did not exist before the
+// first), landed by the ETag ABA shape.
+func abaOf(w S3Write, versions []S3Write, absentAtStart bool) (etagABA, bool) {
+	replaced, earlier := versions[len(versions)-1], versions[:len(versions)-1]
+	if etag, ok := ifMatch(w.Condition); ok {
+		if replaced.Deleted || replaced.ETag != etag || replaced.Token <= w.Token {
+			return etagABA{}, false
+		}
+		for _, observed := range earlier {
+			if !observed.Deleted && observed.ETag == etag && observed.Token <= w.Token {
+				return etagABA{write: w, replaced: replaced, observed: observed}, true
+			}
+		}
+		return etagABA{}, false
+	}
+	if w.Condition != "If-None-Match: *" || !replaced.Deleted {
+		return etagABA{}, false
+	}
+	// An absence before replaced, then a version with a larger token.
+	absent := absentAtStart
+	for _, v := range earlier {
+		switch {
+		case v.Deleted:
+			absent = true
+		case absent && v.Token > w.Token:
+			return etagABA{write: w, replaced: replaced, skipped: v}, true
+		}
+	}
+	return etagABA{}, false
 }
 
 // ifMatch returns the ETag of a condition `If-Match: E` as the S3 proxy
@@ -310,7 +358,11 @@ func checkLinearizability(ix *indexedEvidence, cfg CheckConfig) CheckResult {
 func (ix *indexedEvidence) abaOn() map[string]string {
 	out := make(map[string]string)
 	for _, a := range ix.aba {
-		out[a.write.Op], _ = ifMatch(a.write.Condition)
+		if a.replaced.Deleted {
+			out[a.write.Op] = abaAbsent
+		} else {
+			out[a.write.Op], _ = ifMatch(a.write.Condition)
+		}
 	}
 	return out
 }

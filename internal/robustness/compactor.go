@@ -10,7 +10,7 @@ import (
 )
 
 // compactEvery is how often a compaction history compacts etcd.
-const compactEvery = 250 * time.Millisecond
+const compactEvery = 100 * time.Millisecond
 
 // compactionHistory reports whether the history of seed runs with
 // aggressive compaction: a seeded third of the histories. It draws from a

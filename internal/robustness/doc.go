@@ -30,7 +30,7 @@
 // it, since every body names its own operation.
 //
 // A seeded third of the histories run with aggressive compaction
-// (Compactor): etcd compacted at its current revision every 250 ms, so
+// (Compactor): etcd compacted at its current revision every 100 ms, so
 // that watches that resume or start from a revision read a moment before
 // find it compacted; the HWM watcher then resynchronizes (Watcher), and
 // each history's line says compaction=yes or no.

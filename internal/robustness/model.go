@@ -42,7 +42,8 @@ import (
 //   - a write that S3's record shows landing by the ETag ABA shape
 //     (findETagABA: its If-Match named the ETag of a version it observed,
 //     and the object had gone back to those exact bytes under a larger
-//     token) may replace a version with that ETag whatever its token:
+//     token; or its If-None-Match: * found the object absent again) may
+//     replace a version with that ETag (or the absence) whatever its token:
 //     the conditional PUT compares ETags, not versions, and the gateway
 //     documents this limit. The checkers name it as a finding.
 
@@ -55,8 +56,9 @@ type registerInput struct {
 	value  string // the writing op's id
 	etag   string // its body's entity tag
 	// abaOn is, for a write that S3's record shows landing by the ETag
-	// ABA shape (findETagABA), the ETag its If-Match named: it may land
-	// on a version with that ETag whatever the version's token.
+	// ABA shape (findETagABA), the ETag its If-Match named, or abaAbsent
+	// for its If-None-Match: *: it may land on a version with that ETag
+	// (on an absent object) whatever the token the state carries.
 	abaOn string
 }
 
@@ -87,8 +89,12 @@ type registerState struct {
 func (st registerState) etagless() bool { return st.exists && st.etag == "" }
 
 // landsByABA reports whether in, a write that landed by the ETag ABA
-// shape, may replace st: st holds the bytes its If-Match named.
+// shape, may replace st: st holds the bytes its If-Match named, or is
+// absent for its If-None-Match: *.
 func (in registerInput) landsByABA(st registerState) bool {
+	if in.abaOn == abaAbsent {
+		return !st.exists
+	}
 	return in.abaOn != "" && st.exists && st.etag == in.abaOn
 }
 
