@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -97,177 +98,499 @@ type CheckResult struct {
 	Linearizability porcupine.CheckResult
 	// Visualization is the HTML file of a history porcupine refused.
 	Visualization string
+	// Findings are named shapes of the history that break no guarantee
+	// the gateway gives, but show one of its documented limits at work.
+	Findings []Finding
 }
 
-// Check runs every checker over ev.
+// Finding is a documented limit seen at work in a history: not a
+// violation, but named, so that a run says how often it happened.
+type Finding struct {
+	// Name names the shape: etag-aba.
+	Name   string
+	Detail string
+}
+
+func (f Finding) String() string { return f.Name + ": " + f.Detail }
+
+// Check runs every checker over ev: porcupine's linearizability check,
+// then objectCheckers, then the partner shape's checkers (checkPartners)
+// when ev has that shape. Each checker reports the guarantee it saw broken
+// as Violations named after it.
+//
+// One documented limit is a named finding, not a violation: the ETag ABA
+// shape (findETagABA). Its writes are excused from the checks they would
+// otherwise break (the model lets them land, versions-monotonic and
+// acked-committed pass over them), and only they.
 func Check(ev Evidence, cfg CheckConfig) CheckResult {
+	ix := indexEvidence(ev)
+	res := checkLinearizability(ix, cfg)
+	for _, aba := range ix.aba {
+		res.Findings = append(res.Findings, aba.finding())
+	}
+	for _, check := range objectCheckers {
+		res.Violations = append(res.Violations, check(ix)...)
+	}
+	if ev.Partner != nil {
+		res.Violations = append(res.Violations, checkPartners(*ev.Partner)...)
+	}
+	return res
+}
+
+// objectCheckers are the object shape's invariants, read from S3's record,
+// etcd's watch record and the final state, in the order Check reports
+// them.
+var objectCheckers = []func(*indexedEvidence) []Violation{
+	checkVersionsMonotonic,
+	checkFinalState,
+	checkHWMMonotonic,
+	checkHWMCovers,
+	checkMembersAgree,
+	checkFenceBeforeForward,
+	checkAckedCommitted,
+	checkRefusedNotWritten,
+	checkRefusalGrounded,
+	checkUnexpectedAnswers,
+}
+
+// indexedEvidence is Evidence with the indexes the checkers share.
+type indexedEvidence struct {
+	Evidence
+	// writesByKey are S3's records of each object (key without the
+	// bucket), in S3's order, committed or not.
+	writesByKey map[string][]S3Write
+	// committedOp is the committed write of each operation id.
+	committedOp map[string]S3Write
+	// seeds are the objects the harness placed in the bucket: each is its
+	// object's first version, with no token and no write through the
+	// proxy.
+	seeds map[string]S3Write
+	// last is each object's last committed version: its last committed
+	// write or delete, or its seed; absent for an object that never had
+	// one.
+	last map[string]S3Write
+	// forwards counts the writes S3 received for each operation id.
+	forwards map[string]int
+	// aba are the writes that landed by the ETag ABA shape, in S3's
+	// order; abaSeq holds their sequence numbers.
+	aba    []etagABA
+	abaSeq map[int64]bool
+}
+
+func indexEvidence(ev Evidence) *indexedEvidence {
+	ix := &indexedEvidence{Evidence: ev, writesByKey: make(map[string][]S3Write), committedOp: make(map[string]S3Write),
+		seeds: make(map[string]S3Write), last: make(map[string]S3Write), forwards: make(map[string]int)}
+	for _, op := range ev.Ops {
+		if op.Kind == OpSeed {
+			ix.seeds[op.Key] = S3Write{Key: Bucket + "/" + op.Key, Op: op.ID, Committed: true}
+			ix.last[op.Key] = ix.seeds[op.Key]
+		}
+	}
+	for _, w := range ev.Writes {
+		key := strings.TrimPrefix(w.Key, Bucket+"/")
+		ix.writesByKey[key] = append(ix.writesByKey[key], w)
+		ix.forwards[w.Op]++
+		if w.Committed {
+			ix.last[key] = w
+			if w.Op != "" {
+				ix.committedOp[w.Op] = w
+			}
+		}
+	}
+	ix.aba = findETagABA(ix)
+	ix.abaSeq = make(map[int64]bool)
+	for _, a := range ix.aba {
+		ix.abaSeq[a.write.Seq] = true
+	}
+	return ix
+}
+
+// etagABA is a write that landed by the ETag ABA shape. Conditional on
+// If-Match E, it replaced a version with a larger token (replaced) that
+// holds the bytes of an earlier version it observed (observed). Or,
+// conditional on If-None-Match: *, it replaced a delete (replaced), the
+// object having been absent when it observed it, and since then created
+// by a version with a larger token (skipped).
+type etagABA struct {
+	key                                string
+	write, replaced, observed, skipped S3Write
+}
+
+func (a etagABA) finding() Finding {
+	if a.replaced.Deleted {
+		return Finding{Name: "etag-aba", Detail: fmt.Sprintf(
+			"%s: write %s (token %d, %s via %s, seq %d) created the object after a delete (seq %d); the writer observed it absent, before version %s (token %d, seq %d) created it: its conditional PUT sees only that the object is absent",
+			a.key, a.write.Op, a.write.Token, a.write.Condition, a.write.Gateway, a.write.Seq, a.replaced.Seq, a.skipped.Op, a.skipped.Token, a.skipped.Seq)}
+	}
+	return Finding{Name: "etag-aba", Detail: fmt.Sprintf(
+		"%s: write %s (token %d, %s via %s, seq %d) replaced version %s (token %d, seq %d), which holds the bytes of the earlier version %s (token %d, seq %d) that the writer observed: its conditional PUT compares ETags, not versions",
+		a.key, a.write.Op, a.write.Token, a.write.Condition, a.write.Gateway, a.write.Seq,
+		a.replaced.Op, a.replaced.Token, a.replaced.Seq, a.observed.Op, a.observed.Token, a.observed.Seq)}
+}
+
+// abaAbsent is what abaOn gives a write that landed by the ETag ABA shape
+// on an absent object: no ETag is "*".
+const abaAbsent = "*"
+
+// findETagABA finds, in S3's record, the writes that landed by the ETag
+// ABA shape, the documented limit of the S3 route: a write, conditional on
+// If-Match E, replaced a version with a larger token whose ETag is E, and
+// an earlier version with ETag E and a token at most the write's exists.
+// The writer observed that earlier version (observe refuses a token below
+// the version's own), passed its fence check, and stalled; meanwhile
+// larger tokens wrote, and the last of them put back the exact bytes it
+// had observed, so its If-Match held. Likewise a write conditional on
+// If-None-Match: * that replaced a delete, when the object was absent
+// before (at the start, or after an earlier delete) and a version with a
+// larger token than the write's was created since: the writer observed
+// the absence, and the object went back to it.
+//
+// Where the writer stalled does not change the shape: between fence check
+// and PUT (the mark has not reached its token yet when it checks), or,
+// once marks can be evicted after a retention, between observation and
+// fence check for longer than the retention (the mark it is checked
+// against is gone); both are named etag-aba. A write conditional on an
+// ETag that no earlier version with a token at most its own had is not
+// this shape: the checkers flag it. (S3's record gives a delete no token:
+// a create after a delete that skipped no larger version is not named,
+// and the model judges it against the delete's token.)
+func findETagABA(ix *indexedEvidence) []etagABA {
+	var out []etagABA
+	for _, key := range ix.Keys {
+		seed, seeded := ix.seeds[key]
+		var versions []S3Write // committed, in S3's order
+		if seeded {
+			versions = append(versions, seed)
+		}
+		for _, w := range ix.writesByKey[key] {
+			if !w.Committed {
+				continue
+			}
+			if !w.Deleted && len(versions) > 0 {
+				if a, ok := abaOf(w, versions, !seeded); ok {
+					a.key = key
+					out = append(out, a)
+				}
+			}
+			versions = append(versions, w)
+		}
+	}
+	return out
+}
+
+// abaOf reports whether write w, committed after versions (committed, in
+// S3's order; absentAtStart when the object did not exist before the
+// first), landed by the ETag ABA shape.
+func abaOf(w S3Write, versions []S3Write, absentAtStart bool) (etagABA, bool) {
+	replaced, earlier := versions[len(versions)-1], versions[:len(versions)-1]
+	if etag, ok := ifMatch(w.Condition); ok {
+		if replaced.Deleted || replaced.ETag != etag || replaced.Token <= w.Token {
+			return etagABA{}, false
+		}
+		for _, observed := range earlier {
+			if !observed.Deleted && observed.ETag == etag && observed.Token <= w.Token {
+				return etagABA{write: w, replaced: replaced, observed: observed}, true
+			}
+		}
+		return etagABA{}, false
+	}
+	if w.Condition != "If-None-Match: *" || !replaced.Deleted {
+		return etagABA{}, false
+	}
+	// An absence before replaced, then a version with a larger token.
+	absent := absentAtStart
+	for _, v := range earlier {
+		switch {
+		case v.Deleted:
+			absent = true
+		case absent && v.Token > w.Token:
+			return etagABA{write: w, replaced: replaced, skipped: v}, true
+		}
+	}
+	return etagABA{}, false
+}
+
+// ifMatch returns the ETag of a condition `If-Match: E` as the S3 proxy
+// records it.
+func ifMatch(condition string) (string, bool) {
+	etag, ok := strings.CutPrefix(condition, "If-Match: ")
+	return etag, ok && etag != "" && !strings.Contains(etag, ";")
+}
+
+// changeOps returns the history's writes and deletes.
+func (ix *indexedEvidence) changeOps() []Op {
+	var out []Op
+	for _, op := range ix.Ops {
+		if op.Kind.changes() {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// checkLinearizability (linearizability): each object, as a fenced
+// register (registerModel), has a linearization of the history. A refused
+// history's visualization is written to cfg.ArtifactDir.
+//
+// A write that landed by the ETag ABA shape may land on the version it
+// replaced whatever its token (see registerInput.abaOn).
+func checkLinearizability(ix *indexedEvidence, cfg CheckConfig) CheckResult {
 	if cfg.LinearizabilityTimeout == 0 {
 		cfg.LinearizabilityTimeout = 30 * time.Second
 	}
 	var res CheckResult
-	add := func(check, format string, args ...any) {
-		res.Violations = append(res.Violations, Violation{Check: check, Detail: fmt.Sprintf(format, args...)})
-	}
-
-	// 1. Linearizability of each object as a fenced register.
-	history := porcupineOps(ev.Ops)
-	result, info := porcupine.CheckOperationsVerbose(registerModel, history, cfg.LinearizabilityTimeout)
+	result, info := porcupine.CheckOperationsVerbose(registerModel, registerOps(ix.Ops, ix.abaOn()), cfg.LinearizabilityTimeout)
 	res.Linearizability = result
 	if result == porcupine.Illegal {
 		path, err := writeVisualization(info, cfg)
 		res.Visualization = path
 		if err != nil {
-			add("linearizability", "porcupine found no linearization (visualization failed: %v)", err)
+			res.Violations = append(res.Violations, violation("linearizability", "porcupine found no linearization (visualization failed: %v)", err))
 		} else {
-			add("linearizability", "porcupine found no linearization; see %s", path)
+			res.Violations = append(res.Violations, violation("linearizability", "porcupine found no linearization; see %s", path))
 		}
 	}
+	return res
+}
 
-	writesByKey := make(map[string][]S3Write)
-	for _, w := range ev.Writes {
-		key := strings.TrimPrefix(w.Key, Bucket+"/")
-		writesByKey[key] = append(writesByKey[key], w)
-	}
-	committedOp := make(map[string]S3Write)
-	for _, w := range ev.Writes {
-		if w.Committed && w.Op != "" {
-			committedOp[w.Op] = w
+// abaOn returns, for each operation whose write landed by the ETag ABA
+// shape, the ETag its If-Match named.
+func (ix *indexedEvidence) abaOn() map[string]string {
+	out := make(map[string]string)
+	for _, a := range ix.aba {
+		if a.replaced.Deleted {
+			out[a.write.Op] = abaAbsent
+		} else {
+			out[a.write.Op], _ = ifMatch(a.write.Condition)
 		}
 	}
+	return out
+}
 
-	// An object the harness placed in the bucket (a seed) is its first
-	// version: no token, no write through the proxy.
-	seeds := make(map[string]*S3Write)
-	for _, op := range ev.Ops {
-		if op.Kind == OpSeed {
-			seeds[op.Key] = &S3Write{Key: Bucket + "/" + op.Key, Op: op.ID, Committed: true}
-		}
-	}
-
-	for _, key := range ev.Keys {
-		// 2. The versions of each object carry non-decreasing tokens.
-		last := seeds[key]
-		for i, w := range writesByKey[key] {
+// checkVersionsMonotonic (versions-monotonic): the versions of each
+// object, in S3's order, carry non-decreasing tokens. A delete carries no
+// token that S3 sees: it ends the version, and the next one is compared
+// with nothing. A write that landed by the ETag ABA shape is a finding.
+func checkVersionsMonotonic(ix *indexedEvidence) []Violation {
+	var out []Violation
+	for _, key := range ix.Keys {
+		last, ok := ix.seeds[key]
+		for _, w := range ix.writesByKey[key] {
 			if !w.Committed {
 				continue
 			}
-			// A delete carries no token that S3 sees: it ends the
-			// version, and the next one is compared with nothing.
-			if !w.Deleted && last != nil && w.Token < last.Token {
-				add("versions-monotonic", "%s: version by %s (token %d, %s via %s) replaced version by %s with larger token %d",
-					key, w.Op, w.Token, w.Condition, w.Gateway, last.Op, last.Token)
+			if !w.Deleted && ok && w.Token < last.Token && !ix.abaSeq[w.Seq] {
+				out = append(out, violation("versions-monotonic", "%s: version by %s (token %d, %s via %s) replaced version by %s with larger token %d",
+					key, w.Op, w.Token, w.Condition, w.Gateway, last.Op, last.Token))
 			}
-			last = &writesByKey[key][i]
+			last, ok = w, true
 		}
-		// 4. What versitygw holds is the last committed version.
-		final := ev.Final[key]
+	}
+	return out
+}
+
+// checkFinalState (final-state): what versitygw holds at the end is each
+// object's last committed version (nothing after a delete).
+func checkFinalState(ix *indexedEvidence) []Violation {
+	var out []Violation
+	for _, key := range ix.Keys {
+		last, ok := ix.last[key]
+		final := ix.Final[key]
 		switch {
-		case last == nil && final.Exists:
-			add("final-state", "%s: S3 holds %s (token %d) but no write committed through the proxy", key, final.Op, final.Token)
-		case last != nil && last.Deleted && final.Exists:
-			add("final-state", "%s: S3 holds %+v; the last committed change was a delete via %s (seq %d)", key, final, last.Gateway, last.Seq)
-		case last != nil && !last.Deleted && (!final.Exists || final.Op != last.Op || final.Token != last.Token):
-			add("final-state", "%s: S3 holds %+v; the last committed write was %s with token %d", key, final, last.Op, last.Token)
+		case !ok && final.Exists:
+			out = append(out, violation("final-state", "%s: S3 holds %s (token %d) but no write committed through the proxy", key, final.Op, final.Token))
+		case ok && last.Deleted && final.Exists:
+			out = append(out, violation("final-state", "%s: S3 holds %+v; the last committed change was a delete via %s (seq %d)", key, final, last.Gateway, last.Seq))
+		case ok && !last.Deleted && (!final.Exists || final.Op != last.Op || final.Token != last.Token):
+			out = append(out, violation("final-state", "%s: S3 holds %+v; the last committed write was %s with token %d", key, final, last.Op, last.Token))
 		}
-		// 6, 7. The mark never decreased, and covers every version.
-		events := ev.HWMEvents[key]
+	}
+	return out
+}
+
+// checkHWMMonotonic (hwm-monotonic): each object's mark, as etcd's watch
+// recorded it, never decreased, was never deleted, always decoded, and
+// ends where the linearizable read at the end found it; and the watch
+// record is complete.
+func checkHWMMonotonic(ix *indexedEvidence) []Violation {
+	var out []Violation
+	for _, key := range ix.Keys {
+		events := ix.HWMEvents[key]
 		var prev api.Token
 		for _, e := range events {
 			switch {
 			case e.Deleted:
-				add("hwm-monotonic", "%s: mark deleted at revision %d (was %d)", key, e.Revision, prev)
+				out = append(out, violation("hwm-monotonic", "%s: mark deleted at revision %d (was %d)", key, e.Revision, prev))
 			case e.Raw != "":
-				add("hwm-monotonic", "%s: mark %q at revision %d does not decode", key, e.Raw, e.Revision)
+				out = append(out, violation("hwm-monotonic", "%s: mark %q at revision %d does not decode", key, e.Raw, e.Revision))
 			case e.Token < prev:
-				add("hwm-monotonic", "%s: mark went from %d down to %d at revision %d", key, prev, e.Token, e.Revision)
+				out = append(out, violation("hwm-monotonic", "%s: mark went from %d down to %d at revision %d", key, prev, e.Token, e.Revision))
 			}
 			if !e.Deleted && e.Token > prev {
 				prev = e.Token
 			}
 		}
-		if ev.WatchErr == nil && len(events) > 0 && ev.FinalHWM[key] != events[len(events)-1].Token {
-			add("hwm-monotonic", "%s: final mark %d but the watch's last event says %d", key, ev.FinalHWM[key], events[len(events)-1].Token)
-		}
-		if last != nil && ev.FinalHWM[key] < last.Token {
-			add("hwm-covers", "%s: final mark %d is below the token %d of a committed version", key, ev.FinalHWM[key], last.Token)
-		}
-		// 10. Every member holds the same marks.
-		for member, view := range ev.MemberHWM {
-			if view[key] != ev.FinalHWM[key] {
-				add("members-agree", "%s: %s holds mark %d, the cluster %d", key, member, view[key], ev.FinalHWM[key])
-			}
-		}
-		// 8. Every token that reached S3 was accepted by a fence check:
-		// etcd's history holds a mark with that exact token. (Not one put
-		// per write: a holder's repeated checks of an unchanged mark are
-		// read-only transactions.)
-		if ev.WatchErr == nil {
-			accepted := make(map[api.Token]bool)
-			for _, e := range events {
-				if !e.Deleted {
-					accepted[e.Token] = true
-				}
-			}
-			for _, w := range writesByKey[key] {
-				if !w.Deleted && !accepted[w.Token] {
-					add("fence-before-forward", "%s: write %s with token %d reached S3 via %s (seq %d), but no fence check ever accepted that token",
-						key, w.Op, w.Token, w.Gateway, w.Seq)
-				}
-			}
+		if ix.WatchErr == nil && len(events) > 0 && ix.FinalHWM[key] != events[len(events)-1].Token {
+			out = append(out, violation("hwm-monotonic", "%s: final mark %d but the watch's last event says %d", key, ix.FinalHWM[key], events[len(events)-1].Token))
 		}
 	}
-	if ev.WatchErr != nil {
-		add("hwm-monotonic", "the watch record is incomplete: %v", ev.WatchErr)
+	if ix.WatchErr != nil {
+		out = append(out, violation("hwm-monotonic", "the watch record is incomplete: %v", ix.WatchErr))
 	}
-	if ev.Partner != nil {
-		res.Violations = append(res.Violations, checkPartners(*ev.Partner)...)
-	}
+	return out
+}
 
-	forwards := make(map[string]int)
-	for _, w := range ev.Writes {
-		forwards[w.Op]++
+// checkHWMCovers (hwm-covers): each object's final mark is at least the
+// token of its last committed version.
+func checkHWMCovers(ix *indexedEvidence) []Violation {
+	var out []Violation
+	for _, key := range ix.Keys {
+		if last, ok := ix.last[key]; ok && ix.FinalHWM[key] < last.Token {
+			out = append(out, violation("hwm-covers", "%s: final mark %d is below the token %d of a committed version", key, ix.FinalHWM[key], last.Token))
+		}
 	}
-	for _, op := range ev.Ops {
-		if !op.Kind.changes() {
+	return out
+}
+
+// checkMembersAgree (members-agree): every etcd member holds the same
+// marks as the cluster.
+func checkMembersAgree(ix *indexedEvidence) []Violation {
+	var out []Violation
+	for _, key := range ix.Keys {
+		for member, view := range ix.MemberHWM {
+			if view[key] != ix.FinalHWM[key] {
+				out = append(out, violation("members-agree", "%s: %s holds mark %d, the cluster %d", key, member, view[key], ix.FinalHWM[key]))
+			}
+		}
+	}
+	return out
+}
+
+// checkFenceBeforeForward (fence-before-forward): every token that reached
+// S3 was accepted by a fence check: etcd's history holds a mark with that
+// exact token. (Not one put per write: a holder's repeated checks of an
+// unchanged mark are read-only transactions.) And a request reaches S3 at
+// most once per round (fence check, then write), and one whose last fence
+// check could not complete was forwarded only in earlier rounds that lost
+// their race.
+//
+// Where the watcher met a compacted revision and resynchronized, the marks
+// between its previous event and the Resync event are lost to the record:
+// a token in that gap (above the largest mark before it, at most the
+// resync's) cannot be shown accepted or not, and is not judged.
+func checkFenceBeforeForward(ix *indexedEvidence) []Violation {
+	var out []Violation
+	if ix.WatchErr == nil {
+		for _, key := range ix.Keys {
+			accepted := make(map[api.Token]bool)
+			type gap struct{ above, upTo api.Token }
+			var gaps []gap
+			var prev api.Token
+			for _, e := range ix.HWMEvents[key] {
+				if e.Deleted {
+					continue
+				}
+				accepted[e.Token] = true
+				if e.Resync {
+					gaps = append(gaps, gap{above: prev, upTo: e.Token})
+				}
+				prev = max(prev, e.Token)
+			}
+			inGap := func(t api.Token) bool {
+				return slices.ContainsFunc(gaps, func(g gap) bool { return g.above < t && t <= g.upTo })
+			}
+			for _, w := range ix.writesByKey[key] {
+				if !w.Deleted && !accepted[w.Token] && !inGap(w.Token) {
+					out = append(out, violation("fence-before-forward", "%s: write %s with token %d reached S3 via %s (seq %d), but no fence check ever accepted that token",
+						key, w.Op, w.Token, w.Gateway, w.Seq))
+				}
+			}
+		}
+	}
+	for _, op := range ix.changeOps() {
+		if n := ix.forwards[op.ID]; n > writeAttempts {
+			out = append(out, violation("fence-before-forward", "%s: write %s reached S3 %d times; a request has at most %d rounds", op.Key, op.ID, n, writeAttempts))
+		} else if op.ProblemType == api.ProblemTypePrefix+"fence-unavailable" && n >= writeAttempts {
+			out = append(out, violation("fence-before-forward", "%s: write %s was answered 503 fence-unavailable, yet reached S3 %d times", op.Key, op.ID, n))
+		}
+	}
+	return out
+}
+
+// checkAckedCommitted (acked-committed): an acked write is a version in
+// S3's record, and what replaced it carries a token at least as large.
+// Deletes are left out: S3's record cannot tell which request a delete
+// was, so the model and the final state judge them. A version superseded
+// by a write that landed by the ETag ABA shape (and then by nothing with
+// a smaller token than that write's) is a finding.
+func checkAckedCommitted(ix *indexedEvidence) []Violation {
+	var out []Violation
+	for _, op := range ix.changeOps() {
+		if op.Kind != OpWrite || op.Outcome != Acked {
 			continue
 		}
-		// 8. A request reaches S3 at most once per round (fence check,
-		// then write), and one whose last fence check could not complete
-		// was forwarded only in earlier rounds that lost their race.
-		if n := forwards[op.ID]; n > writeAttempts {
-			add("fence-before-forward", "%s: write %s reached S3 %d times; a request has at most %d rounds", op.Key, op.ID, n, writeAttempts)
-		} else if op.ProblemType == api.ProblemTypePrefix+"fence-unavailable" && n >= writeAttempts {
-			add("fence-before-forward", "%s: write %s was answered 503 fence-unavailable, yet reached S3 %d times", op.Key, op.ID, n)
-		}
-		w, committed := committedOp[op.ID]
-		switch {
-		case op.Kind == OpDelete:
-			// S3's record cannot tell which request a delete was: the
-			// model and the final state judge deletes.
-		case op.Outcome == Acked:
-			// 3, 5. An acked write is a version, and what replaced it
-			// carries a token at least as large.
-			if !committed {
-				add("acked-committed", "%s: write %s (token %d) was acked by %s but never committed to S3", op.Key, op.ID, op.Token, op.Gateway)
-			} else if f := ev.Final[op.Key]; !f.Exists || f.Token < op.Token {
-				add("acked-committed", "%s: acked write %s (token %d) was superseded by %+v, not by a token at least as large", op.Key, op.ID, op.Token, f)
-			}
-		case op.Outcome == RefusedStale, op.Outcome == Refused:
-			// 8. A refusal promises nothing was written.
-			if committed {
-				add("refused-not-written", "%s: write %s (token %d) was answered %d %s by %s, but S3 committed it (seq %d)",
-					op.Key, op.ID, op.Token, op.Status, op.ProblemType, op.Gateway, w.Seq)
-			}
-		}
-		// 9. A stale refusal names a mark that some client was given.
-		if op.Outcome == RefusedStale && (op.HighWaterMark <= op.Token || !historyInvoked(ev.Ops, op.HighWaterMark, op.Return)) {
-			add("refusal-grounded", "%s: write %s (token %d) refused with mark %d, which no write had carried by then", op.Key, op.ID, op.Token, op.HighWaterMark)
-		}
-		if strings.HasPrefix(op.Err, "unexpected answer") {
-			add("unexpected-answer", "%s: write %s via %s: %s", op.Key, op.ID, op.Gateway, op.Err)
+		if w, committed := ix.committedOp[op.ID]; !committed {
+			out = append(out, violation("acked-committed", "%s: write %s (token %d) was acked by %s but never committed to S3", op.Key, op.ID, op.Token, op.Gateway))
+		} else if f := ix.Final[op.Key]; (!f.Exists || f.Token < op.Token) && !ix.supersededByABA(op.Key, w, f) {
+			out = append(out, violation("acked-committed", "%s: acked write %s (token %d) was superseded by %+v, not by a token at least as large", op.Key, op.ID, op.Token, f))
 		}
 	}
-	return res
+	return out
+}
+
+// supersededByABA reports whether version v of key was superseded by a
+// write that landed by the ETag ABA shape, and final carries at least that
+// write's token.
+func (ix *indexedEvidence) supersededByABA(key string, v S3Write, final ObjectState) bool {
+	for _, a := range ix.aba {
+		if a.key == key && a.write.Seq > v.Seq && final.Exists && final.Token >= a.write.Token {
+			return true
+		}
+	}
+	return false
+}
+
+// checkRefusedNotWritten (refused-not-written): a write refused with an
+// answer that promises nothing was written (stale token, conflict, fence
+// unavailable) is no version in S3's record. Deletes are left out, as in
+// checkAckedCommitted.
+func checkRefusedNotWritten(ix *indexedEvidence) []Violation {
+	var out []Violation
+	for _, op := range ix.changeOps() {
+		if op.Kind != OpWrite || op.Outcome != RefusedStale && op.Outcome != Refused {
+			continue
+		}
+		if w, committed := ix.committedOp[op.ID]; committed {
+			out = append(out, violation("refused-not-written", "%s: write %s (token %d) was answered %d %s by %s, but S3 committed it (seq %d)",
+				op.Key, op.ID, op.Token, op.Status, op.ProblemType, op.Gateway, w.Seq))
+		}
+	}
+	return out
+}
+
+// checkRefusalGrounded (refusal-grounded): a stale refusal names a mark
+// above the refused token that some write had carried by the time of the
+// answer.
+func checkRefusalGrounded(ix *indexedEvidence) []Violation {
+	var out []Violation
+	for _, op := range ix.changeOps() {
+		if op.Outcome == RefusedStale && (op.HighWaterMark <= op.Token || !historyInvoked(ix.Ops, op.HighWaterMark, op.Return)) {
+			out = append(out, violation("refusal-grounded", "%s: write %s (token %d) refused with mark %d, which no write had carried by then", op.Key, op.ID, op.Token, op.HighWaterMark))
+		}
+	}
+	return out
+}
+
+// checkUnexpectedAnswers (unexpected-answer): every answer to a write or
+// delete is one the gateway can give.
+func checkUnexpectedAnswers(ix *indexedEvidence) []Violation {
+	var out []Violation
+	for _, op := range ix.changeOps() {
+		if strings.HasPrefix(op.Err, "unexpected answer") {
+			out = append(out, violation("unexpected-answer", "%s: write %s via %s: %s", op.Key, op.ID, op.Gateway, op.Err))
+		}
+	}
+	return out
 }
 
 // historyInvoked reports whether a write with token was invoked at or

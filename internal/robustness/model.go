@@ -38,7 +38,14 @@ import (
 //     gateway must refuse it: a 502 answer to a write while the object is
 //     a seed changes nothing (not "ambiguous"). A write acked on top of a
 //     seed reports that it replaced the ETag "": it is legal only while
-//     the seed is current, like any other acked write.
+//     the seed is current, like any other acked write;
+//   - a write that S3's record shows landing by the ETag ABA shape
+//     (findETagABA: its If-Match named the ETag of a version it observed,
+//     and the object had gone back to those exact bytes under a larger
+//     token; or its If-None-Match: * found the object absent again) may
+//     replace a version with that ETag (or the absence) whatever its token:
+//     the conditional PUT compares ETags, not versions, and the gateway
+//     documents this limit. The checkers name it as a finding.
 
 type registerInput struct {
 	write  bool
@@ -48,6 +55,11 @@ type registerInput struct {
 	token  api.Token
 	value  string // the writing op's id
 	etag   string // its body's entity tag
+	// abaOn is, for a write that S3's record shows landing by the ETag
+	// ABA shape (findETagABA), the ETag its If-Match named, or abaAbsent
+	// for its If-None-Match: *: it may land on a version with that ETag
+	// (on an absent object) whatever the token the state carries.
+	abaOn string
 }
 
 type registerOutput struct {
@@ -75,6 +87,16 @@ type registerState struct {
 
 // etagless reports whether the current version is one without an ETag.
 func (st registerState) etagless() bool { return st.exists && st.etag == "" }
+
+// landsByABA reports whether in, a write that landed by the ETag ABA
+// shape, may replace st: st holds the bytes its If-Match named, or is
+// absent for its If-None-Match: *.
+func (in registerInput) landsByABA(st registerState) bool {
+	if in.abaOn == abaAbsent {
+		return !st.exists
+	}
+	return in.abaOn != "" && st.exists && st.etag == in.abaOn
+}
 
 // ambiguousReturn is the return time given to ambiguous operations: later
 // than anything in a history.
@@ -123,7 +145,7 @@ var registerModel = (&porcupine.NondeterministicModel{
 			replacedCurrent := in.delete || !out.replacedKnown ||
 				out.created && !st.exists ||
 				!out.created && st.exists && out.replaced == st.etag
-			if in.token >= st.token && replacedCurrent {
+			if (in.token >= st.token || in.landsByABA(st)) && replacedCurrent {
 				return []interface{}{written}
 			}
 			return nil
@@ -131,7 +153,7 @@ var registerModel = (&porcupine.NondeterministicModel{
 			if out.status == http.StatusBadGateway && st.etagless() {
 				return []interface{}{st} // refused: no ETag to be conditional on
 			}
-			if in.token >= st.token {
+			if in.token >= st.token || in.landsByABA(st) {
 				return []interface{}{st, written}
 			}
 			return []interface{}{st}
@@ -176,13 +198,17 @@ var registerModel = (&porcupine.NondeterministicModel{
 
 // porcupineOps turns a history into porcupine operations. Failed reads
 // are left out; ambiguous writes never return.
-func porcupineOps(ops []Op) []porcupine.Operation {
+func porcupineOps(ops []Op) []porcupine.Operation { return registerOps(ops, nil) }
+
+// registerOps is porcupineOps, with abaOn giving the ETag that each write
+// which landed by the ETag ABA shape named in its If-Match, by op id.
+func registerOps(ops []Op, abaOn map[string]string) []porcupine.Operation {
 	var out []porcupine.Operation
 	for _, op := range ops {
 		if op.Outcome == Failed {
 			continue
 		}
-		in := registerInput{write: op.Kind == OpWrite, delete: op.Kind == OpDelete, seed: op.Kind == OpSeed, key: op.Key, token: op.Token, value: op.ID, etag: op.ETag}
+		in := registerInput{write: op.Kind == OpWrite, delete: op.Kind == OpDelete, seed: op.Kind == OpSeed, key: op.Key, token: op.Token, value: op.ID, etag: op.ETag, abaOn: abaOn[op.ID]}
 		o := registerOutput{outcome: op.Outcome, status: op.Status, exists: op.ReadExists, value: op.ReadValue, token: op.ReadToken,
 			replacedKnown: op.ReplacedKnown, created: op.Created, replaced: op.Replaced}
 		ret := op.Return

@@ -61,6 +61,19 @@ type HistoryReport struct {
 	Duration time.Duration
 	// Shapes counts what the ETag-less and partner shapes did.
 	Shapes ShapeFigures
+	// Compaction says the history ran with a Compactor (a seeded third
+	// do); Compactions is how many compactions it made, and WatchResyncs
+	// how many times the HWM watcher met a compacted revision.
+	Compaction                bool
+	Compactions, WatchResyncs int
+}
+
+// compactionString is the history's compaction figures, for its line.
+func (h HistoryReport) compactionString() string {
+	if !h.Compaction {
+		return "compaction=no"
+	}
+	return fmt.Sprintf("compaction=yes compactions=%d watch_resyncs=%d", h.Compactions, h.WatchResyncs)
 }
 
 // ShapeFigures counts what the newer shapes of the workload did.
@@ -141,8 +154,13 @@ type SuiteReport struct {
 	StaleRefused int
 	Ambiguous    int
 	Shapes       ShapeFigures
-	Violations   int
-	Duration     time.Duration
+	// Compacted counts the histories that ran with a Compactor.
+	Compacted  int
+	Violations int
+	// Findings counts the named findings (documented limits seen at
+	// work, not violations) by name.
+	Findings map[string]int
+	Duration time.Duration
 	// Dir is where the run's logs and artifacts are (kept when a history
 	// failed).
 	Dir string
@@ -155,9 +173,10 @@ func (r SuiteReport) FinalLine() string {
 		faults += n
 	}
 	return fmt.Sprintf("robustness: histories=%d faults=%d ops=%d stale_refused=%d ambiguous=%d "+
-		"etagless=%d etagless_refused=%d partner_requests=%d partner_forwarded=%d implausible_refused=%d violations=%d",
+		"etagless=%d etagless_refused=%d partner_requests=%d partner_forwarded=%d implausible_refused=%d compacted=%d aba=%d violations=%d",
 		len(r.Histories), faults, r.Ops, r.StaleRefused, r.Ambiguous,
-		r.Shapes.Etagless, r.Shapes.EtaglessRefused, r.Shapes.PartnerRequests, r.Shapes.PartnerForwarded, r.Shapes.ImplausibleRefused, r.Violations)
+		r.Shapes.Etagless, r.Shapes.EtaglessRefused, r.Shapes.PartnerRequests, r.Shapes.PartnerForwarded, r.Shapes.ImplausibleRefused,
+		r.Compacted, r.Findings["etag-aba"], r.Violations)
 }
 
 // FaultsLine lists the faults injected by kind, and the writes the S3
@@ -172,6 +191,23 @@ func (r SuiteReport) FaultsLine() string {
 		hits = append(hits, fmt.Sprintf("%s=%d", k, r.S3Injections[k]))
 	}
 	return "robustness: faults by kind: " + strings.Join(parts, " ") + " (writes hit: " + strings.Join(hits, " ") + ")"
+}
+
+// findingsString counts findings by name: "etag-aba=1".
+func findingsString(findings []Finding) string {
+	counts := make(map[string]int)
+	var names []string
+	for _, f := range findings {
+		if counts[f.Name] == 0 {
+			names = append(names, f.Name)
+		}
+		counts[f.Name]++
+	}
+	var parts []string
+	for _, name := range names {
+		parts = append(parts, fmt.Sprintf("%s=%d", name, counts[name]))
+	}
+	return strings.Join(parts, " ")
 }
 
 // RunSuite builds the binaries, starts a cluster, runs the histories one
@@ -193,7 +229,7 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 	if cfg.Out == nil {
 		cfg.Out = os.Stdout
 	}
-	report := SuiteReport{Faults: make(map[FaultKind]int)}
+	report := SuiteReport{Faults: make(map[FaultKind]int), Findings: make(map[string]int)}
 	dir := cfg.Dir
 	if dir == "" {
 		var err error
@@ -243,14 +279,26 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 		report.Ambiguous += h.Summary.Ambiguous
 		report.Shapes.add(h.Shapes)
 		report.Violations += len(h.Check.Violations)
+		if h.Compaction {
+			report.Compacted++
+		}
+		for _, f := range h.Check.Findings {
+			report.Findings[f.Name]++
+		}
 		shapes := ""
 		if s := h.Shapes.String(); s != "" {
 			shapes = " shapes: " + s
 		}
-		fmt.Fprintf(cfg.Out, "robustness: history %d seed=%d ops=%d acked=%d stale_refused=%d refused=%d ambiguous=%d reads=%d porcupine=%s violations=%d (%v, acked writes %v) faults: %s%s\n",
+		if s := findingsString(h.Check.Findings); s != "" {
+			shapes += " findings: " + s
+		}
+		fmt.Fprintf(cfg.Out, "robustness: history %d seed=%d ops=%d acked=%d stale_refused=%d refused=%d ambiguous=%d reads=%d porcupine=%s violations=%d %s (%v, acked writes %v) faults: %s%s\n",
 			i, h.Seed, h.Summary.Ops, h.Summary.Acked, h.Summary.StaleRefused, h.Summary.Refused, h.Summary.Ambiguous,
-			h.Summary.Reads, h.Check.Linearizability, len(h.Check.Violations), h.Duration.Round(time.Millisecond),
+			h.Summary.Reads, h.Check.Linearizability, len(h.Check.Violations), h.compactionString(), h.Duration.Round(time.Millisecond),
 			h.Summary.AckedLatency.Round(time.Millisecond), h.Plan, shapes)
+		for _, f := range h.Check.Findings {
+			fmt.Fprintf(cfg.Out, "robustness:   finding %s\n", f)
+		}
 		if len(h.Check.Violations) > 0 {
 			fmt.Fprintf(cfg.Out, "robustness: history %d FAILED; replay with ROBUSTNESS_SEED=%d ROBUSTNESS_HISTORIES=1 (plan: %s)\n", i, h.Seed, h.Plan)
 			for _, v := range h.Check.Violations {
@@ -288,6 +336,20 @@ func runHistory(ctx context.Context, cfg SuiteConfig, cluster *Cluster, watcher 
 		return HistoryReport{}, err
 	}
 	nemesis := NewNemesis(cluster, workload, watcher, cfg.Logf)
+	compaction := compactionHistory(seed)
+	resyncs := watcher.Resyncs()
+	var compactor *Compactor
+	if compaction {
+		compactor = StartCompactor(cluster.Client, compactEvery)
+	}
+	compactions := 0
+	stopCompactor := func() {
+		if compactor != nil {
+			compactions = compactor.Stop()
+			compactor = nil
+		}
+	}
+	defer stopCompactor()
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -300,6 +362,7 @@ func runHistory(ctx context.Context, cfg SuiteConfig, cluster *Cluster, watcher 
 	case <-ctx.Done():
 	}
 	close(stop)
+	stopCompactor()
 	// A client can be stuck in an etcd call that only a healed cluster
 	// answers (concurrency.Mutex cleans up after a failed Lock with no
 	// deadline): heal before waiting for all of them.
@@ -327,6 +390,7 @@ func runHistory(ctx context.Context, cfg SuiteConfig, cluster *Cluster, watcher 
 		Index: index, Seed: seed, Plan: plan,
 		Summary: Summarize(ev.Ops), Faults: nemesis.Injected(), Check: check, Notes: nemesis.Notes(),
 		Duration: time.Since(start), Shapes: shapeFigures(ev, workload.EtaglessHeld()),
+		Compaction: compaction, Compactions: compactions, WatchResyncs: watcher.Resyncs() - resyncs,
 	}, nil
 }
 

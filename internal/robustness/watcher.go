@@ -23,6 +23,10 @@ type HWMEvent struct {
 	Token   api.Token
 	// Raw is the stored value, when it does not decode.
 	Raw string
+	// Resync says the event is the key's value as read after the watch
+	// met a compacted revision: changes between the previous event and
+	// this one were compacted away before the watcher saw them.
+	Resync bool
 }
 
 // sentinelPrefix starts keys the harness writes under the watched prefix
@@ -31,10 +35,15 @@ const sentinelPrefix = HWMPrefix + "~sentinel/"
 
 // Watcher records every change of every high-water mark from revision 1
 // on, live, through member crashes and partitions (it resumes after the
-// last revision it saw). Compactions never pass it (the nemesis compacts
-// at most to Progress), so the record is complete; if a resume ever finds
-// its revision compacted, Err says so and the checks that need the record
-// fail.
+// last revision it saw). A live watch is not disturbed by compaction, but
+// a resume can find its revision compacted (the compaction histories
+// compact at etcd's current revision, whatever the watcher has seen):
+// then the watcher resynchronizes. It reads every mark, records as a
+// Resync event each one changed since the last revision it saw (and a
+// Resync delete for each one it knew that is gone), and watches on from
+// the read's revision. The changes in between are lost to the record, and
+// the Resync events say where; Resyncs counts them. Err is set only if the
+// watcher stops for another reason.
 type Watcher struct {
 	client *clientv3.Client
 	cancel context.CancelFunc
@@ -45,6 +54,7 @@ type Watcher struct {
 	progress int64
 	err      error
 	waiters  map[int64][]chan struct{}
+	resyncs  int
 }
 
 // StartWatcher starts watching every key under HWMPrefix from revision 1.
@@ -64,13 +74,11 @@ func (w *Watcher) run(ctx context.Context) {
 		for resp := range ch {
 			if err := resp.Err(); err != nil {
 				if errors.Is(err, rpctypes.ErrCompacted) {
-					w.mu.Lock()
-					w.err = fmt.Errorf("watch from revision %d: %w", next, err)
-					w.mu.Unlock()
-					cancel()
-					return
+					if rev, err := w.resync(ctx, next); err == nil {
+						next = rev + 1
+					}
 				}
-				break // resume below
+				break // resume below (a failed resync meets the compaction again)
 			}
 			w.mu.Lock()
 			for _, ev := range resp.Events {
@@ -90,17 +98,7 @@ func (w *Watcher) run(ctx context.Context) {
 					next = ev.Kv.ModRevision + 1
 				}
 			}
-			if next-1 > w.progress {
-				w.progress = next - 1
-				for rev, chans := range w.waiters {
-					if rev <= w.progress {
-						for _, c := range chans {
-							close(c)
-						}
-						delete(w.waiters, rev)
-					}
-				}
-			}
+			w.advance(next - 1)
 			w.mu.Unlock()
 		}
 		cancel()
@@ -109,6 +107,60 @@ func (w *Watcher) run(ctx context.Context) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// advance notes that the record is complete up to revision rev, and wakes
+// the Syncs waiting for it. w.mu must be held.
+func (w *Watcher) advance(rev int64) {
+	if rev <= w.progress {
+		return
+	}
+	w.progress = rev
+	for r, chans := range w.waiters {
+		if r <= w.progress {
+			for _, c := range chans {
+				close(c)
+			}
+			delete(w.waiters, r)
+		}
+	}
+}
+
+// resync reads every mark after a watch from revision from was refused as
+// compacted, records what changed since (see Watcher), and returns the
+// read's revision, from which the record goes on.
+func (w *Watcher) resync(ctx context.Context, from int64) (int64, error) {
+	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := w.client.Get(gctx, HWMPrefix, clientv3.WithPrefix())
+	if err != nil {
+		return 0, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	present := make(map[string]bool)
+	for _, kv := range resp.Kvs {
+		key := string(kv.Key)
+		present[key] = true
+		if strings.HasPrefix(key, sentinelPrefix) || kv.ModRevision < from {
+			continue // unchanged since the last revision seen: nothing lost
+		}
+		e := HWMEvent{Revision: kv.ModRevision, Resync: true}
+		t, err := decodeStoredToken(kv.Value)
+		if err != nil {
+			e.Raw = string(kv.Value)
+		}
+		e.Token = t
+		w.events[key] = append(w.events[key], e)
+	}
+	for key, events := range w.events {
+		if !present[key] && !events[len(events)-1].Deleted {
+			w.events[key] = append(w.events[key], HWMEvent{Revision: resp.Header.Revision, Deleted: true, Resync: true})
+		}
+	}
+	w.resyncs++
+	w.advance(resp.Header.Revision)
+	return resp.Header.Revision, nil
 }
 
 // Progress returns the last revision the watcher has seen.
@@ -166,6 +218,14 @@ func (w *Watcher) Events(prefix string) map[string][]HWMEvent {
 		}
 	}
 	return out
+}
+
+// Resyncs returns how many times the watcher met a compacted revision
+// and resynchronized.
+func (w *Watcher) Resyncs() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.resyncs
 }
 
 // Close stops the watcher.

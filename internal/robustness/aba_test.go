@@ -1,0 +1,113 @@
+package robustness
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"fencegate/api"
+)
+
+// The ETag ABA shape: on S3 a conditional PUT compares ETags, not
+// versions, so a stale writer paused after its fence check lands if the
+// object went back to the exact bytes (the same ETag) it observed. The
+// workload cannot produce it (every body names its own operation, so no
+// two versions share an ETag); these constructed histories show that the
+// checkers name it, as a finding, and still flag what is not it.
+
+// abaEvidence is a history of object "k": u creates it with token 5 and
+// ETag E; a writer with token 6 observes u and passes its fence check,
+// then stalls; x (token 7) replaces u; y (token 8) writes u's bytes back
+// (ETag E again); the stalled write, conditional on E, lands on y. With
+// earlierETag other than E, no version before y had y's bytes: the stalled
+// write was conditional on an ETag it cannot have observed.
+func abaEvidence(earlierETag string) Evidence {
+	u := writeOp("u", 0, 5, 0, 10, http.StatusCreated, "")
+	u.ETag = earlierETag
+	stale := writeOp("stale", 1, 6, 20, 200, http.StatusOK, "E")
+	stale.Stale = true
+	x := writeOp("x", 2, 7, 30, 40, http.StatusOK, earlierETag)
+	y := writeOp("y", 3, 8, 50, 60, http.StatusOK, "e-x")
+	y.ETag = "E"
+	version := func(seq int64, op string, token api.Token, condition, etag string) S3Write {
+		return S3Write{Seq: seq, Key: Bucket + "/k", Op: op, Token: token, Condition: condition, Forwarded: true, Status: 200, Committed: true, ETag: etag}
+	}
+	ev := seededEvidence(
+		[]Op{u, stale, x, y, readOp(4, 210, 220, "stale", 6)},
+		[]S3Write{
+			version(1, "u", 5, "If-None-Match: *", earlierETag),
+			version(2, "x", 7, "If-Match: "+earlierETag, "e-x"),
+			version(3, "y", 8, "If-Match: e-x", "E"),
+			version(4, "stale", 6, "If-Match: E", "e-stale"),
+		},
+		ObjectState{Exists: true, Op: "stale", Token: 6},
+	)
+	return ev
+}
+
+// abaAbsentEvidence is a history of object "k", absent at first: a writer
+// with token stale observes it absent and passes its fence check, then
+// stalls; x (token 7) creates it; a delete (token 8) removes it; the
+// stalled write, conditional on If-None-Match: *, lands.
+func abaAbsentEvidence(stale api.Token) Evidence {
+	w := writeOp("stale", 0, stale, 0, 200, http.StatusCreated, "")
+	w.Stale = true
+	ev := seededEvidence(
+		[]Op{w, writeOp("x", 1, 7, 10, 20, http.StatusCreated, ""), deleteOp("del", 2, 8, 30, 40, http.StatusNoContent), readOp(3, 210, 220, "stale", stale)},
+		[]S3Write{
+			{Seq: 1, Key: Bucket + "/k", Op: "x", Token: 7, Condition: "If-None-Match: *", Forwarded: true, Status: 200, Committed: true, ETag: "e-x"},
+			{Seq: 2, Key: Bucket + "/k", Deleted: true, Condition: `If-Match: e-x`, Forwarded: true, Status: 204, Committed: true},
+			{Seq: 3, Key: Bucket + "/k", Op: "stale", Token: stale, Condition: "If-None-Match: *", Forwarded: true, Status: 200, Committed: true, ETag: "e-stale"},
+		},
+		ObjectState{Exists: true, Op: "stale", Token: stale},
+	)
+	ev.HWMEvents["k"] = []HWMEvent{{Revision: 2, Token: min(stale, 7)}, {Revision: 3, Token: max(stale, 7)}, {Revision: 4, Token: max(stale, 8)}}
+	ev.FinalHWM["k"] = max(stale, 8)
+	return ev
+}
+
+func findingNames(res CheckResult) []string {
+	var names []string
+	for _, f := range res.Findings {
+		names = append(names, f.Name)
+	}
+	return names
+}
+
+func TestCheckNamesETagABA(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		ev             Evidence
+		wantViolations []string
+		wantFindings   []string
+		// wantDetail are words the finding's detail must hold.
+		wantDetail []string
+	}{
+		{"the object went back to the bytes the stale writer observed", abaEvidence("E"), nil, []string{"etag-aba"},
+			[]string{"stale", "token 6", "y", "token 8", "u", "token 5"}},
+		{"conditional on an ETag no earlier version had", abaEvidence("e-u"),
+			[]string{"acked-committed", "linearizability", "versions-monotonic"}, nil, nil},
+		{"the object went back to absent, as the stale writer observed it", abaAbsentEvidence(6), nil, []string{"etag-aba"},
+			[]string{"stale", "token 6", "absent", "x", "token 7"}},
+		{"a create after a delete with a larger token", abaAbsentEvidence(9), nil, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := Check(tc.ev, CheckConfig{ArtifactDir: t.TempDir(), LinearizabilityTimeout: 10 * time.Second})
+			if got := checkNames(res); !slices.Equal(got, tc.wantViolations) {
+				t.Errorf("checkers that failed: %v; want %v (%v)", got, tc.wantViolations, res.Violations)
+			}
+			if got := findingNames(res); !slices.Equal(got, tc.wantFindings) {
+				t.Errorf("findings: %v; want %v", got, tc.wantFindings)
+			}
+			for _, f := range res.Findings {
+				for _, want := range tc.wantDetail {
+					if !strings.Contains(f.Detail, want) {
+						t.Errorf("finding %q does not name %q", f.Detail, want)
+					}
+				}
+			}
+		})
+	}
+}
