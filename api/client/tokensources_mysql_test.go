@@ -139,7 +139,8 @@ func TestMySQLLeaseTokenIsTheStatementsOwn(t *testing.T) {
 }
 
 // TestTokenSourcesDocMySQLSQL runs the MySQL SQL of docs/token-sources.md,
-// as a user pastes it into the mariadb client, on a real MariaDB: the
+// as a user pastes it into the mariadb client (the setup block, then the
+// grant's statements one by one in the same session), on a real MariaDB: the
 // first run grants fence 1, a second run while the lease is held grants
 // nothing (granted 0) and shows LAST_INSERT_ID() still at 1, which is why
 // the document says to use the token only when granted is 1.
@@ -163,9 +164,6 @@ func TestTokenSourcesDocMySQLSQL(t *testing.T) {
 	}
 	db := openMariaDB(t, "multiStatements=true")
 	ctx := context.Background()
-	if _, err := db.ExecContext(ctx, "DROP TABLE leases"); err != nil {
-		t.Fatal(err)
-	}
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
