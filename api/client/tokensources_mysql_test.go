@@ -60,7 +60,7 @@ func TestTokenSourceMySQLLeaseTable(t *testing.T) {
 	e := newEnv(t, nil) // tokens from a database: only "none" applies
 	ctx := context.Background()
 	c := &client.Client{BaseURL: e.url}
-	const ttl = 500 * time.Millisecond
+	const ttl = 3 * time.Second
 
 	token1, err := mysqllease.Acquire(ctx, db, "report", "worker-1", ttl)
 	if err != nil || token1 != 1 {

@@ -23,7 +23,7 @@ import (
 // redisLockTTL is the PX of the tests' Redis locks and the TTL of the
 // leases they are compared with: the time after which a stalled holder
 // has lost its lock without knowing it.
-const redisLockTTL = 500 * time.Millisecond
+const redisLockTTL = 3 * time.Second
 
 // startRedis starts a Redis server for the test and returns a client of
 // it.

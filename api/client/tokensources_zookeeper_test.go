@@ -20,7 +20,7 @@ import (
 
 // zkSessionTimeout is the session timeout the tests' ZooKeeper clients ask
 // for; the server grants it (it lies within 2 to 20 of its ticks).
-const zkSessionTimeout = time.Second
+const zkSessionTimeout = 3 * time.Second
 
 // connectZK opens a ZooKeeper session at addr, waits until it is
 // established, and closes it when the test finishes, waiting until its
@@ -65,6 +65,7 @@ func TestTokenSourceZooKeeperLock(t *testing.T) {
 	c := &client.Client{BaseURL: e.url}
 	proxy := newPausableProxy(t, server.Addr)
 	conn1 := connectZK(t, proxy.addr())
+	t.Cleanup(proxy.close) // before conn1's close: cut its reconnect attempts short
 	conn2 := connectZK(t, server.Addr)
 
 	token1, err := zklock.NewLock(conn1, "/locks/report", nil).Lock(ctx)
@@ -179,11 +180,12 @@ func waitChildren(tb testing.TB, conn *zk.Conn, path string, n int) {
 // connections it has and on new ones, as a stalled process or a partition
 // would, until the test finishes.
 type pausableProxy struct {
-	ln      net.Listener
-	target  string
-	stopped chan struct{} // closed by pause
-	done    chan struct{} // closed by close
-	once    sync.Once
+	ln        net.Listener
+	target    string
+	stopped   chan struct{} // closed by pause
+	done      chan struct{} // closed by close
+	pauseOnce sync.Once
+	closeOnce sync.Once
 
 	mu    sync.Mutex
 	conns []net.Conn
@@ -207,19 +209,21 @@ func newPausableProxy(tb testing.TB, target string) *pausableProxy {
 func (p *pausableProxy) addr() string { return p.ln.Addr().String() }
 
 // pause stops carrying bytes.
-func (p *pausableProxy) pause() { p.once.Do(func() { close(p.stopped) }) }
+func (p *pausableProxy) pause() { p.pauseOnce.Do(func() { close(p.stopped) }) }
 
 // close closes the listener and every connection, and waits for the
-// proxy's goroutines.
+// proxy's goroutines. It is safe to call more than once.
 func (p *pausableProxy) close() {
-	close(p.done)
-	p.ln.Close()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
+	p.closeOnce.Do(func() {
+		close(p.done)
+		p.ln.Close()
+		p.mu.Lock()
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
 }
 
 func (p *pausableProxy) accept() {

@@ -37,7 +37,7 @@ const JarEnv = "FENCEGATE_ZOOKEEPER_JAR"
 
 // TickTime is the server's tick: sessions time out in whole ticks, and a
 // session timeout a client asks for is held within [2, 20] ticks.
-const TickTime = 100 * time.Millisecond
+const TickTime = 200 * time.Millisecond
 
 // readyTimeout bounds the JVM's start.
 const readyTimeout = 60 * time.Second
