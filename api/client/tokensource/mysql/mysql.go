@@ -47,8 +47,11 @@ const acquireSQL = `UPDATE leases
    SET fence = LAST_INSERT_ID(fence + 1), holder = ?, expires_at = NOW(6) + INTERVAL ? MICROSECOND
  WHERE name = ? AND (holder IS NULL OR expires_at < NOW(6))`
 
-// createSQL makes a lock's row, with fence 0, if it is not there.
-const createSQL = `INSERT IGNORE INTO leases (name) VALUES (?)`
+// createSQL makes a lock's row, with fence 0, if it is not there: one row
+// affected when it made it, none when the row was there. (Not INSERT
+// IGNORE, which would turn a name too long for the column into a warning
+// and a truncated row.)
+const createSQL = `INSERT INTO leases (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name`
 
 // releaseSQL frees the lease if it is still the grant with this fence.
 const releaseSQL = `UPDATE leases SET holder = NULL, expires_at = NULL WHERE name = ? AND fence = ?`
