@@ -134,7 +134,7 @@ func FindBin() (mariadbd, installDB string, err error) {
 		if executable(mariadbd) && executable(installDB) {
 			return mariadbd, installDB, nil
 		}
-		return "", "", fmt.Errorf("$%s=%s holds no mariadbd and mariadb-install-db", BinEnv, dir)
+		return "", "", fmt.Errorf("$%s=%s holds no mariadbd and mariadb-install-db (unset it to use Debian's, which `%s` installs)", BinEnv, dir, install)
 	}
 	find := func(name string) string {
 		if p, err := exec.LookPath(name); err == nil {

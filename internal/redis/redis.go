@@ -108,7 +108,7 @@ func ping(addr string) bool {
 func FindBin() (string, error) {
 	if p := os.Getenv(ServerEnv); p != "" {
 		if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-			return "", fmt.Errorf("$%s=%s is not an executable", ServerEnv, p)
+			return "", fmt.Errorf("$%s=%s is not an executable (unset it to use Debian's, which `%s` installs)", ServerEnv, p, install)
 		}
 		return p, nil
 	}
