@@ -21,7 +21,7 @@ BENCH_ARGS ?=
 ABUSE_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help tools build run test check fuzz bench abuse postgres clean distclean robustness soak
+.PHONY: help tools build run test check fuzz bench abuse postgres mariadb zookeeper redis clean distclean robustness soak
 
 help: ## list the targets
 	@echo 'Targets:'
@@ -44,7 +44,7 @@ run: build $(BIN)/versitygw ## run fencegate dev: local etcd + S3 + gateway on 1
 
 # The second command runs the unit tests of the unsafe test hooks, which only a
 # build with their tag has (cmd/fencegate/testhooks.go).
-test: $(BIN)/versitygw postgres ## run every test with the race detector, against real etcd, versitygw and PostgreSQL
+test: $(BIN)/versitygw postgres mariadb zookeeper redis ## run every test with the race detector, against real etcd, versitygw, PostgreSQL, MariaDB, ZooKeeper and Redis
 	FENCEGATE_VERSITYGW=$(BIN)/versitygw $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -race -count=1 -tags fencegate_unsafe_hooks -run 'UnsafeTestHooks|PauseAfterFence' ./cmd/fencegate
 
@@ -85,6 +85,33 @@ postgres: ## install PostgreSQL from Debian's packages if initdb is missing (the
 	else \
 		echo "PostgreSQL is missing: apt-get install -y postgresql"; \
 		DEBIAN_FRONTEND=noninteractive apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql; \
+	fi
+
+# The token-source tests run these servers from Debian's packages as child
+# processes (docs/token-sources.md); each target installs its package when
+# the program is missing.
+mariadb: ## install MariaDB from Debian's packages if mariadbd is missing (the MySQL lease-table tests run a real server)
+	@if command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ]; then \
+		echo "MariaDB: $$(command -v mariadbd || echo /usr/sbin/mariadbd)"; \
+	else \
+		echo "MariaDB is missing: apt-get install -y mariadb-server"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y mariadb-server; \
+	fi
+
+zookeeper: ## install ZooKeeper (and a Java runtime) from Debian's packages if its jar is missing (the ZooKeeper lock tests run a real server)
+	@if [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1; then \
+		echo "ZooKeeper: /usr/share/java/zookeeper.jar, $$(command -v java)"; \
+	else \
+		echo "ZooKeeper is missing: apt-get install -y zookeeper"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y zookeeper; \
+	fi
+
+redis: ## install Redis from Debian's packages if redis-server is missing (the Redis counter-example tests run a real server)
+	@if command -v redis-server >/dev/null 2>&1; then \
+		echo "Redis: $$(command -v redis-server)"; \
+	else \
+		echo "Redis is missing: apt-get install -y redis-server"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server; \
 	fi
 
 robustness: $(BIN)/versitygw ## fault-injection suite: 24 seeded histories (etcd kills, partitions, pauses, S3 faults), porcupine-checked; ROBUSTNESS_SEED=n replays

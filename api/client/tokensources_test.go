@@ -15,7 +15,7 @@ import (
 	"fencegate/tokenstore"
 )
 
-// The token sources of the README's "Token sources" section, each used
+// The token sources of docs/token-sources.md, each used
 // through the gateway: a token from each is accepted, and the token of an
 // earlier grant is refused as stale after a later grant wrote.
 
