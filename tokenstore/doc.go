@@ -11,7 +11,8 @@
 //	<prefix>hwm/<resource>           the resource's high-water mark, as a
 //	                                 20-digit zero-padded decimal so that
 //	                                 etcd's byte-wise value comparison is
-//	                                 numeric comparison (store.go)
+//	                                 numeric comparison (store.go);
+//	                                 scanned and evicted by marks.go
 //	<prefix>sessions/<session>       a lock-API session's owner, bound to
 //	                                 the session's lease (locks.go)
 //	<prefix>locks/<name>/<session>   a session's place in lock name's
