@@ -1,6 +1,7 @@
 package retention
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,6 +44,9 @@ type Config struct {
 	// PageSize is how many marks each read of etcd returns. Zero means
 	// DefaultPageSize.
 	PageSize int
+	// Holder names this evictor in the evictors' turn (see Evictor), for
+	// operators reading etcd. Empty means a random name.
+	Holder string
 	// Logger receives a line per pass and per failure. Nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -84,6 +88,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Holder == "" {
+		c.Holder = "evictor-" + rand.Text()[:10]
 	}
 	return c, nil
 }

@@ -22,6 +22,10 @@ type MarkStore interface {
 	// was not raised since it was read), and reports whether it did. An
 	// error means it may or may not have.
 	EvictMark(ctx context.Context, mark api.Mark) (bool, error)
+	// HoldTurn takes turn name for holder, or renews it for ttl, and
+	// reports whether holder has it (one holder at a time, until it
+	// stops renewing for ttl).
+	HoldTurn(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
 }
 
 // ObjectObserver observes objects. The S3 backend implements it.
@@ -51,10 +55,24 @@ const (
 	evictedTombstone = "tombstone"
 )
 
+// turnName is the turn (MarkStore.HoldTurn) that evictors take so that
+// one at a time makes passes.
+const turnName = "mark-evictor"
+
+// minTurnTTL is the least time a turn outlives its holder's last renewal.
+const minTurnTTL = 30 * time.Second
+
 // Evictor evicts the marks that the package's rule allows, a pass over
-// every object mark at a time. Several evictors (one per gateway) may run
-// against one etcd at once: each eviction compares the mark's mod
-// revision, so none loses a raise; they only repeat each other's HEADs.
+// every object mark at a time.
+//
+// Every gateway may run one: Run makes passes only while its Evictor
+// holds the etcd turn "mark-evictor", renewed at each page, so that one
+// gateway at a time reads the marks and sends HEADs, and the others only
+// sample etcd's revision to keep their clocks for when the turn comes to
+// them. Correctness does not depend on the turn (a holder paused past
+// its lease may still be evicting when the next starts): each eviction
+// compares the mark's mod revision, so no evictor loses a raise, and
+// concurrent evictors only repeat each other's HEADs.
 type Evictor struct {
 	cfg     Config
 	marks   MarkStore
@@ -64,6 +82,8 @@ type Evictor struct {
 	stats   *stats
 	// passing lets one pass run at a time.
 	passing sync.Mutex
+	// turnTTL is how long the turn outlives its last renewal.
+	turnTTL time.Duration
 	// beforeEvict, when not nil, runs between a mark's observation and
 	// its eviction (tests).
 	beforeEvict func(ctx context.Context, mark api.Mark)
@@ -86,20 +106,25 @@ func New(cfg Config, marks MarkStore, objects ObjectObserver) (*Evictor, error) 
 		clock:   newRevisionClock(max(cfg.Retention, cfg.TombstoneRetention)),
 		pace:    newPacer(cfg.HeadsPerSecond),
 		stats:   newStats(),
+		// Four pages' HEADs at the paced rate, so that a holder renews
+		// well within the lease.
+		turnTTL: max(minTurnTTL, 4*time.Duration(float64(cfg.PageSize)/cfg.HeadsPerSecond*float64(time.Second))),
 	}, nil
 }
 
 // Run makes a pass over the marks every Config.Interval (measured from
-// the end of one pass to the start of the next) until ctx ends, and then
-// returns nil. A pass that fails is logged and counted, and the next one
-// starts over. With eviction turned off (a negative Retention) it returns
-// at once.
+// the end of one pass to the start of the next) while it holds the
+// evictors' turn, and samples etcd's revision when it does not, until ctx
+// ends; then it returns nil. A pass that fails is logged and counted, and
+// the next one starts over. With eviction turned off (a negative
+// Retention) it returns at once.
 func (e *Evictor) Run(ctx context.Context) error {
 	if e.cfg.Retention < 0 {
 		return nil
 	}
 	e.cfg.Logger.Info("evicting high-water marks that their objects record",
-		"retention", e.cfg.Retention, "tombstone_retention", e.cfg.TombstoneRetention, "heads_per_second", e.cfg.HeadsPerSecond)
+		"retention", e.cfg.Retention, "tombstone_retention", e.cfg.TombstoneRetention,
+		"heads_per_second", e.cfg.HeadsPerSecond, "holder", e.cfg.Holder)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -108,12 +133,30 @@ func (e *Evictor) Run(ctx context.Context) error {
 			return nil
 		case <-timer.C:
 		}
-		if err := e.Pass(ctx); err != nil && ctx.Err() == nil {
+		held, err := e.marks.HoldTurn(ctx, turnName, e.cfg.Holder, e.turnTTL)
+		switch {
+		case err == nil && held:
+			err = e.pass(ctx, true)
+		case err == nil:
+			err = e.sample(ctx)
+		}
+		if err != nil && ctx.Err() == nil {
 			e.stats.failedPasses.Add(1)
 			e.cfg.Logger.Warn("mark eviction pass failed; the next pass starts over", "err", err, "next_in", e.cfg.Interval)
 		}
 		timer.Reset(e.cfg.Interval)
 	}
+}
+
+// sample records etcd's current revision on the clock, with a read of
+// one mark: an evictor whose turn it is not keeps its clock this way.
+func (e *Evictor) sample(ctx context.Context) error {
+	page, err := e.marks.Marks(ctx, objectPrefix, "", 1)
+	if err != nil {
+		return fmt.Errorf("mark eviction: %w", err)
+	}
+	e.clock.record(e.cfg.Now(), page.Revision)
+	return nil
 }
 
 // cutoffs are the largest mod revisions old enough for eviction, as the
@@ -135,14 +178,29 @@ func (e *Evictor) cutoffs(now time.Time) cutoffs {
 // allows; Run calls it. It returns ctx's error when ctx ends, and the
 // error of a page it could not read; a mark it cannot decide (the HEAD
 // failed) is kept and counted, and the pass goes on. Passes run one at a
-// time: a call waits for the pass under way.
-func (e *Evictor) Pass(ctx context.Context) error {
+// time: a call waits for the pass under way. Pass does not take the
+// evictors' turn (Run does).
+func (e *Evictor) Pass(ctx context.Context) error { return e.pass(ctx, false) }
+
+// pass is Pass; with keepTurn it renews the evictors' turn before each
+// page after the first, and stops when another evictor has it.
+func (e *Evictor) pass(ctx context.Context, keepTurn bool) error {
 	e.passing.Lock()
 	defer e.passing.Unlock()
 	start := e.cfg.Now()
 	var after api.Resource
 	var scanned, evicted int64
 	for {
+		if keepTurn && after != "" {
+			held, err := e.marks.HoldTurn(ctx, turnName, e.cfg.Holder, e.turnTTL)
+			if err != nil {
+				return fmt.Errorf("mark eviction: %w", err)
+			}
+			if !held {
+				e.cfg.Logger.Info("mark eviction pass stopped: another gateway has the evictors' turn", "scanned", scanned, "evicted", evicted)
+				return nil
+			}
+		}
 		page, err := e.marks.Marks(ctx, objectPrefix, after, e.cfg.PageSize)
 		if err != nil {
 			return fmt.Errorf("mark eviction: %w", err)

@@ -3,6 +3,7 @@ package retention
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"maps"
 	"net/http"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"fencegate/api"
 	"fencegate/gateway"
+	"fencegate/internal/testenv"
 )
 
 const testRetention = time.Hour // on the tests' fake clock
@@ -250,5 +252,52 @@ func TestRunStopsWhenCancelled(t *testing.T) {
 	off := st.evictor(t, Config{Retention: -1})
 	if err := off.Run(context.Background()); err != nil || off.Stats().Scanned != 0 {
 		t.Fatalf("Run with eviction off = %v, scanned %d; want nil at once, nothing read", err, off.Stats().Scanned)
+	}
+}
+
+// TestOneEvictorAtATime runs two evictors on one etcd: only the one that
+// holds the evictors' turn reads marks and sends HEADs, the other keeps
+// its clock by sampling etcd's revision, and takes the turn once the
+// first stops (its lease expires).
+func TestOneEvictorAtATime(t *testing.T) {
+	st := newStack(t)
+	ctx := context.Background()
+	for _, k := range []string{"a", "b", "c"} {
+		if err := st.store.FenceCheck(ctx, st.resource(k), 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evictors := make([]*Evictor, 2)
+	cancels := make([]context.CancelFunc, 2)
+	done := make([]chan error, 2)
+	for i := range evictors {
+		e := st.evictor(t, Config{Retention: testRetention, Interval: time.Millisecond, Holder: fmt.Sprintf("e%d", i)})
+		e.turnTTL = 2 * time.Second
+		evictors[i] = e
+		runCtx, cancel := context.WithCancel(ctx)
+		cancels[i], done[i] = cancel, make(chan error, 1)
+		go func() { done[i] <- e.Run(runCtx) }()
+		t.Cleanup(cancel)
+		if i == 0 {
+			testenv.WaitUntil(t, 10*time.Second, "the first evictor makes a pass", func() bool { return e.Stats().LastPass != 0 })
+		}
+	}
+	samples := func(e *Evictor) int {
+		e.clock.mu.Lock()
+		defer e.clock.mu.Unlock()
+		return len(e.clock.samples)
+	}
+	testenv.WaitUntil(t, 10*time.Second, "the second evictor samples", func() bool { return samples(evictors[1]) >= 1 })
+	if n := evictors[1].Stats().Scanned; n != 0 {
+		t.Fatalf("the evictor without the turn read %d marks; want 0", n)
+	}
+	cancels[0]()
+	if err := <-done[0]; err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitUntil(t, 10*time.Second, "the second evictor takes the turn", func() bool { return evictors[1].Stats().Scanned > 0 })
+	scanned := evictors[0].Stats().Scanned
+	if scanned == 0 {
+		t.Fatalf("the first evictor read no marks")
 	}
 }

@@ -43,7 +43,8 @@ type Stats struct {
 	// eviction), "unobserved" (observing the object or evicting failed),
 	// "not_object" (a name under s3/ that is not an object's).
 	Kept map[string]int64
-	// FailedPasses counts the passes that ended early on an error.
+	// FailedPasses counts the passes that ended early on an error, and
+	// the failed samples of an evictor whose turn it is not.
 	FailedPasses int64
 	// LastPass is when the last complete pass ended (Unix nanoseconds of
 	// Config.Now); zero before the first.
