@@ -140,6 +140,13 @@ func pass(tb testing.TB, e *Evictor) {
 // the stack's clock, and returns its URL.
 func (st *stack) gateway(tb testing.TB, cfg gateway.Config) string {
 	tb.Helper()
+	_, url := st.gatewayServer(tb, cfg)
+	return url
+}
+
+// gatewayServer is gateway, returning the gateway too.
+func (st *stack) gatewayServer(tb testing.TB, cfg gateway.Config) (*gateway.Gateway, string) {
+	tb.Helper()
 	store := st.newStore(tb)
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg.Now = st.clock.Now
@@ -149,7 +156,7 @@ func (st *stack) gateway(tb testing.TB, cfg gateway.Config) string {
 	}
 	srv := httptest.NewServer(gw)
 	tb.Cleanup(srv.Close)
-	return srv.URL
+	return gw, srv.URL
 }
 
 // write sends a fenced PUT (a body) or DELETE (nil body) of key through
