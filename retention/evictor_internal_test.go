@@ -301,3 +301,32 @@ func TestOneEvictorAtATime(t *testing.T) {
 		t.Fatalf("the first evictor read no marks")
 	}
 }
+
+// TestRunEvictsOnTheRealClock runs an evictor as a gateway would, on the
+// real clock, with a retention of a fraction of a second: the mark goes
+// once the evictor has run for the retention, and a stale write is still
+// refused.
+func TestRunEvictsOnTheRealClock(t *testing.T) {
+	st := newStack(t)
+	gw := st.gateway(t, gateway.Config{})
+	st.mustWrite(t, gw, "k", 5, []byte("v"), http.StatusCreated)
+	e, err := New(Config{Retention: 300 * time.Millisecond, Interval: 20 * time.Millisecond, HeadsPerSecond: 1000, Logger: discardLogger()}, st.store, st.objects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	testenv.WaitUntil(t, 10*time.Second, "the mark is evicted", func() bool { return e.Stats().Evicted[evictedObject] == 1 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if hwm := st.mark(t, "k"); hwm != 0 {
+		t.Fatalf("mark = %d; want evicted", hwm)
+	}
+	st.mustWrite(t, st.gateway(t, gateway.Config{}), "k", 4, []byte("stale"), http.StatusConflict)
+	if body, token, _ := st.stored(t, "k"); body != "v" || token != "5" {
+		t.Fatalf("S3 holds %q token %q; want \"v\" token 5", body, token)
+	}
+}

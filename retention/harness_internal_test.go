@@ -111,7 +111,7 @@ func (st *stack) evictor(tb testing.TB, cfg Config) *Evictor {
 	if cfg.HeadsPerSecond == 0 {
 		cfg.HeadsPerSecond = 1e6
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.Logger = discardLogger()
 	e, err := New(cfg, st.store, st.objects)
 	if err != nil {
 		tb.Fatal(err)
@@ -225,3 +225,5 @@ func (st *stack) mark(tb testing.TB, key string) api.Token {
 }
 
 func (st *stack) resource(key string) api.Resource { return api.ObjectResource(st.bucket, key) }
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
