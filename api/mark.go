@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // Mark is a resource's high-water mark as the token store holds it, with
 // the store revision of its last raise: what an evictor reads, and what it
 // names when it removes the mark (the removal applies only if the mark was
@@ -20,4 +22,12 @@ type MarkPage struct {
 	// Revision is the store's revision when the page was read: every mark
 	// raised before the read began has a Revision at most this one.
 	Revision int64
+}
+
+// RevisionAge says that the token store's revision Revision was reached
+// at least Age ago: every mark whose Revision is at most it was last
+// raised at least Age ago.
+type RevisionAge struct {
+	Revision int64
+	Age      time.Duration
 }

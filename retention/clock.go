@@ -64,6 +64,34 @@ func (c *revisionClock) record(at time.Time, revision int64) {
 	c.samples = c.samples[drop:]
 }
 
+// learn adds a sample of any age, such as one read back from etcd
+// (Evictor.loadRecorded), keeping only the samples that no other makes
+// useless: one is useless when another is at least as old and its
+// revision at least as large.
+func (c *revisionClock) learn(at time.Time, revision int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sample := revisionSample{at, revision}
+	kept := make([]revisionSample, 0, len(c.samples)+1)
+	inserted := false
+	for _, s := range c.samples {
+		if !s.at.After(at) && s.revision >= revision {
+			return // useless
+		}
+		if !s.at.Before(at) && s.revision <= revision {
+			continue // made useless
+		}
+		if !inserted && s.at.After(at) {
+			kept, inserted = append(kept, sample), true
+		}
+		kept = append(kept, s)
+	}
+	if !inserted {
+		kept = append(kept, sample)
+	}
+	c.samples = kept
+}
+
 // revisionAt returns the largest revision known to have been reached by
 // time t, or zero when no sample is that old: every mark whose mod
 // revision is at most the answer was raised at or before t.

@@ -40,3 +40,31 @@ func TestRevisionClock(t *testing.T) {
 		t.Fatalf("revisionAt(an hour - 256 s) = %d; want 30", got)
 	}
 }
+
+// TestRevisionClockLearn: samples learned out of order (read back from
+// etcd) take their place, and only samples that some other one makes
+// useless (as old or older, with as large a revision or larger) go.
+func TestRevisionClockLearn(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	c := newRevisionClock(time.Hour)
+	c.record(at(10), 100)
+	c.record(at(100), 200)
+	c.learn(at(50), 150)  // between
+	c.learn(at(60), 120)  // useless: 150 was reached earlier
+	c.learn(at(5), 100)   // makes the sample (10, 100) useless
+	c.learn(at(100), 250) // makes (100, 200) useless
+	c.learn(at(1), 10)
+	want := []revisionSample{{at(1), 10}, {at(5), 100}, {at(50), 150}, {at(100), 250}}
+	if len(c.samples) != len(want) {
+		t.Fatalf("samples %v; want %v", c.samples, want)
+	}
+	for i := range want {
+		if !c.samples[i].at.Equal(want[i].at) || c.samples[i].revision != want[i].revision {
+			t.Fatalf("samples %v; want %v", c.samples, want)
+		}
+	}
+	if got := c.revisionAt(at(7)); got != 100 {
+		t.Fatalf("revisionAt(7 s) = %d; want 100", got)
+	}
+}

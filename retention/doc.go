@@ -81,6 +81,15 @@
 // back: every mark raised at or before that revision was raised by then.
 // A mark is old enough when its mod revision is at most the revision of a
 // sample taken at least the retention ago. Samples live in memory, on the
-// process's monotonic clock, so a process evicts nothing until it has run
-// for the retention: a restart only delays eviction.
+// process's monotonic clock; and so that a restarted gateway (or the next
+// holder of the evictors' turn) need not run for the retention before it
+// evicts anything, the evictor also records a revision in etcd every
+// 1/256 of the retention (at least a second), bound to a lease whose
+// countdown, on etcd's leader's clock, tells its age
+// (tokenstore.Store.RecordRevision and RevisionAges). Such an age never
+// exceeds the true one: the lease is granted after the revision is read,
+// its remaining time is rounded down, and a new etcd leader restarts
+// countdowns rather than advancing them. Where those records are missing
+// (etcd unreachable, or never recorded), the evictor waits: it evicts
+// nothing it cannot prove old.
 package retention

@@ -22,10 +22,33 @@ type MarkStore interface {
 	// was not raised since it was read), and reports whether it did. An
 	// error means it may or may not have.
 	EvictMark(ctx context.Context, mark api.Mark) (bool, error)
+}
+
+// Turns gives one holder at a time a turn.
+type Turns interface {
 	// HoldTurn takes turn name for holder, or renews it for ttl, and
 	// reports whether holder has it (one holder at a time, until it
 	// stops renewing for ttl).
 	HoldTurn(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
+}
+
+// RevisionRecorder keeps revisions with their ages in the store, where
+// they outlive the process.
+type RevisionRecorder interface {
+	// RecordRevision notes the store's current revision, to be read back
+	// by RevisionAges for ttl.
+	RecordRevision(ctx context.Context, ttl time.Duration) (int64, error)
+	// RevisionAges returns the revisions noted, each with an age that
+	// never exceeds the time since it was reached.
+	RevisionAges(ctx context.Context) ([]api.RevisionAge, error)
+}
+
+// Store is what an Evictor needs of the token store. tokenstore.Store
+// implements it.
+type Store interface {
+	MarkStore
+	Turns
+	RevisionRecorder
 }
 
 // ObjectObserver observes objects. The S3 backend implements it.
@@ -75,7 +98,7 @@ const minTurnTTL = 30 * time.Second
 // concurrent evictors only repeat each other's HEADs.
 type Evictor struct {
 	cfg     Config
-	marks   MarkStore
+	marks   Store
 	objects ObjectObserver
 	clock   *revisionClock
 	pace    *pacer
@@ -84,31 +107,43 @@ type Evictor struct {
 	passing sync.Mutex
 	// turnTTL is how long the turn outlives its last renewal.
 	turnTTL time.Duration
+	// recordEvery is the least time between two revisions recorded in
+	// etcd (and between two reads of them), and recordTTL how long each
+	// is kept there (see loadRecorded); lastLoad is when they were last
+	// read, on Config.Now's clock, zero before the first read.
+	recordEvery, recordTTL time.Duration
+	lastLoad               time.Time
 	// beforeEvict, when not nil, runs between a mark's observation and
 	// its eviction (tests).
 	beforeEvict func(ctx context.Context, mark api.Mark)
 }
 
-// New returns an Evictor of the marks in marks, observing objects through
+// New returns an Evictor of the marks in store, observing objects through
 // objects. Start it with Run.
-func New(cfg Config, marks MarkStore, objects ObjectObserver) (*Evictor, error) {
+func New(cfg Config, store Store, objects ObjectObserver) (*Evictor, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	if marks == nil || objects == nil {
-		return nil, errors.New("retention: nil mark store or object observer")
+	if store == nil || objects == nil {
+		return nil, errors.New("retention: nil store or object observer")
 	}
+	keep := max(cfg.Retention, cfg.TombstoneRetention)
+	recordEvery := max(keep/256, time.Second) // ages come in whole seconds
 	return &Evictor{
 		cfg:     cfg,
-		marks:   marks,
+		marks:   store,
 		objects: objects,
-		clock:   newRevisionClock(max(cfg.Retention, cfg.TombstoneRetention)),
+		clock:   newRevisionClock(keep),
 		pace:    newPacer(cfg.HeadsPerSecond),
 		stats:   newStats(),
 		// Four pages' HEADs at the paced rate, so that a holder renews
 		// well within the lease.
 		turnTTL: max(minTurnTTL, 4*time.Duration(float64(cfg.PageSize)/cfg.HeadsPerSecond*float64(time.Second))),
+		// The newest revision at least keep old must still be there: it
+		// is at most about recordEvery older than keep.
+		recordEvery: recordEvery,
+		recordTTL:   keep + 4*recordEvery + time.Minute,
 	}, nil
 }
 
@@ -187,6 +222,7 @@ func (e *Evictor) Pass(ctx context.Context) error { return e.pass(ctx, false) }
 func (e *Evictor) pass(ctx context.Context, keepTurn bool) error {
 	e.passing.Lock()
 	defer e.passing.Unlock()
+	e.loadRecorded(ctx)
 	start := e.cfg.Now()
 	var after api.Resource
 	var scanned, evicted int64
@@ -226,6 +262,42 @@ func (e *Evictor) pass(ctx context.Context, keepTurn bool) error {
 	e.stats.lastPass.Store(end.UnixNano())
 	e.cfg.Logger.Info("mark eviction pass done", "scanned", scanned, "evicted", evicted, "duration", end.Sub(start))
 	return nil
+}
+
+// loadRecorded reads back the revisions recorded in etcd, by any evictor
+// of any gateway before any restart, into the clock, and records the
+// current one when the youngest there is recordEvery old or more. So a
+// gateway that has just started, or just taken the turn, knows revisions
+// as old as the retention, and need not run for the retention before it
+// evicts anything. An age read back never exceeds the time since the
+// revision was reached (tokenstore.Store.RevisionAges says why), so the
+// sample (now - age, revision) is as safe as one this process took.
+// Failures are logged and change nothing: the clock's own samples still
+// hold. Reads are at most one per recordEvery.
+func (e *Evictor) loadRecorded(ctx context.Context) {
+	now := e.cfg.Now()
+	if !e.lastLoad.IsZero() && now.Sub(e.lastLoad) < e.recordEvery {
+		return
+	}
+	ages, err := e.marks.RevisionAges(ctx)
+	if err != nil {
+		e.cfg.Logger.Warn("reading the revisions recorded in etcd failed; the evictor's own clock still holds", "err", err)
+		return
+	}
+	e.lastLoad = now
+	youngest := time.Duration(-1)
+	for _, a := range ages {
+		e.clock.learn(now.Add(-a.Age), a.Revision)
+		if youngest < 0 || a.Age < youngest {
+			youngest = a.Age
+		}
+	}
+	if youngest >= 0 && youngest < e.recordEvery {
+		return
+	}
+	if _, err := e.marks.RecordRevision(ctx, e.recordTTL); err != nil {
+		e.cfg.Logger.Warn("recording etcd's revision failed", "err", err)
+	}
 }
 
 // consider applies the rule to one mark, and reports whether it evicted

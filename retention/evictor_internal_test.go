@@ -205,9 +205,9 @@ func TestEvictionRule(t *testing.T) {
 	}
 }
 
-// TestNothingEvictedBeforeTheRetention: a new evictor knows no revision
-// older than the retention, so it evicts nothing, however old the marks,
-// until it has run for the retention.
+// TestNothingEvictedBeforeTheRetention: a new evictor on an etcd where
+// no revision was recorded a retention ago knows no revision that old, so
+// it evicts nothing, however old the marks, until a retention has passed.
 func TestNothingEvictedBeforeTheRetention(t *testing.T) {
 	st := newStack(t)
 	st.mustWrite(t, st.gateway(t, gateway.Config{}), "k", 5, []byte("v"), http.StatusCreated)
@@ -328,5 +328,41 @@ func TestRunEvictsOnTheRealClock(t *testing.T) {
 	st.mustWrite(t, st.gateway(t, gateway.Config{}), "k", 4, []byte("stale"), http.StatusConflict)
 	if body, token, _ := st.stored(t, "k"); body != "v" || token != "5" {
 		t.Fatalf("S3 holds %q token %q; want \"v\" token 5", body, token)
+	}
+}
+
+// TestRecordedRevisionsOutliveTheEvictor: an evictor records etcd's
+// revision in etcd, measured by a lease; a new evictor (a restarted
+// gateway, or the next holder of the turn), whose own clock knows
+// nothing old, reads it back and evicts on its first pass once that
+// revision is a retention old. Without the recorded revision it would
+// have to run for the retention first (TestNothingEvictedBeforeTheRetention).
+func TestRecordedRevisionsOutliveTheEvictor(t *testing.T) {
+	st := newStack(t)
+	st.mustWrite(t, st.gateway(t, gateway.Config{}), "k", 5, []byte("v"), http.StatusCreated)
+	const retention = 2 * time.Second // ages are whole seconds
+	cfg := Config{Retention: retention, HeadsPerSecond: 1000, Logger: discardLogger()}
+	first, err := New(cfg, st.store, st.objects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass(t, first)
+	if s := first.Stats(); s.Evicted[evictedObject] != 0 {
+		t.Fatalf("the first evictor evicted on its first pass: %+v", s)
+	}
+	testenv.WaitUntil(t, 10*time.Second, "the recorded revision is a retention old", func() bool {
+		ages, err := st.store.RevisionAges(context.Background())
+		return err == nil && len(ages) == 1 && ages[0].Age >= retention
+	})
+	second, err := New(cfg, st.newStore(t), st.objects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass(t, second)
+	if s := second.Stats(); s.Evicted[evictedObject] != 1 {
+		t.Fatalf("a new evictor's first pass: %+v; want the mark evicted", s)
+	}
+	if hwm := st.mark(t, "k"); hwm != 0 {
+		t.Fatalf("mark = %d; want evicted", hwm)
 	}
 }

@@ -24,6 +24,9 @@
 //	<prefix>idem/<scope>/<key>       a partner route's idempotency record,
 //	                                 bound to the in-flight lease, then to
 //	                                 a retention lease (idempotency.go)
+//	<prefix>clock/<revision>         a revision the mark evictor noted,
+//	                                 bound to a lease whose countdown
+//	                                 tells its age (clock.go)
 //	<prefix>turns/<name>             which gateway runs a background job
 //	                                 (the mark evictor), bound to a lease
 //	                                 its holder renews (turns.go)
