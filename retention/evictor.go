@@ -214,8 +214,14 @@ func (e *Evictor) cutoffs(now time.Time) cutoffs {
 // error of a page it could not read; a mark it cannot decide (the HEAD
 // failed) is kept and counted, and the pass goes on. Passes run one at a
 // time: a call waits for the pass under way. Pass does not take the
-// evictors' turn (Run does).
-func (e *Evictor) Pass(ctx context.Context) error { return e.pass(ctx, false) }
+// evictors' turn (Run does). With eviction turned off (a negative
+// Retention) it does nothing.
+func (e *Evictor) Pass(ctx context.Context) error {
+	if e.cfg.Retention < 0 {
+		return nil
+	}
+	return e.pass(ctx, false)
+}
 
 // pass is Pass; with keepTurn it renews the evictors' turn before each
 // page after the first, and stops when another evictor has it.

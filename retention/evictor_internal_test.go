@@ -253,6 +253,10 @@ func TestRunStopsWhenCancelled(t *testing.T) {
 	if err := off.Run(context.Background()); err != nil || off.Stats().Scanned != 0 {
 		t.Fatalf("Run with eviction off = %v, scanned %d; want nil at once, nothing read", err, off.Stats().Scanned)
 	}
+	st.clock.advance(time.Hour)
+	if err := off.Pass(context.Background()); err != nil || off.Stats().Scanned != 0 {
+		t.Fatalf("Pass with eviction off = %v, scanned %d; want nil at once, nothing read", err, off.Stats().Scanned)
+	}
 }
 
 // TestOneEvictorAtATime runs two evictors on one etcd: only the one that
