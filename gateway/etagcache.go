@@ -3,12 +3,19 @@ package gateway
 import (
 	"hash/maphash"
 	"sync"
+	"time"
 
 	"fencegate/api"
 )
 
 // etagCacheShards spreads the ETag cache's lock over this many shards.
 const etagCacheShards = 64
+
+// defaultETagCacheMaxAge is Config.ETagCacheMaxAge's default: far below
+// the retention of evicted marks that operators choose (a day by default,
+// whose half is what they should set), and long enough for a writer's
+// burst of writes to one object.
+const defaultETagCacheMaxAge = 10 * time.Minute
 
 // defaultETagCacheEntries is Config.ETagCacheEntries' default: about
 // 10 MiB of entries for short keys.
@@ -41,28 +48,48 @@ const etagCacheMaxBody = 64 << 10
 // The token is kept with the ETag, so that the check "the object records
 // a larger token than the request's" works on a cache hit as on a HEAD.
 //
+// An entry is served only while it is younger than maxAge (from the
+// write that made it), since an entry is an observation as old as that
+// write. The ordering argument holds at any age, but once high-water
+// marks are evicted (package retention evicts a mark its object records,
+// some time after its last raise), an old observation is a writer paused
+// between its observation and its fence check: a stale writer whose
+// cached version's bytes came back (the same ETag) after a newer writer's
+// mark was evicted would pass the fence check and the If-Match. Keeping
+// maxAge below the retention (half of it) keeps the cache from widening
+// that case.
+//
 // The cache holds about max entries; a full shard forgets an arbitrary
 // entry, which costs only a HEAD later. It is safe for concurrent use.
 type etagCache struct {
 	seed     maphash.Seed
 	perShard int
+	maxAge   time.Duration // no bound when negative
+	now      func() time.Time
 	shards   [etagCacheShards]etagShard
 }
 
 type etagShard struct {
 	mu sync.Mutex
-	m  map[api.Resource]api.ObjectVersion
+	m  map[api.Resource]etagEntry
 }
 
-// newETagCache returns a cache of about max entries, or nil (a cache that
-// never hits) when max is not positive.
-func newETagCache(max int) *etagCache {
+// etagEntry is a version and when the write that left it was answered.
+type etagEntry struct {
+	version api.ObjectVersion
+	learned time.Time
+}
+
+// newETagCache returns a cache of about max entries that serves none
+// older than maxAge (any age when negative), on clock now, or nil (a
+// cache that never hits) when max is not positive.
+func newETagCache(max int, maxAge time.Duration, now func() time.Time) *etagCache {
 	if max <= 0 {
 		return nil
 	}
-	c := &etagCache{seed: maphash.MakeSeed(), perShard: max/etagCacheShards + 1}
+	c := &etagCache{seed: maphash.MakeSeed(), perShard: max/etagCacheShards + 1, maxAge: maxAge, now: now}
 	for i := range c.shards {
-		c.shards[i].m = make(map[api.Resource]api.ObjectVersion)
+		c.shards[i].m = make(map[api.Resource]etagEntry)
 	}
 	return c
 }
@@ -71,16 +98,21 @@ func (c *etagCache) shard(r api.Resource) *etagShard {
 	return &c.shards[maphash.String(c.seed, string(r))%etagCacheShards]
 }
 
-// get returns the version this gateway last wrote for r, if it knows one.
+// get returns the version this gateway last wrote for r, if it knows one
+// learned less than maxAge ago. An older entry is dropped.
 func (c *etagCache) get(r api.Resource) (api.ObjectVersion, bool) {
 	if c == nil {
 		return api.ObjectVersion{}, false
 	}
 	s := c.shard(r)
 	s.mu.Lock()
-	v, ok := s.m[r]
-	s.mu.Unlock()
-	return v, ok
+	defer s.mu.Unlock()
+	e, ok := s.m[r]
+	if ok && c.maxAge >= 0 && c.now().Sub(e.learned) >= c.maxAge {
+		delete(s.m, r)
+		return api.ObjectVersion{}, false
+	}
+	return e.version, ok
 }
 
 // learn records that a write of this gateway left r at version v. Versions
@@ -107,9 +139,10 @@ func (c *etagCache) learn(r api.Resource, v api.ObjectVersion) {
 		delete(s.m, r)
 		return
 	}
+	e := etagEntry{version: v, learned: c.now()}
 	if old, ok := s.m[r]; ok {
-		if old.Token <= v.Token {
-			s.m[r] = v
+		if old.version.Token <= v.Token {
+			s.m[r] = e
 		}
 		return
 	}
@@ -119,7 +152,7 @@ func (c *etagCache) learn(r api.Resource, v api.ObjectVersion) {
 			break
 		}
 	}
-	s.m[r] = v
+	s.m[r] = e
 }
 
 // forget drops r's entry if it is still v: a conditional write that used v
@@ -131,7 +164,7 @@ func (c *etagCache) forget(r api.Resource, v api.ObjectVersion) {
 	s := c.shard(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old, ok := s.m[r]; ok && old == v {
+	if old, ok := s.m[r]; ok && old.version == v {
 		delete(s.m, r)
 	}
 }

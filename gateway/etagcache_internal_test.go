@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"testing"
+	"time"
 
 	"fencegate/api"
 )
@@ -26,13 +27,48 @@ func TestETagCacheNeverHoldsExistingWithoutETag(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newETagCache(16)
+			c := newETagCache(16, time.Hour, time.Now)
 			for _, v := range tt.before {
 				c.learn(r, v)
 			}
 			c.learn(r, tt.learn)
 			if v, ok := c.get(r); ok {
 				t.Fatalf("after learn(%+v), get = %+v, true; want no entry", tt.learn, v)
+			}
+		})
+	}
+}
+
+// TestETagCacheServesNoEntryOlderThanMaxAge: an entry is served while it
+// is younger than the bound, and never after, whatever happens to it; an
+// entry learned again is young again. Without a bound (negative) entries
+// are served at any age.
+func TestETagCacheServesNoEntryOlderThanMaxAge(t *testing.T) {
+	const r = api.Resource("s3/b/k")
+	v := api.ObjectVersion{Exists: true, ETag: `"abc"`, Token: 3}
+	tests := []struct {
+		name   string
+		maxAge time.Duration
+		age    time.Duration // of the entry when read
+		want   bool
+	}{
+		{"young", time.Minute, 59 * time.Second, true},
+		{"at the bound", time.Minute, time.Minute, false},
+		{"older", time.Minute, time.Hour, false},
+		{"no bound", -1, 1000 * time.Hour, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now := time.Unix(1000, 0)
+			c := newETagCache(16, tt.maxAge, func() time.Time { return now })
+			c.learn(r, v)
+			now = now.Add(tt.age)
+			if got, ok := c.get(r); ok != tt.want || ok && got != v {
+				t.Fatalf("get after %v with max age %v = %+v, %v; want %v", tt.age, tt.maxAge, got, ok, tt.want)
+			}
+			c.learn(r, v) // learned again: young
+			if _, ok := c.get(r); !ok {
+				t.Fatalf("get of an entry just learned again = false; want true")
 			}
 		})
 	}

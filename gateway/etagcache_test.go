@@ -412,3 +412,38 @@ func newMemGateway(tb testing.TB, cfg gateway.Config, fences gateway.FenceStore,
 	tb.Cleanup(srv.Close)
 	return srv
 }
+
+// TestETagCacheMaxAgeBoundsObservations: a write observes from the cache
+// only while the entry is younger than Config.ETagCacheMaxAge; past it,
+// the write pays a HEAD (and so sees a version that another writer left
+// since). Once marks are evicted, an old cached observation is what would
+// widen the ETag ABA case (package retention).
+func TestETagCacheMaxAgeBoundsObservations(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+	e := newEnv(t, gateway.Config{ETagCacheMaxAge: time.Minute, Now: clock})
+	if r := e.put(t, "k", 1, "v1"); r.status != http.StatusCreated {
+		t.Fatalf("PUT token 1 = %s", r)
+	}
+	steps := []struct {
+		advance   time.Duration
+		wantHeads int64
+	}{
+		{30 * time.Second, 0}, // 30 s old: served
+		{59 * time.Second, 0}, // learned again by the last write: 59 s old
+		{time.Minute, 1},      // a minute old: a HEAD
+		{time.Hour, 1},
+	}
+	for i, st := range steps {
+		advance(st.advance)
+		e.s3.Reset()
+		if r := e.put(t, "k", 1, fmt.Sprintf("v1.%d", i)); r.status != http.StatusOK {
+			t.Fatalf("step %d: PUT = %s", i, r)
+		}
+		if n := e.s3.CountMethod(http.MethodHead); n != st.wantHeads {
+			t.Fatalf("step %d: a write %v after the last made %d HEADs; want %d", i, st.advance, n, st.wantHeads)
+		}
+	}
+}

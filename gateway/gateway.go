@@ -79,6 +79,14 @@ type Config struct {
 	// protocol step 3. Zero means 65536; negative turns the cache off, so
 	// that every write observes with a HEAD.
 	ETagCacheEntries int
+	// ETagCacheMaxAge bounds the age of the versions the ETag cache
+	// serves: an entry learned this long ago or longer is not used, and
+	// the write observes with a HEAD. Where high-water marks are evicted
+	// (package retention), set it below the marks' retention: half of it
+	// (retention.Config.ETagCacheMaxAge). Zero means 10 minutes;
+	// negative means no bound, which is safe only where no mark is ever
+	// evicted.
+	ETagCacheMaxAge time.Duration
 	// TombstonesForAbsent makes a DELETE of an object that is not there
 	// raise the resource's high-water mark to its token, as every other
 	// accepted write does, leaving a tombstone for ever: no writer with a
@@ -107,7 +115,8 @@ type Config struct {
 	// traceparent sent on to partners. Nil means no tracing, at no cost.
 	Tracer trace.Tracer
 	// Now is the clock of the limiter of refusal log lines (see
-	// AuthRefusalLogRate). Nil means time.Now; tests set a clock of their
+	// AuthRefusalLogRate) and of the ETag cache's ages (see
+	// ETagCacheMaxAge). Nil means time.Now; tests set a clock of their
 	// own.
 	Now func() time.Time
 	// TestHooks lets tests stop a write between protocol steps. Nil in
@@ -236,6 +245,9 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	if cfg.ETagCacheEntries == 0 {
 		cfg.ETagCacheEntries = defaultETagCacheEntries
 	}
+	if cfg.ETagCacheMaxAge == 0 {
+		cfg.ETagCacheMaxAge = defaultETagCacheMaxAge
+	}
 	if cfg.TransferChunkTimeout == 0 {
 		cfg.TransferChunkTimeout = defaultTransferChunkTimeout
 	}
@@ -263,7 +275,7 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	m := newMetrics(bodies)
 	fences = &instrumentedFences{FenceStore: fences, m: m}
 	objects = &instrumentedObjects{ObjectStore: objects, m: m}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, fences: fences, objects: objects, etags: newETagCache(cfg.ETagCacheEntries), bodies: bodies, metrics: m,
+	g := &Gateway{cfg: cfg, log: cfg.Logger, fences: fences, objects: objects, etags: newETagCache(cfg.ETagCacheEntries, cfg.ETagCacheMaxAge, cfg.Now), bodies: bodies, metrics: m,
 		authLines: newLineLimiter(cfg.Now, cfg.AuthRefusalLogRate, cfg.AuthRefusalLogBurst), readiness: newReadiness(cfg)}
 	if g.readiness.space != nil {
 		m.registry.MustRegister(newSpaceCollector(g.readiness))

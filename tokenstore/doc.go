@@ -11,7 +11,8 @@
 //	<prefix>hwm/<resource>           the resource's high-water mark, as a
 //	                                 20-digit zero-padded decimal so that
 //	                                 etcd's byte-wise value comparison is
-//	                                 numeric comparison (store.go)
+//	                                 numeric comparison (store.go);
+//	                                 scanned and evicted by marks.go
 //	<prefix>sessions/<session>       a lock-API session's owner, bound to
 //	                                 the session's lease (locks.go)
 //	<prefix>locks/<name>/<session>   a session's place in lock name's
@@ -23,6 +24,12 @@
 //	<prefix>idem/<scope>/<key>       a partner route's idempotency record,
 //	                                 bound to the in-flight lease, then to
 //	                                 a retention lease (idempotency.go)
+//	<prefix>clock/<revision>         a revision the mark evictor noted,
+//	                                 bound to a lease whose countdown
+//	                                 tells its age (clock.go)
+//	<prefix>turns/<name>             which gateway runs a background job
+//	                                 (the mark evictor), bound to a lease
+//	                                 its holder renews (turns.go)
 //
 // The store never serves a request on its own: it decides, and the caller
 // forwards.
