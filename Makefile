@@ -19,13 +19,15 @@ ARGS ?=
 BENCH_ARGS ?=
 # Extra flags for fencebench abuse, e.g. make abuse ABUSE_ARGS='--duration 5s --attacks slow-readers'.
 ABUSE_ARGS ?=
+# Extra flags for fencebench footprint, e.g. make soak-footprint FOOTPRINT_ARGS='--duration 30m --quota 256MiB'.
+FOOTPRINT_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help tools build run test check fuzz bench abuse postgres mariadb zookeeper redis clean distclean robustness soak
+.PHONY: help tools build run test check fuzz bench abuse soak-footprint postgres mariadb zookeeper redis clean distclean robustness soak
 
 help: ## list the targets
 	@echo 'Targets:'
-	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-10s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-15s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 tools: $(BIN)/versitygw $(BIN)/staticcheck ## build the tools into bin/ if missing: versitygw (S3 server), staticcheck
 
@@ -78,6 +80,10 @@ bench: build $(BIN)/versitygw ## measure the gateway against direct S3 and clien
 abuse: build $(BIN)/versitygw ## seven bounded attacks on one gateway (auth on), 15s each, about 3 minutes: per attack RSS, goroutines, log bytes, a well-behaved client's p50/p99; fails if its p99 >= 1s or it got errors
 	$(GO) build -o $(BIN)/fencebench ./cmd/fencebench
 	$(BIN)/fencebench abuse $(ABUSE_ARGS)
+
+soak-footprint: build $(BIN)/versitygw ## 10 minutes of writes, deletes and stale writes on 100,000 objects through one gateway, etcd quota 64 MiB, auto-compaction on; etcd's size every minute; fails on NOSPACE, a size that does not level off, or a wrong answer
+	$(GO) build -o $(BIN)/fencebench ./cmd/fencebench
+	$(BIN)/fencebench footprint $(FOOTPRINT_ARGS)
 
 postgres: ## install PostgreSQL from Debian's packages if initdb is missing (the SQL lease-table tests run a real server)
 	@if command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \

@@ -31,6 +31,9 @@
 //	fencebench abuse [flags]
 //	make abuse              bounded attacks on one gateway, with a
 //	                        well-behaved client's latency during each (abuse.go)
+//	fencebench footprint [flags]
+//	make soak-footprint     10 minutes of writes against an etcd with a
+//	                        64 MiB quota: its size must level off (footprint.go)
 package main
 
 import (
@@ -54,6 +57,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	if len(os.Args) > 1 && os.Args[1] == abuseCommand {
 		status := abuseMain(ctx, os.Args[2:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(status)
+	}
+	if len(os.Args) > 1 && os.Args[1] == footprintCommand {
+		status := footprintMain(ctx, os.Args[2:], os.Stdout, os.Stderr)
 		stop()
 		os.Exit(status)
 	}

@@ -52,7 +52,7 @@ func startStack(ctx context.Context, cfg config) (*stack, error) {
 		workDir:       cfg.workDir,
 	}
 	if len(st.etcdEndpoints) == 0 {
-		endpoint, pid, stop, err := startEtcdChild(ctx, filepath.Join(cfg.workDir, "etcd"), cfg.etcdNoFsync)
+		endpoint, pid, stop, err := startEtcdChild(ctx, filepath.Join(cfg.workDir, "etcd"), etcdChildOptions{noFsync: cfg.etcdNoFsync})
 		if err != nil {
 			return nil, err
 		}
@@ -156,17 +156,22 @@ func etcdServerMain(args []string) {
 }
 
 // runEtcdServer is `fencebench etcd-server --dir D`: an embedded
-// single-member etcd on loopback that prints "endpoint <URL>" once it
-// serves, and stops when its standard input closes (the parent closed it,
-// or died).
+// single-member etcd on loopback (configured as `fencegate dev`
+// configures its own, see devstack.EtcdConfig) that prints
+// "endpoint <URL>" once it serves, and stops when its standard input
+// closes (the parent closed it, or died).
 func runEtcdServer(args []string) error {
 	fs := flag.NewFlagSet(etcdServerCommand, flag.ContinueOnError)
 	dir := fs.String("dir", "", "data `directory`")
 	noFsync := fs.Bool("unsafe-no-fsync", false, "skip fsync")
+	quota := fs.Int64("quota-backend-bytes", 0, "etcd's --quota-backend-bytes (0: etcd's default)")
+	retention := fs.Duration("compaction-retention", 0, "periodic auto-compaction retention (0: devstack's default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	etcd, err := devstack.StartEtcd(context.Background(), devstack.EtcdConfig{Dir: *dir, UnsafeNoFsync: *noFsync})
+	etcd, err := devstack.StartEtcd(context.Background(), devstack.EtcdConfig{
+		Dir: *dir, UnsafeNoFsync: *noFsync, QuotaBackendBytes: *quota, CompactionRetention: *retention,
+	})
 	if err != nil {
 		return err
 	}
@@ -176,14 +181,23 @@ func runEtcdServer(args []string) error {
 	return nil
 }
 
+// etcdChildOptions configure the etcd of startEtcdChild; zero values
+// are devstack's defaults.
+type etcdChildOptions struct {
+	noFsync             bool
+	quotaBytes          int64         // 0: etcd's default (2 GiB)
+	compactionRetention time.Duration // 0: devstack.DefaultCompactionRetention
+}
+
 // startEtcdChild runs `fencebench etcd-server` and returns its endpoint,
 // its pid, and a function that stops it.
-func startEtcdChild(ctx context.Context, dir string, noFsync bool) (endpoint string, pid int, stop func(), err error) {
+func startEtcdChild(ctx context.Context, dir string, opts etcdChildOptions) (endpoint string, pid int, stop func(), err error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", 0, nil, fmt.Errorf("start etcd: %w", err)
 	}
-	cmd := exec.Command(self, etcdServerCommand, "--dir", dir, "--unsafe-no-fsync="+strconv.FormatBool(noFsync))
+	cmd := exec.Command(self, etcdServerCommand, "--dir", dir, "--unsafe-no-fsync="+strconv.FormatBool(opts.noFsync),
+		"--quota-backend-bytes="+strconv.FormatInt(opts.quotaBytes, 10), "--compaction-retention="+opts.compactionRetention.String())
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return "", 0, nil, fmt.Errorf("start etcd: %w", err)
