@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -195,31 +194,6 @@ func (p PartnerPath) Escaped() string {
 	return strings.Join(escaped, "/")
 }
 
-// PartnerCall is one request to forward to a partner.
-type PartnerCall struct {
-	Method string
-	// Path goes below the upstream's base URL.
-	Path PartnerPath
-	// RawQuery is forwarded as is (without '?').
-	RawQuery string
-	// Header holds the client's request headers; the backend drops
-	// hop-by-hop headers and the route's stripped ones, and adds its own.
-	Header http.Header
-	// Body is the whole request body (nil: none).
-	Body []byte
-	// Token is sent upstream as X-Fence-Token.
-	Token Token
-}
-
-// PartnerResponse is a partner's answer. The caller closes Body.
-type PartnerResponse struct {
-	Status int
-	Header http.Header
-	// Body fails with an error wrapping ErrUpstream (or
-	// ErrUpstreamTimeout) when the partner's answer is cut short.
-	Body io.ReadCloser
-}
-
 // StoredResponse is the response stored under an idempotency key, to be
 // replayed to retries.
 type StoredResponse struct {
@@ -285,4 +259,9 @@ type Admission struct {
 	// start an upstream call that may outlast it. Zero means unknown:
 	// nothing may be sent.
 	Expires time.Time
+	// ID, with Finish, tells this admission from every other, also from
+	// earlier and later ones with the same idempotency key: the gateway
+	// names the answer store's copy of the answer's body with it (see
+	// BodyRef).
+	ID string
 }
