@@ -65,6 +65,12 @@ var (
 	// request reached the partner (such as a refused connection), so
 	// that the outcome is known: nothing happened there.
 	ErrNotForwarded = errors.New("request not forwarded")
+	// ErrIdempotencyRecordLost is not an error class either: Finish wraps
+	// it, with ErrUnavailable, when the request's in-flight idempotency
+	// record was no longer its own (its lease expired while the request
+	// was upstream), so nothing was stored. The gateway then deletes the
+	// copy of the answer's body it wrote for that record.
+	ErrIdempotencyRecordLost = errors.New("idempotency record expired before the request finished")
 )
 
 // PartnerResource returns the resource name of a partner route's resource:
@@ -201,9 +207,27 @@ type StoredResponse struct {
 	// Header holds Content-Type and the route's allow-listed headers.
 	Header http.Header
 	Body   []byte
-	// BodyOmitted is true when the body was larger than the route's limit
-	// and was not stored (Body is then empty).
+	// BodyOmitted is true when the body was not stored (Body is then
+	// empty): it was larger than the route's limit, or, for a body that
+	// goes to the answer store (BodyRef), that store could not take it.
 	BodyOmitted bool
+	// BodyRef, when not nil, says that the body is not in Body (which is
+	// empty) but in the gateway's answer store, and what it must be
+	// there. The token store keeps it with the record, in place of the
+	// body.
+	BodyRef *BodyRef
+}
+
+// BodyRef names a stored response's body that the gateway keeps in its
+// answer store rather than in the token store, and says what it is: a
+// body read back from there is the stored one only if its size and
+// SHA-256 are these.
+type BodyRef struct {
+	// ID is the admission's (Admission.ID): with the idempotency scope and
+	// key, it names the body in the answer store.
+	ID     string
+	Size   int64
+	SHA256 [sha256.Size]byte
 }
 
 // PartnerAdmission is what the token store decides on before a request is

@@ -176,6 +176,9 @@ type Gateway struct {
 	// noSpaceHints limits how often the gateway logs what to do when
 	// etcd is out of space.
 	noSpaceHints everyInterval
+	// answers keeps partner answers' bodies (WithPartnerAnswers); nil:
+	// none.
+	answers AnswerStore
 	// mounts add optional route groups (see Option).
 	mounts []func(chi.Router)
 	// auth authenticates and authorizes requests; nil without WithAuth.

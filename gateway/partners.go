@@ -83,6 +83,31 @@ type PartnerStore interface {
 	AdmitPartner(ctx context.Context, req api.PartnerAdmission) (api.Admission, error)
 }
 
+// AnswerStore keeps the bodies of stored partner answers outside the
+// token store, so that etcd keeps only their digests (see
+// maxInlineAnswerBytes). The S3 backend implements it (s3.Answers), on a
+// bucket and prefix of the gateway's own. Names are those answerName
+// makes: 64 hex digits, '/', 16 hex digits.
+type AnswerStore interface {
+	// PutAnswer stores body under name, replacing any; an error means
+	// it may or may not be stored.
+	PutAnswer(ctx context.Context, name string, body []byte) error
+	// GetAnswer returns the body stored under name: api.ErrNotFound when
+	// there is none (it expired, or was deleted); any other error means
+	// it could not be read now.
+	GetAnswer(ctx context.Context, name string) ([]byte, error)
+	// DeleteAnswer deletes it; a name with nothing stored is no error.
+	DeleteAnswer(ctx context.Context, name string) error
+}
+
+// WithPartnerAnswers makes the partner routes keep answer bodies larger
+// than maxInlineAnswerBytes in store, and only their size and digest in
+// the idempotency record. Without it, replays of such answers have the
+// status and headers, and no body (Idempotent-Body-Omitted: true).
+func WithPartnerAnswers(store AnswerStore) Option {
+	return func(g *Gateway) { g.answers = store }
+}
+
 // WithPartners mounts ANY /v1/partners/{route}/* for routes; New fails if a route is invalid or names repeat.
 // client nil: a default with no redirects followed. A client given is
 // copied, and its copy never follows redirects either: a redirect would

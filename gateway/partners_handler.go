@@ -52,7 +52,7 @@ func (h *partnerAPI) serve(w http.ResponseWriter, r *http.Request) {
 	adm := api.PartnerAdmission{
 		Resource: pr.resource,
 		Token:    pr.token,
-		Hold:     pr.route.Timeout,
+		Hold:     h.partnerHold(pr.route),
 		MaxWait:  pr.route.MaxWait,
 	}
 	scope := idempotencyScope(pr.route.Name, callerName(ctx))
@@ -77,7 +77,12 @@ func (h *partnerAPI) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if admission.Replay != nil {
 		h.g.logger(ctx).Debug("idempotent replay", "route", pr.route.Name, "resource", pr.resource, "status", admission.Replay.Status)
-		writeStoredResponse(w, r, admission.Replay, true)
+		stored, err := h.replayBody(ctx, pr, scope, admission.Replay)
+		if err != nil {
+			h.g.writeError(w, r, err)
+			return
+		}
+		writeStoredResponse(w, r, stored, true)
 		return
 	}
 	h.forwardAdmitted(w, r, pr, scope, admission)

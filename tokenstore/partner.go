@@ -443,7 +443,7 @@ func (h heldAdmission) finish(ctx context.Context, resp *api.StoredResponse) err
 			time.Sleep(time.Duration(attempt-1) * 100 * time.Millisecond)
 		}
 		err = h.finishOnce(ctx, resp, releaseMarker)
-		if err == nil || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil || errors.Is(err, api.ErrIdempotencyRecordLost) {
 			break
 		}
 	}
@@ -452,11 +452,6 @@ func (h heldAdmission) finish(ctx context.Context, resp *api.StoredResponse) err
 	}
 	return err
 }
-
-// errRecordLost says that the in-flight record was no longer this
-// admission's when the request finished: its lease expired while the
-// request was upstream.
-var errRecordLost = errors.New("idempotency record expired before the request finished")
 
 func (h heldAdmission) finishOnce(ctx context.Context, resp *api.StoredResponse, releaseMarker clientv3.Op) error {
 	s := h.partners.store
@@ -471,22 +466,28 @@ func (h heldAdmission) finishOnce(ctx context.Context, resp *api.StoredResponse,
 	if resp == nil {
 		recordOp = clientv3.OpDelete(h.record)
 	} else {
+		if resp.BodyRef != nil && len(resp.Body) > 0 {
+			return errors.New("a stored response has a body and a reference to one")
+		}
 		var err error
 		lease, err = h.partners.leases.lease(ctx, h.retention, retentionLeaseReuse)
 		if err != nil {
 			return err
 		}
-		value, err := encodeRecord(record{
+		r := record{
 			State:       stateComplete,
 			Fingerprint: h.claim.Fingerprint.String(),
 			Token:       h.token,
 			Resource:    h.resource,
+			Nonce:       h.nonce,
 			Status:      resp.Status,
 			Header:      resp.Header,
 			BodyOmitted: resp.BodyOmitted,
 			Completed:   time.Now().UTC().Format(time.RFC3339Nano),
 			body:        resp.Body,
-		})
+		}
+		r.setBodyRef(resp.BodyRef)
+		value, err := encodeRecord(r)
 		if err != nil {
 			return err
 		}
@@ -507,7 +508,7 @@ func (h heldAdmission) finishOnce(ctx context.Context, resp *api.StoredResponse,
 		return err
 	}
 	if !r.Succeeded {
-		return errRecordLost
+		return api.ErrIdempotencyRecordLost
 	}
 	return nil
 }
