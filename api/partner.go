@@ -53,6 +53,13 @@ var (
 	// stayed in flight for longer than the route lets a request wait.
 	// Nothing was forwarded.
 	ErrResourceBusy = errors.New("resource busy")
+	// ErrIdempotencyBudgetExhausted means the completed idempotency
+	// records of the request's route, or of its identity, hold as many
+	// records or bytes in the token store as their budget allows (see
+	// IdempotencyBudget). Nothing was forwarded and nothing was written; a
+	// retry with a key that has a record is still answered from it. Retry
+	// later, when records have expired.
+	ErrIdempotencyBudgetExhausted = errors.New("idempotency budget exhausted")
 	// ErrMissingIdempotencyKey means the route requires an
 	// Idempotency-Key header and the request had none.
 	ErrMissingIdempotencyKey = errors.New("missing idempotency key")
@@ -260,6 +267,29 @@ type IdempotencyClaim struct {
 	// Retention is how long a completed response is kept for replays.
 	// Zero means 24 hours.
 	Retention time.Duration
+	// Budgets bound what the completed records of the accounts they name
+	// may hold: a claim is refused with ErrIdempotencyBudgetExhausted,
+	// unless its key has a record already, while one of them is used up;
+	// its record, once complete, counts in each.
+	Budgets []IdempotencyBudget
+}
+
+// IdempotencyBudget bounds the completed idempotency records of one
+// account in the token store.
+type IdempotencyBudget struct {
+	// Account names what is counted, such as "route/payments" or
+	// "identity/alice": records of claims that name the same account
+	// count together.
+	Account string
+	// Records bounds their number, Bytes their size (keys and values).
+	// Zero or negative means no bound.
+	Records, Bytes int64
+}
+
+// IdempotencyUsage is what the completed idempotency records of an
+// account hold in the token store.
+type IdempotencyUsage struct {
+	Records, Bytes int64
 }
 
 // Admission is the token store's answer to a PartnerAdmission that was
