@@ -37,6 +37,7 @@ type PartnerRoute struct {
 	IdempotencyTTL         time.Duration // completed records, default 24h
 	MaxBodyBytes           int64         // request body, default 1 MiB
 	MaxStoredResponseBytes int64         // stored for replay, default 1 MiB
+	Budget                 PartnerBudget // what the route's completed idempotency records may hold in etcd, default 100,000 records and 256 MiB
 	StripHeaders           []string      // request headers never forwarded (on top of the hop-by-hop ones, X-Fence-*, Authorization, Cookie, which are always stripped)
 	ForwardHeaders         []string      // routing headers forwarded all the same, by exact name (see CheckForwardHeader); nil: none
 	AddHeaders             http.Header   // added upstream, values already resolved (e.g. the partner API key)
@@ -51,6 +52,53 @@ type PartnerRoute struct {
 	// path acts on, which fits only partners whose path names no
 	// resource. Invalid with a template Resource, which is the path.
 	ResourcePath string
+}
+
+// PartnerBudget bounds what completed idempotency records hold in etcd:
+// a partner route's (PartnerRoute.Budget), or an identity's over every
+// route (Config.PartnerIdentityBudget). A request with an
+// Idempotency-Key that would create a record while the budget is used
+// up is answered 503 idempotency-budget-exhausted, with Retry-After, and
+// nothing is forwarded or written; a retry of a key that has a record is
+// still answered from it. Records count from their completion until
+// their idempotency_ttl ends (and up to a 24th of it more), for every
+// gateway on the etcd cluster (see tokenstore's idempotency_usage.go):
+// requests in flight, and what other gateways completed in the last
+// second, can go past it.
+type PartnerBudget struct {
+	// Records bounds the number of records. Zero means
+	// DefaultPartnerBudgetRecords; negative means no bound.
+	Records int64
+	// Bytes bounds their size in etcd (keys and values; a record takes
+	// about 300 bytes to 5 KiB: answer bodies over 512 bytes are in the
+	// answer store, see WithPartnerAnswers). Zero means
+	// DefaultPartnerBudgetBytes; negative means no bound.
+	Bytes int64
+}
+
+// Defaults of PartnerBudget: enough for a route that completes a
+// keyed request a second for a day, at a few hundred bytes each, within
+// an eighth of etcd's default quota of 2 GiB.
+const (
+	DefaultPartnerBudgetRecords = 100_000
+	DefaultPartnerBudgetBytes   = 256 << 20
+)
+
+// withDefaults fills in the defaults of b's zero fields.
+func (b PartnerBudget) withDefaults() PartnerBudget {
+	if b.Records == 0 {
+		b.Records = DefaultPartnerBudgetRecords
+	}
+	if b.Bytes == 0 {
+		b.Bytes = DefaultPartnerBudgetBytes
+	}
+	return b
+}
+
+// account returns b as the token store's budget of account; a negative
+// bound is none.
+func (b PartnerBudget) account(account string) api.IdempotencyBudget {
+	return api.IdempotencyBudget{Account: account, Records: max(b.Records, 0), Bytes: max(b.Bytes, 0)}
 }
 
 // Defaults and limits of partner routes.
@@ -115,6 +163,7 @@ func WithPartnerAnswers(store AnswerStore) Option {
 // any, applies on top of each route's.
 func WithPartners(routes []PartnerRoute, store PartnerStore, client *http.Client) Option {
 	return func(g *Gateway) {
+		raw := store
 		if store != nil {
 			store = &instrumentedPartners{PartnerStore: store, m: g.metrics}
 		}
@@ -123,6 +172,8 @@ func WithPartners(routes []PartnerRoute, store PartnerStore, client *http.Client
 			g.optionErr = errors.Join(g.optionErr, fmt.Errorf("gateway: partner routes: %w", err))
 			return
 		}
+		h.budgets = newBudgetMetrics(h, raw)
+		g.metrics.registry.MustRegister(h.budgets)
 		g.mounts = append(g.mounts, h.mount)
 	}
 }
@@ -133,6 +184,9 @@ type partnerAPI struct {
 	store  PartnerStore
 	client *http.Client
 	routes map[string]*partnerRoute
+	// identityBudget is Config.PartnerIdentityBudget with its defaults.
+	identityBudget PartnerBudget
+	budgets        *budgetMetrics
 }
 
 // partnerRoute is a validated PartnerRoute with its defaults filled in.
@@ -149,7 +203,8 @@ func newPartnerAPI(g *Gateway, routes []PartnerRoute, store PartnerStore, client
 	if store == nil {
 		return nil, errors.New("nil partner store")
 	}
-	h := &partnerAPI{g: g, store: store, client: noRedirects(client), routes: make(map[string]*partnerRoute, len(routes))}
+	h := &partnerAPI{g: g, store: store, client: noRedirects(client), routes: make(map[string]*partnerRoute, len(routes)),
+		identityBudget: g.cfg.PartnerIdentityBudget.withDefaults()}
 	for i, rt := range routes {
 		route, err := compilePartnerRoute(rt)
 		if err != nil {
@@ -253,6 +308,7 @@ func compilePartnerRoute(rt PartnerRoute) (*partnerRoute, error) {
 		}
 		route.forward[http.CanonicalHeaderKey(name)] = true
 	}
+	route.Budget = rt.Budget.withDefaults()
 	route.AddHeaders = make(http.Header, len(rt.AddHeaders))
 	for name, values := range rt.AddHeaders {
 		canonical := http.CanonicalHeaderKey(name)

@@ -42,6 +42,7 @@ const holdLeaseReuse = time.Second
 type Partners struct {
 	store  *Store
 	leases *leasePool
+	usage  *usageLedger // idempotency budgets (idempotency_usage.go)
 }
 
 // NewPartners returns the partner admissions of store.
@@ -49,7 +50,7 @@ func NewPartners(store *Store) (*Partners, error) {
 	if store == nil {
 		return nil, errors.New("tokenstore: nil store")
 	}
-	return &Partners{store: store, leases: newLeasePool(store.client, store.timeout)}, nil
+	return &Partners{store: store, leases: newLeasePool(store.client, store.timeout), usage: newUsageLedger(store)}, nil
 }
 
 // CachedHighWaterMark is the Store's: a lower bound of resource's mark,
@@ -130,6 +131,16 @@ func (p *Partners) AdmitPartner(ctx context.Context, req api.PartnerAdmission) (
 		cancel()
 		if err != nil {
 			return api.Admission{}, fmt.Errorf("admit: %w", err)
+		}
+	}
+	if c := req.Idempotency; c != nil && len(c.Budgets) > 0 {
+		// A used-up budget refuses new records, not replays: see
+		// idempotency_usage.go.
+		if err := p.usage.overBudget(ctx, c.Budgets); err != nil {
+			if !errors.Is(err, api.ErrIdempotencyBudgetExhausted) {
+				return api.Admission{}, fmt.Errorf("admit %s: %w", req.Resource, err)
+			}
+			return p.lookUpRecord(ctx, req, err)
 		}
 	}
 	deadline := time.Now().Add(req.MaxWait)
@@ -463,6 +474,8 @@ func (h heldAdmission) finishOnce(ctx context.Context, resp *api.StoredResponse,
 	}
 	var recordOp clientv3.Op
 	var lease clientv3.LeaseID
+	var usageOps []clientv3.Op
+	undo := func() {}
 	if resp == nil {
 		recordOp = clientv3.OpDelete(h.record)
 	} else {
@@ -492,22 +505,34 @@ func (h heldAdmission) finishOnce(ctx context.Context, resp *api.StoredResponse,
 			return err
 		}
 		recordOp = clientv3.OpPut(h.record, string(value), clientv3.WithLease(lease))
+		// The record counts in its budgets' accounts from the
+		// transaction that completes it (idempotency_usage.go).
+		usageOps, undo, err = h.partners.usage.charge(ctx, h.claim.Budgets, h.retention, int64(len(h.record)+len(value)))
+		if err != nil {
+			return err
+		}
 	}
 	tctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	r, err := s.client.Txn(tctx).
 		If(clientv3.Compare(clientv3.CreateRevision(h.record), "=", h.revision)).
-		Then(recordOp, releaseMarker).
+		Then(append([]clientv3.Op{recordOp, releaseMarker}, usageOps...)...).
 		Else(releaseMarker).
 		Commit()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		// Nothing was written: forget whichever lease is gone.
+		undo()
 		h.partners.leases.forget(lease)
+		h.partners.usage.forgetAll()
 		return err
 	}
 	if err != nil {
+		// The outcome is unknown: the charge stays, erring on the side
+		// of the budget.
 		return err
 	}
 	if !r.Succeeded {
+		undo()
 		return api.ErrIdempotencyRecordLost
 	}
 	return nil
