@@ -26,8 +26,11 @@ const (
 	// stored response of an earlier request with the same key.
 	HeaderIdempotentReplayed = "Idempotent-Replayed"
 	// HeaderIdempotentBodyOmitted is "true" on a replayed answer whose
-	// original body was larger than the route's limit and was not stored:
-	// the replay has the status and headers, and an empty body.
+	// original body is not available: it was larger than the route's
+	// limit, or than what etcd keeps when no answer store is configured,
+	// or the answer store could not take it, or it is gone from there
+	// (expired, deleted, or not the bytes stored). The replay has the
+	// status and headers, and an empty body; nothing is forwarded again.
 	HeaderIdempotentBodyOmitted = "Idempotent-Body-Omitted"
 )
 

@@ -125,9 +125,10 @@ type PartnerStore interface {
 	// transaction, or finds the record's stored response to replay (see
 	// api.Admission). Refusals are *api.StaleTokenError,
 	// api.ErrImplausibleToken and api.ErrLockNotHeld (the resource's token
-	// check), api.ErrResourceBusy, api.ErrIdempotencyInFlight and
-	// api.ErrIdempotencyMismatch; api.ErrUnavailable means nothing may be
-	// forwarded.
+	// check), api.ErrResourceBusy, api.ErrIdempotencyInFlight,
+	// api.ErrIdempotencyMismatch and api.ErrIdempotencyBudgetExhausted
+	// (the claim's budgets are used up, and its key has no record);
+	// api.ErrUnavailable means nothing may be forwarded.
 	AdmitPartner(ctx context.Context, req api.PartnerAdmission) (api.Admission, error)
 }
 

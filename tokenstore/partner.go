@@ -79,6 +79,12 @@ func (s *Store) holdMargin() time.Duration { return 2*s.timeout + time.Second }
 // heldTxn), so that the token is the lock holder's at the revision that
 // raises the mark and takes the marker.
 //
+// With an idempotency claim whose budgets (api.IdempotencyBudget) are used
+// up, it only looks for the key's record, answers from it as below when
+// there is one, and otherwise fails with
+// api.ErrIdempotencyBudgetExhausted, writing nothing (see
+// idempotency_usage.go).
+//
 // With an idempotency claim, it then looks for the key's record: a
 // completed record with the same fingerprint is returned as
 // Admission.Replay (nothing else is checked: the request was admitted
@@ -107,7 +113,7 @@ func (s *Store) holdMargin() time.Duration { return 2*s.timeout + time.Second }
 // Errors: a *api.StaleTokenError, an error wrapping api.ErrImplausibleToken
 // or a *api.LockNotHeldError (api.ErrLockNotHeld),
 // api.ErrIdempotencyInFlight, api.ErrIdempotencyMismatch,
-// api.ErrResourceBusy, ctx's error when ctx ends while waiting, or
+// api.ErrIdempotencyBudgetExhausted, api.ErrResourceBusy, ctx's error when ctx ends while waiting, or
 // api.ErrUnavailable when etcd cannot decide (the outcome is then unknown,
 // and the caller must forward nothing; what the transaction may have taken
 // is removed on a best-effort basis, and otherwise expires with its lease).
