@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -223,6 +225,38 @@ func TestPartnerAnswerWriteFails(t *testing.T) {
 		t.Fatalf("replay = %d, %d bytes, %v; want the stored 200 without the body, marked omitted", r.status, len(r.body), r.header)
 	}
 	if n := partner.count(); n != 1 {
+		t.Fatalf("partner got %d calls; want 1", n)
+	}
+}
+
+// TestPartnerAnswerOfALostRecordIsDeleted: the request's in-flight record
+// disappears while the partner handles it (here deleted by hand, as its
+// lease expiring would): Finish stores nothing, and the gateway deletes
+// the body it wrote for that record, which no record will ever name.
+func TestPartnerAnswerOfALostRecordIsDeleted(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	client := etcd.Client(t)
+	var calls atomic.Int64
+	partner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		if _, err := client.Delete(r.Context(), "fencegate/idem/", clientv3.WithPrefix()); err != nil {
+			t.Errorf("delete the record: %v", err)
+		}
+		w.Write(hugeAnswer(1))
+	}))
+	t.Cleanup(partner.Close)
+	bucket := fmt.Sprintf("answers-%d", bucketSeq.Add(1))
+	gw, _ := startAnswerGateway(t, etcd, gateway.Config{}, []gateway.PartnerRoute{payRoute(t, partner.URL)}, gateway.WithPartnerAnswers(newAnswerStore(t, bucket, true)))
+	if r := partnerDo(t, gw, partnerReq{path: "pay/accounts/a1/huge", token: 1, key: "k-lost"}); r.status != 200 || !bytes.Equal(r.body, hugeAnswer(1)) {
+		t.Fatalf("first = %d with %d bytes; want the partner's 200 with its 64 KiB", r.status, len(r.body))
+	}
+	if records := idempotencyRecords(t, etcd); len(records) != 0 {
+		t.Fatalf("etcd holds %d records; want none (the record was lost)", len(records))
+	}
+	if objects := answerObjects(t, sharedS3.Minio(t), bucket); len(objects) != 0 {
+		t.Fatalf("the answer store holds %v; want nothing (the body of a lost record is deleted)", objects)
+	}
+	if n := calls.Load(); n != 1 {
 		t.Fatalf("partner got %d calls; want 1", n)
 	}
 }
