@@ -25,13 +25,14 @@ import (
 // nothing runs then to lower it. So each gateway keeps, per account and
 // per window of completion time, a usage key of its own:
 //
-//	<prefix>idem-usage/<account>/<window start>-<window length>/<writer>
+//	<prefix>idem-usage/<account>/<window start>-<length>-<retention>/<writer>
 //	    = "<seq> <records> <bytes>", each 20 digits
 //
 // bound to a lease that expires when every record completed in the window
 // has expired: the window's end plus the retention, plus the sharing of
 // retention leases and a second. The usage key goes with them, also when
-// its gateway is gone, so the sum over an account's usage keys is what its
+// its gateway is gone (records of another retention have keys of their
+// own), so the sum over an account's usage keys is what its
 // records hold, or more (a record is counted until its window's records
 // all expired). Windows are a 24th of the retention (between a minute and
 // an hour), so an account has at most 25 usage keys per gateway and
@@ -75,7 +76,7 @@ type usageLedger struct {
 
 	mu     sync.Mutex
 	counts map[string]*usageCount  // by usage key: this writer's
-	leases map[string]pooledLease  // by window: "<start>-<length>-<ttl>"
+	leases map[string]pooledLease  // by window: "<start>-<length>-<retention>"
 	cache  map[string]*cachedUsage // by account
 	grant  sync.Mutex              // one grant at a time
 }
@@ -175,17 +176,20 @@ func (l *usageLedger) charge(ctx context.Context, budgets []api.IdempotencyBudge
 	// retention and the sharing of retention leases (and a second of
 	// rounding): the usage key lives that long, and a second more.
 	ttl := ttlSeconds(start.Add(window).Sub(now) + retention + retentionLeaseReuse + 2*time.Second)
-	lease, err := l.windowLease(ctx, fmt.Sprintf("%d-%d-%d", start.Unix(), int64(window/time.Second), ttl), ttl)
+	// One lease per window and retention, granted at its first record:
+	// it lives until the window's last record has expired.
+	windowName := fmt.Sprintf("%d-%d-%d", start.Unix(), int64(window/time.Second), int64(retention/time.Second))
+	lease, err := l.windowLease(ctx, windowName, ttl)
 	if err != nil {
 		return nil, nil, err
 	}
-	expires := now.Add(time.Duration(ttl) * time.Second)
+	expires := start.Add(window + retention + retentionLeaseReuse + 2*time.Second)
 	var ops []clientv3.Op
 	var keys []string
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, b := range budgets {
-		key := fmt.Sprintf("%s%d-%d/%s", l.accountPrefix(b.Account), start.Unix(), int64(window/time.Second), l.writer)
+		key := l.accountPrefix(b.Account) + windowName + "/" + l.writer
 		c := l.counts[key]
 		if c == nil {
 			c = &usageCount{expires: expires}

@@ -5,8 +5,11 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"fencegate/api"
 	"fencegate/internal/testenv"
@@ -65,5 +68,39 @@ func TestIdempotencyBudgetAcrossStores(t *testing.T) {
 		if adm, err := p.AdmitPartner(context.Background(), claim(1, "k1")); err != nil || adm.Replay == nil {
 			t.Fatalf("%s: a key with a record over the budget = %+v, %v; want its replay", name, adm, err)
 		}
+	}
+}
+
+// TestIdempotencyUsageKeyPerWindow: records completed a second apart in
+// one window count in one usage key, on one lease that outlives them.
+func TestIdempotencyUsageKeyPerWindow(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	client := etcd.Client(t)
+	_, p := newPartners(t, client, time.Second)
+	usageLease := func() (clientv3.LeaseID, string) {
+		t.Helper()
+		resp, err := client.Get(t.Context(), "test/idem-usage/", clientv3.WithPrefix())
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("usage keys = %v, %v; want 1", resp.Kvs, err)
+		}
+		return clientv3.LeaseID(resp.Kvs[0].Lease), string(resp.Kvs[0].Value)
+	}
+	finish := func(key string) {
+		a := keyed(1, key, "x")
+		a.Resource = api.Resource("partner/payments/" + key)
+		a.Idempotency.Budgets = []api.IdempotencyBudget{{Account: "route/payments", Records: 10}}
+		mustFinish(t, mustAdmit(t, p, a), &api.StoredResponse{Status: 201})
+	}
+	finish("k1")
+	first, _ := usageLease()
+	time.Sleep(1100 * time.Millisecond) // another second: another TTL to the window's end
+	finish("k2")
+	second, value := usageLease()
+	if first != second || !strings.Contains(value, " 00000000000000000002 ") {
+		t.Fatalf("usage key on lease %x then %x, value %q; want one lease, 2 records", first, second, value)
+	}
+	ttl, err := client.TimeToLive(t.Context(), second)
+	if err != nil || time.Duration(ttl.TTL)*time.Second < 24*time.Hour {
+		t.Fatalf("usage lease TTL = %+v, %v; want over the records' 24 h", ttl, err)
 	}
 }
