@@ -164,7 +164,6 @@ func WithPartnerAnswers(store AnswerStore) Option {
 // any, applies on top of each route's.
 func WithPartners(routes []PartnerRoute, store PartnerStore, client *http.Client) Option {
 	return func(g *Gateway) {
-		raw := store
 		if store != nil {
 			store = &instrumentedPartners{PartnerStore: store, m: g.metrics}
 		}
@@ -173,7 +172,6 @@ func WithPartners(routes []PartnerRoute, store PartnerStore, client *http.Client
 			g.optionErr = errors.Join(g.optionErr, fmt.Errorf("gateway: partner routes: %w", err))
 			return
 		}
-		h.budgets = newBudgetMetrics(h, raw)
 		g.metrics.registry.MustRegister(h.budgets)
 		g.mounts = append(g.mounts, h.mount)
 	}
@@ -206,6 +204,7 @@ func newPartnerAPI(g *Gateway, routes []PartnerRoute, store PartnerStore, client
 	}
 	h := &partnerAPI{g: g, store: store, client: noRedirects(client), routes: make(map[string]*partnerRoute, len(routes)),
 		identityBudget: g.cfg.PartnerIdentityBudget.withDefaults()}
+	h.budgets = newBudgetMetrics(h, store)
 	for i, rt := range routes {
 		route, err := compilePartnerRoute(rt)
 		if err != nil {

@@ -41,6 +41,9 @@ func newBudgetMetrics(h *partnerAPI, store PartnerStore) *budgetMetrics {
 			Help: "Partner requests refused with 503 idempotency-budget-exhausted (the route's or the identity's budget of idempotency records was used up), by route. Nothing was forwarded.",
 		}, []string{"route"}),
 	}
+	if ip, ok := store.(*instrumentedPartners); ok {
+		store = ip.PartnerStore
+	}
 	m.usage, _ = store.(IdempotencyUsageReader)
 	return m
 }
