@@ -454,12 +454,20 @@ func (h heldAdmission) finish(ctx context.Context, resp *api.StoredResponse) err
 	releaseMarker := clientv3.OpTxn(
 		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(h.marker), "=", h.revision)},
 		[]clientv3.Op{clientv3.OpDelete(h.marker)}, nil)
+	f := finishing{undo: func() {}}
+	if h.record != "" && resp != nil {
+		value, err := h.completedRecord(resp)
+		if err != nil {
+			return fmt.Errorf("finish %s: %w", h.resource, err)
+		}
+		f.value = value
+	}
 	var err error
 	for attempt := 1; attempt <= finishAttempts; attempt++ {
 		if attempt > 1 {
 			time.Sleep(time.Duration(attempt-1) * 100 * time.Millisecond)
 		}
-		err = h.finishOnce(ctx, resp, releaseMarker)
+		err = h.finishOnce(ctx, &f, releaseMarker)
 		if err == nil || ctx.Err() != nil || errors.Is(err, api.ErrIdempotencyRecordLost) {
 			break
 		}
@@ -470,7 +478,41 @@ func (h heldAdmission) finish(ctx context.Context, resp *api.StoredResponse) err
 	return err
 }
 
-func (h heldAdmission) finishOnce(ctx context.Context, resp *api.StoredResponse, releaseMarker clientv3.Op) error {
+// finishing is what Finish's attempts share: the completed record's
+// value (nil: the record is dropped), and, once charged, the operations
+// that count it in its budgets and the function that takes that back
+// (see usageLedger.charge). An attempt of unknown outcome keeps the
+// charge, and the next attempt puts the same totals again: the record is
+// counted once.
+type finishing struct {
+	value    []byte
+	charged  bool
+	usageOps []clientv3.Op
+	undo     func()
+}
+
+// completedRecord is the value of h's record completed with resp.
+func (h heldAdmission) completedRecord(resp *api.StoredResponse) ([]byte, error) {
+	if resp.BodyRef != nil && len(resp.Body) > 0 {
+		return nil, errors.New("a stored response has a body and a reference to one")
+	}
+	r := record{
+		State:       stateComplete,
+		Fingerprint: h.claim.Fingerprint.String(),
+		Token:       h.token,
+		Resource:    h.resource,
+		Nonce:       h.nonce,
+		Status:      resp.Status,
+		Header:      resp.Header,
+		BodyOmitted: resp.BodyOmitted,
+		Completed:   time.Now().UTC().Format(time.RFC3339Nano),
+		body:        resp.Body,
+	}
+	r.setBodyRef(resp.BodyRef)
+	return encodeRecord(r)
+}
+
+func (h heldAdmission) finishOnce(ctx context.Context, f *finishing, releaseMarker clientv3.Op) error {
 	s := h.partners.store
 	if h.record == "" {
 		tctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -480,54 +522,37 @@ func (h heldAdmission) finishOnce(ctx context.Context, resp *api.StoredResponse,
 	}
 	var recordOp clientv3.Op
 	var lease clientv3.LeaseID
-	var usageOps []clientv3.Op
-	undo := func() {}
-	if resp == nil {
+	if f.value == nil {
 		recordOp = clientv3.OpDelete(h.record)
 	} else {
-		if resp.BodyRef != nil && len(resp.Body) > 0 {
-			return errors.New("a stored response has a body and a reference to one")
-		}
 		var err error
 		lease, err = h.partners.leases.lease(ctx, h.retention, retentionLeaseReuse)
 		if err != nil {
 			return err
 		}
-		r := record{
-			State:       stateComplete,
-			Fingerprint: h.claim.Fingerprint.String(),
-			Token:       h.token,
-			Resource:    h.resource,
-			Nonce:       h.nonce,
-			Status:      resp.Status,
-			Header:      resp.Header,
-			BodyOmitted: resp.BodyOmitted,
-			Completed:   time.Now().UTC().Format(time.RFC3339Nano),
-			body:        resp.Body,
-		}
-		r.setBodyRef(resp.BodyRef)
-		value, err := encodeRecord(r)
-		if err != nil {
-			return err
-		}
-		recordOp = clientv3.OpPut(h.record, string(value), clientv3.WithLease(lease))
-		// The record counts in its budgets' accounts from the
-		// transaction that completes it (idempotency_usage.go).
-		usageOps, undo, err = h.partners.usage.charge(ctx, h.claim.Budgets, h.retention, int64(len(h.record)+len(value)))
-		if err != nil {
-			return err
+		recordOp = clientv3.OpPut(h.record, string(f.value), clientv3.WithLease(lease))
+		if !f.charged {
+			// The record counts in its budgets' accounts from the
+			// transaction that completes it (idempotency_usage.go).
+			f.usageOps, f.undo, err = h.partners.usage.charge(ctx, h.claim.Budgets, h.retention, int64(len(h.record)+len(f.value)))
+			if err != nil {
+				return err
+			}
+			f.charged = true
 		}
 	}
 	tctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	r, err := s.client.Txn(tctx).
 		If(clientv3.Compare(clientv3.CreateRevision(h.record), "=", h.revision)).
-		Then(append([]clientv3.Op{recordOp, releaseMarker}, usageOps...)...).
+		Then(append([]clientv3.Op{recordOp, releaseMarker}, f.usageOps...)...).
 		Else(releaseMarker).
 		Commit()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		// Nothing was written: forget whichever lease is gone.
-		undo()
+		// Nothing was written: forget whichever lease is gone, and
+		// charge again with the next attempt's.
+		f.undo()
+		f.charged, f.usageOps, f.undo = false, nil, func() {}
 		h.partners.leases.forget(lease)
 		h.partners.usage.forgetAll()
 		return err
@@ -538,7 +563,7 @@ func (h heldAdmission) finishOnce(ctx context.Context, resp *api.StoredResponse,
 		return err
 	}
 	if !r.Succeeded {
-		undo()
+		f.undo()
 		return api.ErrIdempotencyRecordLost
 	}
 	return nil
