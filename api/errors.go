@@ -145,6 +145,7 @@ var classes = []class{
 	{ErrIdempotencyInFlight, "idempotency-in-flight", "Request with this idempotency key in flight", http.StatusConflict, true},
 	{ErrIdempotencyMismatch, "idempotency-mismatch", "Idempotency key reused for a different request", http.StatusUnprocessableEntity, false},
 	{ErrResourceBusy, "resource-busy", "Resource busy", http.StatusServiceUnavailable, true},
+	{ErrIdempotencyBudgetExhausted, "idempotency-budget-exhausted", "Idempotency budget exhausted", http.StatusServiceUnavailable, true},
 	{ErrMissingIdempotencyKey, "missing-idempotency-key", "Missing idempotency key", http.StatusBadRequest, false},
 	{ErrMalformedIdempotencyKey, "malformed-idempotency-key", "Malformed idempotency key", http.StatusBadRequest, false},
 	{ErrLockNotHeld, "lock-not-held", "Lock not held", http.StatusConflict, false},

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -27,8 +26,11 @@ const (
 	// stored response of an earlier request with the same key.
 	HeaderIdempotentReplayed = "Idempotent-Replayed"
 	// HeaderIdempotentBodyOmitted is "true" on a replayed answer whose
-	// original body was larger than the route's limit and was not stored:
-	// the replay has the status and headers, and an empty body.
+	// original body is not available: it was larger than the route's
+	// limit, or than what etcd keeps when no answer store is configured,
+	// or the answer store could not take it, or it is gone from there
+	// (expired, deleted, or not the bytes stored). The replay has the
+	// status and headers, and an empty body; nothing is forwarded again.
 	HeaderIdempotentBodyOmitted = "Idempotent-Body-Omitted"
 )
 
@@ -54,6 +56,13 @@ var (
 	// stayed in flight for longer than the route lets a request wait.
 	// Nothing was forwarded.
 	ErrResourceBusy = errors.New("resource busy")
+	// ErrIdempotencyBudgetExhausted means the completed idempotency
+	// records of the request's route, or of its identity, hold as many
+	// records or bytes in the token store as their budget allows (see
+	// IdempotencyBudget). Nothing was forwarded and nothing was written; a
+	// retry with a key that has a record is still answered from it. Retry
+	// later, when records have expired.
+	ErrIdempotencyBudgetExhausted = errors.New("idempotency budget exhausted")
 	// ErrMissingIdempotencyKey means the route requires an
 	// Idempotency-Key header and the request had none.
 	ErrMissingIdempotencyKey = errors.New("missing idempotency key")
@@ -66,6 +75,12 @@ var (
 	// request reached the partner (such as a refused connection), so
 	// that the outcome is known: nothing happened there.
 	ErrNotForwarded = errors.New("request not forwarded")
+	// ErrIdempotencyRecordLost is not an error class either: Finish wraps
+	// it, with ErrUnavailable, when the request's in-flight idempotency
+	// record was no longer its own (its lease expired while the request
+	// was upstream), so nothing was stored. The gateway then deletes the
+	// copy of the answer's body it wrote for that record.
+	ErrIdempotencyRecordLost = errors.New("idempotency record expired before the request finished")
 )
 
 // PartnerResource returns the resource name of a partner route's resource:
@@ -195,31 +210,6 @@ func (p PartnerPath) Escaped() string {
 	return strings.Join(escaped, "/")
 }
 
-// PartnerCall is one request to forward to a partner.
-type PartnerCall struct {
-	Method string
-	// Path goes below the upstream's base URL.
-	Path PartnerPath
-	// RawQuery is forwarded as is (without '?').
-	RawQuery string
-	// Header holds the client's request headers; the backend drops
-	// hop-by-hop headers and the route's stripped ones, and adds its own.
-	Header http.Header
-	// Body is the whole request body (nil: none).
-	Body []byte
-	// Token is sent upstream as X-Fence-Token.
-	Token Token
-}
-
-// PartnerResponse is a partner's answer. The caller closes Body.
-type PartnerResponse struct {
-	Status int
-	Header http.Header
-	// Body fails with an error wrapping ErrUpstream (or
-	// ErrUpstreamTimeout) when the partner's answer is cut short.
-	Body io.ReadCloser
-}
-
 // StoredResponse is the response stored under an idempotency key, to be
 // replayed to retries.
 type StoredResponse struct {
@@ -227,9 +217,27 @@ type StoredResponse struct {
 	// Header holds Content-Type and the route's allow-listed headers.
 	Header http.Header
 	Body   []byte
-	// BodyOmitted is true when the body was larger than the route's limit
-	// and was not stored (Body is then empty).
+	// BodyOmitted is true when the body was not stored (Body is then
+	// empty): it was larger than the route's limit, or, for a body that
+	// goes to the answer store (BodyRef), that store could not take it.
 	BodyOmitted bool
+	// BodyRef, when not nil, says that the body is not in Body (which is
+	// empty) but in the gateway's answer store, and what it must be
+	// there. The token store keeps it with the record, in place of the
+	// body.
+	BodyRef *BodyRef
+}
+
+// BodyRef names a stored response's body that the gateway keeps in its
+// answer store rather than in the token store, and says what it is: a
+// body read back from there is the stored one only if its size and
+// SHA-256 are these.
+type BodyRef struct {
+	// ID is the admission's (Admission.ID): with the idempotency scope and
+	// key, it names the body in the answer store.
+	ID     string
+	Size   int64
+	SHA256 [sha256.Size]byte
 }
 
 // PartnerAdmission is what the token store decides on before a request is
@@ -262,6 +270,29 @@ type IdempotencyClaim struct {
 	// Retention is how long a completed response is kept for replays.
 	// Zero means 24 hours.
 	Retention time.Duration
+	// Budgets bound what the completed records of the accounts they name
+	// may hold: a claim is refused with ErrIdempotencyBudgetExhausted,
+	// unless its key has a record already, while one of them is used up;
+	// its record, once complete, counts in each.
+	Budgets []IdempotencyBudget
+}
+
+// IdempotencyBudget bounds the completed idempotency records of one
+// account in the token store.
+type IdempotencyBudget struct {
+	// Account names what is counted, such as "route/payments" or
+	// "identity/alice": records of claims that name the same account
+	// count together.
+	Account string
+	// Records bounds their number, Bytes their size (keys and values).
+	// Zero or negative means no bound.
+	Records, Bytes int64
+}
+
+// IdempotencyUsage is what the completed idempotency records of an
+// account hold in the token store.
+type IdempotencyUsage struct {
+	Records, Bytes int64
 }
 
 // Admission is the token store's answer to a PartnerAdmission that was
@@ -285,4 +316,9 @@ type Admission struct {
 	// start an upstream call that may outlast it. Zero means unknown:
 	// nothing may be sent.
 	Expires time.Time
+	// ID, with Finish, tells this admission from every other, also from
+	// earlier and later ones with the same idempotency key: the gateway
+	// names the answer store's copy of the answer's body with it (see
+	// BodyRef).
+	ID string
 }

@@ -71,6 +71,11 @@ type Config struct {
 	// Retry-After, beyond. A client is its identity when auth is on, else
 	// its remote address's host. Zero means no limit.
 	MaxRequestsPerClient int
+	// PartnerIdentityBudget bounds what the completed idempotency
+	// records of each identity ("" without auth is one), over every
+	// partner route, may hold in etcd (see PartnerBudget). Zero fields
+	// take PartnerBudget's defaults.
+	PartnerIdentityBudget PartnerBudget
 	// WriteAttempts bounds observe-fence-write rounds per request when the
 	// write loses a race to another writer. Zero means 3.
 	WriteAttempts int
@@ -185,6 +190,9 @@ type Gateway struct {
 	// noSpaceHints limits how often the gateway logs what to do when
 	// etcd is out of space.
 	noSpaceHints everyInterval
+	// answers keeps partner answers' bodies (WithPartnerAnswers); nil:
+	// none.
+	answers AnswerStore
 	// mounts add optional route groups (see Option).
 	mounts []func(chi.Router)
 	// auth authenticates and authorizes requests; nil without WithAuth.

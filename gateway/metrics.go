@@ -302,7 +302,7 @@ func (p *instrumentedPartners) AdmitPartner(ctx context.Context, req api.Partner
 	case err == nil:
 	case errors.Is(err, api.ErrStaleToken):
 		result = fenceStale
-	case refusal(err), errors.Is(err, api.ErrResourceBusy), errors.Is(err, api.ErrIdempotencyInFlight), errors.Is(err, api.ErrIdempotencyMismatch):
+	case refusal(err), errors.Is(err, api.ErrResourceBusy), errors.Is(err, api.ErrIdempotencyInFlight), errors.Is(err, api.ErrIdempotencyMismatch), errors.Is(err, api.ErrIdempotencyBudgetExhausted):
 		result = fenceRefused
 	case ctx.Err() != nil:
 		// The client left while waiting: no decision, and no fault of etcd.

@@ -64,6 +64,8 @@ func openAPIOptions(stores openAPIStores, partner, down *url.URL) map[string]Opt
 			APIKeys: []APIKey{{SHA256: sum("admin-key"), Identity: "ci"}, {SHA256: sum("reader-key"), Identity: "reader"}},
 		}),
 		"WithLocks": WithLocks(stores),
+		// No routes of its own: where partner answers' bodies are kept.
+		"WithPartnerAnswers": WithPartnerAnswers(nil),
 		"WithPartners": WithPartners([]PartnerRoute{
 			{Name: "payments", Upstream: partner, Methods: []string{http.MethodPost}, Resource: "accounts/{account}", RequireIdempotencyKey: true},
 			{Name: "down", Upstream: down, Methods: []string{http.MethodPost}, Resource: ResourceFromHeader},

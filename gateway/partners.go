@@ -37,6 +37,7 @@ type PartnerRoute struct {
 	IdempotencyTTL         time.Duration // completed records, default 24h
 	MaxBodyBytes           int64         // request body, default 1 MiB
 	MaxStoredResponseBytes int64         // stored for replay, default 1 MiB
+	Budget                 PartnerBudget // what the route's completed idempotency records may hold in etcd, default 100,000 records and 256 MiB
 	StripHeaders           []string      // request headers never forwarded (on top of the hop-by-hop ones, X-Fence-*, Authorization, Cookie, which are always stripped)
 	ForwardHeaders         []string      // routing headers forwarded all the same, by exact name (see CheckForwardHeader); nil: none
 	AddHeaders             http.Header   // added upstream, values already resolved (e.g. the partner API key)
@@ -51,6 +52,53 @@ type PartnerRoute struct {
 	// path acts on, which fits only partners whose path names no
 	// resource. Invalid with a template Resource, which is the path.
 	ResourcePath string
+}
+
+// PartnerBudget bounds what completed idempotency records hold in etcd:
+// a partner route's (PartnerRoute.Budget), or an identity's over every
+// route (Config.PartnerIdentityBudget). A request with an
+// Idempotency-Key that would create a record while the budget is used
+// up is answered 503 idempotency-budget-exhausted, with Retry-After, and
+// nothing is forwarded or written; a retry of a key that has a record is
+// still answered from it. Records count from their completion until
+// their idempotency_ttl ends (and up to a 24th of it more), for every
+// gateway on the etcd cluster (see tokenstore's idempotency_usage.go):
+// requests in flight, and what other gateways completed in the last
+// second, can go past it.
+type PartnerBudget struct {
+	// Records bounds the number of records. Zero means
+	// DefaultPartnerBudgetRecords; negative means no bound.
+	Records int64
+	// Bytes bounds their size in etcd (keys and values; a record takes
+	// about 300 bytes to 5 KiB: answer bodies over 512 bytes are in the
+	// answer store, see WithPartnerAnswers). Zero means
+	// DefaultPartnerBudgetBytes; negative means no bound.
+	Bytes int64
+}
+
+// Defaults of PartnerBudget: enough for a route that completes a
+// keyed request a second for a day, at a few hundred bytes each, within
+// an eighth of etcd's default quota of 2 GiB.
+const (
+	DefaultPartnerBudgetRecords = 100_000
+	DefaultPartnerBudgetBytes   = 256 << 20
+)
+
+// withDefaults fills in the defaults of b's zero fields.
+func (b PartnerBudget) withDefaults() PartnerBudget {
+	if b.Records == 0 {
+		b.Records = DefaultPartnerBudgetRecords
+	}
+	if b.Bytes == 0 {
+		b.Bytes = DefaultPartnerBudgetBytes
+	}
+	return b
+}
+
+// account returns b as the token store's budget of account; a negative
+// bound is none.
+func (b PartnerBudget) account(account string) api.IdempotencyBudget {
+	return api.IdempotencyBudget{Account: account, Records: max(b.Records, 0), Bytes: max(b.Bytes, 0)}
 }
 
 // Defaults and limits of partner routes.
@@ -77,10 +125,36 @@ type PartnerStore interface {
 	// transaction, or finds the record's stored response to replay (see
 	// api.Admission). Refusals are *api.StaleTokenError,
 	// api.ErrImplausibleToken and api.ErrLockNotHeld (the resource's token
-	// check), api.ErrResourceBusy, api.ErrIdempotencyInFlight and
-	// api.ErrIdempotencyMismatch; api.ErrUnavailable means nothing may be
-	// forwarded.
+	// check), api.ErrResourceBusy, api.ErrIdempotencyInFlight,
+	// api.ErrIdempotencyMismatch and api.ErrIdempotencyBudgetExhausted
+	// (the claim's budgets are used up, and its key has no record);
+	// api.ErrUnavailable means nothing may be forwarded.
 	AdmitPartner(ctx context.Context, req api.PartnerAdmission) (api.Admission, error)
+}
+
+// AnswerStore keeps the bodies of stored partner answers outside the
+// token store, so that etcd keeps only their digests (see
+// maxInlineAnswerBytes). The S3 backend implements it (s3.Answers), on a
+// bucket and prefix of the gateway's own. Names are those answerName
+// makes: 64 hex digits, '/', 16 hex digits.
+type AnswerStore interface {
+	// PutAnswer stores body under name, replacing any; an error means
+	// it may or may not be stored.
+	PutAnswer(ctx context.Context, name string, body []byte) error
+	// GetAnswer returns the body stored under name: api.ErrNotFound when
+	// there is none (it expired, or was deleted); any other error means
+	// it could not be read now.
+	GetAnswer(ctx context.Context, name string) ([]byte, error)
+	// DeleteAnswer deletes it; a name with nothing stored is no error.
+	DeleteAnswer(ctx context.Context, name string) error
+}
+
+// WithPartnerAnswers makes the partner routes keep answer bodies larger
+// than maxInlineAnswerBytes in store, and only their size and digest in
+// the idempotency record. Without it, replays of such answers have the
+// status and headers, and no body (Idempotent-Body-Omitted: true).
+func WithPartnerAnswers(store AnswerStore) Option {
+	return func(g *Gateway) { g.answers = store }
 }
 
 // WithPartners mounts ANY /v1/partners/{route}/* for routes; New fails if a route is invalid or names repeat.
@@ -98,6 +172,7 @@ func WithPartners(routes []PartnerRoute, store PartnerStore, client *http.Client
 			g.optionErr = errors.Join(g.optionErr, fmt.Errorf("gateway: partner routes: %w", err))
 			return
 		}
+		g.metrics.registry.MustRegister(h.budgets)
 		g.mounts = append(g.mounts, h.mount)
 	}
 }
@@ -108,6 +183,9 @@ type partnerAPI struct {
 	store  PartnerStore
 	client *http.Client
 	routes map[string]*partnerRoute
+	// identityBudget is Config.PartnerIdentityBudget with its defaults.
+	identityBudget PartnerBudget
+	budgets        *budgetMetrics
 }
 
 // partnerRoute is a validated PartnerRoute with its defaults filled in.
@@ -124,7 +202,9 @@ func newPartnerAPI(g *Gateway, routes []PartnerRoute, store PartnerStore, client
 	if store == nil {
 		return nil, errors.New("nil partner store")
 	}
-	h := &partnerAPI{g: g, store: store, client: noRedirects(client), routes: make(map[string]*partnerRoute, len(routes))}
+	h := &partnerAPI{g: g, store: store, client: noRedirects(client), routes: make(map[string]*partnerRoute, len(routes)),
+		identityBudget: g.cfg.PartnerIdentityBudget.withDefaults()}
+	h.budgets = newBudgetMetrics(h, store)
 	for i, rt := range routes {
 		route, err := compilePartnerRoute(rt)
 		if err != nil {
@@ -228,6 +308,7 @@ func compilePartnerRoute(rt PartnerRoute) (*partnerRoute, error) {
 		}
 		route.forward[http.CanonicalHeaderKey(name)] = true
 	}
+	route.Budget = rt.Budget.withDefaults()
 	route.AddHeaders = make(http.Header, len(rt.AddHeaders))
 	for name, values := range rt.AddHeaders {
 		canonical := http.CanonicalHeaderKey(name)

@@ -126,6 +126,32 @@ var storedHeaders = []string{
 	"Location", "Etag", "Last-Modified",
 }
 
+// maxStoredHeaderBytes bounds the storedHeaders kept with a stored
+// response (names and values), which etcd holds: a partner's headers can
+// be as large as the HTTP client takes (1 MiB).
+const maxStoredHeaderBytes = 4 << 10
+
+// storedHeader returns the storedHeaders of h, in their order, as long as
+// they fit in maxStoredHeaderBytes together; a header that does not fit
+// is left out of the stored response (the first client still gets it).
+func storedHeader(h http.Header) http.Header {
+	out := http.Header{}
+	size := 0
+	for _, name := range storedHeaders {
+		values := h.Values(name)
+		n := len(name)
+		for _, v := range values {
+			n += len(v)
+		}
+		if len(values) == 0 || size+n > maxStoredHeaderBytes {
+			continue
+		}
+		size += n
+		out[name] = append([]string(nil), values...)
+	}
+	return out
+}
+
 // forwardAdmitted calls the upstream for an admitted request, completes
 // its admission (storing the response under its idempotency key, and
 // releasing the resource's in-flight marker), and answers the client.
@@ -144,54 +170,31 @@ var storedHeaders = []string{
 // drops the record, so that a retry with the same key is forwarded.
 func (h *partnerAPI) forwardAdmitted(w http.ResponseWriter, r *http.Request, pr partnerRequest, scope string, adm api.Admission) {
 	ctx := r.Context()
-	log := h.g.logger(ctx)
 	if hook := h.g.hooks.BeforePartnerCall; hook != nil {
 		hook(ctx, pr.resource, pr.token)
 	}
 	upCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pr.route.Timeout)
 	defer cancel()
 
-	resp, err := h.call(upCtx, r, pr, scope, adm.Expires)
+	// The call must end early enough to leave the answer store's write
+	// its time before the marker may expire (see partnerHold).
+	resp, err := h.call(upCtx, r, pr, scope, adm.Expires.Add(-h.answerWriteTime()))
+	var head []byte
+	if err == nil {
+		defer resp.Body.Close()
+		// Read what is stored before answering, so that the record is
+		// complete (and the marker gone) by the time the client sees
+		// the answer: a client that retries at once gets the replay.
+		head, err = io.ReadAll(io.LimitReader(resp.Body, pr.route.MaxStoredResponseBytes+1))
+		if err != nil {
+			err = upstreamError(upCtx, fmt.Errorf("partner %s: reading the answer: %w", pr.route.Name, err))
+		}
+	}
+	whole := int64(len(head)) <= pr.route.MaxStoredResponseBytes
+	h.finish(ctx, pr, scope, adm, h.outcome(r, resp, head, whole, err))
 	if err != nil {
-		var stored *api.StoredResponse
-		if !errors.Is(err, api.ErrNotForwarded) {
-			stored = problemResponse(r, err)
-		}
-		if ferr := adm.Finish(finishContext(ctx), stored); ferr != nil {
-			log.Warn("partner request not recorded", "route", pr.route.Name, "resource", pr.resource, "err", ferr)
-		}
 		h.g.writeError(w, r, err)
 		return
-	}
-	defer resp.Body.Close()
-
-	// Read what is stored before answering, so that the record is
-	// complete (and the marker gone) by the time the client sees the
-	// answer: a client that retries at once gets the replay.
-	limit := pr.route.MaxStoredResponseBytes
-	head, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		err = upstreamError(upCtx, fmt.Errorf("partner %s: reading the answer: %w", pr.route.Name, err))
-		if ferr := adm.Finish(finishContext(ctx), problemResponse(r, err)); ferr != nil {
-			log.Warn("partner request not recorded", "route", pr.route.Name, "resource", pr.resource, "err", ferr)
-		}
-		h.g.writeError(w, r, err)
-		return
-	}
-	stored := &api.StoredResponse{Status: resp.StatusCode, Header: http.Header{}}
-	for _, name := range storedHeaders {
-		if values := resp.Header.Values(name); len(values) > 0 {
-			stored.Header[name] = append([]string(nil), values...)
-		}
-	}
-	whole := int64(len(head)) <= limit
-	if whole {
-		stored.Body = head
-	} else {
-		stored.BodyOmitted = true
-	}
-	if ferr := adm.Finish(finishContext(ctx), stored); ferr != nil {
-		log.Warn("partner request not recorded", "route", pr.route.Name, "resource", pr.resource, "err", ferr)
 	}
 
 	header := w.Header()
@@ -214,7 +217,53 @@ func (h *partnerAPI) forwardAdmitted(w http.ResponseWriter, r *http.Request, pr 
 		return
 	}
 	if _, err := io.Copy(w, resp.Body); err != nil {
-		log.Info("partner answer cut short", "route", pr.route.Name, "err", err)
+		h.g.logger(ctx).Info("partner answer cut short", "route", pr.route.Name, "err", err)
+	}
+}
+
+// outcome is what is stored of a call: nothing when it never reached the
+// partner (err wraps api.ErrNotForwarded), the gateway's problem answer
+// when it failed after it may have, and otherwise the partner's status,
+// storedHeaders, and its body head when whole (else the body is omitted).
+func (h *partnerAPI) outcome(r *http.Request, resp *http.Response, head []byte, whole bool, err error) *api.StoredResponse {
+	switch {
+	case errors.Is(err, api.ErrNotForwarded):
+		return nil
+	case err != nil:
+		return problemResponse(r, err)
+	}
+	stored := &api.StoredResponse{Status: resp.StatusCode, Header: storedHeader(resp.Header)}
+	if whole {
+		stored.Body = head
+	} else {
+		stored.BodyOmitted = true
+	}
+	return stored
+}
+
+// finish completes the admission with stored (see api.Admission.Finish),
+// first moving a body larger than maxInlineAnswerBytes to the answer
+// store (storeBody). A failure is logged: the client still gets its
+// answer, and the marker and record expire with their lease. When the
+// record turned out to be gone, the body written for it is deleted.
+func (h *partnerAPI) finish(ctx context.Context, pr partnerRequest, scope string, adm api.Admission, stored *api.StoredResponse) {
+	ctx = finishContext(ctx)
+	log := h.g.logger(ctx)
+	var name string // of the body in the answer store, if it went there
+	if stored != nil && pr.key != "" {
+		stored, name = h.storeBody(ctx, pr, scope, adm, stored)
+	}
+	err := adm.Finish(ctx, stored)
+	if err == nil {
+		return
+	}
+	log.Warn("partner request not recorded", "route", pr.route.Name, "resource", pr.resource, "err", err)
+	if name != "" && errors.Is(err, api.ErrIdempotencyRecordLost) {
+		dctx, cancel := context.WithTimeout(ctx, answerStoreTimeout)
+		defer cancel()
+		if err := h.g.answers.DeleteAnswer(dctx, name); err != nil {
+			log.Info("answer body of a lost record not deleted (the bucket's lifecycle rule will)", "route", pr.route.Name, "err", err)
+		}
 	}
 }
 

@@ -52,7 +52,7 @@ func (h *partnerAPI) serve(w http.ResponseWriter, r *http.Request) {
 	adm := api.PartnerAdmission{
 		Resource: pr.resource,
 		Token:    pr.token,
-		Hold:     pr.route.Timeout,
+		Hold:     h.partnerHold(pr.route),
 		MaxWait:  pr.route.MaxWait,
 	}
 	scope := idempotencyScope(pr.route.Name, callerName(ctx))
@@ -62,6 +62,10 @@ func (h *partnerAPI) serve(w http.ResponseWriter, r *http.Request) {
 			Key:         pr.key,
 			Fingerprint: api.NewFingerprint(r.Method, string(pr.resource)+" "+pr.target.RequestURI(), pr.body, pr.token),
 			Retention:   pr.route.IdempotencyTTL,
+			Budgets: []api.IdempotencyBudget{
+				pr.route.Budget.account(routeAccount(pr.route.Name)),
+				h.identityBudget.account(identityAccount(callerName(ctx))),
+			},
 		}
 	}
 	admission, err := h.store.AdmitPartner(ctx, adm)
@@ -72,12 +76,20 @@ func (h *partnerAPI) serve(w http.ResponseWriter, r *http.Request) {
 			h.g.logger(ctx).Info("partner request abandoned while waiting", "route", pr.route.Name, "resource", pr.resource)
 			return
 		}
+		if errors.Is(err, api.ErrIdempotencyBudgetExhausted) {
+			h.budgets.refusals.WithLabelValues(pr.route.Name).Inc()
+		}
 		h.g.writeError(w, r, fmt.Errorf("partner %s: %w", pr.route.Name, err))
 		return
 	}
 	if admission.Replay != nil {
 		h.g.logger(ctx).Debug("idempotent replay", "route", pr.route.Name, "resource", pr.resource, "status", admission.Replay.Status)
-		writeStoredResponse(w, r, admission.Replay, true)
+		stored, err := h.replayBody(ctx, pr, scope, admission.Replay)
+		if err != nil {
+			h.g.writeError(w, r, err)
+			return
+		}
+		writeStoredResponse(w, r, stored, true)
 		return
 	}
 	h.forwardAdmitted(w, r, pr, scope, admission)
@@ -190,6 +202,12 @@ func readPartnerBody(r *http.Request, limit int64) ([]byte, error) {
 	}
 	return body, nil
 }
+
+// routeAccount and identityAccount name the token store's accounts of
+// idempotency records (api.IdempotencyBudget) of a route and of an
+// identity.
+func routeAccount(route string) string       { return "route/" + route }
+func identityAccount(identity string) string { return "identity/" + identity }
 
 // idempotencyScope is where an idempotency key is unique: the route and
 // the caller. The caller's name is escaped, so that it holds no '/', and

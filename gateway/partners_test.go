@@ -29,8 +29,8 @@ import (
 
 // partnerServer is a partner API on httptest that records every request
 // it gets and measures how many overlap, per resource (the path segment
-// after "accounts") and in all. Paths ending in /slow, /fail, /redirect
-// and /big answer differently (see ServeHTTP).
+// after "accounts") and in all. Paths ending in /slow, /fail, /redirect,
+// /big and /huge answer differently (see ServeHTTP).
 type partnerServer struct {
 	*httptest.Server
 	delay time.Duration
@@ -115,6 +115,10 @@ func (p *partnerServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "partner failed on call %d", n)
 	case strings.HasSuffix(r.URL.Path, "/redirect"):
 		http.Redirect(w, r, redirectTo, http.StatusFound)
+	case strings.HasSuffix(r.URL.Path, "/huge"):
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Location", fmt.Sprintf("/reports/r_%d", n))
+		w.Write(hugeAnswer(n))
 	case strings.HasSuffix(r.URL.Path, "/big"):
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Write(bytes.Repeat([]byte("x"), 4<<10))
@@ -125,6 +129,16 @@ func (p *partnerServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)
 		json.NewEncoder(w).Encode(map[string]any{"call": n, "path": r.URL.Path, "token": token})
 	}
+}
+
+// hugeAnswer is the body of the n-th call's answer to /huge: 64 KiB,
+// different for every call.
+func hugeAnswer(n int) []byte {
+	var b bytes.Buffer
+	for i := 0; b.Len() < 64<<10; i++ {
+		fmt.Fprintf(&b, "call %d line %d\n", n, i)
+	}
+	return b.Bytes()[:64<<10]
 }
 
 func (p *partnerServer) count() int {

@@ -2,6 +2,7 @@ package tokenstore
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,8 +59,35 @@ type record struct {
 	Status      int                 `json:"status,omitempty"`
 	Header      map[string][]string `json:"header,omitempty"`
 	BodyOmitted bool                `json:"body_omitted,omitempty"`
-	Completed   string              `json:"completed,omitempty"`
-	body        []byte
+	// The body's reference (api.BodyRef), when the gateway keeps it in
+	// its answer store: the record then holds no body.
+	BodyID     string `json:"body_id,omitempty"`
+	BodySize   int64  `json:"body_size,omitempty"`
+	BodySHA256 string `json:"body_sha256,omitempty"`
+	Completed  string `json:"completed,omitempty"`
+	body       []byte
+}
+
+// setBodyRef records ref in r; nil records none.
+func (r *record) setBodyRef(ref *api.BodyRef) {
+	if ref == nil {
+		return
+	}
+	r.BodyID, r.BodySize, r.BodySHA256 = ref.ID, ref.Size, hex.EncodeToString(ref.SHA256[:])
+}
+
+// bodyRef is the reference r records, or nil.
+func (r record) bodyRef() (*api.BodyRef, error) {
+	if r.BodyID == "" {
+		return nil, nil
+	}
+	ref := &api.BodyRef{ID: r.BodyID, Size: r.BodySize}
+	sum, err := hex.DecodeString(r.BodySHA256)
+	if err != nil || len(sum) != len(ref.SHA256) {
+		return nil, fmt.Errorf("idempotency record: body digest %q is not a SHA-256", r.BodySHA256)
+	}
+	copy(ref.SHA256[:], sum)
+	return ref, nil
 }
 
 // encodeRecord returns r's stored form.
@@ -113,6 +141,10 @@ func existingRecord(req api.PartnerAdmission, kvs []*mvccpb.KeyValue) (admitOutc
 	case r.State == stateInFlight:
 		return admitOutcome{}, fmt.Errorf("admit %s: %w: key %q", req.Resource, api.ErrIdempotencyInFlight, c.Key)
 	}
+	ref, err := r.bodyRef()
+	if err != nil {
+		return admitOutcome{}, fmt.Errorf("admit %s: key %q: %w", req.Resource, c.Key, err)
+	}
 	header := make(map[string][]string, len(r.Header))
 	for name, values := range r.Header {
 		header[textproto.CanonicalMIMEHeaderKey(name)] = values
@@ -122,5 +154,6 @@ func existingRecord(req api.PartnerAdmission, kvs []*mvccpb.KeyValue) (admitOutc
 		Header:      header,
 		Body:        r.body,
 		BodyOmitted: r.BodyOmitted,
+		BodyRef:     ref,
 	}}}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -41,6 +42,7 @@ const holdLeaseReuse = time.Second
 type Partners struct {
 	store  *Store
 	leases *leasePool
+	usage  *usageLedger // idempotency budgets (idempotency_usage.go)
 }
 
 // NewPartners returns the partner admissions of store.
@@ -48,7 +50,7 @@ func NewPartners(store *Store) (*Partners, error) {
 	if store == nil {
 		return nil, errors.New("tokenstore: nil store")
 	}
-	return &Partners{store: store, leases: newLeasePool(store.client, store.timeout)}, nil
+	return &Partners{store: store, leases: newLeasePool(store.client, store.timeout), usage: newUsageLedger(store)}, nil
 }
 
 // CachedHighWaterMark is the Store's: a lower bound of resource's mark,
@@ -76,6 +78,12 @@ func (s *Store) holdMargin() time.Duration { return 2*s.timeout + time.Second }
 // CheckHeld the holder check is a layer of the admission transaction (see
 // heldTxn), so that the token is the lock holder's at the revision that
 // raises the mark and takes the marker.
+//
+// With an idempotency claim whose budgets (api.IdempotencyBudget) are used
+// up, it only looks for the key's record, answers from it as below when
+// there is one, and otherwise fails with
+// api.ErrIdempotencyBudgetExhausted, writing nothing (see
+// idempotency_usage.go).
 //
 // With an idempotency claim, it then looks for the key's record: a
 // completed record with the same fingerprint is returned as
@@ -105,7 +113,7 @@ func (s *Store) holdMargin() time.Duration { return 2*s.timeout + time.Second }
 // Errors: a *api.StaleTokenError, an error wrapping api.ErrImplausibleToken
 // or a *api.LockNotHeldError (api.ErrLockNotHeld),
 // api.ErrIdempotencyInFlight, api.ErrIdempotencyMismatch,
-// api.ErrResourceBusy, ctx's error when ctx ends while waiting, or
+// api.ErrIdempotencyBudgetExhausted, api.ErrResourceBusy, ctx's error when ctx ends while waiting, or
 // api.ErrUnavailable when etcd cannot decide (the outcome is then unknown,
 // and the caller must forward nothing; what the transaction may have taken
 // is removed on a best-effort basis, and otherwise expires with its lease).
@@ -129,6 +137,16 @@ func (p *Partners) AdmitPartner(ctx context.Context, req api.PartnerAdmission) (
 		cancel()
 		if err != nil {
 			return api.Admission{}, fmt.Errorf("admit: %w", err)
+		}
+	}
+	if c := req.Idempotency; c != nil && len(c.Budgets) > 0 {
+		// A used-up budget refuses new records, not replays: see
+		// idempotency_usage.go.
+		if err := p.usage.overBudget(ctx, c.Budgets); err != nil {
+			if !errors.Is(err, api.ErrIdempotencyBudgetExhausted) {
+				return api.Admission{}, fmt.Errorf("admit %s: %w", req.Resource, err)
+			}
+			return p.lookUpRecord(ctx, req, err)
 		}
 	}
 	deadline := time.Now().Add(req.MaxWait)
@@ -174,52 +192,21 @@ type admitOutcome struct {
 }
 
 // admitOnce runs one admission transaction, with the holder check of
-// policy when it is CheckHeld.
+// policy when it is CheckHeld: it builds it (buildAdmission), commits it,
+// and reads its answer (readAdmission).
 func (p *Partners) admitOnce(ctx context.Context, req api.PartnerAdmission, policy Policy) (admitOutcome, error) {
 	s := p.store
-	hold := req.Hold + s.holdMargin()
-	lease, err := p.leases.lease(ctx, hold, holdLeaseReuse)
+	lease, err := p.leases.lease(ctx, req.Hold+s.holdMargin(), holdLeaseReuse)
 	if err != nil {
 		return admitOutcome{}, fmt.Errorf("admit %s: lease: %w: %w", req.Resource, api.ErrUnavailable, err)
 	}
-	nonce := newNonce()
-	hwmKey, markerKey := s.hwmKey(req.Resource), s.markerKey(req.Resource)
-	token := encodeToken(req.Token)
-	markerValue := nonce + " " + token
-	puts := []clientv3.Op{
-		clientv3.OpPut(hwmKey, token),
-		clientv3.OpPut(markerKey, markerValue, clientv3.WithLease(lease)),
-	}
-	var recordKey string
-	var recordValue []byte
-	if c := req.Idempotency; c != nil {
-		recordKey = s.idempotencyKey(c.Scope, c.Key)
-		recordValue, err = encodeRecord(record{State: stateInFlight, Fingerprint: c.Fingerprint.String(), Token: req.Token, Nonce: nonce, Resource: req.Resource})
-		if err != nil {
-			return admitOutcome{}, fmt.Errorf("admit %s: %w", req.Resource, err)
-		}
-		puts = append(puts, clientv3.OpPut(recordKey, string(recordValue), clientv3.WithLease(lease)))
-	}
-	// The transaction, built from the inside out: the fence check and the
-	// marker, then the holder check, then the record lookup.
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.Value(hwmKey), ">", token)}
-	then := []clientv3.Op{clientv3.OpGet(hwmKey)}
-	els := []clientv3.Op{clientv3.OpTxn(
-		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(markerKey), "=", 0)},
-		puts,
-		[]clientv3.Op{clientv3.OpGet(markerKey)},
-	)}
-	if policy.Check == CheckHeld {
-		cmps, then, els = s.heldTxn(policy.Lock, req.Token, clientv3.OpTxn(cmps, then, els))
-	}
-	if recordKey != "" {
-		cmps, then, els = []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(recordKey), ">", 0)},
-			[]clientv3.Op{clientv3.OpGet(recordKey)},
-			[]clientv3.Op{clientv3.OpTxn(cmps, then, els)}
+	t, err := s.buildAdmission(req, policy, lease, newNonce())
+	if err != nil {
+		return admitOutcome{}, fmt.Errorf("admit %s: %w", req.Resource, err)
 	}
 	txnCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
 	defer cancel()
-	resp, err := s.client.Txn(txnCtx).If(cmps...).Then(then...).Else(els...).Commit()
+	resp, err := s.client.Txn(txnCtx).If(t.txn.cmps...).Then(t.txn.then...).Else(t.txn.els...).Commit()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		// The pooled lease is gone (revoked, or etcd restored from a
 		// backup): nothing was written. Forget it; the next try grants.
@@ -227,31 +214,156 @@ func (p *Partners) admitOnce(ctx context.Context, req api.PartnerAdmission, poli
 		return admitOutcome{}, fmt.Errorf("admit %s: %w: %w", req.Resource, api.ErrUnavailable, err)
 	}
 	if err != nil {
-		s.cleanUpUnknownAdmission(ctx, markerKey, markerValue, recordKey, recordValue)
+		s.cleanUpUnknownAdmission(ctx, t.markerKey, t.markerValue, t.recordKey, t.recordValue)
 		return admitOutcome{}, fmt.Errorf("admit %s: %w: %w", req.Resource, api.ErrUnavailable, err)
 	}
 	s.revisions.observe(resp.Header.Revision)
-
-	// Walk down the branches taken, layer by layer.
-	ops := resp.Responses
-	succeeded := resp.Succeeded
-	if recordKey != "" {
-		if succeeded {
-			return existingRecord(req, ops[0].GetResponseRange().GetKvs())
+	out, err := s.readAdmission(t, txnAnswer{succeeded: resp.Succeeded, responses: resp.Responses})
+	switch {
+	case err != nil, out.admission.Replay != nil:
+		return out, err
+	case out.busy:
+		// The marker existed at the transaction's revision: wait for a
+		// deletion after it. Not after the marker's own revision, which
+		// etcd may have compacted away while the marker was held: a
+		// watch from there is refused, and the wait would become a loop
+		// of reads until the marker goes.
+		out.markerRevision = resp.Header.Revision
+		return out, nil
+	}
+	s.cache.raise(req.Resource, req.Token)
+	held := heldAdmission{
+		partners:  p,
+		resource:  req.Resource,
+		marker:    t.markerKey,
+		record:    t.recordKey,
+		nonce:     t.nonce,
+		revision:  resp.Header.Revision, // the create revision of both keys
+		retention: defaultRetention,
+	}
+	if c := req.Idempotency; c != nil {
+		held.claim = *c
+		held.token = req.Token
+		if c.Retention > 0 {
+			held.retention = c.Retention
 		}
-		inner := ops[0].GetResponseTxn()
-		ops, succeeded = inner.GetResponses(), inner.GetSucceeded()
+	}
+	return admitOutcome{admission: api.Admission{Finish: held.finish, ID: t.nonce}}, nil
+}
+
+// admission is one admission transaction, built, with what it writes.
+type admission struct {
+	req    api.PartnerAdmission
+	policy Policy
+	nonce  string
+	// markerKey holds markerValue (the nonce and the token) once
+	// admitted; recordKey ("" without a claim) recordValue.
+	markerKey, markerValue string
+	recordKey              string
+	recordValue            []byte
+	txn                    txnLayer
+}
+
+// txnLayer is one layer of a nested transaction: its compares and
+// branches. The branch that goes on to the next layer holds exactly one
+// operation, that layer's transaction.
+type txnLayer struct {
+	cmps      []clientv3.Cmp
+	then, els []clientv3.Op
+}
+
+// op is the layer as an operation of the layer around it.
+func (l txnLayer) op() clientv3.Op { return clientv3.OpTxn(l.cmps, l.then, l.els) }
+
+// buildAdmission builds req's admission transaction (see AdmitPartner)
+// from the inside out: the fence check and the marker, then the holder
+// check under CheckHeld, then the record lookup with a claim. Each layer
+// takes the one built before as the one operation of the branch that
+// goes on.
+func (s *Store) buildAdmission(req api.PartnerAdmission, policy Policy, lease clientv3.LeaseID, nonce string) (admission, error) {
+	token := encodeToken(req.Token)
+	t := admission{req: req, policy: policy, nonce: nonce, markerKey: s.markerKey(req.Resource), markerValue: nonce + " " + token}
+	hwmKey := s.hwmKey(req.Resource)
+	puts := []clientv3.Op{
+		clientv3.OpPut(hwmKey, token),
+		clientv3.OpPut(t.markerKey, t.markerValue, clientv3.WithLease(lease)),
+	}
+	if c := req.Idempotency; c != nil {
+		t.recordKey = s.idempotencyKey(c.Scope, c.Key)
+		value, err := encodeRecord(record{State: stateInFlight, Fingerprint: c.Fingerprint.String(), Token: req.Token, Nonce: nonce, Resource: req.Resource})
+		if err != nil {
+			return admission{}, err
+		}
+		t.recordValue = value
+		puts = append(puts, clientv3.OpPut(t.recordKey, string(value), clientv3.WithLease(lease)))
+	}
+	marker := txnLayer{ // busy unless the marker is absent
+		cmps: []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(t.markerKey), "=", 0)},
+		then: puts,
+		els:  []clientv3.Op{clientv3.OpGet(t.markerKey)},
+	}
+	t.txn = txnLayer{ // stale when the mark is above the token
+		cmps: []clientv3.Cmp{clientv3.Compare(clientv3.Value(hwmKey), ">", token)},
+		then: []clientv3.Op{clientv3.OpGet(hwmKey)},
+		els:  []clientv3.Op{marker.op()},
 	}
 	if policy.Check == CheckHeld {
-		admitted, err := heldResult(req.Resource, policy.Lock, req.Token, succeeded, ops)
+		cmps, then, els := s.heldTxn(policy.Lock, req.Token, t.txn.op())
+		t.txn = txnLayer{cmps, then, els}
+	}
+	if t.recordKey != "" { // a replay or a refusal when the record exists
+		t.txn = txnLayer{
+			cmps: []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(t.recordKey), ">", 0)},
+			then: []clientv3.Op{clientv3.OpGet(t.recordKey)},
+			els:  []clientv3.Op{t.txn.op()},
+		}
+	}
+	return t, nil
+}
+
+// txnAnswer is the answer of one layer: whether its compares succeeded,
+// and the responses of the branch taken.
+type txnAnswer struct {
+	succeeded bool
+	responses []*etcdserverpb.ResponseOp
+}
+
+// inner is the answer of the next layer, the one operation of the branch
+// taken.
+func (a txnAnswer) inner() txnAnswer {
+	return answerOf(a.responses[0])
+}
+
+// answerOf is the answer of a nested transaction's operation.
+func answerOf(op *etcdserverpb.ResponseOp) txnAnswer {
+	txn := op.GetResponseTxn()
+	return txnAnswer{succeeded: txn.GetSucceeded(), responses: txn.GetResponses()}
+}
+
+// kvs are the keys of the branch's one range read.
+func (a txnAnswer) kvs() []*mvccpb.KeyValue { return a.responses[0].GetResponseRange().GetKvs() }
+
+// readAdmission reads the answer of t's transaction, layer by layer from
+// the outside in, as buildAdmission built them: a replay or refusal from
+// the record, a token check's refusal, stale, busy, or admitted (the zero
+// admitOutcome).
+func (s *Store) readAdmission(t admission, a txnAnswer) (admitOutcome, error) {
+	req := t.req
+	if t.recordKey != "" {
+		if a.succeeded {
+			return existingRecord(req, a.kvs())
+		}
+		a = a.inner()
+	}
+	if t.policy.Check == CheckHeld {
+		admitted, err := heldResult(req.Resource, t.policy.Lock, req.Token, a.succeeded, a.responses)
 		if err != nil {
 			return admitOutcome{}, fmt.Errorf("admit: %w", err)
 		}
-		inner := admitted.GetResponseTxn()
-		ops, succeeded = inner.GetResponses(), inner.GetSucceeded()
+		a = answerOf(admitted)
 	}
-	if succeeded { // stale
-		kvs := ops[0].GetResponseRange().GetKvs()
+	if a.succeeded { // stale
+		kvs := a.kvs()
 		if len(kvs) != 1 {
 			return admitOutcome{}, fmt.Errorf("admit %s: compare succeeded but the mark is gone: %w", req.Resource, api.ErrUnavailable)
 		}
@@ -262,32 +374,10 @@ func (p *Partners) admitOnce(ctx context.Context, req api.PartnerAdmission, poli
 		s.cache.raise(req.Resource, hwm)
 		return admitOutcome{}, &api.StaleTokenError{Resource: req.Resource, Token: req.Token, HighWaterMark: hwm}
 	}
-	inner := ops[0].GetResponseTxn()
-	if !inner.GetSucceeded() { // busy
-		// The marker existed at the transaction's revision: wait for a
-		// deletion after it. Not after the marker's own revision, which
-		// etcd may have compacted away while the marker was held: a
-		// watch from there is refused, and the wait would become a loop
-		// of reads until the marker goes.
-		return admitOutcome{busy: true, markerRevision: resp.Header.Revision}, nil
+	if !a.inner().succeeded {
+		return admitOutcome{busy: true}, nil
 	}
-	s.cache.raise(req.Resource, req.Token)
-	held := heldAdmission{
-		partners:  p,
-		resource:  req.Resource,
-		marker:    markerKey,
-		record:    recordKey,
-		revision:  resp.Header.Revision, // the create revision of both keys
-		retention: defaultRetention,
-	}
-	if c := req.Idempotency; c != nil && c.Retention > 0 {
-		held.retention = c.Retention
-	}
-	if c := req.Idempotency; c != nil {
-		held.claim = *c
-		held.token = req.Token
-	}
-	return admitOutcome{admission: api.Admission{Finish: held.finish}}, nil
+	return admitOutcome{}, nil
 }
 
 // waitMarkerGone waits until the marker key is deleted after revision
@@ -343,6 +433,7 @@ type heldAdmission struct {
 	resource  api.Resource
 	marker    string
 	record    string // "" without an idempotency claim
+	nonce     string // the admission's, in the marker and the record
 	revision  int64  // create revision of the marker and the record
 	claim     api.IdempotencyClaim
 	token     api.Token
@@ -363,13 +454,21 @@ func (h heldAdmission) finish(ctx context.Context, resp *api.StoredResponse) err
 	releaseMarker := clientv3.OpTxn(
 		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(h.marker), "=", h.revision)},
 		[]clientv3.Op{clientv3.OpDelete(h.marker)}, nil)
+	f := finishing{undo: func() {}}
+	if h.record != "" && resp != nil {
+		value, err := h.completedRecord(resp)
+		if err != nil {
+			return fmt.Errorf("finish %s: %w", h.resource, err)
+		}
+		f.value = value
+	}
 	var err error
 	for attempt := 1; attempt <= finishAttempts; attempt++ {
 		if attempt > 1 {
 			time.Sleep(time.Duration(attempt-1) * 100 * time.Millisecond)
 		}
-		err = h.finishOnce(ctx, resp, releaseMarker)
-		if err == nil || ctx.Err() != nil {
+		err = h.finishOnce(ctx, &f, releaseMarker)
+		if err == nil || ctx.Err() != nil || errors.Is(err, api.ErrIdempotencyRecordLost) {
 			break
 		}
 	}
@@ -379,12 +478,41 @@ func (h heldAdmission) finish(ctx context.Context, resp *api.StoredResponse) err
 	return err
 }
 
-// errRecordLost says that the in-flight record was no longer this
-// admission's when the request finished: its lease expired while the
-// request was upstream.
-var errRecordLost = errors.New("idempotency record expired before the request finished")
+// finishing is what Finish's attempts share: the completed record's
+// value (nil: the record is dropped), and, once charged, the operations
+// that count it in its budgets and the function that takes that back
+// (see usageLedger.charge). An attempt of unknown outcome keeps the
+// charge, and the next attempt puts the same totals again: the record is
+// counted once.
+type finishing struct {
+	value    []byte
+	charged  bool
+	usageOps []clientv3.Op
+	undo     func()
+}
 
-func (h heldAdmission) finishOnce(ctx context.Context, resp *api.StoredResponse, releaseMarker clientv3.Op) error {
+// completedRecord is the value of h's record completed with resp.
+func (h heldAdmission) completedRecord(resp *api.StoredResponse) ([]byte, error) {
+	if resp.BodyRef != nil && len(resp.Body) > 0 {
+		return nil, errors.New("a stored response has a body and a reference to one")
+	}
+	r := record{
+		State:       stateComplete,
+		Fingerprint: h.claim.Fingerprint.String(),
+		Token:       h.token,
+		Resource:    h.resource,
+		Nonce:       h.nonce,
+		Status:      resp.Status,
+		Header:      resp.Header,
+		BodyOmitted: resp.BodyOmitted,
+		Completed:   time.Now().UTC().Format(time.RFC3339Nano),
+		body:        resp.Body,
+	}
+	r.setBodyRef(resp.BodyRef)
+	return encodeRecord(r)
+}
+
+func (h heldAdmission) finishOnce(ctx context.Context, f *finishing, releaseMarker clientv3.Op) error {
 	s := h.partners.store
 	if h.record == "" {
 		tctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -394,7 +522,7 @@ func (h heldAdmission) finishOnce(ctx context.Context, resp *api.StoredResponse,
 	}
 	var recordOp clientv3.Op
 	var lease clientv3.LeaseID
-	if resp == nil {
+	if f.value == nil {
 		recordOp = clientv3.OpDelete(h.record)
 	} else {
 		var err error
@@ -402,38 +530,41 @@ func (h heldAdmission) finishOnce(ctx context.Context, resp *api.StoredResponse,
 		if err != nil {
 			return err
 		}
-		value, err := encodeRecord(record{
-			State:       stateComplete,
-			Fingerprint: h.claim.Fingerprint.String(),
-			Token:       h.token,
-			Resource:    h.resource,
-			Status:      resp.Status,
-			Header:      resp.Header,
-			BodyOmitted: resp.BodyOmitted,
-			Completed:   time.Now().UTC().Format(time.RFC3339Nano),
-			body:        resp.Body,
-		})
-		if err != nil {
-			return err
+		recordOp = clientv3.OpPut(h.record, string(f.value), clientv3.WithLease(lease))
+		if !f.charged {
+			// The record counts in its budgets' accounts from the
+			// transaction that completes it (idempotency_usage.go).
+			f.usageOps, f.undo, err = h.partners.usage.charge(ctx, h.claim.Budgets, h.retention, int64(len(h.record)+len(f.value)))
+			if err != nil {
+				return err
+			}
+			f.charged = true
 		}
-		recordOp = clientv3.OpPut(h.record, string(value), clientv3.WithLease(lease))
 	}
 	tctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	r, err := s.client.Txn(tctx).
 		If(clientv3.Compare(clientv3.CreateRevision(h.record), "=", h.revision)).
-		Then(recordOp, releaseMarker).
+		Then(append([]clientv3.Op{recordOp, releaseMarker}, f.usageOps...)...).
 		Else(releaseMarker).
 		Commit()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		// Nothing was written: forget whichever lease is gone, and
+		// charge again with the next attempt's.
+		f.undo()
+		f.charged, f.usageOps, f.undo = false, nil, func() {}
 		h.partners.leases.forget(lease)
+		h.partners.usage.forgetAll()
 		return err
 	}
 	if err != nil {
+		// The outcome is unknown: the charge stays, erring on the side
+		// of the budget.
 		return err
 	}
 	if !r.Succeeded {
-		return errRecordLost
+		f.undo()
+		return api.ErrIdempotencyRecordLost
 	}
 	return nil
 }
