@@ -152,12 +152,44 @@ const (
 	defaultAuthRefusalLogRate  = 10
 	defaultAuthRefusalLogBurst = 20
 	defaultWriteAttempts       = 3
+	defaultReadinessTimeout    = time.Second
+	defaultReadinessCache      = time.Second
 )
 
-// DefaultMaxLockWaiters is Config.MaxLockWaiters' default: a thousand
+// defaultMaxLockWaiters is Config.MaxLockWaiters' default: a thousand
 // lock requests that may wait, each of which costs about three
 // goroutines, 30 KiB of heap and an etcd watch while it waits.
-const DefaultMaxLockWaiters = 1000
+const defaultMaxLockWaiters = 1000
+
+// defaultMaxRequestsPerClient is DefaultConfig's MaxRequestsPerClient:
+// half the S3 pool's default 256 connections, so that no one client can
+// hold them all.
+const defaultMaxRequestsPerClient = 128
+
+// DefaultConfig returns the limits that New gives the zero fields of a
+// Config, written out, as a command's flags show them as defaults; and
+// MaxRequestsPerClient 128 (half the S3 pool's default 256 connections,
+// so that no one client can hold them all), where New's zero is no
+// limit. Logger, Readiness, StoreSpace, Tracer, Now and TestHooks are
+// nil.
+func DefaultConfig() Config {
+	return Config{
+		BufferBytes:          defaultBufferBytes,
+		BufferBudgetBytes:    defaultBufferBudgetBytes,
+		MaxBodyBytes:         defaultMaxBodyBytes,
+		MaxHeaderBytes:       defaultMaxHeaderBytes,
+		MaxTargetBytes:       defaultMaxTargetBytes,
+		AuthRefusalLogRate:   defaultAuthRefusalLogRate,
+		AuthRefusalLogBurst:  defaultAuthRefusalLogBurst,
+		MaxLockWaiters:       defaultMaxLockWaiters,
+		TransferChunkTimeout: defaultTransferChunkTimeout,
+		MaxRequestsPerClient: defaultMaxRequestsPerClient,
+		WriteAttempts:        defaultWriteAttempts,
+		ETagCacheEntries:     defaultETagCacheEntries,
+		ReadinessTimeout:     defaultReadinessTimeout,
+		ReadinessCache:       defaultReadinessCache,
+	}
+}
 
 // Gateway serves fencegate's HTTP API. Create it with New.
 type Gateway struct {
@@ -231,7 +263,7 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 		cfg.WriteAttempts = defaultWriteAttempts
 	}
 	if cfg.MaxLockWaiters == 0 {
-		cfg.MaxLockWaiters = DefaultMaxLockWaiters
+		cfg.MaxLockWaiters = defaultMaxLockWaiters
 	}
 	if cfg.ETagCacheEntries == 0 {
 		cfg.ETagCacheEntries = defaultETagCacheEntries
@@ -240,10 +272,10 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 		cfg.TransferChunkTimeout = defaultTransferChunkTimeout
 	}
 	if cfg.ReadinessTimeout == 0 {
-		cfg.ReadinessTimeout = time.Second
+		cfg.ReadinessTimeout = defaultReadinessTimeout
 	}
 	if cfg.ReadinessCache == 0 {
-		cfg.ReadinessCache = time.Second
+		cfg.ReadinessCache = defaultReadinessCache
 	}
 	switch {
 	case cfg.BufferBytes < 0, cfg.BufferBudgetBytes < 0, cfg.MaxBodyBytes < 0, cfg.MaxHeaderBytes < 0, cfg.MaxTargetBytes < 0, cfg.WriteAttempts < 0, cfg.ReadinessTimeout < 0, cfg.ReadinessCache < 0, cfg.AuthRefusalLogBurst < 0:

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -9,20 +9,21 @@ import (
 	"fencegate/tokenstore"
 )
 
-// tokenChecks is the flag.Value of --token-checks: the token checks as a
+// TokenChecks is the flag.Value of --token-checks (and the file's
+// token_checks): the token checks as a
 // comma-separated list of SCOPE=none, SCOPE=plausible or SCOPE=held:LOCK,
 // where SCOPE is a bucket (its objects), partner/ROUTE (every resource of
 // the partner route ROUTE) or "*" (every resource, objects and partner
 // resources alike, that no other entry names). Setting it replaces the
 // whole list.
-type tokenChecks []tokenstore.Policy
+type TokenChecks []tokenstore.Policy
 
 // partnerScope starts the scopes that name a partner route.
 const partnerScope = "partner/"
 
 // Set parses s.
-func (t *tokenChecks) Set(s string) error {
-	var out tokenChecks
+func (t *TokenChecks) Set(s string) error {
+	var out TokenChecks
 	seen := make(map[string]bool)
 	for item := range strings.SplitSeq(s, ",") {
 		item = strings.TrimSpace(item)
@@ -82,12 +83,9 @@ func scopePrefix(scope string) (api.Resource, error) {
 }
 
 // String formats the list as Set parses it.
-func (t *tokenChecks) String() string {
-	if t == nil {
-		return ""
-	}
-	items := make([]string, 0, len(*t))
-	for _, p := range *t {
+func (t TokenChecks) String() string {
+	items := make([]string, 0, len(t))
+	for _, p := range t {
 		scope := "*"
 		if p.Prefix != "" {
 			scope = strings.TrimSuffix(strings.TrimPrefix(string(p.Prefix), "s3/"), "/")
@@ -103,7 +101,7 @@ func (t *tokenChecks) String() string {
 
 // checkRoutes refuses entries that name a partner route that routes does
 // not have: a misspelt route would leave the real one unchecked.
-func (t tokenChecks) checkRoutes(routes []gateway.PartnerRoute) error {
+func (t TokenChecks) checkRoutes(routes []gateway.PartnerRoute) error {
 	known := make(map[string]bool, len(routes))
 	for _, r := range routes {
 		known[r.Name] = true

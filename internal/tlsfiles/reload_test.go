@@ -1,4 +1,4 @@
-package main
+package tlsfiles
 
 import (
 	"bytes"
@@ -70,7 +70,7 @@ func TestCertReloader(t *testing.T) {
 	mod := time.Now().Add(-time.Hour).Truncate(time.Second)
 	writePair(t, certFile, keyFile, "one", mod)
 	var logs bytes.Buffer
-	r, err := newCertReloader(certFile, keyFile, slog.New(slog.NewTextHandler(&logs, nil)))
+	r, err := NewReloader(certFile, keyFile, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestCertReloader(t *testing.T) {
 
 	// A TLS listener that takes its certificate from the reloader only
 	// (httptest's would serve its own to a client that sends no name).
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{GetCertificate: r.getCertificate})
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{GetCertificate: r.GetCertificate})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,12 +156,12 @@ func TestCertReloader(t *testing.T) {
 func TestNewCertReloaderRefusesABadPair(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if _, err := newCertReloader(certFile, keyFile, slog.New(slog.DiscardHandler)); err == nil {
-		t.Error("newCertReloader with no files = nil error")
+	if _, err := NewReloader(certFile, keyFile, slog.New(slog.DiscardHandler)); err == nil {
+		t.Error("NewReloader with no files = nil error")
 	}
 	writePair(t, certFile, keyFile, "one", time.Now())
 	writePair(t, certFile, "", "two", time.Now()) // cert two, key one
-	if _, err := newCertReloader(certFile, keyFile, slog.New(slog.DiscardHandler)); err == nil {
-		t.Error("newCertReloader with a key that does not match = nil error")
+	if _, err := NewReloader(certFile, keyFile, slog.New(slog.DiscardHandler)); err == nil {
+		t.Error("NewReloader with a key that does not match = nil error")
 	}
 }

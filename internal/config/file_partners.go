@@ -1,4 +1,4 @@
-package main
+package config
 
 // The partners section of the config file: the partner routes, as
 // gateway.PartnerRoute values.
@@ -275,7 +275,7 @@ func (d *decoder) addHeaders(n *yaml.Node, path string) http.Header {
 }
 
 // expandEnv replaces every ${NAME} in s by the environment variable NAME.
-func expandEnv(s string, lookupEnv lookupEnvFunc) (string, error) {
+func expandEnv(s string, lookupEnv LookupEnv) (string, error) {
 	var err error
 	out := envReference.ReplaceAllStringFunc(s, func(ref string) string {
 		name := ref[2 : len(ref)-1]

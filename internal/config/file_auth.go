@@ -1,4 +1,4 @@
-package main
+package config
 
 // The auth section of the config file: identities, what each may do, and
 // the API keys (stored as SHA-256 hashes) and client certificates that
@@ -121,7 +121,7 @@ func (d *decoder) identity(st *authState, n *yaml.Node, path string) {
 			credentials += len(hashes)
 			for i, h := range hashes {
 				p := fmt.Sprintf("%s[%d]", path, i)
-				sum, err := parseKeyHash(h)
+				sum, err := ParseKeyHash(h)
 				if err != nil {
 					d.errorf(n.Content[i], p, "%v", err)
 					continue
@@ -240,10 +240,16 @@ func operationList() string {
 	return strings.Join(names, ", ")
 }
 
-// parseKeyHash parses sha256:<64 hex digits>, as `fencegate auth
+// KeyHash formats the SHA-256 of an API key as the file lists it:
+// sha256:<64 hex digits>.
+func KeyHash(sum [32]byte) string {
+	return apiKeyHashPrefix + hex.EncodeToString(sum[:])
+}
+
+// ParseKeyHash parses sha256:<64 hex digits>, as `fencegate auth
 // hash-key` prints it. Errors never quote s: it may be a plain key pasted
 // by mistake.
-func parseKeyHash(s string) ([32]byte, error) {
+func ParseKeyHash(s string) ([32]byte, error) {
 	var sum [32]byte
 	hexPart, ok := strings.CutPrefix(s, apiKeyHashPrefix)
 	if !ok {

@@ -1,4 +1,17 @@
-package main
+// Package config turns fencegate's flags, environment variables and
+// config file into the typed, checked configs of the packages that
+// cmd/fencegate wires together (gateway.Config, tokenstore.Config,
+// s3.Config, partner routes, auth, the listener's TLS, logging and
+// tracing). A flag wins over its environment variable (FENCEGATE_ and
+// the flag's name), which wins over the config file, which wins over the
+// default. Only cmd/fencegate imports it: it is the one place that reads
+// flags and the environment.
+//
+// Adding a setting is one flag (in ParseServe, ParseDev or one of the
+// add*Flags), one field of the file (in the tables below, named for the
+// flag) and one check; where the package the setting feeds has the rule,
+// the check calls it, and adds the flag's or the field's name.
+package config
 
 // The config file: one YAML file for `fencegate serve` and `fencegate dev`
 // (--config FILE, or FENCEGATE_CONFIG). Its scalar settings are the flags'
@@ -35,13 +48,16 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"fencegate/gateway"
+	"fencegate/internal/logging"
+	"fencegate/internal/tlsfiles"
+	"fencegate/internal/tracing"
 )
 
 // maxConfigBytes bounds the config file: it is read whole.
 const maxConfigBytes = 4 << 20
 
-// configFile is a loaded and checked config file.
-type configFile struct {
+// File is a loaded and checked config file.
+type File struct {
 	// path is the file's name as given.
 	path string
 	// settings are the values for flags, by flag name, in the form the
@@ -82,12 +98,12 @@ func (e *configError) Error() string {
 	return fmt.Sprintf("%s:%d: %s: %s", e.file, e.line, e.path, e.msg)
 }
 
-// loadConfigFile reads, decodes and checks the config file at path.
+// LoadFile reads, decodes and checks the config file at path.
 // ${NAME} in partners' add_headers and the *_env settings are looked up
 // with lookupEnv. Relative paths of files in it (certificates) are
 // relative to the config file's directory. The error lists every problem,
 // each as FILE:LINE: field: message.
-func loadConfigFile(path string, lookupEnv lookupEnvFunc) (*configFile, error) {
+func LoadFile(path string, lookupEnv LookupEnv) (*File, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
@@ -105,12 +121,12 @@ func loadConfigFile(path string, lookupEnv lookupEnvFunc) (*configFile, error) {
 
 // parseConfig decodes and checks data, the config file named path, whose
 // relative file names are relative to dir.
-func parseConfig(path, dir string, data []byte, lookupEnv lookupEnvFunc) (*configFile, error) {
+func parseConfig(path, dir string, data []byte, lookupEnv LookupEnv) (*File, error) {
 	d := &decoder{
 		file:      path,
 		dir:       dir,
 		lookupEnv: lookupEnv,
-		out:       &configFile{path: path, settings: map[string]fileSetting{}},
+		out:       &File{path: path, settings: map[string]fileSetting{}},
 		nodes:     map[string]*yaml.Node{},
 	}
 	var root yaml.Node
@@ -166,8 +182,8 @@ func yamlSyntaxError(path string, err error) error {
 type decoder struct {
 	file      string
 	dir       string
-	lookupEnv lookupEnvFunc
-	out       *configFile
+	lookupEnv LookupEnv
+	out       *File
 	errs      []*configError
 	// nodes are the value nodes of the fields present, valid or not, by
 	// path, for the checks that involve more than one.
@@ -529,7 +545,7 @@ var topLevel = []field{
 	{"objects", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, objectFields) }},
 	{"log", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, logFields) }},
 	{"tracing", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, tracingFields) }},
-	{"token_checks", (*decoder).tokenChecks},
+	{"token_checks", (*decoder).TokenChecks},
 	{"partners", (*decoder).partners},
 	{"auth", (*decoder).auth},
 }
@@ -628,16 +644,11 @@ var logFields = []field{
 		}
 		return nil
 	}),
-	stringSetting("format", "log-format", "text or json", func(s string) error {
-		if s != "text" && s != "json" {
-			return fmt.Errorf("%q: want text or json", s)
-		}
-		return nil
-	}),
+	stringSetting("format", "log-format", "text or json", logging.CheckFormat),
 }
 
 var tracingFields = []field{
-	stringSetting("otlp_endpoint", "otlp-endpoint", "a URL such as http://127.0.0.1:4317", checkOTLPEndpoint),
+	stringSetting("otlp_endpoint", "otlp-endpoint", "a URL such as http://127.0.0.1:4317", tracing.CheckEndpoint),
 	{"sample_ratio", func(d *decoder, n *yaml.Node, path string) {
 		s, ok := d.scalar(n, path, "a number from 0 to 1")
 		if !ok {
@@ -648,7 +659,7 @@ var tracingFields = []field{
 			d.errorf(n, path, "%q: want a number from 0 to 1", s)
 			return
 		}
-		if err := checkSampleRatio(ratio); err != nil {
+		if err := tracing.CheckSampleRatio(ratio); err != nil {
 			d.errorf(n, path, "%v", err)
 			return
 		}
@@ -656,10 +667,10 @@ var tracingFields = []field{
 	}},
 }
 
-// tokenChecks decodes token_checks, a mapping of scope (a bucket,
+// TokenChecks decodes token_checks, a mapping of scope (a bucket,
 // partner/ROUTE, or "*": every other resource) to none, plausible or
 // held:LOCK, into --token-checks.
-func (d *decoder) tokenChecks(n *yaml.Node, path string) {
+func (d *decoder) TokenChecks(n *yaml.Node, path string) {
 	if !d.isKind(n, path, yaml.MappingNode, "a mapping of bucket, partner/ROUTE or * to none, plausible or held:LOCK") {
 		return
 	}
@@ -675,7 +686,7 @@ func (d *decoder) tokenChecks(n *yaml.Node, path string) {
 			continue
 		}
 		item := bucket + "=" + spec
-		var one tokenChecks
+		var one TokenChecks
 		if err := one.Set(item); err != nil || len(one) != 1 {
 			d.errorf(value, p, "%v", cmp.Or(err, errors.New("want none, plausible or held:LOCK")))
 			ok = false
@@ -687,7 +698,7 @@ func (d *decoder) tokenChecks(n *yaml.Node, path string) {
 		return
 	}
 	value := strings.Join(items, ",")
-	var all tokenChecks
+	var all TokenChecks
 	if err := all.Set(value); err != nil {
 		d.errorf(n, path, "%v", err) // a scope named twice
 		return
@@ -779,13 +790,13 @@ func (d *decoder) crossChecks() {
 		d.errorf(n, "http.tls.client_ca_file", "needs http.tls.cert_file and key_file: client certificates need a TLS listener")
 	}
 	if d.has("tls-cert") && d.has("tls-key") && (d.has("tls-client-ca") || d.nodes["http.tls.client_ca_file"] == nil) {
-		_, err := serverTLS(d.out.settings["tls-cert"].value, d.out.settings["tls-key"].value, d.out.settings["tls-client-ca"].value)
+		_, err := tlsfiles.Server(d.out.settings["tls-cert"].value, d.out.settings["tls-key"].value, d.out.settings["tls-client-ca"].value)
 		if err != nil {
 			d.errorf(d.nodes["http.tls.cert_file"], "http.tls", "%v", err)
 		}
 	}
 	if n := d.nodes["etcd.tls.ca_file"]; d.has("etcd-ca") {
-		if _, err := loadCertPool(d.out.settings["etcd-ca"].value); err != nil {
+		if _, err := tlsfiles.CertPool(d.out.settings["etcd-ca"].value); err != nil {
 			d.errorf(n, "etcd.tls.ca_file", "%v", err)
 		}
 	}
@@ -795,7 +806,7 @@ func (d *decoder) crossChecks() {
 		}
 	}
 	if d.has("token-checks") {
-		var checks tokenChecks
+		var checks TokenChecks
 		if checks.Set(d.out.settings["token-checks"].value) == nil {
 			if err := checks.checkRoutes(d.out.partners); err != nil {
 				d.errorf(d.nodes["token_checks"], "token_checks", "%v", err)
@@ -811,32 +822,30 @@ func (d *decoder) crossChecks() {
 	}
 }
 
-// features are what only the config file configures: partner routes and
-// auth. The zero features configure neither.
-type features struct {
-	partners []gateway.PartnerRoute
-	auth     *gateway.Auth
-}
-
 // features returns the partner routes and auth of the command's config
 // file (none without one). Client certificates in auth need a listener
 // that asks for them: h must have a client CA.
-func (c *command) features(h httpConfig) (features, error) {
+func (c *command) features(h HTTP) (Features, error) {
 	if c.file == nil {
-		return features{}, nil
+		return Features{}, nil
 	}
-	if c.file.clientCertsAt != "" && h.tlsClientCA == "" {
-		return features{}, fmt.Errorf("%s: client certificates need http.tls.client_ca_file (or --tls-client-ca): "+
+	if c.file.clientCertsAt != "" && h.TLSClientCA == "" {
+		return Features{}, fmt.Errorf("%s: client certificates need http.tls.client_ca_file (or --tls-client-ca): "+
 			"without it the listener never asks for one", c.file.clientCertsAt)
 	}
-	return features{partners: c.file.partners, auth: c.file.auth}, nil
+	return c.file.Features(), nil
+}
+
+// Features returns the file's partner routes and auth.
+func (f *File) Features() Features {
+	return Features{Partners: f.partners, Auth: f.auth}
 }
 
 // apply gives every flag of c that neither the command line nor the
 // environment set its value from the file. It returns the settings that
 // c has no flag for, which the command ignores (dev runs its own etcd and
 // S3 server).
-func (f *configFile) apply(c *command, set map[string]bool) (ignored []string, err error) {
+func (f *File) apply(c *command, set map[string]bool) (ignored []string, err error) {
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(f.settings)) {
 		s := f.settings[name]

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -14,24 +14,24 @@ import (
 // --etcd-endpoints falls back to FENCEGATE_ETCD_ENDPOINTS.
 const envPrefix = "FENCEGATE_"
 
-// lookupEnvFunc is os.LookupEnv, or a map in tests.
-type lookupEnvFunc func(name string) (string, bool)
+// LookupEnv is os.LookupEnv, or a map in tests.
+type LookupEnv func(name string) (string, bool)
 
 // envName returns the environment variable of the flag name.
-func envName(flagName string) string {
+func EnvName(flagName string) string {
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// usageError is a mistake in the command line or the environment. main
-// exits 2 for it.
-type usageError struct{ err error }
+// UsageError is a mistake in the command line, the environment or the
+// config file: the command exits 2 for it.
+type UsageError struct{ Err error }
 
-func (e *usageError) Error() string { return e.err.Error() }
-func (e *usageError) Unwrap() error { return e.err }
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
 
-// usageErrorf returns a *usageError.
+// usageErrorf returns a *UsageError.
 func usageErrorf(format string, args ...any) error {
-	return &usageError{fmt.Errorf(format, args...)}
+	return &UsageError{fmt.Errorf(format, args...)}
 }
 
 // command is a subcommand's flag set, whose flags fall back to environment
@@ -44,7 +44,7 @@ type command struct {
 	// it (see addConfigFlag).
 	configPath *string
 	// file is the config file that parse loaded, nil without one.
-	file *configFile
+	file *File
 	// ignored are the file's settings that the command has no flag for.
 	ignored []string
 }
@@ -72,7 +72,7 @@ func (c *command) addConfigFlag() {
 // (--config), if there is one: a flag wins over the environment, which
 // wins over the file, which wins over the default. For -h it prints the
 // usage to stdout and returns flag.ErrHelp.
-func (c *command) parse(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) error {
+func (c *command) parse(args []string, lookupEnv LookupEnv, stdout io.Writer) error {
 	if err := c.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			c.printUsage(stdout)
@@ -92,28 +92,28 @@ func (c *command) parse(args []string, lookupEnv lookupEnvFunc, stdout io.Writer
 		if given[f.Name] {
 			return
 		}
-		value, ok := lookupEnv(envName(f.Name))
+		value, ok := lookupEnv(EnvName(f.Name))
 		if !ok || value == "" {
 			return
 		}
 		given[f.Name] = true
 		// The value is not repeated: it may be a secret.
 		if err := f.Value.Set(value); err != nil {
-			errs = append(errs, fmt.Errorf("--%s: invalid value in %s: %v", f.Name, envName(f.Name), err))
+			errs = append(errs, fmt.Errorf("--%s: invalid value in %s: %v", f.Name, EnvName(f.Name), err))
 		}
 	})
 	if len(errs) > 0 {
-		return &usageError{fmt.Errorf("%s: %w", c.fs.Name(), errors.Join(errs...))}
+		return &UsageError{fmt.Errorf("%s: %w", c.fs.Name(), errors.Join(errs...))}
 	}
 	if c.configPath == nil || *c.configPath == "" {
 		return nil
 	}
-	file, err := loadConfigFile(*c.configPath, lookupEnv)
+	file, err := LoadFile(*c.configPath, lookupEnv)
 	if err != nil {
-		return &usageError{fmt.Errorf("%s: %w", c.fs.Name(), err)}
+		return &UsageError{fmt.Errorf("%s: %w", c.fs.Name(), err)}
 	}
 	if c.ignored, err = file.apply(c, given); err != nil {
-		return &usageError{fmt.Errorf("%s: %w", c.fs.Name(), err)}
+		return &UsageError{fmt.Errorf("%s: %w", c.fs.Name(), err)}
 	}
 	c.file = file
 	return nil
@@ -138,7 +138,7 @@ func (c *command) printUsage(w io.Writer) {
 		if kind != "" {
 			fmt.Fprintf(w, " %s", kind)
 		}
-		fmt.Fprintf(w, "  [$%s]\n", envName(f.Name))
+		fmt.Fprintf(w, "  [$%s]\n", EnvName(f.Name))
 		fmt.Fprintf(w, "      %s", strings.ReplaceAll(usage, "\n", "\n      "))
 		if !isZeroDefault(f) {
 			fmt.Fprintf(w, " (default %s)", f.DefValue)
