@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -232,63 +233,10 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	if fences == nil || objects == nil {
 		return nil, errors.New("gateway: nil fence store or object store")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	if err := cfg.Validate(nil); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	if cfg.BufferBytes == 0 {
-		cfg.BufferBytes = defaultBufferBytes
-	}
-	if cfg.BufferBudgetBytes == 0 {
-		cfg.BufferBudgetBytes = max(defaultBufferBudgetBytes, cfg.BufferBytes)
-	}
-	if cfg.MaxBodyBytes == 0 {
-		cfg.MaxBodyBytes = defaultMaxBodyBytes
-	}
-	if cfg.MaxHeaderBytes == 0 {
-		cfg.MaxHeaderBytes = defaultMaxHeaderBytes
-	}
-	if cfg.MaxTargetBytes == 0 {
-		cfg.MaxTargetBytes = defaultMaxTargetBytes
-	}
-	if cfg.AuthRefusalLogRate == 0 {
-		cfg.AuthRefusalLogRate = defaultAuthRefusalLogRate
-	}
-	if cfg.AuthRefusalLogBurst == 0 {
-		cfg.AuthRefusalLogBurst = defaultAuthRefusalLogBurst
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.WriteAttempts == 0 {
-		cfg.WriteAttempts = defaultWriteAttempts
-	}
-	if cfg.MaxLockWaiters == 0 {
-		cfg.MaxLockWaiters = defaultMaxLockWaiters
-	}
-	if cfg.ETagCacheEntries == 0 {
-		cfg.ETagCacheEntries = defaultETagCacheEntries
-	}
-	if cfg.TransferChunkTimeout == 0 {
-		cfg.TransferChunkTimeout = defaultTransferChunkTimeout
-	}
-	if cfg.ReadinessTimeout == 0 {
-		cfg.ReadinessTimeout = defaultReadinessTimeout
-	}
-	if cfg.ReadinessCache == 0 {
-		cfg.ReadinessCache = defaultReadinessCache
-	}
-	switch {
-	case cfg.BufferBytes < 0, cfg.BufferBudgetBytes < 0, cfg.MaxBodyBytes < 0, cfg.MaxHeaderBytes < 0, cfg.MaxTargetBytes < 0, cfg.WriteAttempts < 0, cfg.ReadinessTimeout < 0, cfg.ReadinessCache < 0, cfg.AuthRefusalLogBurst < 0:
-		return nil, errors.New("gateway: negative limit in config")
-	case cfg.TransferChunkTimeout < 0:
-		return nil, errors.New("gateway: negative transfer chunk timeout in config")
-	case cfg.MaxRequestsPerClient < 0:
-		return nil, errors.New("gateway: negative requests per client in config")
-	case cfg.BufferBytes > cfg.MaxBodyBytes:
-		return nil, fmt.Errorf("gateway: buffer bytes %d exceed max body bytes %d", cfg.BufferBytes, cfg.MaxBodyBytes)
-	case cfg.BufferBudgetBytes < cfg.BufferBytes:
-		return nil, fmt.Errorf("gateway: buffer budget bytes %d below buffer bytes %d", cfg.BufferBudgetBytes, cfg.BufferBytes)
-	}
+	cfg = cfg.withDefaults()
 	// The stores are wrapped with instrumented ones: the fence checks and
 	// S3 requests are timed and counted without touching the write path.
 	bodies := &bodyBudget{limit: cfg.BufferBudgetBytes}
@@ -347,4 +295,28 @@ func (g *Gateway) routes() chi.Router {
 		mount(r)
 	}
 	return r
+}
+
+// withDefaults returns cfg with its zero fields set to their defaults
+// (DefaultConfig's, but MaxRequestsPerClient, whose zero is no limit).
+func (cfg Config) withDefaults() Config {
+	d := DefaultConfig()
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	cfg.BufferBytes = cmp.Or(cfg.BufferBytes, d.BufferBytes)
+	cfg.BufferBudgetBytes = cmp.Or(cfg.BufferBudgetBytes, max(d.BufferBudgetBytes, cfg.BufferBytes))
+	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, d.MaxBodyBytes)
+	cfg.MaxHeaderBytes = cmp.Or(cfg.MaxHeaderBytes, d.MaxHeaderBytes)
+	cfg.MaxTargetBytes = cmp.Or(cfg.MaxTargetBytes, d.MaxTargetBytes)
+	cfg.AuthRefusalLogRate = cmp.Or(cfg.AuthRefusalLogRate, d.AuthRefusalLogRate)
+	cfg.AuthRefusalLogBurst = cmp.Or(cfg.AuthRefusalLogBurst, d.AuthRefusalLogBurst)
+	cfg.WriteAttempts = cmp.Or(cfg.WriteAttempts, d.WriteAttempts)
+	cfg.MaxLockWaiters = cmp.Or(cfg.MaxLockWaiters, d.MaxLockWaiters)
+	cfg.ETagCacheEntries = cmp.Or(cfg.ETagCacheEntries, d.ETagCacheEntries)
+	cfg.TransferChunkTimeout = cmp.Or(cfg.TransferChunkTimeout, d.TransferChunkTimeout)
+	cfg.ReadinessTimeout = cmp.Or(cfg.ReadinessTimeout, d.ReadinessTimeout)
+	cfg.ReadinessCache = cmp.Or(cfg.ReadinessCache, d.ReadinessCache)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return cfg
 }

@@ -29,7 +29,6 @@ package config
 import (
 	"bytes"
 	"cmp"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -55,6 +54,10 @@ import (
 
 // maxConfigBytes bounds the config file: it is read whole.
 const maxConfigBytes = 4 << 20
+
+// maxSize is the largest size the file's size fields decode; the
+// packages they feed have their own bounds.
+const maxSize = 1 << 62
 
 // File is a loaded and checked config file.
 type File struct {
@@ -150,6 +153,7 @@ func parseConfig(path, dir string, data []byte, lookupEnv LookupEnv) (*File, err
 		}
 		doc = doc.Content[0]
 	}
+	d.root = doc
 	d.fields(doc, "", topLevel)
 	d.crossChecks()
 	if len(d.errs) > 0 {
@@ -180,6 +184,8 @@ func yamlSyntaxError(path string, err error) error {
 
 // decoder walks the YAML tree, collecting settings and errors.
 type decoder struct {
+	// root is the document's top-level mapping.
+	root      *yaml.Node
 	file      string
 	dir       string
 	lookupEnv LookupEnv
@@ -197,6 +203,90 @@ func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
 		line = n.Line
 	}
 	d.errs = append(d.errs, &configError{file: d.file, line: line, path: path, msg: fmt.Sprintf(format, args...)})
+}
+
+// fieldErrors records the *gateway.FieldError values in err, each at the
+// line of its field: the field's path is prefix and its Field, or what
+// aliases maps that to (auth's api_keys[2] is in the file under an
+// identity). A field under an entry (a route, an identity) whose
+// decoding failed is passed over: its value is not what the file says,
+// and the decoding error says why.
+func (d *decoder) fieldErrors(err error, prefix string, aliases map[string]string) {
+	resolve := func(field string) string {
+		field = prefix + field
+		if a, ok := aliases[field]; ok {
+			return a
+		}
+		return field
+	}
+	for _, fe := range gateway.FieldErrors(err) {
+		path, n := d.locate(resolve(fe.Field))
+		if d.failedUnder(entryOf(path)) {
+			continue
+		}
+		msg := fe.Err.Error()
+		if fe.First != "" {
+			if _, first := d.locate(resolve(fe.First)); first != nil {
+				msg += fmt.Sprintf(" (first at line %d)", first.Line)
+			}
+		}
+		d.errorf(n, path, "%s", msg)
+	}
+}
+
+// locate finds the field at path (such as partners[0].methods[1] or
+// partners[0].add_headers.X-Api-Key) in the file, matching mapping keys
+// case aside (header names). It returns the path as the file spells it
+// and the field's value node, or the deepest node found on the way.
+func (d *decoder) locate(path string) (string, *yaml.Node) {
+	n, spelt := d.root, ""
+	for part := range strings.SplitSeq(path, ".") {
+		key, indexes, _ := strings.Cut(part, "[")
+		if key != "" {
+			next := (*yaml.Node)(nil)
+			for i := 0; n != nil && n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
+				if strings.EqualFold(n.Content[i].Value, key) {
+					next, key = n.Content[i+1], n.Content[i].Value
+					break
+				}
+			}
+			if next == nil {
+				return joinPath(spelt, key), n
+			}
+			n, spelt = next, joinPath(spelt, key)
+		}
+		if indexes == "" {
+			continue
+		}
+		for index := range strings.SplitSeq(strings.TrimSuffix(indexes, "]"), "][") {
+			i, err := strconv.Atoi(index)
+			if err != nil || n.Kind != yaml.SequenceNode || i < 0 || i >= len(n.Content) {
+				return spelt + "[" + index + "]", n
+			}
+			n, spelt = n.Content[i], fmt.Sprintf("%s[%d]", spelt, i)
+		}
+	}
+	return spelt, n
+}
+
+// entryOf returns the entry of a list that path is in (partners[1] for
+// partners[1].name, auth.identities[0] for auth.identities[0].api_keys[2]),
+// or path itself.
+func entryOf(path string) string {
+	if i := strings.Index(path, "]"); i >= 0 {
+		return path[:i+1]
+	}
+	return path
+}
+
+// failedUnder reports whether decoding failed at path or below it.
+func (d *decoder) failedUnder(path string) bool {
+	for _, e := range d.errs {
+		if e.path == path || strings.HasPrefix(e.path, path+".") || strings.HasPrefix(e.path, path+"[") {
+			return true
+		}
+	}
+	return false
 }
 
 // at returns "FILE:LINE: path" for n.
@@ -395,18 +485,27 @@ func (d *decoder) duration(n *yaml.Node, path string, least durationMin) (time.D
 		return 0, false
 	}
 	dur, err := time.ParseDuration(s)
-	switch {
-	case err != nil:
+	if err != nil {
 		d.errorf(n, path, "%q is not a duration; want a number with a unit, such as 500ms, 10s or 2m", s)
 		return 0, false
-	case least == aboveZero && dur <= 0:
-		d.errorf(n, path, "%v: must be above zero", dur)
-		return 0, false
-	case dur < 0:
-		d.errorf(n, path, "%v: must not be negative", dur)
+	}
+	if err := checkDuration(dur, least); err != nil {
+		d.errorf(n, path, "%v", err)
 		return 0, false
 	}
 	return dur, true
+}
+
+// checkDuration checks a duration setting's value (the file's field or
+// the flag).
+func checkDuration(dur time.Duration, least durationMin) error {
+	switch {
+	case least == aboveZero && dur <= 0:
+		return fmt.Errorf("%v: must be above zero", dur)
+	case dur < 0:
+		return fmt.Errorf("%v: must not be negative", dur)
+	}
+	return nil
 }
 
 // sizeSetting is a size in bytes for flagName, from least to most.
@@ -429,11 +528,23 @@ func (d *decoder) size(n *yaml.Node, path string, least, most int64) (int64, boo
 		d.errorf(n, path, "%q: %v", s, err)
 		return 0, false
 	}
-	if int64(b) < least || int64(b) > most {
-		d.errorf(n, path, "%v: must be from %v to %v", b, byteSize(least), byteSize(most))
+	if err := checkSize(b, least, most); err != nil {
+		d.errorf(n, path, "%v", err)
 		return 0, false
 	}
 	return int64(b), true
+}
+
+// checkSize checks a size setting's value (the file's field or the
+// flag): from least to most.
+func checkSize(b byteSize, least, most int64) error {
+	switch {
+	case most == maxSize && int64(b) < least:
+		return fmt.Errorf("%v: must be at least %v", b, byteSize(least))
+	case int64(b) < least || int64(b) > most:
+		return fmt.Errorf("%v: must be from %v to %v", b, byteSize(least), byteSize(most))
+	}
+	return nil
 }
 
 // countSetting is a count for flagName: an integer from 0 (no limit) up.
@@ -621,10 +732,10 @@ var s3Fields = []field{
 }
 
 var limitFields = []field{
-	sizeSetting("buffer_bytes", "buffer-bytes", 1, 1<<62),
-	sizeSetting("buffer_budget_bytes", "buffer-budget-bytes", 1, 1<<62),
-	sizeSetting("max_body_bytes", "max-body-bytes", 1, 1<<62),
-	sizeSetting("max_header_bytes", "max-header-bytes", 1<<10, 16<<20),
+	sizeSetting("buffer_bytes", "buffer-bytes", 1, maxSize),
+	sizeSetting("buffer_budget_bytes", "buffer-budget-bytes", 1, maxSize),
+	sizeSetting("max_body_bytes", "max-body-bytes", 1, maxSize),
+	sizeSetting("max_header_bytes", "max-header-bytes", minHeaderBytes, maxHeaderBytes),
 	durationSetting("transfer_chunk_timeout", "transfer-chunk-timeout", aboveZero),
 	countSetting("max_requests_per_client", "max-requests-per-client"),
 	countSetting("max_sessions_per_identity", "max-sessions-per-identity"),
@@ -795,14 +906,17 @@ func (d *decoder) crossChecks() {
 			d.errorf(d.nodes["http.tls.cert_file"], "http.tls", "%v", err)
 		}
 	}
-	if n := d.nodes["etcd.tls.ca_file"]; d.has("etcd-ca") {
-		if _, err := tlsfiles.CertPool(d.out.settings["etcd-ca"].value); err != nil {
-			d.errorf(n, "etcd.tls.ca_file", "%v", err)
+	if pair := d.has("etcd-cert") && d.has("etcd-key"); d.has("etcd-ca") || pair {
+		cert, key := d.out.settings["etcd-cert"].value, d.out.settings["etcd-key"].value
+		if !pair {
+			cert, key = "", ""
 		}
-	}
-	if d.has("etcd-cert") && d.has("etcd-key") {
-		if _, err := tls.LoadX509KeyPair(d.out.settings["etcd-cert"].value, d.out.settings["etcd-key"].value); err != nil {
-			d.errorf(d.nodes["etcd.tls.cert_file"], "etcd.tls", "client certificate: %v", err)
+		_, err := tlsfiles.Client(d.out.settings["etcd-ca"].value, cert, key)
+		switch {
+		case errors.Is(err, tlsfiles.ErrCAFile):
+			d.errorf(d.nodes["etcd.tls.ca_file"], "etcd.tls.ca_file", "%v", err)
+		case err != nil:
+			d.errorf(d.nodes["etcd.tls.cert_file"], "etcd.tls", "%v", err)
 		}
 	}
 	if d.has("token-checks") {
@@ -813,11 +927,27 @@ func (d *decoder) crossChecks() {
 			}
 		}
 	}
-	buffer, maxBody := d.out.settings["buffer-bytes"], d.out.settings["max-body-bytes"]
-	if buffer.value != "" && maxBody.value != "" {
-		var b, m byteSize
-		if b.Set(buffer.value) == nil && m.Set(maxBody.value) == nil && b > m {
-			d.errorf(d.nodes["limits.buffer_bytes"], "limits.buffer_bytes", "%v must not exceed limits.max_body_bytes %v", b, m)
+	d.limitsCrossCheck()
+}
+
+// limitsCrossCheck checks the file's limits that go together with the
+// gateway's rules (gateway.Config.Validate), as far as the file sets
+// them: a rule on a field it leaves to a flag or the default is checked
+// once the flags are merged.
+func (d *decoder) limitsCrossCheck() {
+	var l limitFlags
+	for _, f := range []struct {
+		flag string
+		to   *byteSize
+	}{{"buffer-bytes", &l.buffer}, {"buffer-budget-bytes", &l.bufferBudget}, {"max-body-bytes", &l.maxBody}} {
+		if s, ok := d.out.settings[f.flag]; ok && f.to.Set(s.value) != nil {
+			return
+		}
+	}
+	yamlPath := func(field string) string { return "limits." + field }
+	for _, fe := range gateway.FieldErrors(l.gateway().Validate(yamlPath)) {
+		if n := d.nodes[yamlPath(fe.Field)]; n != nil {
+			d.errorf(n, yamlPath(fe.Field), "%v", fe.Err)
 		}
 	}
 }

@@ -308,38 +308,6 @@ func TestExpandEnv(t *testing.T) {
 	}
 }
 
-// TestCheckUpstream covers the partner upstream URL rules.
-func TestCheckUpstream(t *testing.T) {
-	tests := []struct {
-		in      string
-		wantErr string
-	}{
-		{"https://api.example.com/v1", ""},
-		{"http://10.0.0.1:8080", ""},
-		{"HTTPS://api.example.com", ""},
-		{"ftp://api.example.com", `scheme "ftp" not allowed`},
-		{"api.example.com", `scheme "" not allowed`},
-		{"https://", "has no host"},
-		{"https:api.example.com", "has no host"},
-		{"https://:443", "has no host"},
-		{"https://u:p@api.example.com", "has user info"},
-		{"https://api.example.com/?key=1", "has a query"},
-		{"https://api.example.com/?", "has a query"},
-		{"https://api.example.com/#frag", "has a fragment"},
-		{"https://api.example.com/#", "has a fragment"},
-		{"https://api example.com", "is not a URL"},
-	}
-	for _, tt := range tests {
-		_, err := checkUpstream(tt.in)
-		if (err == nil) != (tt.wantErr == "") || err != nil && !strings.Contains(err.Error(), tt.wantErr) {
-			t.Errorf("checkUpstream(%q) = %v; want error containing %q", tt.in, err, tt.wantErr)
-		}
-		if err != nil && strings.Contains(err.Error(), ":p@") {
-			t.Errorf("checkUpstream(%q) = %v: the password is in the message", tt.in, err)
-		}
-	}
-}
-
 // TestConfigErrorsKeepSecrets: a plain key pasted into api_keys and a
 // password in add_headers never appear in an error.
 func TestConfigErrorsKeepSecrets(t *testing.T) {

@@ -69,16 +69,16 @@ func (c HTTP) check() error {
 
 // positive checks that the duration flag name is above zero.
 func positive(name string, d time.Duration) error {
-	if d <= 0 {
-		return fmt.Errorf("--%s %v: must be above zero", name, d)
+	if err := checkDuration(d, aboveZero); err != nil {
+		return fmt.Errorf("--%s %w", name, err)
 	}
 	return nil
 }
 
 // notNegative checks that the duration flag name is not below zero.
 func notNegative(name string, d time.Duration) error {
-	if d < 0 {
-		return fmt.Errorf("--%s %v: must not be negative", name, d)
+	if err := checkDuration(d, zeroOrMore); err != nil {
+		return fmt.Errorf("--%s %w", name, err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"fencegate/gateway"
@@ -69,20 +70,30 @@ func noLimitIfZero(n int) int {
 	return n
 }
 
-// check checks the gateway's size limits and the lock API's.
+// The bounds of --max-header-bytes (and limits.max_header_bytes): the
+// http.Server's own limit is this plus headerSlack, and the headers are
+// read whole.
+const (
+	minHeaderBytes = 1 << 10
+	maxHeaderBytes = 16 << 20
+)
+
+// check checks the gateway's size limits and the lock API's: the flags'
+// own bounds (shared with the file's fields), then the gateway's rules
+// that relate them (gateway.Config.Validate).
 func (l *limitFlags) check() error {
 	var errs []error
-	if l.buffer < 1 {
-		errs = append(errs, fmt.Errorf("--buffer-bytes %d: must be at least 1", l.buffer))
-	}
-	if l.bufferBudget < 1 {
-		errs = append(errs, fmt.Errorf("--buffer-budget-bytes %d: must be at least 1", l.bufferBudget))
-	}
-	if l.maxBody < 1 {
-		errs = append(errs, fmt.Errorf("--max-body-bytes %d: must be at least 1", l.maxBody))
-	}
-	if l.maxHeader < 1<<10 || l.maxHeader > 16<<20 {
-		errs = append(errs, fmt.Errorf("--max-header-bytes %d: must be from 1KiB to 16MiB", l.maxHeader))
+	for _, f := range []struct {
+		flag        string
+		b           byteSize
+		least, most int64
+	}{
+		{"buffer-bytes", l.buffer, 1, maxSize}, {"buffer-budget-bytes", l.bufferBudget, 1, maxSize},
+		{"max-body-bytes", l.maxBody, 1, maxSize}, {"max-header-bytes", l.maxHeader, minHeaderBytes, maxHeaderBytes},
+	} {
+		if err := checkSize(f.b, f.least, f.most); err != nil {
+			errs = append(errs, fmt.Errorf("--%s %w", f.flag, err))
+		}
 	}
 	for _, c := range []struct {
 		flag string
@@ -92,14 +103,13 @@ func (l *limitFlags) check() error {
 			errs = append(errs, fmt.Errorf("--%s %d: must not be negative (0: no limit)", c.flag, c.n))
 		}
 	}
-	if l.transferChunk <= 0 {
-		errs = append(errs, fmt.Errorf("--transfer-chunk-timeout %v: must be above zero", l.transferChunk))
+	errs = append(errs, positive("transfer-chunk-timeout", l.transferChunk))
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
-	if len(errs) == 0 && l.buffer > l.maxBody {
-		errs = append(errs, fmt.Errorf("--buffer-bytes %v must not exceed --max-body-bytes %v", l.buffer, l.maxBody))
-	}
-	if len(errs) == 0 && l.bufferBudget < l.buffer {
-		errs = append(errs, fmt.Errorf("--buffer-budget-bytes %v must be at least --buffer-bytes %v", l.bufferBudget, l.buffer))
+	flagName := func(field string) string { return "--" + strings.ReplaceAll(field, "_", "-") }
+	for _, fe := range gateway.FieldErrors(l.gateway().Validate(flagName)) {
+		errs = append(errs, fmt.Errorf("%s %w", flagName(fe.Field), fe.Err))
 	}
 	return errors.Join(errs...)
 }

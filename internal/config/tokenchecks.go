@@ -71,8 +71,8 @@ func scopePrefix(scope string) (api.Resource, error) {
 		return "", nil
 	}
 	if route, ok := strings.CutPrefix(scope, partnerScope); ok {
-		if !gateway.ValidPartnerRouteName(route) {
-			return "", fmt.Errorf("partner route name %q: want 1 to 63 of a-z, 0-9 and '-', not starting with '-'", route)
+		if err := gateway.CheckPartnerRouteName(route); err != nil {
+			return "", fmt.Errorf("partner route name %w", err)
 		}
 		return api.PartnerResource(route, ""), nil
 	}
