@@ -97,7 +97,7 @@ type Config struct {
 	// callers share one probe. Zero means 1 second.
 	ReadinessCache time.Duration
 	// Readiness probes are run by /readyz; all must pass.
-	Readiness []Check
+	Readiness []Probe
 	// StoreSpace, when not nil, reads how full the fence store's database
 	// (etcd's) is: /metrics exports it, and /readyz warns, still ready,
 	// when it is 80% of its quota or more. Nil means neither.

@@ -157,11 +157,11 @@ func noRedirects(client *http.Client) *http.Client {
 // segment after /v1/partners/.
 var routeNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
-// CheckPartnerRouteName checks that name may name a PartnerRoute: 1 to 63
+// ValidatePartnerRouteName checks that name may name a PartnerRoute: 1 to 63
 // lower-case letters, digits and '-', starting with a letter or digit.
 // Token checks that name a route (tokenstore.Policy prefixes
 // partner/ROUTE/) use it too.
-func CheckPartnerRouteName(name string) error {
+func ValidatePartnerRouteName(name string) error {
 	if !routeNamePattern.MatchString(name) {
 		return fmt.Errorf("%q: want lower-case letters, digits and -, starting with a letter or digit, at most 63", name)
 	}
@@ -225,11 +225,11 @@ func (rt PartnerRoute) validate(prefix string) error {
 			bad(field, "%w", err)
 		}
 	}
-	at("name", CheckPartnerRouteName(rt.Name))
+	at("name", ValidatePartnerRouteName(rt.Name))
 	if rt.Upstream == nil {
 		bad("upstream", "missing")
 	} else {
-		at("upstream", checkUpstream(rt.Upstream))
+		at("upstream", validateUpstream(rt.Upstream))
 	}
 	if len(rt.Methods) == 0 {
 		bad("methods", "empty; want at least one method, such as [POST]")
@@ -279,7 +279,7 @@ func (rt PartnerRoute) validate(prefix string) error {
 	}
 	for i, name := range rt.ForwardHeaders {
 		field := fmt.Sprintf("forward_headers[%d]", i)
-		if err := checkForwardHeader(name); err != nil {
+		if err := validateForwardHeader(name); err != nil {
 			at(field, err)
 		} else if strip[http.CanonicalHeaderKey(name)] {
 			bad(field, "%s is in strip_headers too", http.CanonicalHeaderKey(name))
@@ -351,14 +351,14 @@ func compilePartnerRoute(rt PartnerRoute) (*partnerRoute, error) {
 	return route, nil
 }
 
-// checkForwardHeader reports whether name may be listed in a
+// validateForwardHeader reports whether name may be listed in a
 // PartnerRoute's ForwardHeaders: a routing header that partner routes
 // strip by default (X-HTTP-Method-Override, X-HTTP-Method,
 // X-Method-Override, X-Original-URL, X-Rewrite-URL, X-Real-IP, or
 // X-Forwarded-* other than X-Forwarded-Host), spelled with dashes. The
 // route then forwards the client's header of that name (any case), and
 // still strips its underscore spellings.
-func checkForwardHeader(name string) error {
+func validateForwardHeader(name string) error {
 	switch {
 	case !validHeaderName(name):
 		return fmt.Errorf("%q is not a header name", name)
@@ -379,7 +379,7 @@ func ParseUpstream(s string) (*url.URL, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%q is not a URL", s)
 	}
-	if err := checkUpstream(u); err != nil {
+	if err := validateUpstream(u); err != nil {
 		return nil, err
 	}
 	if strings.Contains(s, "#") { // an empty fragment, which url.URL does not keep
@@ -388,10 +388,10 @@ func ParseUpstream(s string) (*url.URL, error) {
 	return u, nil
 }
 
-// checkUpstream checks a route's upstream base URL: http or https, with
+// validateUpstream checks a route's upstream base URL: http or https, with
 // a host, without user info, query or fragment, and a base path that is
 // a partner path.
-func checkUpstream(u *url.URL) error {
+func validateUpstream(u *url.URL) error {
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
 		return fmt.Errorf("scheme %q not allowed, want http or https", u.Scheme)

@@ -131,9 +131,9 @@ func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.C
 	gwCfg.Logger = logger
 	gwCfg.TestHooks = hooks
 	gwCfg.Tracer = tracer
-	gwCfg.Readiness = []gateway.Check{
-		{Name: "etcd", Probe: store.Ping},
-		{Name: "s3", Probe: objects.Ping},
+	gwCfg.Readiness = []gateway.Probe{
+		{Name: "etcd", Ping: store.Ping},
+		{Name: "s3", Ping: objects.Ping},
 	}
 	gwCfg.StoreSpace = func(ctx context.Context) (gateway.StoreSpace, error) {
 		space, err := store.Space(ctx)
@@ -156,10 +156,10 @@ func (g *wiredGateway) probe(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
-	for _, c := range []gateway.Check{{Name: "etcd", Probe: g.fences.Ping}, {Name: "s3", Probe: g.objects.Ping}} {
+	for _, p := range []gateway.Probe{{Name: "etcd", Ping: g.fences.Ping}, {Name: "s3", Ping: g.objects.Ping}} {
 		wg.Go(func() {
-			if err := c.Probe(ctx); err != nil {
-				g.logger.Warn("dependency not ready yet; /readyz fails until it is", "dependency", c.Name, "err", err)
+			if err := p.Ping(ctx); err != nil {
+				g.logger.Warn("dependency not ready yet; /readyz fails until it is", "dependency", p.Name, "err", err)
 			}
 		})
 	}

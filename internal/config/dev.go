@@ -70,14 +70,14 @@ func ParseDev(args []string, lookupEnv LookupEnv, stdout io.Writer, extra error)
 	}
 	cfg.Ignored = cmd.ignored
 	var errs []error
-	errs = append(errs, checkListen("listen", cfg.Listen))
+	errs = append(errs, validateListen("listen", cfg.Listen))
 	if cfg.Data == "" {
 		errs = append(errs, errors.New("--data must not be empty"))
 	}
 	if cfg.S3Port < 0 || cfg.S3Port > 65535 {
 		errs = append(errs, fmt.Errorf("--s3-port %d: must be from 0 to 65535", cfg.S3Port))
 	}
-	errs = append(errs, lim.check(), cfg.HTTP.check(), cfg.HTTP.loadTLS(), checkLog(cfg.Log), checkTracing(cfg.Tracing), extra)
+	errs = append(errs, lim.validate(), cfg.HTTP.validate(), cfg.HTTP.loadTLS(), validateLog(cfg.Log), validateTracing(cfg.Tracing), extra)
 	cfg.Gateway = lim.gateway()
 	lim.store(&cfg.Store)
 	cfg.Store.Policies = checks
@@ -85,7 +85,7 @@ func ParseDev(args []string, lookupEnv LookupEnv, stdout io.Writer, extra error)
 	cfg.Features, err = cmd.features(cfg.HTTP)
 	errs = append(errs, err)
 	if err == nil {
-		errs = append(errs, checks.checkRoutes(cfg.Partners))
+		errs = append(errs, checks.validateRoutes(cfg.Partners))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Dev{}, &UsageError{fmt.Errorf("dev: %w", err)}

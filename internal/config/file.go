@@ -9,8 +9,8 @@
 //
 // Adding a setting is one flag (in ParseServe, ParseDev or one of the
 // add*Flags), one field of the file (in the tables below, named for the
-// flag) and one check; where the package the setting feeds has the rule,
-// the check calls it, and adds the flag's or the field's name.
+// flag) and one validation; where the package the setting feeds has the
+// rule, the validation calls it, and adds the flag's or the field's name.
 package config
 
 // The config file: one YAML file for `fencegate serve` and `fencegate dev`
@@ -155,7 +155,7 @@ func parseConfig(path, dir string, data []byte, lookupEnv LookupEnv) (*File, err
 	}
 	d.root = doc
 	d.fields(doc, "", topLevel)
-	d.crossChecks()
+	d.crossValidate()
 	if len(d.errs) > 0 {
 		slices.SortStableFunc(d.errs, func(a, b *configError) int { return cmp.Compare(a.line, b.line) })
 		errs := make([]error, len(d.errs))
@@ -439,9 +439,9 @@ func (d *decoder) set(flagName, value string, n *yaml.Node, path string) {
 
 // A setting is a field that gives a flag its value.
 
-// stringSetting is a non-empty string for flagName, checked by check (if
+// stringSetting is a non-empty string for flagName, checked by validate (if
 // not nil), whose error message is reported as is.
-func stringSetting(key, flagName, want string, check func(string) error) field {
+func stringSetting(key, flagName, want string, validate func(string) error) field {
 	return field{key, func(d *decoder, n *yaml.Node, path string) {
 		s, ok := d.scalar(n, path, want)
 		if !ok {
@@ -451,8 +451,8 @@ func stringSetting(key, flagName, want string, check func(string) error) field {
 			d.errorf(n, path, "empty; want %s", want)
 			return
 		}
-		if check != nil {
-			if err := check(s); err != nil {
+		if validate != nil {
+			if err := validate(s); err != nil {
 				d.errorf(n, path, "%v", err)
 				return
 			}
@@ -489,16 +489,16 @@ func (d *decoder) duration(n *yaml.Node, path string, least durationMin) (time.D
 		d.errorf(n, path, "%q is not a duration; want a number with a unit, such as 500ms, 10s or 2m", s)
 		return 0, false
 	}
-	if err := checkDuration(dur, least); err != nil {
+	if err := validateDuration(dur, least); err != nil {
 		d.errorf(n, path, "%v", err)
 		return 0, false
 	}
 	return dur, true
 }
 
-// checkDuration checks a duration setting's value (the file's field or
+// validateDuration checks a duration setting's value (the file's field or
 // the flag).
-func checkDuration(dur time.Duration, least durationMin) error {
+func validateDuration(dur time.Duration, least durationMin) error {
 	switch {
 	case least == aboveZero && dur <= 0:
 		return fmt.Errorf("%v: must be above zero", dur)
@@ -528,16 +528,16 @@ func (d *decoder) size(n *yaml.Node, path string, least, most int64) (int64, boo
 		d.errorf(n, path, "%q: %v", s, err)
 		return 0, false
 	}
-	if err := checkSize(b, least, most); err != nil {
+	if err := validateSize(b, least, most); err != nil {
 		d.errorf(n, path, "%v", err)
 		return 0, false
 	}
 	return int64(b), true
 }
 
-// checkSize checks a size setting's value (the file's field or the
+// validateSize checks a size setting's value (the file's field or the
 // flag): from least to most.
-func checkSize(b byteSize, least, most int64) error {
+func validateSize(b byteSize, least, most int64) error {
 	switch {
 	case most == maxSize && int64(b) < least:
 		return fmt.Errorf("%v: must be at least %v", b, byteSize(least))
@@ -662,7 +662,7 @@ var topLevel = []field{
 }
 
 var httpFields = []field{
-	stringSetting("listen", "listen", "host:port", checkHostPort),
+	stringSetting("listen", "listen", "host:port", validateHostPort),
 	durationSetting("read_header_timeout", "read-header-timeout", aboveZero),
 	durationSetting("read_timeout", "read-timeout", zeroOrMore),
 	durationSetting("write_timeout", "write-timeout", zeroOrMore),
@@ -689,12 +689,12 @@ var etcdFields = []field{
 			return
 		}
 		for i, e := range endpoints {
-			if err := checkEtcdEndpoint(e); err != nil {
+			if err := validateEtcdEndpoint(e); err != nil {
 				d.errorf(n.Content[i], fmt.Sprintf("%s[%d]", path, i), "%v", err)
 				return
 			}
 		}
-		if err := checkEtcdEndpoints(endpoints); err != nil {
+		if err := validateEtcdEndpoints(endpoints); err != nil {
 			d.errorf(n, path, "mixes http:// and https:// endpoints")
 			return
 		}
@@ -717,7 +717,7 @@ var etcdFields = []field{
 
 var s3Fields = []field{
 	stringSetting("endpoint", "s3-endpoint", "a URL such as http://127.0.0.1:7070", func(s string) error {
-		if checkS3Endpoint(s) != nil {
+		if validateS3Endpoint(s) != nil {
 			return fmt.Errorf("%q: want a URL such as http://127.0.0.1:7070", s)
 		}
 		return nil
@@ -755,11 +755,11 @@ var logFields = []field{
 		}
 		return nil
 	}),
-	stringSetting("format", "log-format", "text or json", logging.CheckFormat),
+	stringSetting("format", "log-format", "text or json", logging.ValidateFormat),
 }
 
 var tracingFields = []field{
-	stringSetting("otlp_endpoint", "otlp-endpoint", "a URL such as http://127.0.0.1:4317", tracing.CheckEndpoint),
+	stringSetting("otlp_endpoint", "otlp-endpoint", "a URL such as http://127.0.0.1:4317", tracing.ValidateEndpoint),
 	{"sample_ratio", func(d *decoder, n *yaml.Node, path string) {
 		s, ok := d.scalar(n, path, "a number from 0 to 1")
 		if !ok {
@@ -770,7 +770,7 @@ var tracingFields = []field{
 			d.errorf(n, path, "%q: want a number from 0 to 1", s)
 			return
 		}
-		if err := tracing.CheckSampleRatio(ratio); err != nil {
+		if err := tracing.ValidateSampleRatio(ratio); err != nil {
 			d.errorf(n, path, "%v", err)
 			return
 		}
@@ -827,8 +827,8 @@ func (d *decoder) has(flagName string) bool {
 // file refers to.
 var envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// checkHostPort checks a listen address: host:port with a numeric port.
-func checkHostPort(addr string) error {
+// validateHostPort checks a listen address: host:port with a numeric port.
+func validateHostPort(addr string) error {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("%q: want host:port, such as 127.0.0.1:8080", addr)
@@ -839,14 +839,14 @@ func checkHostPort(addr string) error {
 	return nil
 }
 
-// checkEtcdEndpoint checks one etcd endpoint: an http(s):// URL with a
+// validateEtcdEndpoint checks one etcd endpoint: an http(s):// URL with a
 // host and no path, or a host:port.
-func checkEtcdEndpoint(e string) error {
+func validateEtcdEndpoint(e string) error {
 	if strings.ContainsAny(e, ", ") {
 		return fmt.Errorf("%q: one URL per item, without commas or spaces", e)
 	}
 	if !strings.Contains(e, "://") {
-		if checkHostPort(e) != nil {
+		if validateHostPort(e) != nil {
 			return fmt.Errorf("%q: want a URL such as http://host:2379 or a host:port", e)
 		}
 		return nil
@@ -858,8 +858,8 @@ func checkEtcdEndpoint(e string) error {
 	return nil
 }
 
-// crossChecks checks the settings that go together.
-func (d *decoder) crossChecks() {
+// crossValidate checks the settings that go together.
+func (d *decoder) crossValidate() {
 	// together checks that the field a and one of the fields bs are
 	// both set or both not.
 	together := func(why, a string, bs ...string) {
@@ -922,19 +922,19 @@ func (d *decoder) crossChecks() {
 	if d.has("token-checks") {
 		var checks TokenChecks
 		if checks.Set(d.out.settings["token-checks"].value) == nil {
-			if err := checks.checkRoutes(d.out.partners); err != nil {
+			if err := checks.validateRoutes(d.out.partners); err != nil {
 				d.errorf(d.nodes["token_checks"], "token_checks", "%v", err)
 			}
 		}
 	}
-	d.limitsCrossCheck()
+	d.limitsCrossValidate()
 }
 
-// limitsCrossCheck checks the file's limits that go together with the
+// limitsCrossValidate checks the file's limits that go together with the
 // gateway's rules (gateway.Config.Validate), as far as the file sets
 // them: a rule on a field it leaves to a flag or the default is checked
 // once the flags are merged.
-func (d *decoder) limitsCrossCheck() {
+func (d *decoder) limitsCrossValidate() {
 	var l limitFlags
 	for _, f := range []struct {
 		flag string

@@ -516,11 +516,11 @@ func TestTokenChecksNameDefinedRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	routes := []gateway.PartnerRoute{{Name: "mailer"}, {Name: "payments"}}
-	if err := checks.checkRoutes(routes); err != nil {
-		t.Errorf("checkRoutes(mailer, payments) = %v; want nil", err)
+	if err := checks.validateRoutes(routes); err != nil {
+		t.Errorf("validateRoutes(mailer, payments) = %v; want nil", err)
 	}
-	if err := checks.checkRoutes(routes[:1]); err == nil || !strings.Contains(err.Error(), `"payments"`) {
-		t.Errorf("checkRoutes(mailer) = %v; want an error naming payments", err)
+	if err := checks.validateRoutes(routes[:1]); err == nil || !strings.Contains(err.Error(), `"payments"`) {
+		t.Errorf("validateRoutes(mailer) = %v; want an error naming payments", err)
 	}
 }
 

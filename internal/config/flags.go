@@ -203,10 +203,10 @@ func (b byteSize) String() string {
 	return strconv.FormatInt(n, 10)
 }
 
-// checkListen checks that addr is a host:port for net.Listen, with a
+// validateListen checks that addr is a host:port for net.Listen, with a
 // numeric port (0 picks a free one).
-func checkListen(flagName, addr string) error {
-	if err := checkHostPort(addr); err != nil {
+func validateListen(flagName, addr string) error {
+	if err := validateHostPort(addr); err != nil {
 		return fmt.Errorf("--%s %v", flagName, err)
 	}
 	return nil

@@ -55,8 +55,8 @@ func (c *HTTP) loadTLS() error {
 	return nil
 }
 
-// check validates the timeouts, naming the flag at fault.
-func (c HTTP) check() error {
+// validate checks the timeouts, naming the flag at fault.
+func (c HTTP) validate() error {
 	return errors.Join(
 		positive("read-header-timeout", c.ReadHeaderTimeout),
 		notNegative("read-timeout", c.ReadTimeout),
@@ -69,7 +69,7 @@ func (c HTTP) check() error {
 
 // positive checks that the duration flag name is above zero.
 func positive(name string, d time.Duration) error {
-	if err := checkDuration(d, aboveZero); err != nil {
+	if err := validateDuration(d, aboveZero); err != nil {
 		return fmt.Errorf("--%s %w", name, err)
 	}
 	return nil
@@ -77,7 +77,7 @@ func positive(name string, d time.Duration) error {
 
 // notNegative checks that the duration flag name is not below zero.
 func notNegative(name string, d time.Duration) error {
-	if err := checkDuration(d, zeroOrMore); err != nil {
+	if err := validateDuration(d, zeroOrMore); err != nil {
 		return fmt.Errorf("--%s %w", name, err)
 	}
 	return nil

@@ -78,10 +78,10 @@ const (
 	maxHeaderBytes = 16 << 20
 )
 
-// check checks the gateway's size limits and the lock API's: the flags'
+// validate checks the gateway's size limits and the lock API's: the flags'
 // own bounds (shared with the file's fields), then the gateway's rules
 // that relate them (gateway.Config.Validate).
-func (l *limitFlags) check() error {
+func (l *limitFlags) validate() error {
 	var errs []error
 	for _, f := range []struct {
 		flag        string
@@ -91,7 +91,7 @@ func (l *limitFlags) check() error {
 		{"buffer-bytes", l.buffer, 1, maxSize}, {"buffer-budget-bytes", l.bufferBudget, 1, maxSize},
 		{"max-body-bytes", l.maxBody, 1, maxSize}, {"max-header-bytes", l.maxHeader, minHeaderBytes, maxHeaderBytes},
 	} {
-		if err := checkSize(f.b, f.least, f.most); err != nil {
+		if err := validateSize(f.b, f.least, f.most); err != nil {
 			errs = append(errs, fmt.Errorf("--%s %w", f.flag, err))
 		}
 	}

@@ -15,9 +15,9 @@ func addLogFlags(fs *flag.FlagSet, c *logging.Config) {
 	fs.StringVar(&c.Format, "log-format", logging.FormatText, "log `format`: text or json")
 }
 
-// checkLog checks the log flags.
-func checkLog(c logging.Config) error {
-	if err := logging.CheckFormat(c.Format); err != nil {
+// validateLog checks the log flags.
+func validateLog(c logging.Config) error {
+	if err := logging.ValidateFormat(c.Format); err != nil {
 		return fmt.Errorf("--log-format %w", err)
 	}
 	return nil
@@ -31,15 +31,15 @@ func addTracingFlags(fs *flag.FlagSet, c *tracing.Config) {
 		"traceparent follows its parent's decision")
 }
 
-// checkTracing checks the tracing flags.
-func checkTracing(c tracing.Config) error {
+// validateTracing checks the tracing flags.
+func validateTracing(c tracing.Config) error {
 	var errs []error
 	if c.Endpoint != "" {
-		if err := tracing.CheckEndpoint(c.Endpoint); err != nil {
+		if err := tracing.ValidateEndpoint(c.Endpoint); err != nil {
 			errs = append(errs, fmt.Errorf("--otlp-endpoint %w", err))
 		}
 	}
-	if err := tracing.CheckSampleRatio(c.SampleRatio); err != nil {
+	if err := tracing.ValidateSampleRatio(c.SampleRatio); err != nil {
 		errs = append(errs, fmt.Errorf("--trace-sample-ratio %w", err))
 	}
 	return errors.Join(errs...)

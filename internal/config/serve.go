@@ -127,56 +127,56 @@ func ParseServe(args []string, lookupEnv LookupEnv, stdout io.Writer, extra erro
 	}
 
 	var errs []error
-	check := func(err error) {
+	report := func(err error) {
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	check(checkListen("listen", cfg.Listen))
+	report(validateListen("listen", cfg.Listen))
 	cfg.Etcd.Endpoints = splitList(endpoints)
-	check(checkEtcdEndpoints(cfg.Etcd.Endpoints))
+	report(validateEtcdEndpoints(cfg.Etcd.Endpoints))
 	if cfg.Store.Prefix == "" {
-		check(errors.New("--etcd-prefix must not be empty"))
+		report(errors.New("--etcd-prefix must not be empty"))
 	}
 	if (cfg.Etcd.Username == "") != (cfg.Etcd.Password == "") {
-		check(errors.New("--etcd-username and --etcd-password go together: set both or neither"))
+		report(errors.New("--etcd-username and --etcd-password go together: set both or neither"))
 	}
 	tlsConfig, err := etcdTLS(caFile, certFile, keyFile)
-	check(err)
+	report(err)
 	cfg.Etcd.TLS = tlsConfig
 	if tlsConfig != nil {
 		for _, e := range cfg.Etcd.Endpoints {
 			if strings.HasPrefix(e, "http://") {
-				check(fmt.Errorf("--etcd-endpoints %q is http:// but --etcd-ca, --etcd-cert or --etcd-key is set: use https://", e))
+				report(fmt.Errorf("--etcd-endpoints %q is http:// but --etcd-ca, --etcd-cert or --etcd-key is set: use https://", e))
 			}
 		}
 	}
-	check(positive("etcd-dial-timeout", cfg.Etcd.DialTimeout))
-	check(positive("etcd-request-timeout", cfg.Store.RequestTimeout))
-	check(checkS3Endpoint(cfg.S3.Endpoint))
+	report(positive("etcd-dial-timeout", cfg.Etcd.DialTimeout))
+	report(positive("etcd-request-timeout", cfg.Store.RequestTimeout))
+	report(validateS3Endpoint(cfg.S3.Endpoint))
 	if cfg.S3.Region == "" {
-		check(errors.New("--s3-region must not be empty"))
+		report(errors.New("--s3-region must not be empty"))
 	}
 	if cfg.S3.MaxConnsPerHost < 1 {
-		check(fmt.Errorf("--s3-max-conns %d: must be at least 1", cfg.S3.MaxConnsPerHost))
+		report(fmt.Errorf("--s3-max-conns %d: must be at least 1", cfg.S3.MaxConnsPerHost))
 	}
-	check(positive("s3-conn-wait-timeout", cfg.S3.ConnWaitTimeout))
+	report(positive("s3-conn-wait-timeout", cfg.S3.ConnWaitTimeout))
 	if (cfg.S3.AccessKeyID == "") != (cfg.S3.SecretAccessKey == "") {
-		check(errors.New("--s3-access-key and --s3-secret-key go together: set both or neither (neither: the AWS SDK's default chain)"))
+		report(errors.New("--s3-access-key and --s3-secret-key go together: set both or neither (neither: the AWS SDK's default chain)"))
 	}
-	check(lim.check())
+	report(lim.validate())
 	cfg.Gateway = lim.gateway()
 	lim.store(&cfg.Store)
 	cfg.Store.Policies = checks
-	check(cfg.HTTP.check())
-	check(cfg.HTTP.loadTLS())
-	check(checkLog(cfg.Log))
-	check(checkTracing(cfg.Tracing))
-	check(extra)
+	report(cfg.HTTP.validate())
+	report(cfg.HTTP.loadTLS())
+	report(validateLog(cfg.Log))
+	report(validateTracing(cfg.Tracing))
+	report(extra)
 	cfg.Features, err = cmd.features(cfg.HTTP)
-	check(err)
+	report(err)
 	if err == nil {
-		check(checks.checkRoutes(cfg.Partners))
+		report(checks.validateRoutes(cfg.Partners))
 	}
 	if len(errs) > 0 {
 		return Serve{}, &UsageError{fmt.Errorf("serve: %w", errors.Join(errs...))}
@@ -195,16 +195,16 @@ func splitList(s string) []string {
 	return out
 }
 
-// checkEtcdEndpoints checks that there is at least one endpoint and that
+// validateEtcdEndpoints checks that there is at least one endpoint and that
 // each is an http(s):// URL with a host, or a host:port.
-func checkEtcdEndpoints(endpoints []string) error {
+func validateEtcdEndpoints(endpoints []string) error {
 	if len(endpoints) == 0 {
 		return fmt.Errorf("--etcd-endpoints is required (or %s, or etcd.endpoints in the --config file), "+
 			"such as http://127.0.0.1:2379; for a local etcd and S3 server, run `fencegate dev`", EnvName("etcd-endpoints"))
 	}
 	schemes := make(map[string]bool)
 	for _, e := range endpoints {
-		if err := checkEtcdEndpoint(e); err != nil {
+		if err := validateEtcdEndpoint(e); err != nil {
 			return fmt.Errorf("--etcd-endpoints %w", err)
 		}
 		scheme, _, ok := strings.Cut(e, "://")
@@ -235,9 +235,9 @@ func etcdTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 	return cfg, nil
 }
 
-// checkS3Endpoint checks that endpoint is empty or an http(s):// URL with
+// validateS3Endpoint checks that endpoint is empty or an http(s):// URL with
 // a host.
-func checkS3Endpoint(endpoint string) error {
+func validateS3Endpoint(endpoint string) error {
 	if endpoint == "" {
 		return nil
 	}

@@ -71,7 +71,7 @@ func scopePrefix(scope string) (api.Resource, error) {
 		return "", nil
 	}
 	if route, ok := strings.CutPrefix(scope, partnerScope); ok {
-		if err := gateway.CheckPartnerRouteName(route); err != nil {
+		if err := gateway.ValidatePartnerRouteName(route); err != nil {
 			return "", fmt.Errorf("partner route name %w", err)
 		}
 		return api.PartnerResource(route, ""), nil
@@ -99,9 +99,9 @@ func (t TokenChecks) String() string {
 	return strings.Join(items, ",")
 }
 
-// checkRoutes refuses entries that name a partner route that routes does
+// validateRoutes refuses entries that name a partner route that routes does
 // not have: a misspelt route would leave the real one unchecked.
-func (t TokenChecks) checkRoutes(routes []gateway.PartnerRoute) error {
+func (t TokenChecks) validateRoutes(routes []gateway.PartnerRoute) error {
 	known := make(map[string]bool, len(routes))
 	for _, r := range routes {
 		known[r.Name] = true

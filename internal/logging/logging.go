@@ -21,15 +21,15 @@ type Config struct {
 	Format string
 }
 
-// Formats are the log formats CheckFormat allows.
+// Formats are the log formats ValidateFormat allows.
 const (
 	FormatText = "text"
 	FormatJSON = "json"
 )
 
-// CheckFormat checks a log format: text or json. Its message does not
+// ValidateFormat checks a log format: text or json. Its message does not
 // name the setting: the caller does.
-func CheckFormat(format string) error {
+func ValidateFormat(format string) error {
 	if format != FormatText && format != FormatJSON {
 		return fmt.Errorf("%q: want text or json", format)
 	}

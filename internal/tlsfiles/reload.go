@@ -13,15 +13,15 @@ import (
 	"time"
 )
 
-// certCheckInterval is how often, at most, a TLS handshake looks at the
+// certStatInterval is how often, at most, a TLS handshake looks at the
 // certificate files for a change.
-const certCheckInterval = time.Second
+const certStatInterval = time.Second
 
 // Reloader serves the server certificate of a certificate file and a key
 // file, and loads the pair again when either file changes, so that a renewed
 // certificate (cert-manager, certbot) is served without a restart. A
 // handshake looks at the files' modification times at most once per
-// certCheckInterval. A pair that does not load (a file half written, a key
+// certStatInterval. A pair that does not load (a file half written, a key
 // that does not match) is logged once and the last good pair is served
 // until the files change again. The client CAs (Server) are loaded
 // once, at start.
@@ -30,10 +30,10 @@ type Reloader struct {
 	log               *slog.Logger
 	now               func() time.Time
 
-	mu        sync.Mutex
-	cert      *tls.Certificate
-	loaded    [2]time.Time // the files' modification times that cert, or the last failure, came from
-	nextCheck time.Time
+	mu       sync.Mutex
+	cert     *tls.Certificate
+	loaded   [2]time.Time // the files' modification times that cert, or the last failure, came from
+	nextStat time.Time
 }
 
 // NewReloader loads the pair once; it fails when the pair does not
@@ -48,7 +48,7 @@ func NewReloader(certFile, keyFile string, log *slog.Logger) (*Reloader, error) 
 	if err != nil {
 		return nil, fmt.Errorf("server certificate: %w", err)
 	}
-	r.cert, r.loaded, r.nextCheck = &cert, mod, r.now().Add(certCheckInterval)
+	r.cert, r.loaded, r.nextStat = &cert, mod, r.now().Add(certStatInterval)
 	return r, nil
 }
 
@@ -56,8 +56,8 @@ func NewReloader(certFile, keyFile string, log *slog.Logger) (*Reloader, error) 
 func (r *Reloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if now := r.now(); !now.Before(r.nextCheck) {
-		r.nextCheck = now.Add(certCheckInterval)
+	if now := r.now(); !now.Before(r.nextStat) {
+		r.nextStat = now.Add(certStatInterval)
 		r.reload()
 	}
 	return r.cert, nil

@@ -76,7 +76,7 @@ func TestCertReloader(t *testing.T) {
 	}
 	clock := time.Now()
 	r.now = func() time.Time { return clock }
-	r.nextCheck = clock.Add(certCheckInterval)
+	r.nextStat = clock.Add(certStatInterval)
 
 	// A TLS listener that takes its certificate from the reloader only
 	// (httptest's would serve its own to a client that sends no name).
@@ -114,25 +114,25 @@ func TestCertReloader(t *testing.T) {
 			change: func() { mod = mod.Add(time.Second); writePair(t, certFile, keyFile, "two", mod) },
 			want:   "one",
 		},
-		{name: "replaced, after the check interval", advance: certCheckInterval, want: "two", logged: "server certificate reloaded"},
+		{name: "replaced, after the check interval", advance: certStatInterval, want: "two", logged: "server certificate reloaded"},
 		{
 			name: "a certificate without its key",
 			change: func() {
 				mod = mod.Add(time.Second)
 				writePair(t, certFile, "", "three", mod) // the key file still holds two's key
 			},
-			advance: certCheckInterval, want: "two", logged: "server certificate not reloaded",
+			advance: certStatInterval, want: "two", logged: "server certificate not reloaded",
 		},
-		{name: "the same bad pair is logged once", advance: certCheckInterval, want: "two"},
+		{name: "the same bad pair is logged once", advance: certStatInterval, want: "two"},
 		{
 			name:    "a file missing for a moment",
 			change:  func() { os.Remove(keyFile) },
-			advance: certCheckInterval, want: "two",
+			advance: certStatInterval, want: "two",
 		},
 		{
 			name:    "a good pair again",
 			change:  func() { mod = mod.Add(time.Second); writePair(t, certFile, keyFile, "four", mod) },
-			advance: certCheckInterval, want: "four", logged: "server certificate reloaded",
+			advance: certStatInterval, want: "four", logged: "server certificate reloaded",
 		},
 	}
 	for _, s := range steps {

@@ -25,11 +25,11 @@ import (
 // Config says where spans go. The zero Config is tracing off.
 type Config struct {
 	// Endpoint is the OTLP/gRPC collector's URL: http:// (plain gRPC) or
-	// https:// (TLS) and a host (see CheckEndpoint); "" turns tracing
+	// https:// (TLS) and a host (see ValidateEndpoint); "" turns tracing
 	// off.
 	Endpoint string
 	// SampleRatio is the share of new traces sampled, from 0 to 1 (see
-	// CheckSampleRatio); a request that continues a trace follows its
+	// ValidateSampleRatio); a request that continues a trace follows its
 	// parent's decision.
 	SampleRatio float64
 }
@@ -40,10 +40,10 @@ const DefaultSampleRatio = 1
 // shutdownTimeout bounds the export of the last spans at exit.
 const shutdownTimeout = 5 * time.Second
 
-// CheckEndpoint checks a collector URL: http:// or https:// with a host,
+// ValidateEndpoint checks a collector URL: http:// or https:// with a host,
 // and nothing else. Its message does not name the setting: the caller
 // does.
-func CheckEndpoint(endpoint string) error {
+func ValidateEndpoint(endpoint string) error {
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil ||
 		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
@@ -52,8 +52,8 @@ func CheckEndpoint(endpoint string) error {
 	return nil
 }
 
-// CheckSampleRatio checks a sample ratio: from 0 to 1.
-func CheckSampleRatio(ratio float64) error {
+// ValidateSampleRatio checks a sample ratio: from 0 to 1.
+func ValidateSampleRatio(ratio float64) error {
 	if math.IsNaN(ratio) || ratio < 0 || ratio > 1 {
 		return fmt.Errorf("%v: must be from 0 to 1", ratio)
 	}
