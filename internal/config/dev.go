@@ -88,7 +88,7 @@ func ParseDev(args []string, lookupEnv LookupEnv, stdout io.Writer, extra error)
 		errs = append(errs, checks.validateRoutes(cfg.Partners))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return Dev{}, &UsageError{fmt.Errorf("dev: %w", err)}
+		return Dev{}, &UsageError{fmt.Errorf("dev: %w", cmd.locate(err))}
 	}
 	return cfg, nil
 }

@@ -987,6 +987,7 @@ func (f *File) apply(c *command, set map[string]bool) (ignored []string, err err
 		if set[name] {
 			continue
 		}
+		c.source(name, s.at)
 		if err := fl.Value.Set(s.value); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %v", s.at, err))
 		}

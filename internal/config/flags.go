@@ -47,6 +47,10 @@ type command struct {
 	file *File
 	// ignored are the file's settings that the command has no flag for.
 	ignored []string
+	// sources say where the flags that the command line did not set
+	// got their values: the environment variable's name, or the file's
+	// "FILE:LINE: path". See locate.
+	sources map[string]string
 }
 
 func newCommand(name, synopsis, description string) *command {
@@ -97,6 +101,7 @@ func (c *command) parse(args []string, lookupEnv LookupEnv, stdout io.Writer) er
 			return
 		}
 		given[f.Name] = true
+		c.source(f.Name, EnvName(f.Name))
 		// The value is not repeated: it may be a secret.
 		if err := f.Value.Set(value); err != nil {
 			errs = append(errs, fmt.Errorf("--%s: invalid value in %s: %v", f.Name, EnvName(f.Name), err))
@@ -117,6 +122,42 @@ func (c *command) parse(args []string, lookupEnv LookupEnv, stdout io.Writer) er
 	}
 	c.file = file
 	return nil
+}
+
+// source records where the flag name got its value.
+func (c *command) source(name, from string) {
+	if c.sources == nil {
+		c.sources = make(map[string]string)
+	}
+	c.sources[name] = from
+}
+
+// locate prefixes each of the problems in err that starts with a flag
+// (--buffer-bytes ...) whose value came from the environment or the file
+// with where it came from: the variable (FENCEGATE_BUFFER_BYTES: ...),
+// or the file's line and field (fencegate.yaml:3: limits.buffer_bytes:
+// ...). A flag given on the command line, or left at its default, is
+// named as it is.
+func (c *command) locate(err error) error {
+	if err == nil {
+		return nil
+	}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		var errs []error
+		for _, e := range joined.Unwrap() {
+			errs = append(errs, c.locate(e))
+		}
+		return errors.Join(errs...)
+	}
+	rest, ok := strings.CutPrefix(err.Error(), "--")
+	if !ok {
+		return err
+	}
+	name := rest[:strings.IndexFunc(rest+" ", func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') })]
+	if from := c.sources[name]; from != "" {
+		return fmt.Errorf("%s: %w", from, err)
+	}
+	return err
 }
 
 // printUsage prints the synopsis, the description and every flag with its

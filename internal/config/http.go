@@ -44,6 +44,8 @@ func (c *HTTP) loadTLS() error {
 	switch {
 	case c.TLSCert == "" && c.TLSKey == "" && c.TLSClientCA == "":
 		return nil
+	case c.TLSCert == "" && c.TLSKey == "":
+		return errors.New("--tls-client-ca needs --tls-cert and --tls-key: client certificates need a TLS listener")
 	case c.TLSCert == "" || c.TLSKey == "":
 		return errors.New("--tls-cert and --tls-key go together (and --tls-client-ca needs them)")
 	}

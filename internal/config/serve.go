@@ -179,7 +179,7 @@ func ParseServe(args []string, lookupEnv LookupEnv, stdout io.Writer, extra erro
 		report(checks.validateRoutes(cfg.Partners))
 	}
 	if len(errs) > 0 {
-		return Serve{}, &UsageError{fmt.Errorf("serve: %w", errors.Join(errs...))}
+		return Serve{}, &UsageError{fmt.Errorf("serve: %w", cmd.locate(errors.Join(errs...)))}
 	}
 	return cfg, nil
 }
