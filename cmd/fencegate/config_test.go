@@ -154,11 +154,15 @@ func writeConfig(t *testing.T, data string) string {
 	return path
 }
 
+// readmePath is the file whose Configuration section shows full.yaml and
+// lists every flag.
+var readmePath = filepath.Join("..", "..", "README.md")
+
 // TestReadmeConfiguration: the README's example config is full.yaml, which
 // TestFullConfigDecodes loads, and its table lists every flag of serve
 // with its environment variable.
 func TestReadmeConfiguration(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(readmePath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,11 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-
-	"fencegate/gateway"
-	"fencegate/internal/logging"
-	"fencegate/internal/tracing"
-	"fencegate/tokenstore"
 )
 
 // Dev is everything `fencegate dev` needs.
@@ -19,16 +14,7 @@ type Dev struct {
 	Data string
 	// S3Port is the S3 server's port on 127.0.0.1 (0: a free one).
 	S3Port int
-	// Store holds the token checks (--token-checks) and the lock API's
-	// limits; dev sets the key prefix.
-	Store tokenstore.Config
-	// Gateway holds the gateway's limits.
-	Gateway gateway.Config
-	HTTP    HTTP
-	Log     logging.Config
-	// Tracing is where spans go (--otlp-endpoint); off by default.
-	Tracing tracing.Config
-	Features
+	Shared
 	// Ignored are the config file's settings that dev does not use (its
 	// etcd and S3 sections): dev runs its own.
 	Ignored []string
@@ -52,19 +38,11 @@ partner routes and auth locally); its etcd and s3 sections are not used.`
 func ParseDev(args []string, lookupEnv LookupEnv, stdout io.Writer, extra error) (Dev, error) {
 	cmd := newCommand("dev", "fencegate dev [flags]", devDescription)
 	fs := cmd.fs
-	var (
-		cfg    Dev
-		checks TokenChecks
-	)
+	var cfg Dev
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "`host:port` to serve the gateway on")
 	fs.StringVar(&cfg.Data, "data", ".fencegate", "`directory` of etcd's data (etcd/) and the S3 objects (s3/)")
 	fs.IntVar(&cfg.S3Port, "s3-port", 0, "`port` of the S3 server on 127.0.0.1 (0: a free one)")
-	fs.Var(&checks, "token-checks", tokenChecksUsage)
-	lim := addLimitFlags(fs)
-	addHTTPFlags(fs, &cfg.HTTP)
-	addLogFlags(fs, &cfg.Log)
-	addTracingFlags(fs, &cfg.Tracing)
-	cmd.addConfigFlag()
+	shared := addSharedFlags(cmd, &cfg.Shared)
 	if err := cmd.parse(args, lookupEnv, stdout); err != nil {
 		return Dev{}, err
 	}
@@ -77,16 +55,7 @@ func ParseDev(args []string, lookupEnv LookupEnv, stdout io.Writer, extra error)
 	if cfg.S3Port < 0 || cfg.S3Port > 65535 {
 		errs = append(errs, fmt.Errorf("--s3-port %d: must be from 0 to 65535", cfg.S3Port))
 	}
-	errs = append(errs, lim.validate(), cfg.HTTP.validate(), cfg.HTTP.loadTLS(), validateLog(cfg.Log), validateTracing(cfg.Tracing), extra)
-	cfg.Gateway = lim.gateway()
-	lim.store(&cfg.Store)
-	cfg.Store.Policies = checks
-	var err error
-	cfg.Features, err = cmd.features(cfg.HTTP)
-	errs = append(errs, err)
-	if err == nil {
-		errs = append(errs, checks.validateRoutes(cfg.Partners))
-	}
+	errs = append(errs, shared.finish(cmd, &cfg.Shared), extra)
 	if err := errors.Join(errs...); err != nil {
 		return Dev{}, &UsageError{fmt.Errorf("dev: %w", cmd.locate(err))}
 	}

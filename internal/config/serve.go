@@ -24,8 +24,14 @@ type Serve struct {
 	Listen string
 	Etcd   Etcd
 	S3     s3.Config
-	// Store is the token store's config: its key prefix, request
-	// timeout, token checks (--token-checks) and the lock API's limits.
+	Shared
+}
+
+// Shared are the settings of the gateway that serve and dev both run.
+type Shared struct {
+	// Store is the token store's config: its token checks
+	// (--token-checks) and the lock API's limits, and for serve its key
+	// prefix and request timeout.
 	Store tokenstore.Config
 	// Gateway holds the gateway's limits; the command adds its logger,
 	// readiness probes and tracer.
@@ -34,6 +40,39 @@ type Serve struct {
 	Log     logging.Config
 	Tracing tracing.Config
 	Features
+}
+
+// sharedFlags are the flags of Shared that need converting.
+type sharedFlags struct {
+	limits *limitFlags
+	checks TokenChecks
+}
+
+// addSharedFlags adds the flags of s, and --config, to cmd.
+func addSharedFlags(cmd *command, s *Shared) *sharedFlags {
+	f := &sharedFlags{limits: addLimitFlags(cmd.fs)}
+	cmd.fs.Var(&f.checks, "token-checks", tokenChecksUsage)
+	addHTTPFlags(cmd.fs, &s.HTTP)
+	addLogFlags(cmd.fs, &s.Log)
+	addTracingFlags(cmd.fs, &s.Tracing)
+	cmd.addConfigFlag()
+	return f
+}
+
+// finish fills s from the parsed flags and the config file's features,
+// and validates them.
+func (f *sharedFlags) finish(cmd *command, s *Shared) error {
+	errs := []error{f.limits.validate(), s.HTTP.validate(), s.HTTP.loadTLS(), validateLog(s.Log), validateTracing(s.Tracing)}
+	s.Gateway = f.limits.gateway()
+	f.limits.store(&s.Store)
+	s.Store.Policies = f.checks
+	var err error
+	s.Features, err = cmd.features(s.HTTP)
+	errs = append(errs, err)
+	if err == nil {
+		errs = append(errs, f.checks.validateRoutes(s.Partners))
+	}
+	return errors.Join(errs...)
 }
 
 // Features are what only the config file configures: partner routes and
@@ -97,7 +136,6 @@ func ParseServe(args []string, lookupEnv LookupEnv, stdout io.Writer, extra erro
 		cfg                       Serve
 		endpoints                 string
 		caFile, certFile, keyFile string
-		checks                    TokenChecks
 	)
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "`host:port` to serve HTTP on")
 	fs.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated etcd client `URLs`, such as\nhttp://etcd-1:2379,http://etcd-2:2379 (required)")
@@ -116,12 +154,7 @@ func ParseServe(args []string, lookupEnv LookupEnv, stdout io.Writer, extra erro
 	fs.BoolVar(&cfg.S3.UsePathStyle, "s3-path-style", false, "address buckets as endpoint/bucket/key, as most S3-compatible servers need")
 	fs.IntVar(&cfg.S3.MaxConnsPerHost, "s3-max-conns", 256, "most connections to S3 at once; requests beyond wait for one")
 	fs.DurationVar(&cfg.S3.ConnWaitTimeout, "s3-conn-wait-timeout", 5*time.Second, "bound on a request's wait for a connection to S3 (504 upstream-timeout beyond)")
-	lim := addLimitFlags(fs)
-	fs.Var(&checks, "token-checks", tokenChecksUsage)
-	addHTTPFlags(fs, &cfg.HTTP)
-	addLogFlags(fs, &cfg.Log)
-	addTracingFlags(fs, &cfg.Tracing)
-	cmd.addConfigFlag()
+	shared := addSharedFlags(cmd, &cfg.Shared)
 	if err := cmd.parse(args, lookupEnv, stdout); err != nil {
 		return Serve{}, err
 	}
@@ -164,20 +197,8 @@ func ParseServe(args []string, lookupEnv LookupEnv, stdout io.Writer, extra erro
 	if (cfg.S3.AccessKeyID == "") != (cfg.S3.SecretAccessKey == "") {
 		report(errors.New("--s3-access-key and --s3-secret-key go together: set both or neither (neither: the AWS SDK's default chain)"))
 	}
-	report(lim.validate())
-	cfg.Gateway = lim.gateway()
-	lim.store(&cfg.Store)
-	cfg.Store.Policies = checks
-	report(cfg.HTTP.validate())
-	report(cfg.HTTP.loadTLS())
-	report(validateLog(cfg.Log))
-	report(validateTracing(cfg.Tracing))
+	report(shared.finish(cmd, &cfg.Shared))
 	report(extra)
-	cfg.Features, err = cmd.features(cfg.HTTP)
-	report(err)
-	if err == nil {
-		report(checks.validateRoutes(cfg.Partners))
-	}
 	if len(errs) > 0 {
 		return Serve{}, &UsageError{fmt.Errorf("serve: %w", cmd.locate(errors.Join(errs...)))}
 	}
