@@ -63,6 +63,12 @@ var rules = []struct {
 		why: "devstack starts an embedded etcd and a versitygw child process with fixed credentials for a laptop, and testenv is test scaffolding: " +
 			"neither may be linked into what serves production traffic, where a helper reached by mistake would run or weaken the real thing",
 	},
+	{
+		pkg: "fencegate/...", forbidden: []string{"fencegate/internal/config"}, direct: true,
+		except: []string{"fencegate/cmd/fencegate"},
+		why: "flags, FENCEGATE_* variables and the config file are read in one place, for one binary; a package that imported its decoder would " +
+			"take settings behind its caller's back instead of a validated Config passed to New",
+	},
 }
 
 // devCommandFiles are the non-test files of cmd/fencegate that may import
