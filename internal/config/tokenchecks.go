@@ -21,10 +21,11 @@ type TokenChecks []tokenstore.Policy
 // partnerScope starts the scopes that name a partner route.
 const partnerScope = "partner/"
 
-// Set parses s.
+// Set parses s. The rules of each policy, and of one policy per scope,
+// are the token store's (tokenstore.Policy.Validate and
+// ValidatePolicies).
 func (t *TokenChecks) Set(s string) error {
 	var out TokenChecks
-	seen := make(map[string]bool)
 	for item := range strings.SplitSeq(s, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
@@ -34,31 +35,22 @@ func (t *TokenChecks) Set(s string) error {
 		if !ok {
 			return fmt.Errorf("%q: want SCOPE=none, SCOPE=plausible or SCOPE=held:LOCK (SCOPE: a bucket, partner/ROUTE or *)", item)
 		}
-		scope = strings.TrimSpace(scope)
 		checkName, lock, _ := strings.Cut(strings.TrimSpace(spec), ":")
 		check, err := tokenstore.ParseCheck(checkName)
 		if err != nil {
 			return fmt.Errorf("%q: %v", item, err)
 		}
 		p := tokenstore.Policy{Check: check, Lock: lock}
-		switch {
-		case check == tokenstore.CheckHeld && lock == "":
-			return fmt.Errorf("%q: held needs a lock name, as in %s=held:LOCK", item, scope)
-		case check == tokenstore.CheckHeld:
-			if err := api.ValidateLockName(lock); err != nil {
-				return fmt.Errorf("%q: %v", item, err)
-			}
-		case lock != "":
-			return fmt.Errorf("%q: a lock name goes only with held", item)
+		if err := p.Validate(); err != nil {
+			return fmt.Errorf("%q: %w", item, err)
 		}
-		if p.Prefix, err = scopePrefix(scope); err != nil {
+		if p.Prefix, err = scopePrefix(strings.TrimSpace(scope)); err != nil {
 			return fmt.Errorf("%q: %v", item, err)
 		}
-		if seen[scope] {
-			return fmt.Errorf("%q listed twice", scope)
-		}
-		seen[scope] = true
 		out = append(out, p)
+	}
+	if err := tokenstore.ValidatePolicies(out); err != nil {
+		return err
 	}
 	*t = out
 	return nil
