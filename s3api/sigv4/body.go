@@ -159,6 +159,9 @@ func buildBody(r *http.Request, res *Result, payloadHash string, signing chunkSi
 	if err != nil || decoded < 0 {
 		return newError(ErrMissingContentLength, "An aws-chunked body needs a valid x-amz-decoded-content-length header.")
 	}
+	if r.ContentLength >= 0 && decoded > r.ContentLength {
+		return newError(ErrIncompleteBody, "x-amz-decoded-content-length is larger than the aws-chunked body's Content-Length.")
+	}
 	c := &chunkedBody{
 		br:        bufio.NewReaderSize(body, chunkReadBuffer),
 		signed:    payloadHash != StreamingUnsignedTrailer,

@@ -70,7 +70,6 @@ type Verifier struct {
 	keys   KeyStore
 	region string
 	now    func() time.Time
-	signer *v4.Signer
 }
 
 // New returns a Verifier for cfg.
@@ -86,14 +85,21 @@ func New(cfg Config) (*Verifier, error) {
 		keys:   cfg.Keys,
 		region: cfg.Region,
 		now:    now,
-		signer: v4.NewSigner(func(o *v4.SignerOptions) {
-			// S3 signs the path as sent, without the second round of
-			// escaping other AWS services use.
-			o.DisableURIPathEscaping = true
-			// The client decided which headers it hoisted into the query.
-			o.DisableHeaderHoisting = true
-		}),
 	}, nil
+}
+
+// newSigner returns a fresh SDK signer for one verification. A signer caches
+// the keys it derives by access key id, region, service and day, not by
+// secret: one shared signer would go on accepting a rotated-out secret until
+// midnight UTC. Deriving the key again costs four HMACs.
+func newSigner() *v4.Signer {
+	return v4.NewSigner(func(o *v4.SignerOptions) {
+		// S3 signs the path as sent, without the second round of escaping
+		// other AWS services use.
+		o.DisableURIPathEscaping = true
+		// The client decided which headers it hoisted into the query.
+		o.DisableHeaderHoisting = true
+	})
 }
 
 // Result is an authenticated request.
@@ -498,7 +504,7 @@ func (v *Verifier) expectedSignature(ctx context.Context, r *http.Request, auth 
 	creds := aws.Credentials{AccessKeyID: auth.credential.accessKeyID, SecretAccessKey: secret}
 	var signedList, signature string
 	if auth.presigned {
-		signedURL, _, err := v.signer.PresignHTTP(ctx, creds, signing, payloadHash, service, auth.credential.region, auth.date)
+		signedURL, _, err := newSigner().PresignHTTP(ctx, creds, signing, payloadHash, service, auth.credential.region, auth.date)
 		if err != nil {
 			return "", fmt.Errorf("%w: presign: %w", ErrInternal, err)
 		}
@@ -511,7 +517,7 @@ func (v *Verifier) expectedSignature(ctx context.Context, r *http.Request, auth 
 	} else {
 		// The signer sets X-Amz-Date itself from the signing time.
 		signing.Header.Del("X-Amz-Date")
-		if err := v.signer.SignHTTP(ctx, creds, signing, payloadHash, service, auth.credential.region, auth.date); err != nil {
+		if err := newSigner().SignHTTP(ctx, creds, signing, payloadHash, service, auth.credential.region, auth.date); err != nil {
 			return "", fmt.Errorf("%w: sign: %w", ErrInternal, err)
 		}
 		a := signing.Header.Get("Authorization")
