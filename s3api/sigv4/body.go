@@ -275,6 +275,10 @@ type chunkedBody struct {
 }
 
 func (c *chunkedBody) fail(err error) (int, error) {
+	if err == io.EOF {
+		// Only the verified end of the body may be io.EOF.
+		err = newError(ErrIncompleteBody, "The aws-chunked body ended early.")
+	}
 	c.err = err
 	return 0, err
 }

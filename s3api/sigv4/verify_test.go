@@ -246,6 +246,13 @@ func TestBadRequestsRefused(t *testing.T) {
 				return b[:bytes.LastIndex(b, []byte("0;chunk-signature="))]
 			})
 		}},
+		{name: "body cut right after a chunk's data", wantCode: "IncompleteBody", req: func(t *testing.T, base string) *http.Request {
+			// x-amz-decoded-content-length says one chunk: the cut body still
+			// fits its Content-Length.
+			return chunked{payload: payload, chunkSize: 8192, decodedLen: 8192}.build(t, base, func(b []byte) []byte {
+				return b[:bytes.Index(b, []byte("\r\n"))+2+8192]
+			})
+		}},
 		{name: "decoded length larger than the chunks", wantCode: "IncompleteBody", req: func(t *testing.T, base string) *http.Request {
 			return chunked{payload: payload, chunkSize: 8192, decodedLen: int64(len(payload)) + 1}.build(t, base, nil)
 		}},
