@@ -21,7 +21,7 @@ BENCH_ARGS ?=
 ABUSE_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help tools build run test check fuzz bench abuse postgres mariadb zookeeper redis clean distclean robustness soak
+.PHONY: help tools build run test check fuzz bench abuse postgres mariadb zookeeper redis awscli clean distclean robustness soak
 
 help: ## list the targets
 	@echo 'Targets:'
@@ -85,6 +85,14 @@ postgres: ## install PostgreSQL from Debian's packages if initdb is missing (the
 	else \
 		echo "PostgreSQL is missing: apt-get install -y postgresql"; \
 		DEBIAN_FRONTEND=noninteractive apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql; \
+	fi
+
+awscli: ## install aws-cli from Debian's packages if /usr/bin/aws is missing (the S3 signature tests run the real client; FENCEGATE_AWSCLI picks another)
+	@if [ -x /usr/bin/aws ]; then \
+		echo "aws-cli: /usr/bin/aws ($$(/usr/bin/aws --version 2>&1))"; \
+	else \
+		echo "aws-cli is missing: apt-get install -y awscli"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y awscli; \
 	fi
 
 # The token-source tests run these servers from Debian's packages as child

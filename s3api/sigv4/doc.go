@@ -50,8 +50,10 @@
 //
 // # Differences from AWS S3
 //
-//   - Only AWS4-HMAC-SHA256: no Signature Version 2, no SigV4A, no POST
-//     policy (browser form) uploads, no anonymous requests (AccessDenied).
+//   - Only AWS4-HMAC-SHA256: Signature Version 2 (header or presigned) is
+//     InvalidRequest "Please use AWS4-HMAC-SHA256", as in S3 regions opened
+//     since 2014; no SigV4A, no POST policy (browser form) uploads, no
+//     anonymous requests (AccessDenied).
 //   - X-Amz-Date is required; the Date header is not accepted in its place.
 //   - A signature covering user-agent, expect, transfer-encoding,
 //     x-amzn-trace-id or a zero content-length cannot be recomputed with the

@@ -165,6 +165,9 @@ func (v *Verifier) Verify(ctx context.Context, r *http.Request) (*Result, error)
 		auth *authentication
 		err  error
 	)
+	if strings.HasPrefix(header, "AWS ") || (query.Has("AWSAccessKeyId") && query.Has("Signature")) {
+		return nil, newError(ErrInvalidRequest, "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.")
+	}
 	switch {
 	case header != "" && presigned:
 		return nil, newError(ErrInvalidArgument, "Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter or the Authorization header should be specified")

@@ -197,6 +197,15 @@ func TestBadRequestsRefused(t *testing.T) {
 			r.Header.Set("Authorization", request{target: "/bucket/key"}.build(t, base).Header.Get("Authorization"))
 			return r
 		}},
+		{name: "signature version 2 presigned URL", wantCode: "InvalidRequest", wantMsg: "Please use AWS4-HMAC-SHA256", req: func(t *testing.T, base string) *http.Request {
+			r, _ := http.NewRequest(http.MethodGet, base+"/bucket/key?AWSAccessKeyId="+testAccessKey+"&Expires=1999999999&Signature=abc%3D", nil)
+			return r
+		}},
+		{name: "signature version 2 header", wantCode: "InvalidRequest", req: func(t *testing.T, base string) *http.Request {
+			r, _ := http.NewRequest(http.MethodGet, base+"/bucket/key", nil)
+			r.Header.Set("Authorization", "AWS "+testAccessKey+":abc=")
+			return r
+		}},
 		{name: "anonymous", wantCode: "AccessDenied", req: func(t *testing.T, base string) *http.Request {
 			r, _ := http.NewRequest(http.MethodGet, base+"/bucket/key", nil)
 			return r
