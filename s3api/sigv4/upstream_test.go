@@ -2,6 +2,7 @@ package sigv4_test
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -35,8 +36,9 @@ func TestFailedBodyNeverReachesUpstreamWhole(t *testing.T) {
 	}
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		res, err := v.Verify(r.Context(), r)
-		if err != nil {
-			w.WriteHeader(err.(*sigv4.Error).Status)
+		var refusal *sigv4.Error
+		if errors.As(err, &refusal) {
+			w.WriteHeader(refusal.Status)
 			return
 		}
 		up, _ := http.NewRequestWithContext(r.Context(), http.MethodPut, upstream.URL+r.URL.Path, res.Body)

@@ -152,8 +152,9 @@ type authentication struct {
 }
 
 // Verify authenticates r. On success the returned Result's Body replaces
-// r.Body (see Result.Body). On failure the error is an *Error, possibly
-// wrapping a KeyStore failure; r.Body has not been read.
+// r.Body (see Result.Body). On failure errors.As(err, &e) with e an *Error
+// gives the S3 code and status (a KeyStore failure is InternalError, with
+// the store's error wrapped alongside for the log); r.Body has not been read.
 func (v *Verifier) Verify(ctx context.Context, r *http.Request) (*Result, error) {
 	header := r.Header.Get("Authorization")
 	query := r.URL.Query()
