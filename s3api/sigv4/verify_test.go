@@ -178,6 +178,15 @@ func TestBadRequestsRefused(t *testing.T) {
 			r, _ := http.NewRequest(http.MethodGet, presign(t, base, http.MethodGet, "/bucket/key", time.Minute, now.Add(-2*time.Minute)), nil)
 			return r
 		}},
+		{name: "presigned URL dated in the future", wantCode: "AccessDenied", wantMsg: "not valid yet", req: func(t *testing.T, base string) *http.Request {
+			r, _ := http.NewRequest(http.MethodGet, presign(t, base, http.MethodGet, "/bucket/key", time.Hour, now.Add(20*time.Minute)), nil)
+			return r
+		}},
+		{name: "header authentication without x-amz-content-sha256", wantCode: "InvalidRequest", req: func(t *testing.T, base string) *http.Request {
+			r, _ := http.NewRequest(http.MethodGet, base+"/bucket/key", nil)
+			newSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: testAccessKey, SecretAccessKey: testSecret}, r, hexSHA256(nil), "s3", testRegion, now)
+			return r
+		}},
 		{name: "presigned URL expiry over 7 days", wantCode: "AuthorizationQueryParametersError", req: func(t *testing.T, base string) *http.Request {
 			r, _ := http.NewRequest(http.MethodGet, presign(t, base, http.MethodGet, "/bucket/key", 7*24*time.Hour+time.Second, now), nil)
 			return r
