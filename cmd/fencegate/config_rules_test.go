@@ -109,6 +109,14 @@ func TestConfigCheckNamesFieldAndLine(t *testing.T) {
 		{name: "transfer chunk timeout", file: "limits:\n  transfer_chunk_timeout: 0s\n", want: "2: limits.transfer_chunk_timeout: 0s: must be above zero",
 			flag: []string{"--transfer-chunk-timeout", "0s"}, env: map[string]string{"FENCEGATE_TRANSFER_CHUNK_TIMEOUT": "0s"}, wantArg: "--transfer-chunk-timeout 0s: must be above zero", wantEnv: "FENCEGATE_TRANSFER_CHUNK_TIMEOUT"},
 
+		// Marks: the mark evictor's settings (retention.Config).
+		// (Every duration is a valid --mark-retention: negative keeps marks for ever.)
+		{name: "mark retention", file: "marks:\n  retention: soon\n", want: `2: marks.retention: "soon" is not a duration`},
+		{name: "tombstone retention", file: "marks:\n  tombstone_retention: -1h\n", want: "2: marks.tombstone_retention: -1h0m0s: must not be negative",
+			flag: []string{"--tombstone-retention", "-1h"}, env: map[string]string{"FENCEGATE_TOMBSTONE_RETENTION": "-1h"}, wantArg: "--tombstone-retention -1h0m0s: must not be negative", wantEnv: "FENCEGATE_TOMBSTONE_RETENTION"},
+		{name: "mark eviction interval", file: "marks:\n  eviction_interval: 0s\n", want: "2: marks.eviction_interval: 0s: must be above zero",
+			flag: []string{"--mark-eviction-interval", "0s"}, env: map[string]string{"FENCEGATE_MARK_EVICTION_INTERVAL": "0s"}, wantArg: "--mark-eviction-interval 0s: must be above zero", wantEnv: "FENCEGATE_MARK_EVICTION_INTERVAL"},
+
 		// TLS: tlsfiles.Server and tlsfiles.Client, and the files going together.
 		{name: "listener cert without key", file: "http:\n  tls:\n    cert_file: " + cert + "\n", want: "3: http.tls.cert_file: needs http.tls.key_file",
 			flag: []string{"--tls-cert", cert}, env: map[string]string{"FENCEGATE_TLS_CERT": cert}, wantArg: "--tls-cert and --tls-key go together", wantEnv: "FENCEGATE_TLS_CERT"},

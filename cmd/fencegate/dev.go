@@ -115,10 +115,12 @@ func dev(ctx context.Context, cfg config.Dev, logger *slog.Logger, stdout io.Wri
 		AccessKeyID:     devAccessKey,
 		SecretAccessKey: devSecretKey,
 		UsePathStyle:    true,
-	}, cfg.Gateway, cfg.Features, traces.Tracer())
+	}, cfg.Gateway, cfg.Marks, cfg.Features, traces.Tracer())
 	if err != nil {
 		return err
 	}
+	stopEvictor := gw.startEvictor(ctx)
+	defer stopEvictor()
 	session, err := newDevSession(ctx, gw)
 	if err != nil {
 		return err

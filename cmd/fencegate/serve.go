@@ -20,6 +20,7 @@ import (
 	"fencegate/internal/logging"
 	"fencegate/internal/tracing"
 	"fencegate/internal/zapslog"
+	"fencegate/retention"
 	"fencegate/tokenstore"
 )
 
@@ -70,10 +71,12 @@ func serve(ctx context.Context, cfg config.Serve, logger *slog.Logger) error {
 		return fmt.Errorf("etcd client for %v: %w", cfg.Etcd.Endpoints, err)
 	}
 	defer client.Close()
-	gw, err := newGatewayWith(ctx, logger, client, cfg.Store, cfg.S3, cfg.Gateway, cfg.Features, traces.Tracer())
+	gw, err := newGatewayWith(ctx, logger, client, cfg.Store, cfg.S3, cfg.Gateway, cfg.Marks, cfg.Features, traces.Tracer())
 	if err != nil {
 		return err
 	}
+	stopEvictor := gw.startEvictor(ctx)
+	defer stopEvictor()
 	gw.probe(ctx)
 	logger.Info("listening", "addr", ln.Addr().String(), "tls", cfg.HTTP.TLS != nil, "etcd", cfg.Etcd.Endpoints, "s3", config.S3EndpointForLog(cfg.S3.Endpoint),
 		"partner_routes", len(cfg.Partners), "auth", cfg.Auth != nil, "otlp_endpoint", cfg.Tracing.Endpoint)
@@ -86,6 +89,9 @@ type wiredGateway struct {
 	logger  *slog.Logger
 	fences  *tokenstore.Store
 	objects *s3.Client
+	// evictor removes the marks that their objects record (package
+	// retention); startEvictor runs it.
+	evictor *retention.Evictor
 	// maxHeaderBytes is the gateway's header limit, which the
 	// http.Server's must exceed.
 	maxHeaderBytes int
@@ -94,14 +100,14 @@ type wiredGateway struct {
 // newGateway builds the token store, the S3 backend and the gateway on
 // them, with readiness probes of both.
 func newGateway(ctx context.Context, logger *slog.Logger, client *clientv3.Client, storeCfg tokenstore.Config, s3cfg s3.Config, gwCfg gateway.Config) (*wiredGateway, error) {
-	return newGatewayWith(ctx, logger, client, storeCfg, s3cfg, gwCfg, config.Features{}, nil)
+	return newGatewayWith(ctx, logger, client, storeCfg, s3cfg, gwCfg, retention.Config{}, config.Features{}, nil)
 }
 
-// newGatewayWith is newGateway with the config file's features (partner
-// routes and auth) and a tracer (nil: no tracing). gwCfg holds the
-// gateway's limits; the logger, the probes, the tracer and the test hooks
-// are added here.
-func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.Client, storeCfg tokenstore.Config, s3cfg s3.Config, gwCfg gateway.Config, f config.Features, tracer trace.Tracer) (*wiredGateway, error) {
+// newGatewayWith is newGateway with the mark evictor's config, the config
+// file's features (partner routes and auth) and a tracer (nil: no
+// tracing). gwCfg holds the gateway's limits; the logger, the probes, the
+// tracer and the test hooks are added here.
+func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.Client, storeCfg tokenstore.Config, s3cfg s3.Config, gwCfg gateway.Config, marks retention.Config, f config.Features, tracer trace.Tracer) (*wiredGateway, error) {
 	store, err := tokenstore.New(client, storeCfg)
 	if err != nil {
 		return nil, err
@@ -146,7 +152,33 @@ func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.C
 	if err := logging.RegisterMetrics(gw.Registry(), logger); err != nil {
 		return nil, err
 	}
-	return &wiredGateway{Gateway: gw, logger: logger, fences: store, objects: objects, maxHeaderBytes: gwCfg.MaxHeaderBytes}, nil
+	marks.Logger = logger.With("component", "mark-evictor")
+	evictor, err := retention.New(marks, store, objects)
+	if err != nil {
+		return nil, err
+	}
+	if err := gw.Registry().Register(evictor); err != nil {
+		return nil, fmt.Errorf("mark evictor metrics: %w", err)
+	}
+	return &wiredGateway{Gateway: gw, logger: logger, fences: store, objects: objects, evictor: evictor, maxHeaderBytes: gwCfg.MaxHeaderBytes}, nil
+}
+
+// startEvictor runs the mark evictor until ctx ends or the returned stop
+// is called, which waits for it: the evictor's last etcd request ends
+// before the etcd client closes.
+func (g *wiredGateway) startEvictor(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := g.evictor.Run(ctx); err != nil {
+			g.logger.Error("mark evictor stopped", "err", err)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // probe checks etcd and S3 once at start, together, and logs what is not

@@ -21,6 +21,7 @@ import (
 	"fencegate/gateway"
 	"fencegate/internal/config"
 	"fencegate/internal/testenv"
+	"fencegate/retention"
 	"fencegate/tokenstore"
 )
 
@@ -75,7 +76,7 @@ func checkedGateway(t *testing.T, client *clientv3.Client, checks, s3Endpoint st
 	gw, err := newGatewayWith(t.Context(), slog.New(slog.NewTextHandler(io.Discard, nil)), client,
 		tokenstore.Config{Prefix: "test/", Policies: policies},
 		s3.Config{Endpoint: s3Endpoint, Region: "us-east-1", AccessKeyID: "a", SecretAccessKey: "b", UsePathStyle: true},
-		gateway.DefaultConfig(), config.Features{Partners: routes}, nil)
+		gateway.DefaultConfig(), retention.Config{}, config.Features{Partners: routes}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

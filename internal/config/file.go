@@ -654,6 +654,7 @@ var topLevel = []field{
 	{"s3", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, s3Fields) }},
 	{"limits", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, limitFields) }},
 	{"objects", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, objectFields) }},
+	{"marks", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, markFields) }},
 	{"log", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, logFields) }},
 	{"tracing", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, tracingFields) }},
 	{"token_checks", (*decoder).TokenChecks},
@@ -745,6 +746,22 @@ var limitFields = []field{
 
 var objectFields = []field{
 	boolSetting("tombstones_for_absent", "tombstones-for-absent"),
+}
+
+var markFields = []field{
+	{"retention", func(d *decoder, n *yaml.Node, path string) {
+		s, ok := d.scalar(n, path, "a duration such as 24h")
+		if !ok {
+			return
+		}
+		if _, err := time.ParseDuration(s); err != nil {
+			d.errorf(n, path, "%q is not a duration; want a number with a unit, such as 24h (negative: marks are kept for ever)", s)
+			return
+		}
+		d.set("mark-retention", s, n, path)
+	}},
+	durationSetting("tombstone_retention", "tombstone-retention", zeroOrMore),
+	durationSetting("eviction_interval", "mark-eviction-interval", aboveZero),
 }
 
 var logFields = []field{

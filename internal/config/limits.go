@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"fencegate/gateway"
+	"fencegate/retention"
 	"fencegate/tokenstore"
 )
 
@@ -21,6 +22,8 @@ type limitFlags struct {
 	perClient                                int
 	maxSessions, maxLocks, maxLockWaiters    int
 	tombstonesForAbsent                      bool
+	// The mark evictor's (package retention).
+	markRetention, tombstoneRetention, evictionInterval time.Duration
 }
 
 // addLimitFlags adds the limits' flags, with the gateway's and the token
@@ -38,7 +41,15 @@ func addLimitFlags(fs *flag.FlagSet) *limitFlags {
 	fs.IntVar(&l.maxLocks, "max-locks-per-session", tokenstore.DefaultMaxLocksPerSession, "most locks one session holds plus queues it waits in\n(`n`; 429 too-many-locks beyond; 0: no limit)")
 	fs.IntVar(&l.maxLockWaiters, "max-lock-waiters", d.MaxLockWaiters, "most lock requests with a wait above 0 that this gateway serves at once\n(`n`; 503 too-many-waiters beyond; 0: no limit)")
 	fs.BoolVar(&l.tombstonesForAbsent, "tombstones-for-absent", false, "a DELETE of an object that is not there raises its high-water mark, a tombstone kept\nin etcd for ever (default: it only checks the token, and leaves no mark)")
+	fs.DurationVar(&l.markRetention, "mark-retention", retention.DefaultRetention, "a high-water mark that its object records (the object's fence-token equals it) is\nremoved from etcd this `duration` after its last raise (negative: marks are kept for ever)")
+	fs.DurationVar(&l.tombstoneRetention, "tombstone-retention", 0, "a mark whose object is absent (a tombstone of a delete) is removed from etcd this\n`duration` after its last raise (0: kept for ever); a writer with a token below the\ndeleter's can then create the object again")
+	fs.DurationVar(&l.evictionInterval, "mark-eviction-interval", retention.DefaultInterval, "pause between two passes of the mark evictor over etcd's marks (`duration`)")
 	return l
+}
+
+// marks returns the mark evictor's config.
+func (l *limitFlags) marks() retention.Config {
+	return retention.Config{Retention: l.markRetention, TombstoneRetention: l.tombstoneRetention, Interval: l.evictionInterval}
 }
 
 // gateway returns the gateway's limits. A count's 0 (no limit) becomes
@@ -103,7 +114,10 @@ func (l *limitFlags) validate() error {
 			errs = append(errs, fmt.Errorf("--%s %d: must not be negative (0: no limit)", c.flag, c.n))
 		}
 	}
-	errs = append(errs, positive("transfer-chunk-timeout", l.transferChunk))
+	errs = append(errs, positive("transfer-chunk-timeout", l.transferChunk), positive("mark-eviction-interval", l.evictionInterval))
+	if l.tombstoneRetention < 0 {
+		errs = append(errs, fmt.Errorf("--tombstone-retention %v: must not be negative (0: kept for ever)", l.tombstoneRetention))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

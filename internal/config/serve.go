@@ -14,6 +14,7 @@ import (
 	"fencegate/internal/logging"
 	"fencegate/internal/tlsfiles"
 	"fencegate/internal/tracing"
+	"fencegate/retention"
 	"fencegate/tokenstore"
 )
 
@@ -36,6 +37,9 @@ type Shared struct {
 	// Gateway holds the gateway's limits; the command adds its logger,
 	// readiness probes and tracer.
 	Gateway gateway.Config
+	// Marks is the mark evictor's config (--mark-retention and the
+	// file's marks section); its ETag cache bound is in Gateway.
+	Marks   retention.Config
 	HTTP    HTTP
 	Log     logging.Config
 	Tracing tracing.Config
@@ -64,6 +68,8 @@ func addSharedFlags(cmd *command, s *Shared) *sharedFlags {
 func (f *sharedFlags) finish(cmd *command, s *Shared) error {
 	errs := []error{f.limits.validate(), s.HTTP.validate(), s.HTTP.loadTLS(), validateLog(s.Log), validateTracing(s.Tracing)}
 	s.Gateway = f.limits.gateway()
+	s.Marks = f.limits.marks()
+	s.Gateway.ETagCacheMaxAge = s.Marks.ETagCacheMaxAge()
 	f.limits.store(&s.Store)
 	s.Store.Policies = f.checks
 	var err error
