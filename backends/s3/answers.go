@@ -40,15 +40,25 @@ const MaxAnswerBytes = 1 << 20
 // starting with prefix (such as "fencegate/answers/"; empty: the whole
 // bucket). The bucket must exist; it is not checked here.
 func (c *Client) Answers(bucket, prefix string) (*Answers, error) {
+	if err := ValidateAnswers(bucket, prefix); err != nil {
+		return nil, fmt.Errorf("s3 answers: %w", err)
+	}
+	return &Answers{c: c, bucket: bucket, prefix: prefix}, nil
+}
+
+// ValidateAnswers checks the bucket and prefix of an answer store: they
+// must make valid object paths of every answer's name, and a prefix
+// other than "" must end with '/'.
+func ValidateAnswers(bucket, prefix string) error {
 	// A name is 64 hex digits, a '/' and 16 more (see the gateway's
 	// answerName): the prefix must make valid object keys of them.
 	if _, err := api.ParseObjectPath(bucket, prefix+strings.Repeat("0", 81)); err != nil {
-		return nil, fmt.Errorf("s3 answers: bucket %q, prefix %q: %w", bucket, prefix, err)
+		return fmt.Errorf("bucket %q, prefix %q: %w", bucket, prefix, err)
 	}
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
-		return nil, fmt.Errorf("s3 answers: prefix %q: want it to end with '/'", prefix)
+		return fmt.Errorf("prefix %q: want it to end with '/'", prefix)
 	}
-	return &Answers{c: c, bucket: bucket, prefix: prefix}, nil
+	return nil
 }
 
 func (a *Answers) key(name string) string { return a.prefix + name }

@@ -109,6 +109,12 @@ func TestConfigCheckNamesFieldAndLine(t *testing.T) {
 		{name: "transfer chunk timeout", file: "limits:\n  transfer_chunk_timeout: 0s\n", want: "2: limits.transfer_chunk_timeout: 0s: must be above zero",
 			flag: []string{"--transfer-chunk-timeout", "0s"}, env: map[string]string{"FENCEGATE_TRANSFER_CHUNK_TIMEOUT": "0s"}, wantArg: "--transfer-chunk-timeout 0s: must be above zero", wantEnv: "FENCEGATE_TRANSFER_CHUNK_TIMEOUT"},
 
+		// Partner answers and budgets.
+		{name: "partner answers without bucket", file: "partner_answers: {prefix: a/}\n", want: "1: partner_answers.bucket: missing"},
+		{name: "partner answers prefix", file: "partner_answers: {bucket: answers, prefix: a}\n", want: `1: partner_answers: prefix "a": want it to end with '/'`},
+		{name: "partner identity budget records", file: "partner_identity_budget: {records: -1}\n", want: `1: partner_identity_budget.records: "-1": want a whole number, 0 or more`},
+		{name: "partner route budget bytes", file: route + "    budget: {bytes: lots}\n", want: `6: partners[0].budget.bytes: "lots"`},
+
 		// Marks: the mark evictor's settings (retention.Config).
 		// (Every duration is a valid --mark-retention: negative keeps marks for ever.)
 		{name: "mark retention", file: "marks:\n  retention: soon\n", want: `2: marks.retention: "soon" is not a duration`},

@@ -213,7 +213,7 @@ func TestConfigCheckWarnsOfUnboundHeaderRoutes(t *testing.T) {
 		{"template, grant of one resource", "resource: accounts/{account}", `{prefix: partner/mailer/accounts/a1, operations: [write]}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			file := fmt.Sprintf("partners:\n  - name: mailer\n    upstream: http://mailer.internal:8025\n    methods: [POST]\n    %s\n", tc.resource)
+			file := fmt.Sprintf("partners:\n  - name: mailer\n    upstream: http://mailer.internal:8025\n    methods: [POST]\n    %s\npartner_answers: {bucket: answers}\n", tc.resource)
 			if tc.grant != "" {
 				file += fmt.Sprintf("auth:\n  identities:\n    - name: sender\n      grants: [%s]\n      api_keys: [\"sha256:%064x\"]\n", tc.grant, 1)
 			}
@@ -232,6 +232,32 @@ func TestConfigCheckWarnsOfUnboundHeaderRoutes(t *testing.T) {
 				t.Errorf("config check printed %q; want no warning", out)
 			case tc.wantWarning != "" && (!warned || !strings.Contains(out, tc.wantWarning)):
 				t.Errorf("config check printed %q; want a %q line with %q", out, path+": warning: ", tc.wantWarning)
+			}
+		})
+	}
+}
+
+// TestConfigCheckWarnsOfPartnersWithoutAnswerStore: partner routes without
+// partner_answers are valid, but answers' bodies over what etcd keeps are
+// then not kept for replay: config check says so, and not once the file
+// names an answer store.
+func TestConfigCheckWarnsOfPartnersWithoutAnswerStore(t *testing.T) {
+	const route = "partners:\n  - name: mailer\n    upstream: http://mailer.internal:8025\n    methods: [POST]\n    resource: lists/{list}\n"
+	for _, tc := range []struct {
+		name, file string
+		warn       bool
+	}{
+		{"without partner_answers", route, true},
+		{"with partner_answers", route + "partner_answers: {bucket: answers, prefix: replay/}\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeConfig(t, tc.file)
+			var stdout bytes.Buffer
+			if err := runEnv(t.Context(), []string{"config", "check", path}, envMap(nil), &stdout, &bytes.Buffer{}); err != nil {
+				t.Fatalf("config check: %v; want ok", err)
+			}
+			if warned := strings.Contains(stdout.String(), "without partner_answers"); warned != tc.warn {
+				t.Errorf("config check printed %q; want a warning about partner_answers: %v", stdout.String(), tc.warn)
 			}
 		})
 	}

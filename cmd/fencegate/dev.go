@@ -27,7 +27,10 @@ import (
 // The dev stack's fixed names and credentials, printed at start. They are
 // for a server on 127.0.0.1 only.
 const (
-	devBucket    = "dev"
+	devBucket = "dev"
+	// devAnswers keeps partner answers' bodies, unless the config file
+	// names another bucket.
+	devAnswers   = "fencegate-answers"
 	devKey       = "greeting"
 	devAccessKey = "fencegate-dev"
 	devSecretKey = "fencegate-dev-secret"
@@ -90,6 +93,12 @@ func dev(ctx context.Context, cfg config.Dev, logger *slog.Logger, stdout io.Wri
 	}
 	defer objectServer.Close()
 	if err := objectServer.CreateBucket(ctx, devBucket); err != nil {
+		return err
+	}
+	if cfg.Answers.Bucket == "" {
+		cfg.Answers = config.PartnerAnswers{Bucket: devAnswers, Prefix: config.DefaultPartnerAnswersPrefix}
+	}
+	if err := objectServer.CreateBucket(ctx, cfg.Answers.Bucket); err != nil {
 		return err
 	}
 

@@ -131,6 +131,13 @@ func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.C
 		}
 		opts = append(opts, gateway.WithPartners(f.Partners, partners, nil))
 	}
+	if f.Answers.Bucket != "" {
+		answers, err := objects.Answers(f.Answers.Bucket, f.Answers.Prefix)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, gateway.WithPartnerAnswers(answers))
+	}
 	if f.Auth != nil {
 		opts = append(opts, gateway.WithAuth(*f.Auth))
 	}

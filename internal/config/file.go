@@ -71,6 +71,11 @@ type File struct {
 	partners []gateway.PartnerRoute
 	// auth is the auth section; nil without one.
 	auth *gateway.Auth
+	// answers is the partner_answers section; zero without one.
+	answers PartnerAnswers
+	// identityBudget is the partner_identity_budget section; zero (the
+	// gateway's defaults) without one.
+	identityBudget gateway.PartnerBudget
 	// clientCertsAt is where the first client certificate is mapped
 	// ("FILE:LINE: auth.identities[0].client_certs"), "" when none is:
 	// client certificates need a TLS listener that asks for them.
@@ -659,6 +664,8 @@ var topLevel = []field{
 	{"tracing", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, tracingFields) }},
 	{"token_checks", (*decoder).TokenChecks},
 	{"partners", (*decoder).partners},
+	{"partner_answers", (*decoder).partnerAnswers},
+	{"partner_identity_budget", func(d *decoder, n *yaml.Node, path string) { d.out.identityBudget = d.partnerBudget(n, path) }},
 	{"auth", (*decoder).auth},
 }
 
@@ -985,7 +992,7 @@ func (c *command) features(h HTTP) (Features, error) {
 
 // Features returns the file's partner routes and auth.
 func (f *File) Features() Features {
-	return Features{Partners: f.partners, Auth: f.auth}
+	return Features{Partners: f.partners, Auth: f.auth, Answers: f.answers, IdentityBudget: f.identityBudget}
 }
 
 // apply gives every flag of c that neither the command line nor the

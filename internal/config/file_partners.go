@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
+	"fencegate/backends/s3"
 	"fencegate/gateway"
 )
 
@@ -92,6 +94,9 @@ func (d *decoder) partner(n *yaml.Node, path string) gateway.PartnerRoute {
 		{"max_stored_response_bytes", func(d *decoder, n *yaml.Node, path string) {
 			route.MaxStoredResponseBytes, _ = d.size(n, path, 1, maxSize)
 		}},
+		{"budget", func(d *decoder, n *yaml.Node, path string) {
+			route.Budget = d.partnerBudget(n, path)
+		}},
 		{"strip_headers", func(d *decoder, n *yaml.Node, path string) {
 			names, _ := d.strings(n, path, "header names")
 			for i, name := range names {
@@ -112,6 +117,76 @@ func (d *decoder) partner(n *yaml.Node, path string) gateway.PartnerRoute {
 		}
 	}
 	return route
+}
+
+// partnerBudget decodes a budget of idempotency records: {records: N,
+// bytes: SIZE}, where 0 is no bound and a field left out keeps the
+// gateway's default (gateway.PartnerBudget).
+func (d *decoder) partnerBudget(n *yaml.Node, path string) gateway.PartnerBudget {
+	var b gateway.PartnerBudget
+	d.fields(n, path, []field{
+		{"records", func(d *decoder, n *yaml.Node, path string) {
+			s, ok := d.scalar(n, path, "a whole number, 0 or more")
+			if !ok {
+				return
+			}
+			records, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || n.ShortTag() != "!!int" || records < 0 {
+				d.errorf(n, path, "%q: want a whole number, 0 or more (0: no bound)", s)
+				return
+			}
+			b.Records = noBoundIfZero(records)
+		}},
+		{"bytes", func(d *decoder, n *yaml.Node, path string) {
+			if size, ok := d.size(n, path, 0, maxSize); ok {
+				b.Bytes = noBoundIfZero(size)
+			}
+		}},
+	})
+	return b
+}
+
+// noBoundIfZero maps the file's 0 (no bound) to the gateway's negative.
+func noBoundIfZero(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
+// PartnerAnswers is where partner answers' bodies are kept (the
+// partner_answers section): an S3 bucket of the gateway's own and a key
+// prefix. A zero Bucket means none: bodies over the size kept in etcd
+// are not kept.
+type PartnerAnswers struct {
+	Bucket string
+	Prefix string
+}
+
+// DefaultPartnerAnswersPrefix is PartnerAnswers.Prefix when the section
+// leaves it out.
+const DefaultPartnerAnswersPrefix = "fencegate/answers/"
+
+// partnerAnswers decodes the partner_answers section.
+func (d *decoder) partnerAnswers(n *yaml.Node, path string) {
+	a := PartnerAnswers{Prefix: DefaultPartnerAnswersPrefix}
+	d.fields(n, path, []field{
+		{"bucket", func(d *decoder, n *yaml.Node, path string) {
+			a.Bucket, _ = d.scalar(n, path, "an S3 bucket name")
+		}},
+		{"prefix", func(d *decoder, n *yaml.Node, path string) {
+			a.Prefix, _ = d.scalar(n, path, "a key prefix ending in /, such as fencegate/answers/")
+		}},
+	})
+	switch {
+	case a.Bucket == "" && n.Kind == yaml.MappingNode:
+		d.errorf(n, joinPath(path, "bucket"), "missing (answers are kept in an S3 bucket of the gateway's own)")
+	case a.Bucket != "":
+		if err := s3.ValidateAnswers(a.Bucket, a.Prefix); err != nil {
+			d.errorf(n, path, "%v", err)
+		}
+	}
+	d.out.answers = a
 }
 
 // addHeaders decodes add_headers: a mapping of header name to value, in

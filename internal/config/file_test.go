@@ -120,6 +120,8 @@ func TestFullConfigDecodes(t *testing.T) {
 		{"trace sample ratio", cfg.Tracing.SampleRatio, 0.1},
 		{"token checks", TokenChecks(cfg.Store.Policies).String(), "reports=held:report-writer,logs=plausible,partner/payments=held:billing,*=none"},
 		{"partner routes", len(cfg.Partners), 2},
+		{"partner answers", cfg.Answers, PartnerAnswers{Bucket: "fencegate-answers", Prefix: "fencegate/answers/"}},
+		{"partner identity budget", cfg.Gateway.PartnerIdentityBudget, gateway.PartnerBudget{Records: 200000, Bytes: 512 << 20}},
 		{"identities", len(cfg.Auth.Identities), 2},
 		{"api keys", len(cfg.Auth.APIKeys), 2},
 		{"client cert", cfg.Auth.ClientCerts, []gateway.ClientCert{{CommonName: "ci-runner", Identity: "ci"}}},
@@ -141,6 +143,7 @@ func TestFullConfigDecodes(t *testing.T) {
 		IdempotencyTTL:         24 * time.Hour,
 		MaxBodyBytes:           1 << 20,
 		MaxStoredResponseBytes: 1 << 20,
+		Budget:                 gateway.PartnerBudget{Records: 50000, Bytes: 128 << 20},
 		StripHeaders:           []string{"X-Debug"},
 		AddHeaders:             http.Header{"Authorization": {"Bearer pay-123"}},
 	}

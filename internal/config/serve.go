@@ -75,6 +75,7 @@ func (f *sharedFlags) finish(cmd *command, s *Shared) error {
 	var err error
 	s.Features, err = cmd.features(s.HTTP)
 	errs = append(errs, err)
+	s.Gateway.PartnerIdentityBudget = s.Features.IdentityBudget
 	if err == nil {
 		errs = append(errs, f.checks.validateRoutes(s.Partners))
 	}
@@ -88,6 +89,12 @@ type Features struct {
 	Partners []gateway.PartnerRoute
 	// Auth is the auth section; nil without one (auth off).
 	Auth *gateway.Auth
+	// Answers is where partner answers' bodies are kept; zero without a
+	// partner_answers section.
+	Answers PartnerAnswers
+	// IdentityBudget bounds each identity's idempotency records in etcd
+	// (gateway.Config.PartnerIdentityBudget).
+	IdentityBudget gateway.PartnerBudget
 }
 
 // Warnings are what valid features configure that is likely unsafe:
@@ -97,7 +104,12 @@ func (f Features) Warnings() []string {
 	if f.Auth != nil {
 		auth = *f.Auth
 	}
-	return gateway.UnboundHeaderRouteWarnings(f.Partners, auth)
+	warnings := gateway.UnboundHeaderRouteWarnings(f.Partners, auth)
+	if len(f.Partners) > 0 && f.Answers.Bucket == "" {
+		warnings = append(warnings, "partner routes without partner_answers: answers' bodies over 512 bytes are not kept, "+
+			"and a replay of such an answer has its status and headers and an empty body (Idempotent-Body-Omitted: true)")
+	}
+	return warnings
 }
 
 // Etcd says how to reach etcd.
