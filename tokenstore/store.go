@@ -152,7 +152,10 @@ func (s *Store) hwmKey(r api.Resource) string { return s.prefix + "hwm/" + strin
 // resource falls into Else and creates the key. Equal tokens are accepted:
 // one lock holder may write many times; when this Store last saw the mark
 // at exactly token, a read-only transaction confirms it instead, without a
-// Raft write (see confirmMark).
+// Raft write (see confirmMark). Checks that write and come in together
+// share an etcd transaction, each nested whole with its own compare and
+// answer (group commit, see groupCommitter), unless
+// Config.DisableGroupCommit is set.
 //
 // The resource's Policy (the one with the longest matching prefix) may add
 // a token check: CheckPlausible first refuses a token above etcd's current
