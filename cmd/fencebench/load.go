@@ -10,8 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"fencegate/api"
 )
 
 // outcome is how one operation ended.
@@ -39,7 +37,6 @@ type worker struct {
 	body   *bodySource
 	seq    uint64
 	object objectVersion // what a direct writer knows of its object
-	token  api.Token     // the last token a raise writer sent (raise.go)
 	raw    *rawConn      // the stale cells' connection, closed at the end
 
 	tally // of the operations in the window
