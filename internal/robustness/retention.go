@@ -8,7 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/minio/minio-go/v7"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"fencegate/api"
 )
 
 // Mark retention in the suite. Every gateway runs with an aggressive
@@ -30,6 +33,8 @@ const (
 	evictorTurnKey = EtcdPrefix + "turns/mark-evictor"
 	// harnessHolder is the harness's name in the turn.
 	harnessHolder = "robustness-harness"
+	// evictorInterval is the gateways' pause between eviction passes.
+	evictorInterval = time.Minute
 )
 
 // retentionHistory reports whether the history of seed runs with mark
@@ -210,4 +215,81 @@ func (c *RevisionClock) Forget(t time.Time) {
 func (c *RevisionClock) Close() {
 	c.cancel()
 	<-c.done
+}
+
+// evictionWait bounds how long a retention history waits, once its
+// workload is over, for the gateways to evict the marks its objects record
+// (awaitEvictions): a retention, then an evictor's tick and pass, with
+// room to spare.
+var evictionWait = 3*markRetention + evictorInterval + 5*time.Second
+
+// awaitEvictions waits, at most evictionWait, until no object of the
+// workload records its mark any more: each such mark is evicted, or the
+// object changed. It returns how many such marks it found at the start,
+// and how many remain.
+func awaitEvictions(ctx context.Context, cluster *Cluster, objects *minio.Client, workload *Workload) (before, after int) {
+	deadline := time.Now().Add(evictionWait)
+	first := true
+	for {
+		n := 0
+		for _, key := range workload.Keys() {
+			if evictable(ctx, cluster, objects, key) {
+				n++
+			}
+		}
+		if first {
+			before, first = n, false
+		}
+		if n == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			return before, n
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// evictable reports whether key's mark is in etcd and its object records
+// it.
+func evictable(ctx context.Context, cluster *Cluster, objects *minio.Client, key string) bool {
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := cluster.Client.Get(rctx, HWMPrefix+"s3/"+Bucket+"/"+key)
+	if err != nil || len(resp.Kvs) == 0 {
+		return false
+	}
+	mark, err := decodeStoredToken(resp.Kvs[0].Value)
+	if err != nil {
+		return false
+	}
+	state, err := readObject(rctx, objects, key)
+	return err == nil && state.Exists && state.Token == mark
+}
+
+// probeEvicted writes, through each gateway, with a stale token to every
+// object of the workload whose mark is gone while the object records a
+// token: the smallest token an acked write to it carried, when below the
+// object's. Each must be refused (the checkers see the probes as the
+// history's writes): with the mark evicted, the token on the object is
+// what refuses them. It returns how many probes it sent.
+func probeEvicted(ctx context.Context, cluster *Cluster, objects *minio.Client, workload *Workload) int {
+	smallest := make(map[string]api.Token)
+	for _, op := range workload.History().Ops() {
+		if op.Kind == OpWrite && op.Outcome == Acked && (smallest[op.Key] == 0 || op.Token < smallest[op.Key]) {
+			smallest[op.Key] = op.Token
+		}
+	}
+	probes := 0
+	for _, key := range workload.Keys() {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		resp, err := cluster.Client.Get(rctx, HWMPrefix+"s3/"+Bucket+"/"+key)
+		state, serr := readObject(rctx, objects, key)
+		cancel()
+		if err != nil || serr != nil || len(resp.Kvs) > 0 || !state.Exists || smallest[key] == 0 || smallest[key] >= state.Token {
+			continue
+		}
+		for _, g := range cluster.Gateways {
+			workload.StaleProbe(ctx, g, key, smallest[key])
+			probes++
+		}
+	}
+	return probes
 }

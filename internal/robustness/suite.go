@@ -71,6 +71,10 @@ type HistoryReport struct {
 	// marks of its objects were evicted (CheckResult.Evictions).
 	Retention bool
 	Evicted   int
+	// StaleProbes counts the writes with stale tokens sent, once the
+	// workload was over, to objects whose marks were evicted
+	// (probeEvicted).
+	StaleProbes int
 }
 
 // retentionString is the history's retention figures, for its line.
@@ -78,7 +82,7 @@ func (h HistoryReport) retentionString() string {
 	if !h.Retention {
 		return fmt.Sprintf("retention=no evicted=%d", h.Evicted)
 	}
-	return fmt.Sprintf("retention=yes evicted=%d", h.Evicted)
+	return fmt.Sprintf("retention=yes evicted=%d stale_probes=%d", h.Evicted, h.StaleProbes)
 }
 
 // compactionString is the history's compaction figures, for its line.
@@ -422,6 +426,13 @@ func runHistory(ctx context.Context, cfg SuiteConfig, cluster *Cluster, env hist
 	case <-time.After(60 * time.Second):
 		return HistoryReport{}, errors.New("workload clients still running 60 s after the cluster healed")
 	}
+	probes := 0
+	if retention {
+		// Let the evictors evict what the objects record, then write with
+		// stale tokens to the objects whose marks are gone.
+		awaitEvictions(ctx, cluster, objects, workload)
+		probes = probeEvicted(ctx, cluster, objects, workload)
+	}
 	workload.FinalReads(ctx)
 	ev, err := gatherEvidence(ctx, cluster, watcher, env.clock, objects, workload)
 	if err != nil {
@@ -434,7 +445,7 @@ func runHistory(ctx context.Context, cfg SuiteConfig, cluster *Cluster, env hist
 		Summary: Summarize(ev.Ops), Faults: nemesis.Injected(), Check: check, Notes: nemesis.Notes(),
 		Duration: time.Since(start), Shapes: shapeFigures(ev, workload.EtaglessHeld()),
 		Compaction: compaction, Compactions: compactions, WatchResyncs: watcher.Resyncs() - resyncs,
-		Retention: retention, Evicted: check.Evictions,
+		Retention: retention, Evicted: check.Evictions, StaleProbes: probes,
 	}, nil
 }
 

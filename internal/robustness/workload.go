@@ -429,6 +429,18 @@ func (w *Workload) writeVia(ctx context.Context, cs *clientState, g *Gateway, ke
 	return op
 }
 
+// StaleProbe writes to key with token through g, as a writer known to be
+// stale (Op.Stale), and records the outcome in the history.
+func (w *Workload) StaleProbe(ctx context.Context, g *Gateway, key string, token api.Token) Op {
+	w.leaseMu.Lock()
+	if w.scripted == nil {
+		w.scripted = &clientState{id: 0, process: 0, rnd: rand.New(rand.NewPCG(0, 0))}
+	}
+	cs := w.scripted
+	w.leaseMu.Unlock()
+	return w.writeVia(ctx, cs, g, key, token, true, false)
+}
+
 // deleteVia DELETEs key with token through g, and records the outcome.
 func (w *Workload) deleteVia(ctx context.Context, cs *clientState, g *Gateway, key string, token api.Token, stale bool) Op {
 	cs.ops++
