@@ -23,7 +23,7 @@ ABUSE_ARGS ?=
 FOOTPRINT_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help tools build run test check fuzz bench abuse soak-footprint postgres mariadb zookeeper redis clean distclean robustness soak
+.PHONY: help tools build run test check fuzz bench abuse soak-footprint postgres mariadb zookeeper redis awscli clean distclean robustness soak
 
 help: ## list the targets
 	@echo 'Targets:'
@@ -46,7 +46,7 @@ run: build $(BIN)/versitygw ## run fencegate dev: local etcd + S3 + gateway on 1
 
 # The second command runs the unit tests of the unsafe test hooks, which only a
 # build with their tag has (cmd/fencegate/testhooks.go).
-test: $(BIN)/versitygw postgres mariadb zookeeper redis ## run every test with the race detector, against real etcd, versitygw, PostgreSQL, MariaDB, ZooKeeper and Redis
+test: $(BIN)/versitygw postgres mariadb zookeeper redis awscli ## run every test with the race detector, against real etcd, versitygw, PostgreSQL, MariaDB, ZooKeeper, Redis and aws-cli
 	FENCEGATE_VERSITYGW=$(BIN)/versitygw $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -race -count=1 -tags fencegate_unsafe_hooks -run 'UnsafeTestHooks|PauseAfterFence' ./cmd/fencegate
 
@@ -91,6 +91,14 @@ postgres: ## install PostgreSQL from Debian's packages if initdb is missing (the
 	else \
 		echo "PostgreSQL is missing: apt-get install -y postgresql"; \
 		DEBIAN_FRONTEND=noninteractive apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql; \
+	fi
+
+awscli: ## install aws-cli from Debian's packages if /usr/bin/aws is missing (the S3 signature tests run the real client; FENCEGATE_AWSCLI picks another)
+	@if [ -x /usr/bin/aws ]; then \
+		echo "aws-cli: /usr/bin/aws ($$(/usr/bin/aws --version 2>&1))"; \
+	else \
+		echo "aws-cli is missing: apt-get install -y awscli"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y awscli; \
 	fi
 
 # The token-source tests run these servers from Debian's packages as child

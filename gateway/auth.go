@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -80,13 +81,98 @@ type Auth struct {
 // WithAuth(a) authenticates requests at all.
 func (a Auth) Enabled() bool { return len(a.APIKeys) > 0 || len(a.ClientCerts) > 0 }
 
-// Validate checks that a is consistent: identities have unique, non-empty
-// names; every grant names known operations; every key and certificate
-// names a known identity; no key hash or common name is configured twice.
-// Errors name the offending entry, never a key.
+// identityNamePattern is the syntax of an identity's name, which logs and
+// audit lines show and idempotency keys are scoped by.
+var identityNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
+
+// Validate checks that a is consistent: identities have unique names of
+// letters, digits, '.', '_', '@' and '-'; every grant names known
+// operations, and its prefix has no control characters; every key and
+// certificate names a known identity; no key hash or common name is
+// configured twice, and no common name has control characters; and
+// identities come with a credential. Errors are *FieldError, joined, with
+// paths such as identities[0].name or api_keys[2]; they never quote a
+// key.
 func (a Auth) Validate() error {
-	_, err := newAuthenticator(a)
-	return err
+	var errs []error
+	bad := func(field, first, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, First: first, Err: fmt.Errorf(format, args...)})
+	}
+	if len(a.Identities) > 0 && !a.Enabled() {
+		bad("identities", "", "configured, but no API key or client certificate authenticates as any of them")
+	}
+	names := make(map[string]int, len(a.Identities))
+	for i, id := range a.Identities {
+		path := fmt.Sprintf("identities[%d]", i)
+		switch j, dup := names[id.Name]; {
+		case id.Name == "":
+			bad(path, "", "empty name")
+		case !identityNamePattern.MatchString(id.Name):
+			bad(path+".name", "", "%q: want letters, digits, '.', '_', '@' and '-', starting with a letter or digit, at most 64", id.Name)
+		case dup:
+			bad(path+".name", fmt.Sprintf("identities[%d].name", j), "identity %q is defined twice", id.Name)
+		default:
+			names[id.Name] = i
+		}
+		for j, gr := range id.Grants {
+			grant := fmt.Sprintf("%s.grants[%d]", path, j)
+			if hasControl(gr.Prefix) {
+				bad(grant+".prefix", "", "control characters in a prefix")
+			}
+			if len(gr.Operations) == 0 {
+				bad(grant, "", "no operations")
+			}
+			for k, op := range gr.Operations {
+				if !slices.Contains(operations, op) {
+					bad(fmt.Sprintf("%s.operations[%d]", grant, k), "", "unknown operation %q (want one of %s)", op, operationList())
+				}
+			}
+		}
+	}
+	keys := make(map[[32]byte]int, len(a.APIKeys))
+	for i, k := range a.APIKeys {
+		path := fmt.Sprintf("api_keys[%d]", i)
+		_, known := names[k.Identity]
+		j, dup := keys[k.SHA256]
+		switch {
+		case !known:
+			bad(path, "", "unknown identity %q", k.Identity)
+		case k.SHA256 == ([32]byte{}):
+			bad(path, "", "empty SHA-256")
+		case dup:
+			bad(path, fmt.Sprintf("api_keys[%d]", j), "the same key is configured twice")
+		default:
+			keys[k.SHA256] = i
+		}
+	}
+	cns := make(map[string]int, len(a.ClientCerts))
+	for i, c := range a.ClientCerts {
+		path := fmt.Sprintf("client_certs[%d]", i)
+		_, known := names[c.Identity]
+		j, dup := cns[c.CommonName]
+		switch {
+		case !known:
+			bad(path, "", "unknown identity %q", c.Identity)
+		case c.CommonName == "":
+			bad(path, "", "empty common name")
+		case hasControl(c.CommonName):
+			bad(path, "", "control characters in a common name")
+		case dup:
+			bad(path, fmt.Sprintf("client_certs[%d]", j), "common name %q is mapped twice", c.CommonName)
+		default:
+			cns[c.CommonName] = i
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// operationList names the operations a grant may name, for errors.
+func operationList() string {
+	names := make([]string, len(operations))
+	for i, op := range operations {
+		names[i] = string(op)
+	}
+	return strings.Join(names, ", ")
 }
 
 // WithAuth authenticates every request but /healthz, /readyz and /metrics
@@ -128,60 +214,21 @@ type authenticator struct {
 }
 
 func newAuthenticator(a Auth) (*authenticator, error) {
-	if len(a.Identities) > 0 && !a.Enabled() {
-		return nil, errors.New("auth: identities are configured but no API key or client certificate authenticates as any of them")
+	if err := a.Validate(); err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
 	}
 	byName := make(map[string]*Identity, len(a.Identities))
-	for i := range a.Identities {
-		id := a.Identities[i]
-		if id.Name == "" {
-			return nil, fmt.Errorf("auth: identities[%d]: empty name", i)
-		}
-		if _, dup := byName[id.Name]; dup {
-			return nil, fmt.Errorf("auth: identities[%d]: identity %q is defined twice", i, id.Name)
-		}
-		for j, gr := range id.Grants {
-			if len(gr.Operations) == 0 {
-				return nil, fmt.Errorf("auth: identity %q: grants[%d]: no operations", id.Name, j)
-			}
-			for _, op := range gr.Operations {
-				if !slices.Contains(operations, op) {
-					return nil, fmt.Errorf("auth: identity %q: grants[%d]: unknown operation %q (want one of %v)", id.Name, j, op, operations)
-				}
-			}
-		}
+	for _, id := range a.Identities {
 		id.Grants = slices.Clone(id.Grants) // a later change to a must not change the gateway
 		byName[id.Name] = &id
 	}
 	auth := &authenticator{keyIndex: map[keyPrefix][]apiKeyEntry{}, certs: map[string]*Identity{}}
-	for i, k := range a.APIKeys {
-		id, ok := byName[k.Identity]
-		if !ok {
-			return nil, fmt.Errorf("auth: api_keys[%d]: unknown identity %q", i, k.Identity)
-		}
-		if k.SHA256 == ([32]byte{}) {
-			return nil, fmt.Errorf("auth: api_keys[%d] (identity %q): empty SHA-256", i, k.Identity)
-		}
+	for _, k := range a.APIKeys {
 		p := prefixOf(k.SHA256)
-		for _, e := range auth.keyIndex[p] {
-			if e.sum == k.SHA256 {
-				return nil, fmt.Errorf("auth: api_keys[%d] (identity %q): the same key is configured twice", i, k.Identity)
-			}
-		}
-		auth.keyIndex[p] = append(auth.keyIndex[p], apiKeyEntry{sum: k.SHA256, identity: id})
+		auth.keyIndex[p] = append(auth.keyIndex[p], apiKeyEntry{sum: k.SHA256, identity: byName[k.Identity]})
 	}
-	for i, c := range a.ClientCerts {
-		id, ok := byName[c.Identity]
-		if !ok {
-			return nil, fmt.Errorf("auth: client_certs[%d]: unknown identity %q", i, c.Identity)
-		}
-		if c.CommonName == "" {
-			return nil, fmt.Errorf("auth: client_certs[%d] (identity %q): empty common name", i, c.Identity)
-		}
-		if _, dup := auth.certs[c.CommonName]; dup {
-			return nil, fmt.Errorf("auth: client_certs[%d]: common name %q is mapped twice", i, c.CommonName)
-		}
-		auth.certs[c.CommonName] = id
+	for _, c := range a.ClientCerts {
+		auth.certs[c.CommonName] = byName[c.Identity]
 	}
 	return auth, nil
 }

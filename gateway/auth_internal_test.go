@@ -278,14 +278,17 @@ func TestAuthValidate(t *testing.T) {
 		{"key for an unknown identity", Auth{Identities: []Identity{alice}, APIKeys: []APIKey{{SHA256: aliceKey.SHA256, Identity: "bob"}}}, `api_keys[0]: unknown identity "bob"`},
 		{"certificate for an unknown identity", Auth{Identities: []Identity{alice}, ClientCerts: []ClientCert{{CommonName: "x", Identity: "bob"}}}, `client_certs[0]: unknown identity "bob"`},
 		{"unnamed identity", Auth{Identities: []Identity{{}}, APIKeys: []APIKey{aliceKey}}, "identities[0]: empty name"},
-		{"identity twice", Auth{Identities: []Identity{alice, alice}, APIKeys: []APIKey{aliceKey}}, `identities[1]: identity "alice" is defined twice`},
-		{"unknown operation", Auth{Identities: []Identity{{Name: "alice", Grants: []Grant{{Operations: []Operation{"rwx"}}}}}, APIKeys: []APIKey{aliceKey}}, `grants[0]: unknown operation "rwx"`},
+		{"identity twice", Auth{Identities: []Identity{alice, alice}, APIKeys: []APIKey{aliceKey}}, `identities[1].name: identity "alice" is defined twice (first at identities[0].name)`},
+		{"unknown operation", Auth{Identities: []Identity{{Name: "alice", Grants: []Grant{{Operations: []Operation{"rwx"}}}}}, APIKeys: []APIKey{aliceKey}}, `grants[0].operations[0]: unknown operation "rwx"`},
 		{"grant without operations", Auth{Identities: []Identity{{Name: "alice", Grants: []Grant{{Prefix: "s3/"}}}}, APIKeys: []APIKey{aliceKey}}, `grants[0]: no operations`},
-		{"zero hash", Auth{Identities: []Identity{alice}, APIKeys: []APIKey{{Identity: "alice"}}}, "api_keys[0] (identity \"alice\"): empty SHA-256"},
-		{"key twice", Auth{Identities: []Identity{alice}, APIKeys: []APIKey{aliceKey, aliceKey}}, "api_keys[1] (identity \"alice\"): the same key is configured twice"},
-		{"empty common name", Auth{Identities: []Identity{alice}, ClientCerts: []ClientCert{{Identity: "alice"}}}, "client_certs[0] (identity \"alice\"): empty common name"},
+		{"zero hash", Auth{Identities: []Identity{alice}, APIKeys: []APIKey{{Identity: "alice"}}}, "api_keys[0]: empty SHA-256"},
+		{"key twice", Auth{Identities: []Identity{alice}, APIKeys: []APIKey{aliceKey, aliceKey}}, "api_keys[1]: the same key is configured twice (first at api_keys[0])"},
+		{"empty common name", Auth{Identities: []Identity{alice}, ClientCerts: []ClientCert{{Identity: "alice"}}}, "client_certs[0]: empty common name"},
 		{"common name twice", Auth{Identities: []Identity{alice}, ClientCerts: []ClientCert{{CommonName: "c", Identity: "alice"}, {CommonName: "c", Identity: "alice"}}}, `client_certs[1]: common name "c" is mapped twice`},
 		{"identities without credentials", Auth{Identities: []Identity{alice}}, "no API key or client certificate"},
+		{"identity name with a space", Auth{Identities: []Identity{{Name: "a b", Grants: alice.Grants}}, APIKeys: []APIKey{{SHA256: aliceKey.SHA256, Identity: "a b"}}}, `identities[0].name: "a b": want letters`},
+		{"common name with a control character", Auth{Identities: []Identity{alice}, ClientCerts: []ClientCert{{CommonName: "c\x01", Identity: "alice"}}}, "client_certs[0]: control characters in a common name"},
+		{"prefix with a control character", Auth{Identities: []Identity{{Name: "alice", Grants: []Grant{{Prefix: "s3/\n", Operations: []Operation{OpRead}}}}}, APIKeys: []APIKey{aliceKey}}, "identities[0].grants[0].prefix: control characters in a prefix"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -109,7 +110,7 @@ type Config struct {
 	// callers share one probe. Zero means 1 second.
 	ReadinessCache time.Duration
 	// Readiness probes are run by /readyz; all must pass.
-	Readiness []Check
+	Readiness []Probe
 	// StoreSpace, when not nil, reads how full the fence store's database
 	// (etcd's) is: /metrics exports it, and /readyz warns, still ready,
 	// when it is 80% of its quota or more. Nil means neither.
@@ -166,12 +167,45 @@ const (
 	defaultAuthRefusalLogRate  = 10
 	defaultAuthRefusalLogBurst = 20
 	defaultWriteAttempts       = 3
+	defaultReadinessTimeout    = time.Second
+	defaultReadinessCache      = time.Second
 )
 
-// DefaultMaxLockWaiters is Config.MaxLockWaiters' default: a thousand
+// defaultMaxLockWaiters is Config.MaxLockWaiters' default: a thousand
 // lock requests that may wait, each of which costs about three
 // goroutines, 30 KiB of heap and an etcd watch while it waits.
-const DefaultMaxLockWaiters = 1000
+const defaultMaxLockWaiters = 1000
+
+// defaultMaxRequestsPerClient is DefaultConfig's MaxRequestsPerClient:
+// half the S3 pool's default 256 connections, so that no one client can
+// hold them all.
+const defaultMaxRequestsPerClient = 128
+
+// DefaultConfig returns the limits that New gives the zero fields of a
+// Config, written out, as a command's flags show them as defaults; and
+// MaxRequestsPerClient 128 (half the S3 pool's default 256 connections,
+// so that no one client can hold them all), where New's zero is no
+// limit. Logger, Readiness, StoreSpace, Tracer, Now and TestHooks are
+// nil.
+func DefaultConfig() Config {
+	return Config{
+		BufferBytes:          defaultBufferBytes,
+		BufferBudgetBytes:    defaultBufferBudgetBytes,
+		MaxBodyBytes:         defaultMaxBodyBytes,
+		MaxHeaderBytes:       defaultMaxHeaderBytes,
+		MaxTargetBytes:       defaultMaxTargetBytes,
+		AuthRefusalLogRate:   defaultAuthRefusalLogRate,
+		AuthRefusalLogBurst:  defaultAuthRefusalLogBurst,
+		MaxLockWaiters:       defaultMaxLockWaiters,
+		TransferChunkTimeout: defaultTransferChunkTimeout,
+		MaxRequestsPerClient: defaultMaxRequestsPerClient,
+		WriteAttempts:        defaultWriteAttempts,
+		ETagCacheEntries:     defaultETagCacheEntries,
+		ETagCacheMaxAge:      defaultETagCacheMaxAge,
+		ReadinessTimeout:     defaultReadinessTimeout,
+		ReadinessCache:       defaultReadinessCache,
+	}
+}
 
 // Gateway serves fencegate's HTTP API. Create it with New.
 type Gateway struct {
@@ -217,66 +251,10 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	if fences == nil || objects == nil {
 		return nil, errors.New("gateway: nil fence store or object store")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	if err := cfg.Validate(nil); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	if cfg.BufferBytes == 0 {
-		cfg.BufferBytes = defaultBufferBytes
-	}
-	if cfg.BufferBudgetBytes == 0 {
-		cfg.BufferBudgetBytes = max(defaultBufferBudgetBytes, cfg.BufferBytes)
-	}
-	if cfg.MaxBodyBytes == 0 {
-		cfg.MaxBodyBytes = defaultMaxBodyBytes
-	}
-	if cfg.MaxHeaderBytes == 0 {
-		cfg.MaxHeaderBytes = defaultMaxHeaderBytes
-	}
-	if cfg.MaxTargetBytes == 0 {
-		cfg.MaxTargetBytes = defaultMaxTargetBytes
-	}
-	if cfg.AuthRefusalLogRate == 0 {
-		cfg.AuthRefusalLogRate = defaultAuthRefusalLogRate
-	}
-	if cfg.AuthRefusalLogBurst == 0 {
-		cfg.AuthRefusalLogBurst = defaultAuthRefusalLogBurst
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.WriteAttempts == 0 {
-		cfg.WriteAttempts = defaultWriteAttempts
-	}
-	if cfg.MaxLockWaiters == 0 {
-		cfg.MaxLockWaiters = DefaultMaxLockWaiters
-	}
-	if cfg.ETagCacheEntries == 0 {
-		cfg.ETagCacheEntries = defaultETagCacheEntries
-	}
-	if cfg.ETagCacheMaxAge == 0 {
-		cfg.ETagCacheMaxAge = defaultETagCacheMaxAge
-	}
-	if cfg.TransferChunkTimeout == 0 {
-		cfg.TransferChunkTimeout = defaultTransferChunkTimeout
-	}
-	if cfg.ReadinessTimeout == 0 {
-		cfg.ReadinessTimeout = time.Second
-	}
-	if cfg.ReadinessCache == 0 {
-		cfg.ReadinessCache = time.Second
-	}
-	switch {
-	case cfg.BufferBytes < 0, cfg.BufferBudgetBytes < 0, cfg.MaxBodyBytes < 0, cfg.MaxHeaderBytes < 0, cfg.MaxTargetBytes < 0, cfg.WriteAttempts < 0, cfg.ReadinessTimeout < 0, cfg.ReadinessCache < 0, cfg.AuthRefusalLogBurst < 0:
-		return nil, errors.New("gateway: negative limit in config")
-	case cfg.TransferChunkTimeout < 0:
-		return nil, errors.New("gateway: negative transfer chunk timeout in config")
-	case cfg.MaxRequestsPerClient < 0:
-		return nil, errors.New("gateway: negative requests per client in config")
-	case cfg.BufferBytes > cfg.MaxBodyBytes:
-		return nil, fmt.Errorf("gateway: buffer bytes %d exceed max body bytes %d", cfg.BufferBytes, cfg.MaxBodyBytes)
-	case cfg.BufferBudgetBytes < cfg.BufferBytes:
-		return nil, fmt.Errorf("gateway: buffer budget bytes %d below buffer bytes %d", cfg.BufferBudgetBytes, cfg.BufferBytes)
-	}
+	cfg = cfg.withDefaults()
 	// The stores are wrapped with instrumented ones: the fence checks and
 	// S3 requests are timed and counted without touching the write path.
 	bodies := &bodyBudget{limit: cfg.BufferBudgetBytes}
@@ -335,4 +313,29 @@ func (g *Gateway) routes() chi.Router {
 		mount(r)
 	}
 	return r
+}
+
+// withDefaults returns cfg with its zero fields set to their defaults
+// (DefaultConfig's, but MaxRequestsPerClient, whose zero is no limit).
+func (cfg Config) withDefaults() Config {
+	d := DefaultConfig()
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	cfg.BufferBytes = cmp.Or(cfg.BufferBytes, d.BufferBytes)
+	cfg.BufferBudgetBytes = cmp.Or(cfg.BufferBudgetBytes, max(d.BufferBudgetBytes, cfg.BufferBytes))
+	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, d.MaxBodyBytes)
+	cfg.MaxHeaderBytes = cmp.Or(cfg.MaxHeaderBytes, d.MaxHeaderBytes)
+	cfg.MaxTargetBytes = cmp.Or(cfg.MaxTargetBytes, d.MaxTargetBytes)
+	cfg.AuthRefusalLogRate = cmp.Or(cfg.AuthRefusalLogRate, d.AuthRefusalLogRate)
+	cfg.AuthRefusalLogBurst = cmp.Or(cfg.AuthRefusalLogBurst, d.AuthRefusalLogBurst)
+	cfg.WriteAttempts = cmp.Or(cfg.WriteAttempts, d.WriteAttempts)
+	cfg.MaxLockWaiters = cmp.Or(cfg.MaxLockWaiters, d.MaxLockWaiters)
+	cfg.ETagCacheEntries = cmp.Or(cfg.ETagCacheEntries, d.ETagCacheEntries)
+	cfg.ETagCacheMaxAge = cmp.Or(cfg.ETagCacheMaxAge, d.ETagCacheMaxAge)
+	cfg.TransferChunkTimeout = cmp.Or(cfg.TransferChunkTimeout, d.TransferChunkTimeout)
+	cfg.ReadinessTimeout = cmp.Or(cfg.ReadinessTimeout, d.ReadinessTimeout)
+	cfg.ReadinessCache = cmp.Or(cfg.ReadinessCache, d.ReadinessCache)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return cfg
 }

@@ -107,7 +107,7 @@ func (e *env) startGateway(tb testing.TB, cfg gateway.Config) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	cfg.Readiness = append(cfg.Readiness, gateway.Check{Name: "etcd", Probe: store.Ping}, gateway.Check{Name: "s3", Probe: backend.Ping})
+	cfg.Readiness = append(cfg.Readiness, gateway.Probe{Name: "etcd", Ping: store.Ping}, gateway.Probe{Name: "s3", Ping: backend.Ping})
 	if cfg.StoreSpace == nil {
 		cfg.StoreSpace = func(ctx context.Context) (gateway.StoreSpace, error) {
 			space, err := store.Space(ctx)

@@ -59,12 +59,13 @@ type ObjectStore interface {
 	ObjectReader
 }
 
-// Check is a named readiness probe, such as "etcd" or "s3".
-type Check struct {
+// Probe is a named readiness probe of a dependency, such as "etcd" or
+// "s3", which /readyz runs.
+type Probe struct {
 	Name string
-	// Probe returns nil when the dependency is ready, and otherwise why
+	// Ping returns nil when the dependency is ready, and otherwise why
 	// it is not.
-	Probe func(ctx context.Context) error
+	Ping func(ctx context.Context) error
 }
 
 // StoreSpace is how full the fence store's database is (etcd's, as one

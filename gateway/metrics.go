@@ -217,7 +217,9 @@ func refusal(err error) bool {
 }
 
 // instrumentedFences times and counts the fence store's round trips, and
-// traces them (a client span each) when the request is traced.
+// traces them (a client span each) when the request is traced. Its fence
+// checks also record, in the request's exchange, the resource and token
+// checked, which the audit line and the access log report.
 type instrumentedFences struct {
 	FenceStore
 	m *metrics
@@ -225,21 +227,26 @@ type instrumentedFences struct {
 
 var _ FenceStore = (*instrumentedFences)(nil)
 
-// FenceCheck times the fence check by its result.
+// FenceCheck records the resource and token in the request's exchange,
+// which its audit line and access log report (noteChecked), then runs the
+// fence check, timed and traced by its result (timeCheck).
 func (f *instrumentedFences) FenceCheck(ctx context.Context, resource api.Resource, token api.Token) error {
+	noteChecked(ctx, resource, token)
 	return f.timeCheck(ctx, f.FenceStore.FenceCheck, resource, token)
 }
 
-// CheckNotStale times the check as a fence check: it is one, that raises
-// nothing (its span, result and errors are named fence_check too).
+// CheckNotStale records the resource and token as FenceCheck does, and
+// times the check as a fence check: it is one, that raises nothing (its
+// span, result and errors are named fence_check too).
 func (f *instrumentedFences) CheckNotStale(ctx context.Context, resource api.Resource, token api.Token) error {
+	noteChecked(ctx, resource, token)
 	return f.timeCheck(ctx, f.FenceStore.CheckNotStale, resource, token)
 }
 
-// timeCheck runs check, one of the fence store's decisions, and times it
-// by its result.
+// timeCheck runs check, one of the fence store's decisions, and times and
+// traces it by its result. It records nothing in the request's exchange:
+// its callers do.
 func (f *instrumentedFences) timeCheck(ctx context.Context, check func(context.Context, api.Resource, api.Token) error, resource api.Resource, token api.Token) error {
-	noteChecked(ctx, resource, token)
 	ctx, span := startClientSpan(ctx, "etcd fence_check")
 	if span != nil {
 		span.SetAttributes(attrResource.String(string(resource)), attrToken.String(token.String()))

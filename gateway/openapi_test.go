@@ -529,7 +529,7 @@ func TestOpenAPIAnswers(t *testing.T) {
 		{name: "healthz", method: "GET", target: "/healthz", header: map[string]string{"Authorization": ""}, wantStatus: 200},
 		{name: "readyz", method: "GET", target: "/readyz", header: map[string]string{"Authorization": ""}, wantStatus: 200},
 		{name: "readyz failing", method: "GET", target: "/readyz", header: map[string]string{"Authorization": ""},
-			cfg: Config{Readiness: []Check{{Name: "etcd", Probe: func(context.Context) error { return errors.New("no quorum") }}}}, wantStatus: 503},
+			cfg: Config{Readiness: []Probe{{Name: "etcd", Ping: func(context.Context) error { return errors.New("no quorum") }}}}, wantStatus: 503},
 		{name: "metrics", method: "GET", target: "/metrics", header: map[string]string{"Authorization": ""}, wantStatus: 200},
 		{name: "headers too large", method: "GET", target: "/healthz", header: map[string]string{"X-Big": strings.Repeat("x", 70<<10)}, wantStatus: 431, wantType: "headers-too-large"},
 		{name: "target too long", method: "PUT", target: "/v1/objects/dev/" + strings.Repeat("k", 9<<10), wantStatus: 414, wantType: "uri-too-long"},

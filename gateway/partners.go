@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -39,7 +40,7 @@ type PartnerRoute struct {
 	MaxStoredResponseBytes int64         // stored for replay, default 1 MiB
 	Budget                 PartnerBudget // what the route's completed idempotency records may hold in etcd, default 100,000 records and 256 MiB
 	StripHeaders           []string      // request headers never forwarded (on top of the hop-by-hop ones, X-Fence-*, Authorization, Cookie, which are always stripped)
-	ForwardHeaders         []string      // routing headers forwarded all the same, by exact name (see CheckForwardHeader); nil: none
+	ForwardHeaders         []string      // routing headers forwarded all the same, by exact name (see Validate); nil: none
 	AddHeaders             http.Header   // added upstream, values already resolved (e.g. the partner API key)
 
 	// ResourcePath, with Resource "header", binds the forwarded path to
@@ -103,12 +104,11 @@ func (b PartnerBudget) account(account string) api.IdempotencyBudget {
 
 // Defaults and limits of partner routes.
 const (
-	defaultPartnerTimeout        = 30 * time.Second
-	defaultPartnerMaxWait        = 5 * time.Second
-	defaultIdempotencyTTL        = 24 * time.Hour
-	defaultPartnerMaxBody        = 1 << 20
-	defaultPartnerMaxStored      = 1 << 20
-	maxPartnerStoredResponseSize = 1 << 20 // etcd refuses requests over 1.5 MiB
+	defaultPartnerTimeout   = 30 * time.Second
+	defaultPartnerMaxWait   = 5 * time.Second
+	defaultIdempotencyTTL   = 24 * time.Hour
+	defaultPartnerMaxBody   = 1 << 20
+	defaultPartnerMaxStored = 1 << 20
 	// ResourceFromHeader is the PartnerRoute.Resource that takes the
 	// resource id from the X-Fence-Resource header.
 	ResourceFromHeader = "header"
@@ -202,16 +202,16 @@ func newPartnerAPI(g *Gateway, routes []PartnerRoute, store PartnerStore, client
 	if store == nil {
 		return nil, errors.New("nil partner store")
 	}
+	if err := ValidatePartnerRoutes(routes); err != nil {
+		return nil, err
+	}
 	h := &partnerAPI{g: g, store: store, client: noRedirects(client), routes: make(map[string]*partnerRoute, len(routes)),
 		identityBudget: g.cfg.PartnerIdentityBudget.withDefaults()}
 	h.budgets = newBudgetMetrics(h, store)
-	for i, rt := range routes {
+	for _, rt := range routes {
 		route, err := compilePartnerRoute(rt)
 		if err != nil {
-			return nil, fmt.Errorf("route %d (%q): %w", i+1, rt.Name, err)
-		}
-		if _, dup := h.routes[route.Name]; dup {
-			return nil, fmt.Errorf("route %d: name %q is used twice", i+1, rt.Name)
+			return nil, fmt.Errorf("%q: %w", rt.Name, err)
 		}
 		h.routes[route.Name] = route
 	}
@@ -237,10 +237,16 @@ func noRedirects(client *http.Client) *http.Client {
 // segment after /v1/partners/.
 var routeNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
-// ValidPartnerRouteName reports whether name may name a PartnerRoute: 1
-// to 63 lower-case letters, digits and '-', starting with a letter or
-// digit.
-func ValidPartnerRouteName(name string) bool { return routeNamePattern.MatchString(name) }
+// ValidatePartnerRouteName checks that name may name a PartnerRoute: 1 to 63
+// lower-case letters, digits and '-', starting with a letter or digit.
+// Token checks that name a route (tokenstore.Policy prefixes
+// partner/ROUTE/) use it too.
+func ValidatePartnerRouteName(name string) error {
+	if !routeNamePattern.MatchString(name) {
+		return fmt.Errorf("%q: want lower-case letters, digits and -, starting with a letter or digit, at most 63", name)
+	}
+	return nil
+}
 
 // partnerMethods are the methods a partner route may allow: those the
 // router serves (chi answers 405 to any other method before a route sees
@@ -250,93 +256,190 @@ var partnerMethods = []string{
 	http.MethodPatch, http.MethodDelete, http.MethodOptions,
 }
 
-// PartnerMethods returns the methods a PartnerRoute may allow, upper case.
-func PartnerMethods() []string { return slices.Clone(partnerMethods) }
+// Limits of partner routes' sizes: bodies are held in memory, and a
+// stored answer goes into one etcd request, which etcd refuses over
+// 1.5 MiB.
+const (
+	maxPartnerBodyBytes          = 1 << 30
+	maxPartnerStoredResponseSize = 1 << 20
+)
+
+// ValidatePartnerRoutes checks routes as WithPartners does: each route
+// (see PartnerRoute.Validate), and that no name is used twice. Errors are
+// *FieldError, joined, with paths such as partners[1].upstream.
+func ValidatePartnerRoutes(routes []PartnerRoute) error {
+	var errs []error
+	first := make(map[string]int, len(routes))
+	for i, rt := range routes {
+		path := fmt.Sprintf("partners[%d]", i)
+		if err := rt.validate(path); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if j, dup := first[rt.Name]; dup {
+			errs = append(errs, &FieldError{Field: path + ".name", First: fmt.Sprintf("partners[%d].name", j), Err: fmt.Errorf("route %q is defined twice", rt.Name)})
+			continue
+		}
+		first[rt.Name] = i
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the route: its name, its upstream (see ParseUpstream),
+// its methods, its resource and resource path, that no duration or limit
+// is negative nor over its bound, and its header lists. Errors are
+// *FieldError, joined, with paths such as upstream or methods[1].
+func (rt PartnerRoute) Validate() error { return rt.validate("") }
+
+// validate is Validate with paths under prefix.
+func (rt PartnerRoute) validate(prefix string) error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		if prefix != "" {
+			field = prefix + "." + field
+		}
+		errs = append(errs, fieldErrorf(field, format, args...))
+	}
+	at := func(field string, err error) {
+		if err != nil {
+			bad(field, "%w", err)
+		}
+	}
+	at("name", ValidatePartnerRouteName(rt.Name))
+	if rt.Upstream == nil {
+		bad("upstream", "missing")
+	} else {
+		at("upstream", validateUpstream(rt.Upstream))
+	}
+	if len(rt.Methods) == 0 {
+		bad("methods", "empty; want at least one method, such as [POST]")
+	}
+	for i, m := range rt.Methods {
+		switch {
+		case !slices.Contains(partnerMethods, m):
+			bad(fmt.Sprintf("methods[%d]", i), "unknown method %q (want one of %s, in upper case)", m, strings.Join(partnerMethods, ", "))
+		case slices.Contains(rt.Methods[:i], m):
+			bad(fmt.Sprintf("methods[%d]", i), "%s is listed twice", m)
+		}
+	}
+	if _, err := parseResourceTemplate(rt.Resource); err != nil {
+		at("resource", err)
+	} else if _, err := compileResourcePath(rt.Resource, rt.ResourcePath); err != nil {
+		at("resource_path", err)
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"timeout", rt.Timeout}, {"max_wait", rt.MaxWait}, {"idempotency_ttl", rt.IdempotencyTTL}} {
+		if d.v < 0 {
+			bad(d.field, "negative duration %v", d.v)
+		}
+	}
+	for _, l := range []struct {
+		field   string
+		v, most int64
+		why     string
+	}{
+		{"max_body_bytes", rt.MaxBodyBytes, maxPartnerBodyBytes, "bodies are held in memory"},
+		{"max_stored_response_bytes", rt.MaxStoredResponseBytes, maxPartnerStoredResponseSize, "etcd's request limit is 1.5 MiB"},
+	} {
+		switch {
+		case l.v < 0:
+			bad(l.field, "negative limit %d", l.v)
+		case l.v > l.most:
+			bad(l.field, "%s is over %s (%s)", formatSize(l.v), formatSize(l.most), l.why)
+		}
+	}
+	strip := make(map[string]bool, len(rt.StripHeaders))
+	for i, name := range rt.StripHeaders {
+		if !validHeaderName(name) {
+			bad(fmt.Sprintf("strip_headers[%d]", i), "%q is not a header name", name)
+		}
+		strip[http.CanonicalHeaderKey(name)] = true
+	}
+	for i, name := range rt.ForwardHeaders {
+		field := fmt.Sprintf("forward_headers[%d]", i)
+		if err := validateForwardHeader(name); err != nil {
+			at(field, err)
+		} else if strip[http.CanonicalHeaderKey(name)] {
+			bad(field, "%s is in strip_headers too", http.CanonicalHeaderKey(name))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(rt.AddHeaders)) {
+		canonical := http.CanonicalHeaderKey(name)
+		field := "add_headers." + canonical
+		switch {
+		case !validHeaderName(name):
+			bad(field, "%q is not a header name", name)
+			continue
+		case setByGateway(canonical):
+			bad(field, "%s is set by the gateway", canonical)
+			continue
+		}
+		for _, v := range rt.AddHeaders[name] {
+			if !validHeaderValue(v) {
+				// The value is not quoted: it may hold a secret.
+				bad(field, "not a valid header value (empty, or with control characters)")
+				break
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// setByGateway reports whether a partner request's header (by canonical
+// name) is the gateway's to set, so that a route's AddHeaders may not:
+// the hop-by-hop headers, Host, X-Fence-*, the idempotency key it derives
+// (upstreamIdempotencyKey) and the body's length.
+func setByGateway(canonical string) bool {
+	return isHopByHop(canonical) || strings.HasPrefix(canonical, "X-Fence-") || canonical == "Host" ||
+		canonical == api.HeaderIdempotencyKey || canonical == "Content-Length"
+}
 
 func compilePartnerRoute(rt PartnerRoute) (*partnerRoute, error) {
-	if !routeNamePattern.MatchString(rt.Name) {
-		return nil, fmt.Errorf("name %q: want 1 to 63 of a-z, 0-9 and '-', starting with a letter or digit", rt.Name)
-	}
-	if err := checkUpstream(rt.Upstream); err != nil {
+	if err := rt.Validate(); err != nil {
 		return nil, err
 	}
 	route := &partnerRoute{PartnerRoute: rt, methods: make(map[string]bool), strip: make(map[string]bool), forward: make(map[string]bool)}
-	if len(rt.Methods) == 0 {
-		return nil, errors.New("methods: list at least one")
-	}
 	for _, m := range rt.Methods {
-		if !slices.Contains(partnerMethods, m) {
-			return nil, fmt.Errorf("methods: %q is not one of %s", m, strings.Join(partnerMethods, ", "))
-		}
 		route.methods[m] = true
 	}
 	route.allow = strings.Join(rt.Methods, ", ")
 	tmpl, err := parseResourceTemplate(rt.Resource)
 	if err != nil {
-		return nil, fmt.Errorf("resource: %w", err)
+		return nil, err
 	}
 	if tmpl.pathBinding, err = compileResourcePath(rt.Resource, rt.ResourcePath); err != nil {
-		return nil, fmt.Errorf("resource_path: %w", err)
+		return nil, err
 	}
 	route.template = tmpl
-	for _, err := range []error{
-		defaultIfZero("timeout", &route.Timeout, defaultPartnerTimeout),
-		defaultIfZero("max_wait", &route.MaxWait, defaultPartnerMaxWait),
-		defaultIfZero("idempotency_ttl", &route.IdempotencyTTL, defaultIdempotencyTTL),
-		defaultIfZero("max_body_bytes", &route.MaxBodyBytes, defaultPartnerMaxBody),
-		defaultIfZero("max_stored_response_bytes", &route.MaxStoredResponseBytes, defaultPartnerMaxStored),
-	} {
-		if err != nil {
-			return nil, err
-		}
-	}
-	if route.MaxStoredResponseBytes > maxPartnerStoredResponseSize {
-		return nil, fmt.Errorf("max_stored_response_bytes: %d is over %d (etcd's request limit is 1.5 MiB)", route.MaxStoredResponseBytes, maxPartnerStoredResponseSize)
-	}
+	defaultIfZero(&route.Timeout, defaultPartnerTimeout)
+	defaultIfZero(&route.MaxWait, defaultPartnerMaxWait)
+	defaultIfZero(&route.IdempotencyTTL, defaultIdempotencyTTL)
+	defaultIfZero(&route.MaxBodyBytes, defaultPartnerMaxBody)
+	defaultIfZero(&route.MaxStoredResponseBytes, defaultPartnerMaxStored)
 	for _, name := range rt.StripHeaders {
-		if !validHeaderName(name) {
-			return nil, fmt.Errorf("strip_headers: %q is not a header name", name)
-		}
 		route.strip[http.CanonicalHeaderKey(name)] = true
 	}
 	for _, name := range rt.ForwardHeaders {
-		if err := CheckForwardHeader(name); err != nil {
-			return nil, fmt.Errorf("forward_headers: %w", err)
-		}
-		if route.strip[http.CanonicalHeaderKey(name)] {
-			return nil, fmt.Errorf("forward_headers: %s is in strip_headers too", http.CanonicalHeaderKey(name))
-		}
 		route.forward[http.CanonicalHeaderKey(name)] = true
 	}
 	route.Budget = rt.Budget.withDefaults()
 	route.AddHeaders = make(http.Header, len(rt.AddHeaders))
 	for name, values := range rt.AddHeaders {
-		canonical := http.CanonicalHeaderKey(name)
-		switch {
-		case !validHeaderName(name):
-			return nil, fmt.Errorf("add_headers: %q is not a header name", name)
-		case isHopByHop(canonical), strings.HasPrefix(canonical, "X-Fence-"), canonical == "Host",
-			canonical == api.HeaderIdempotencyKey, canonical == "Content-Length":
-			return nil, fmt.Errorf("add_headers: %s is set by the gateway", canonical)
-		}
-		for _, v := range values {
-			if strings.ContainsAny(v, "\r\n\x00") {
-				return nil, fmt.Errorf("add_headers: %s: value holds a line break or NUL", canonical)
-			}
-		}
-		route.AddHeaders[canonical] = append([]string(nil), values...)
+		route.AddHeaders[http.CanonicalHeaderKey(name)] = append([]string(nil), values...)
 	}
 	return route, nil
 }
 
-// CheckForwardHeader reports whether name may be listed in a
+// validateForwardHeader reports whether name may be listed in a
 // PartnerRoute's ForwardHeaders: a routing header that partner routes
 // strip by default (X-HTTP-Method-Override, X-HTTP-Method,
 // X-Method-Override, X-Original-URL, X-Rewrite-URL, X-Real-IP, or
 // X-Forwarded-* other than X-Forwarded-Host), spelled with dashes. The
 // route then forwards the client's header of that name (any case), and
 // still strips its underscore spellings.
-func CheckForwardHeader(name string) error {
+func validateForwardHeader(name string) error {
 	switch {
 	case !validHeaderName(name):
 		return fmt.Errorf("%q is not a header name", name)
@@ -350,38 +453,69 @@ func CheckForwardHeader(name string) error {
 	return nil
 }
 
-// checkUpstream validates a route's upstream base URL.
-func checkUpstream(u *url.URL) error {
+// ParseUpstream parses a route's upstream base URL and checks it (see
+// PartnerRoute.Upstream). Its messages do not name the field.
+func ParseUpstream(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a URL", s)
+	}
+	if err := validateUpstream(u); err != nil {
+		return nil, err
+	}
+	if strings.Contains(s, "#") { // an empty fragment, which url.URL does not keep
+		return nil, fmt.Errorf("%q has a fragment", u.Redacted())
+	}
+	return u, nil
+}
+
+// validateUpstream checks a route's upstream base URL: http or https, with
+// a host, without user info, query or fragment, and a base path that is
+// a partner path.
+func validateUpstream(u *url.URL) error {
 	switch {
-	case u == nil:
-		return errors.New("upstream: missing")
 	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("upstream %q: scheme must be http or https", u.Redacted())
-	case u.Opaque != "" || u.Host == "":
-		return fmt.Errorf("upstream %q: want an absolute URL with a host", u.Redacted())
+		return fmt.Errorf("scheme %q not allowed, want http or https", u.Scheme)
+	case u.Opaque != "" || u.Host == "" || u.Hostname() == "":
+		return fmt.Errorf("%q has no host; want a URL such as https://api.example.com/v1", u.Redacted())
 	case u.User != nil:
-		return fmt.Errorf("upstream %q: user info is not allowed (use add_headers for credentials)", u.Redacted())
+		return fmt.Errorf("%q has user info: put credentials in add_headers, from the environment", u.Redacted())
 	case u.RawQuery != "" || u.ForceQuery:
-		return fmt.Errorf("upstream %q: a query is not allowed", u.Redacted())
+		return fmt.Errorf("%q has a query: the route forwards the client's query", u.Redacted())
 	case u.Fragment != "" || u.RawFragment != "":
-		return fmt.Errorf("upstream %q: a fragment is not allowed", u.Redacted())
+		return fmt.Errorf("%q has a fragment", u.Redacted())
 	}
 	if u.Path != "" {
 		if _, err := api.ParsePartnerPath(strings.Trim(u.EscapedPath(), "/")); err != nil {
-			return fmt.Errorf("upstream %q: base path: %w", u.Redacted(), err)
+			return fmt.Errorf("%q: base path: %w", u.Redacted(), err)
 		}
 	}
 	return nil
 }
 
-// validHeaderName reports whether s is an HTTP header field name (a token).
+// validHeaderName reports whether s is a header field name: an RFC 9110
+// token.
 func validHeaderName(s string) bool {
 	if s == "" {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue reports whether s may be sent as a header value: not
+// empty, visible characters, spaces and tabs, without leading or
+// trailing space.
+func validHeaderValue(s string) bool {
+	if s == "" || s != strings.TrimSpace(s) {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if c < ' ' && c != '\t' || c == 0x7f {
 			return false
 		}
 	}
@@ -391,12 +525,6 @@ func validHeaderName(s string) bool {
 func (h *partnerAPI) mount(r chi.Router) {
 	r.HandleFunc("/v1/partners/{route}", h.serve)
 	r.HandleFunc("/v1/partners/{route}/*", h.serve)
-}
-
-// CheckResourceTemplate reports whether s is a valid Resource value ("header" or a template).
-func CheckResourceTemplate(s string) error {
-	_, err := parseResourceTemplate(s)
-	return err
 }
 
 // resourceTemplate derives a request's resource id: from the
@@ -521,17 +649,10 @@ func parseResourceHeader(values []string) (string, error) {
 	return v, nil
 }
 
-// defaultIfZero sets *v to def when it is zero, and refuses a negative
-// duration or limit, naming its field.
-func defaultIfZero[T time.Duration | int64](name string, v *T, def T) error {
-	switch {
-	case *v < 0:
-		if d, ok := any(*v).(time.Duration); ok {
-			return fmt.Errorf("%s: negative duration %v", name, d)
-		}
-		return fmt.Errorf("%s: negative limit %d", name, *v)
-	case *v == 0:
+// defaultIfZero sets *v to def when it is zero (Validate refused
+// negative ones).
+func defaultIfZero[T time.Duration | int64](v *T, def T) {
+	if *v == 0 {
 		*v = def
 	}
-	return nil
 }

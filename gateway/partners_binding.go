@@ -27,14 +27,6 @@ type resourcePath struct {
 	segments []templateSegment
 }
 
-// CheckResourcePath reports whether resourcePath is a valid
-// PartnerRoute.ResourcePath for a route whose Resource is resource (which
-// must be "header").
-func CheckResourcePath(resource, resourcePath string) error {
-	_, err := compileResourcePath(resource, resourcePath)
-	return err
-}
-
 // compileResourcePath parses a route's ResourcePath: nil for none.
 func compileResourcePath(resource, resourcePath string) (*resourcePath, error) {
 	if resourcePath == "" {

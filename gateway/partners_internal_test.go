@@ -157,3 +157,62 @@ func FuzzResourcePathCheck(f *testing.F) {
 		}
 	})
 }
+
+// TestParseUpstream covers the partner upstream URL rules.
+func TestParseUpstream(t *testing.T) {
+	tests := []struct {
+		in      string
+		wantErr string
+	}{
+		{"https://api.example.com/v1", ""},
+		{"http://10.0.0.1:8080", ""},
+		{"HTTPS://api.example.com", ""},
+		{"ftp://api.example.com", `scheme "ftp" not allowed`},
+		{"api.example.com", `scheme "" not allowed`},
+		{"https://", "has no host"},
+		{"https:api.example.com", "has no host"},
+		{"https://:443", "has no host"},
+		{"https://u:p@api.example.com", "has user info"},
+		{"https://api.example.com/?key=1", "has a query"},
+		{"https://api.example.com/?", "has a query"},
+		{"https://api.example.com/#frag", "has a fragment"},
+		{"https://api.example.com/#", "has a fragment"},
+		{"https://api example.com", "is not a URL"},
+		{"https://api.example.com/v1/../x", "base path"},
+	}
+	for _, tt := range tests {
+		_, err := ParseUpstream(tt.in)
+		if (err == nil) != (tt.wantErr == "") || err != nil && !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("ParseUpstream(%q) = %v; want error containing %q", tt.in, err, tt.wantErr)
+		}
+		if err != nil && strings.Contains(err.Error(), ":p@") {
+			t.Errorf("ParseUpstream(%q) = %v: the password is in the message", tt.in, err)
+		}
+	}
+}
+
+func TestParseResourceTemplate(t *testing.T) {
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{"header", true},
+		{"accounts/{account}", true},
+		{"{a}", true},
+		{"v1/{org}/repos/{repo}", true},
+		{"", false},
+		{"accounts", false},
+		{"accounts/{a}/x/{a}", false},
+		{"accounts//{a}", false},
+		{"/{a}", false},
+		{"./{a}", false},
+		{"acc{a}", false},
+		{"{a b}", false},
+		{"a%2F/{a}", false},
+		{"Header", false},
+	} {
+		if _, err := parseResourceTemplate(tc.in); (err == nil) != tc.ok {
+			t.Errorf("parseResourceTemplate(%q) = %v; want ok %v", tc.in, err, tc.ok)
+		}
+	}
+}

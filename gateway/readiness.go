@@ -95,11 +95,11 @@ func (c *cached[T]) run(ctx context.Context, done chan struct{}) {
 // readiness holds the cached probes behind /readyz and the store space
 // metrics.
 type readiness struct {
-	checks []namedProbe
+	probes []namedProbe
 	space  *cached[StoreSpace] // nil without Config.StoreSpace
 }
 
-// namedProbe is a Check whose results are cached.
+// namedProbe is a Probe whose results are cached.
 type namedProbe struct {
 	name  string
 	probe *cached[struct{}]
@@ -108,8 +108,8 @@ type namedProbe struct {
 func newReadiness(cfg Config) *readiness {
 	rd := &readiness{}
 	for _, c := range cfg.Readiness {
-		probe := func(ctx context.Context) (struct{}, error) { return struct{}{}, c.Probe(ctx) }
-		rd.checks = append(rd.checks, namedProbe{name: c.Name, probe: newCached(probe, cfg.ReadinessCache, cfg.ReadinessTimeout)})
+		probe := func(ctx context.Context) (struct{}, error) { return struct{}{}, c.Ping(ctx) }
+		rd.probes = append(rd.probes, namedProbe{name: c.Name, probe: newCached(probe, cfg.ReadinessCache, cfg.ReadinessTimeout)})
 	}
 	if cfg.StoreSpace != nil {
 		rd.space = newCached(cfg.StoreSpace, cfg.ReadinessCache, cfg.ReadinessTimeout)
@@ -131,14 +131,14 @@ type readinessAnswer struct {
 // report runs (or reuses) every probe, all at once, and the store space
 // reading. It returns the errors of the probes that failed.
 func (rd *readiness) report(ctx context.Context) (readinessAnswer, []error) {
-	answer := readinessAnswer{Ready: true, Checks: make(map[string]string, len(rd.checks)+1)}
-	errs := make([]error, len(rd.checks))
+	answer := readinessAnswer{Ready: true, Checks: make(map[string]string, len(rd.probes)+1)}
+	errs := make([]error, len(rd.probes))
 	var (
 		wg    sync.WaitGroup
 		space StoreSpace
 		known bool
 	)
-	for i, c := range rd.checks {
+	for i, c := range rd.probes {
 		wg.Go(func() { _, errs[i] = c.probe.get(ctx) })
 	}
 	if rd.space != nil {
@@ -146,7 +146,7 @@ func (rd *readiness) report(ctx context.Context) (readinessAnswer, []error) {
 	}
 	wg.Wait()
 	var failed []error
-	for i, c := range rd.checks {
+	for i, c := range rd.probes {
 		if errs[i] != nil {
 			answer.Ready = false
 			answer.Checks[c.name] = errs[i].Error()

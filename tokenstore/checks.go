@@ -71,6 +71,35 @@ type Policy struct {
 // policies is a validated list of policies, longest prefix first.
 type policies []Policy
 
+// Validate checks p on its own: a known check, and a lock name with
+// CheckHeld and only with it. Its messages do not name the prefix: the
+// caller does.
+func (p Policy) Validate() error {
+	check := p.Check
+	if check == "" {
+		check = CheckNone
+	}
+	if _, err := ParseCheck(string(check)); err != nil {
+		return err
+	}
+	switch {
+	case check == CheckHeld && p.Lock == "":
+		return errors.New("held needs a lock name (held:LOCK)")
+	case check == CheckHeld:
+		return api.ValidateLockName(p.Lock)
+	case p.Lock != "":
+		return errors.New("a lock name goes only with held")
+	}
+	return nil
+}
+
+// ValidatePolicies checks ps as Config.Policies: each policy (see
+// Policy.Validate), and at most one per prefix.
+func ValidatePolicies(ps []Policy) error {
+	_, err := newPolicies(ps)
+	return err
+}
+
 // newPolicies validates ps and sorts a copy by decreasing prefix length.
 func newPolicies(ps []Policy) (policies, error) {
 	out := slices.Clone(ps)
@@ -81,18 +110,8 @@ func newPolicies(ps []Policy) (policies, error) {
 		if p.Check == "" {
 			p.Check = CheckNone
 		}
-		if _, err := ParseCheck(string(p.Check)); err != nil {
+		if err := p.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("policy for prefix %q: %w", p.Prefix, err))
-		}
-		switch {
-		case p.Check == CheckHeld && p.Lock == "":
-			errs = append(errs, fmt.Errorf("policy for prefix %q: check held needs a lock name", p.Prefix))
-		case p.Check == CheckHeld:
-			if err := api.ValidateLockName(p.Lock); err != nil {
-				errs = append(errs, fmt.Errorf("policy for prefix %q: %w", p.Prefix, err))
-			}
-		case p.Lock != "":
-			errs = append(errs, fmt.Errorf("policy for prefix %q: a lock name goes only with check held", p.Prefix))
 		}
 		if seen[p.Prefix] {
 			errs = append(errs, fmt.Errorf("two policies for prefix %q", p.Prefix))

@@ -3,11 +3,12 @@ package main
 import (
 	"bufio"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
+
+	"fencegate/internal/config"
 )
 
 const authUsage = `Usage: fencegate auth hash-key < KEYFILE
@@ -47,7 +48,7 @@ func runAuth(args []string, stdin io.Reader, stdout io.Writer) error {
 	}
 	key, err := readAPIKey(stdin)
 	if err != nil {
-		return &usageError{fmt.Errorf("auth hash-key: %w", err)}
+		return &usageError{Err: fmt.Errorf("auth hash-key: %w", err)}
 	}
 	fmt.Fprintln(stdout, hashAPIKey(key))
 	return nil
@@ -75,6 +76,5 @@ func readAPIKey(r io.Reader) (string, error) {
 
 // hashAPIKey returns sha256:<hex> of key, as the config file stores it.
 func hashAPIKey(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return apiKeyHashPrefix + hex.EncodeToString(sum[:])
+	return config.KeyHash(sha256.Sum256([]byte(key)))
 }

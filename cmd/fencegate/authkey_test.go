@@ -7,6 +7,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"fencegate/internal/config"
 )
 
 func TestAuthHashKey(t *testing.T) {
@@ -48,9 +50,9 @@ func TestAuthHashKey(t *testing.T) {
 				t.Fatalf("runAuth(%q) = %v, printed %q; want %q", tt.args, err, stdout.String(), tt.want)
 			}
 			// What it prints is what the config file takes.
-			parsed, err := parseKeyHash(strings.TrimSpace(stdout.String()))
+			parsed, err := config.ParseKeyHash(strings.TrimSpace(stdout.String()))
 			if err != nil || parsed != sum {
-				t.Errorf("parseKeyHash(%q) = %x, %v; want %x", stdout.String(), parsed, err, sum)
+				t.Errorf("config.ParseKeyHash(%q) = %x, %v; want %x", stdout.String(), parsed, err, sum)
 			}
 		})
 	}

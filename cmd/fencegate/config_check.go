@@ -3,10 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
-	"slices"
-	"strings"
 
-	"fencegate/gateway"
+	"fencegate/internal/config"
 )
 
 const configUsage = `Usage: fencegate config check [FILE]
@@ -46,56 +44,19 @@ func runConfig(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) error {
 	case len(args) > 1:
 		return usageErrorf("config check: want one FILE, got %d arguments", len(args))
 	default:
-		path, _ = lookupEnv(envName("config"))
+		path, _ = lookupEnv(config.EnvName("config"))
 		if path == "" {
-			return usageErrorf("config check: want a FILE (or %s)", envName("config"))
+			return usageErrorf("config check: want a FILE (or %s)", config.EnvName("config"))
 		}
 	}
-	file, err := loadConfigFile(path, lookupEnv)
+	file, err := config.LoadFile(path, lookupEnv)
 	if err != nil {
-		return &usageError{fmt.Errorf("config check: %w", err)}
+		return &usageError{Err: fmt.Errorf("config check: %w", err)}
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", path)
-	printConfigSummary(stdout, file)
-	for _, warning := range (features{partners: file.partners, auth: file.auth}).warnings() {
+	file.PrintSummary(stdout)
+	for _, warning := range file.Features().Warnings() {
 		fmt.Fprintf(stdout, "%s: warning: %s\n", path, warning)
 	}
 	return nil
-}
-
-// warnings are what valid features configure that is likely unsafe:
-// `config check` prints them, serve and dev log them at start.
-func (f features) warnings() []string {
-	var auth gateway.Auth
-	if f.auth != nil {
-		auth = *f.auth
-	}
-	return gateway.UnboundHeaderRouteWarnings(f.partners, auth)
-}
-
-// printConfigSummary prints what the file configures, without values:
-// some are secrets.
-func printConfigSummary(w io.Writer, f *configFile) {
-	var fields []string
-	for _, s := range f.settings {
-		fields = append(fields, s.path)
-	}
-	slices.Sort(fields)
-	if len(fields) == 0 {
-		fields = []string{"none"}
-	}
-	fmt.Fprintf(w, "  settings: %s\n", strings.Join(fields, ", "))
-	if f.partners != nil {
-		names := make([]string, len(f.partners))
-		for i, p := range f.partners {
-			names[i] = p.Name + " -> " + p.Upstream.Redacted()
-		}
-		fmt.Fprintf(w, "  partner routes: %d (%s)\n", len(f.partners), strings.Join(names, ", "))
-	}
-	if f.auth != nil {
-		fmt.Fprintf(w, "  auth: %d identities, %d API keys, %d client certificates\n",
-			len(f.auth.Identities), len(f.auth.APIKeys), len(f.auth.ClientCerts))
-	} else {
-		fmt.Fprintf(w, "  auth: off (no auth section: every client may do everything)\n")
-	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"fencegate/internal/testenv"
+	"fencegate/internal/tlsfiles"
 )
 
 // TestProcessRefusesBadConfig: the real process, started with a bad
@@ -142,7 +143,7 @@ auth:
 	r := startRun(t, "serve", "--config", path)
 	base := "https://" + addr
 
-	pool, err := loadCertPool(filepath.Join(certs, "ca.crt"))
+	pool, err := tlsfiles.CertPool(filepath.Join(certs, "ca.crt"))
 	if err != nil {
 		t.Fatal(err)
 	}

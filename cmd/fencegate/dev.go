@@ -17,8 +17,11 @@ import (
 
 	"fencegate/api"
 	"fencegate/backends/s3"
+	"fencegate/internal/config"
 	"fencegate/internal/devstack"
-	"fencegate/tokenstore"
+	"fencegate/internal/logging"
+	"fencegate/internal/tracing"
+	"fencegate/internal/zapslog"
 )
 
 // The dev stack's fixed names and credentials, printed at start. They are
@@ -31,86 +34,13 @@ const (
 	devPrefix    = "fencegate/"
 )
 
-// devConfig is everything `fencegate dev` needs.
-type devConfig struct {
-	listen string
-	data   string
-	s3Port int
-	http   httpConfig
-	log    logConfig
-	// tracing is where spans go (--otlp-endpoint); off by default.
-	tracing tracingConfig
-	// tokenChecks are the token checks per bucket or partner route (--token-checks).
-	tokenChecks tokenChecks
-	limits      limits
-	// features are the config file's partner routes and auth.
-	features features
-	// ignored are the config file's settings that dev does not use (its
-	// etcd and S3 sections): dev runs its own.
-	ignored []string
-}
-
-const devDescription = `
-Run fencegate locally with nothing else installed: an embedded etcd, the
-versitygw S3 server (a child process; build it with make tools) and a
-gateway in front of them. It creates the bucket "dev" and prints a curl
-session to try. Data stays in --data: run it again to pick up where you
-left off. Ctrl-C stops everything.
-
-The versitygw binary is taken from $FENCEGATE_VERSITYGW, else from next to
-the fencegate binary, else from bin/ of the repository it is run in.
-
---config FILE reads the YAML config file that fencegate serve reads (to try
-partner routes and auth locally); its etcd and s3 sections are not used.`
-
-// parseDev reads dev's flags and environment and validates them.
-func parseDev(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) (devConfig, error) {
-	cmd := newCommand("dev", "fencegate dev [flags]", devDescription)
-	fs := cmd.fs
-	var cfg devConfig
-	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:8080", "`host:port` to serve the gateway on")
-	fs.StringVar(&cfg.data, "data", ".fencegate", "`directory` of etcd's data (etcd/) and the S3 objects (s3/)")
-	fs.IntVar(&cfg.s3Port, "s3-port", 0, "`port` of the S3 server on 127.0.0.1 (0: a free one)")
-	fs.Var(&cfg.tokenChecks, "token-checks", tokenChecksUsage)
-	lim := addLimitFlags(fs)
-	addHTTPFlags(fs, &cfg.http)
-	addLogFlags(fs, &cfg.log)
-	addTracingFlags(fs, &cfg.tracing)
-	cmd.addConfigFlag()
-	if err := cmd.parse(args, lookupEnv, stdout); err != nil {
-		return devConfig{}, err
-	}
-	cfg.limits = lim.limits()
-	cfg.ignored = cmd.ignored
-
-	var errs []error
-	errs = append(errs, checkListen("listen", cfg.listen))
-	if cfg.data == "" {
-		errs = append(errs, errors.New("--data must not be empty"))
-	}
-	if cfg.s3Port < 0 || cfg.s3Port > 65535 {
-		errs = append(errs, fmt.Errorf("--s3-port %d: must be from 0 to 65535", cfg.s3Port))
-	}
-	errs = append(errs, checkLimits(cfg.limits), cfg.http.check(), cfg.http.loadTLS(), cfg.log.check(), cfg.tracing.check(), checkUnsafeTestHooksEnv(lookupEnv))
-	var err error
-	cfg.features, err = cmd.features(cfg.http)
-	errs = append(errs, err)
-	if err == nil {
-		errs = append(errs, cfg.tokenChecks.checkRoutes(cfg.features.partners))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return devConfig{}, &usageError{fmt.Errorf("dev: %w", err)}
-	}
-	return cfg, nil
-}
-
 // runDev is `fencegate dev`.
 func runDev(ctx context.Context, args []string, lookupEnv lookupEnvFunc, stdout, stderr io.Writer) error {
 	cfg, err := parseDev(args, lookupEnv, stdout)
 	if err != nil {
 		return err
 	}
-	logger, logs := newLogger(stderr, cfg.log)
+	logger, logs := logging.New(stderr, cfg.Log)
 	defer logs.Close()
 	if err := dev(ctx, cfg, logger, stdout); err != nil && !interrupted(ctx, err) {
 		return fmt.Errorf("dev: %w", err)
@@ -118,16 +48,16 @@ func runDev(ctx context.Context, args []string, lookupEnv lookupEnvFunc, stdout,
 	return nil
 }
 
-// dev starts etcd and versitygw on cfg.data, the gateway in front of
+// dev starts etcd and versitygw on cfg.Data, the gateway in front of
 // them, prints how to use it, and serves until ctx is done. Everything it
 // started is stopped before it returns.
-func dev(ctx context.Context, cfg devConfig, logger *slog.Logger, stdout io.Writer) error {
-	data, err := filepath.Abs(cfg.data)
+func dev(ctx context.Context, cfg config.Dev, logger *slog.Logger, stdout io.Writer) error {
+	data, err := filepath.Abs(cfg.Data)
 	if err != nil {
 		return err
 	}
-	if len(cfg.ignored) > 0 {
-		logger.Info("dev runs its own etcd and S3 server: these settings of the config file are not used", "fields", cfg.ignored)
+	if len(cfg.Ignored) > 0 {
+		logger.Info("dev runs its own etcd and S3 server: these settings of the config file are not used", "fields", cfg.Ignored)
 	}
 	bin, err := devstack.FindVersityGW()
 	if err != nil {
@@ -135,7 +65,7 @@ func dev(ctx context.Context, cfg devConfig, logger *slog.Logger, stdout io.Writ
 	}
 	// Listen first, to fail before starting anything if the address is
 	// taken. Connections wait in the backlog until the gateway serves.
-	ln, err := listen(cfg.listen)
+	ln, err := listen(cfg.Listen)
 	if err != nil {
 		return err
 	}
@@ -151,7 +81,7 @@ func dev(ctx context.Context, cfg devConfig, logger *slog.Logger, stdout io.Writ
 	objectServer, err := devstack.StartVersityGW(ctx, devstack.S3Config{
 		Binary:    bin,
 		Dir:       filepath.Join(data, "s3"),
-		Port:      cfg.s3Port,
+		Port:      cfg.S3Port,
 		AccessKey: devAccessKey,
 		SecretKey: devSecretKey,
 	})
@@ -166,41 +96,45 @@ func dev(ctx context.Context, cfg devConfig, logger *slog.Logger, stdout io.Writ
 	client, err := clientv3.New(clientv3.Config{
 		Endpoints:   etcd.Endpoints(),
 		DialTimeout: 5 * time.Second,
-		Logger:      devstack.ZapLogger(logger.With("component", "etcd-client"), zapcore.WarnLevel),
+		Logger:      zapslog.Logger(logger.With("component", "etcd-client"), zapcore.WarnLevel),
 	})
 	if err != nil {
 		return fmt.Errorf("etcd client: %w", err)
 	}
 	defer client.Close()
-	tracing, err := startTracing(ctx, cfg.tracing)
+	traces, err := tracing.Start(ctx, cfg.Tracing, buildVersion())
 	if err != nil {
 		return err
 	}
-	defer tracing.shutdown(logger)
-	gw, err := newGatewayWith(ctx, logger, client, tokenstore.Config{Prefix: devPrefix, Policies: cfg.tokenChecks}, s3.Config{
+	defer traces.Shutdown(logger)
+	storeCfg := cfg.Store
+	storeCfg.Prefix = devPrefix
+	gw, err := newGatewayWith(ctx, logger, client, storeCfg, s3.Config{
 		Endpoint:        objectServer.Endpoint(),
 		Region:          objectServer.Region,
 		AccessKeyID:     devAccessKey,
 		SecretAccessKey: devSecretKey,
 		UsePathStyle:    true,
-	}, cfg.limits, cfg.features, tracing.tracer())
+	}, cfg.Gateway, cfg.Marks, cfg.Features, traces.Tracer())
 	if err != nil {
 		return err
 	}
+	stopEvictor := gw.startEvictor(ctx)
+	defer stopEvictor()
 	session, err := newDevSession(ctx, gw)
 	if err != nil {
 		return err
 	}
 	session.Gateway = "http://" + reachableAddr(ln.Addr())
-	if cfg.http.tls != nil {
+	if cfg.HTTP.TLS != nil {
 		session.Gateway = "https://" + reachableAddr(ln.Addr())
 	}
-	session.Auth = cfg.features.auth != nil
+	session.Auth = cfg.Auth != nil
 	session.Etcd = etcd.Endpoints()[0]
-	session.EtcdDir = filepath.Join(cfg.data, "etcd")
+	session.EtcdDir = filepath.Join(cfg.Data, "etcd")
 	session.S3 = objectServer.Endpoint()
-	session.S3Dir = filepath.Join(cfg.data, "s3")
-	session.Data = cfg.data
+	session.S3Dir = filepath.Join(cfg.Data, "s3")
+	session.Data = cfg.Data
 	if err := printSession(stdout, session); err != nil {
 		return fmt.Errorf("print session: %w", err)
 	}
@@ -218,7 +152,7 @@ func dev(ctx context.Context, cfg devConfig, logger *slog.Logger, stdout io.Writ
 		case <-serveCtx.Done():
 		}
 	}()
-	err = serveHTTP(serveCtx, logger, ln, cfg.http, gw)
+	err = serveHTTP(serveCtx, logger, ln, cfg.HTTP, gw)
 	if cause := context.Cause(serveCtx); errors.Is(cause, errS3Exited) {
 		return errors.Join(cause, err)
 	}

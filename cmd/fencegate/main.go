@@ -7,8 +7,9 @@
 // `fencegate <command> -h` describe the flags, each of which falls back to
 // a FENCEGATE_* environment variable, then to the --config file.
 //
-// This package is the only one that reads flags and the environment: it
-// turns them into the typed configs of the packages it wires together.
+// This package wires the packages together and runs the commands;
+// internal/config, which only it imports, reads the flags, the
+// environment and the config file into their typed, validated configs.
 package main
 
 import (

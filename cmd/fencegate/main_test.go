@@ -184,55 +184,6 @@ func TestConfigErrorsAreReportedTogether(t *testing.T) {
 	}
 }
 
-func TestServeConfigSources(t *testing.T) {
-	env := envMap(map[string]string{
-		"FENCEGATE_LISTEN":         "127.0.0.1:9000",
-		"FENCEGATE_ETCD_ENDPOINTS": "http://e1:2379, http://e2:2379",
-		"FENCEGATE_BUFFER_BYTES":   "1MiB",
-		"FENCEGATE_S3_PATH_STYLE":  "true",
-		"FENCEGATE_LOG_LEVEL":      "debug",
-		"FENCEGATE_S3_REGION":      "", // empty counts as unset
-		"FENCEGATE_IDLE_TIMEOUT":   "5m",
-	})
-	cfg, err := parseServe([]string{"--listen", "127.0.0.1:9001", "--idle-timeout=1m"}, env, &bytes.Buffer{})
-	if err != nil {
-		t.Fatalf("parseServe: %v", err)
-	}
-	checks := []struct {
-		name      string
-		got, want any
-	}{
-		{"listen (flag over env)", cfg.listen, "127.0.0.1:9001"},
-		{"idle timeout (flag over env)", cfg.http.idleTimeout, time.Minute},
-		{"etcd endpoints (env)", strings.Join(cfg.etcd.endpoints, " "), "http://e1:2379 http://e2:2379"},
-		{"buffer bytes (env)", cfg.gateway.bufferBytes, int64(1 << 20)},
-		{"path style (env)", cfg.s3.UsePathStyle, true},
-		{"log level (env)", cfg.log.level.String(), "DEBUG"},
-		{"s3 region (default)", cfg.s3.Region, "us-east-1"},
-		{"etcd prefix (default)", cfg.etcd.prefix, "fencegate/"},
-		{"max body (default)", cfg.gateway.maxBodyBytes, int64(5 << 30)},
-		{"max header (default)", cfg.gateway.maxHeaderBytes, 64 << 10},
-		{"max sessions per identity (default)", cfg.gateway.maxSessionsPerIdentity, 1000},
-		{"max locks per session (default)", cfg.gateway.maxLocksPerSession, 64},
-		{"max lock waiters (default)", cfg.gateway.maxLockWaiters, 1000},
-		{"transfer chunk timeout (default)", cfg.gateway.transferChunkTimeout, 10 * time.Second},
-		{"s3 max conns (default)", cfg.s3.MaxConnsPerHost, 256},
-		{"max requests per client (default)", cfg.gateway.maxRequestsPerClient, 128},
-		{"s3 conn wait timeout (default)", cfg.s3.ConnWaitTimeout, 5 * time.Second},
-		{"read header timeout (default)", cfg.http.readHeaderTimeout, 10 * time.Second},
-		{"read timeout (default)", cfg.http.readTimeout, 10 * time.Minute},
-		{"write timeout (default)", cfg.http.writeTimeout, 10 * time.Minute},
-		{"shutdown timeout (default)", cfg.http.shutdownTimeout, 30 * time.Second},
-		{"etcd request timeout (default)", cfg.etcd.requestTimeout, 2 * time.Second},
-		{"log format (default)", cfg.log.format, "text"},
-	}
-	for _, c := range checks {
-		if c.got != c.want {
-			t.Errorf("%s = %v; want %v", c.name, c.got, c.want)
-		}
-	}
-}
-
 func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"-h"}, {"serve", "-h"}, {"dev", "--help"}} {
 		var stdout bytes.Buffer
@@ -268,38 +219,6 @@ func TestVersion(t *testing.T) {
 	}
 	if out := stdout.String(); !strings.HasPrefix(out, "fencegate ") || !strings.Contains(out, "go: go1.") {
 		t.Errorf("run(version) printed %q; want fencegate <version> and the Go version", out)
-	}
-}
-
-func TestByteSize(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    int64
-		wantErr bool
-	}{
-		{"65536", 65536, false},
-		{"64KiB", 64 << 10, false},
-		{"8MiB", 8 << 20, false},
-		{"5GiB", 5 << 30, false},
-		{"1TiB", 1 << 40, false},
-		{"10B", 10, false},
-		{"-1", -1, false}, // parses; validation rejects it by flag name
-		{"", 0, true},
-		{"8MB", 0, true},
-		{"1.5GiB", 0, true},
-		{"99999999999TiB", 0, true},
-	}
-	for _, tt := range tests {
-		var b byteSize
-		err := b.Set(tt.in)
-		if (err != nil) != tt.wantErr || err == nil && int64(b) != tt.want {
-			t.Errorf("Set(%q) = %d, %v; want %d, error %v", tt.in, b, err, tt.want, tt.wantErr)
-		}
-	}
-	for n, want := range map[int64]string{0: "0", 8 << 20: "8MiB", 5 << 30: "5GiB", 1000: "1000", 3 << 10: "3KiB"} {
-		if got := byteSize(n).String(); got != want {
-			t.Errorf("byteSize(%d).String() = %q; want %q", n, got, want)
-		}
 	}
 }
 

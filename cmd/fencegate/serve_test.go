@@ -190,3 +190,51 @@ func TestServeMaxHeaderBytesAnswersWithProblem(t *testing.T) {
 		t.Fatalf("serve = %v; want nil", err)
 	}
 }
+
+// TestServeEvictsMarks: serve runs the mark evictor with its flags. With
+// a retention of a second, the mark of an object that records it leaves
+// etcd (the fences route answers 0 and /metrics counts the eviction), and
+// a stale write is still refused by the token the object records.
+func TestServeEvictsMarks(t *testing.T) {
+	st := startStack(t, "marks")
+	addr := freeAddr(t)
+	base := "http://" + addr
+	r := startRun(t, st.serveArgs(addr, "--mark-retention", "1s", "--mark-eviction-interval", "100ms")...)
+	r.waitReady(t, base)
+	send := func(method, path, token, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("X-Fence-Token", token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		got, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(got)
+	}
+	if status, body := send(http.MethodPut, "/v1/objects/marks/a", "5", "five"); status != http.StatusCreated {
+		t.Fatalf("PUT token 5: %d %s; want 201", status, body)
+	}
+	testenv.WaitUntil(t, 60*time.Second, "the mark is evicted", func() bool {
+		_, body := send(http.MethodGet, "/v1/fences/s3/marks/a", "", "")
+		return strings.Contains(body, `"high_water_mark":0`)
+	})
+	if _, metrics := send(http.MethodGet, "/metrics", "", ""); !strings.Contains(metrics, "fencegate_marks_evicted_total") {
+		t.Errorf("/metrics has no fencegate_marks_evicted_total")
+	}
+	if status, body := send(http.MethodPut, "/v1/objects/marks/a", "3", "three"); status != http.StatusConflict {
+		t.Fatalf("stale PUT token 3 after the eviction: %d %s; want 409", status, body)
+	}
+	if status, body := send(http.MethodGet, "/v1/objects/marks/a", "", ""); status != http.StatusOK || body != "five" {
+		t.Fatalf("GET: %d %q; want 200 \"five\"", status, body)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatalf("serve = %v; want nil", err)
+	}
+}

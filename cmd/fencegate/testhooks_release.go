@@ -28,7 +28,7 @@ func checkUnsafeTestHooksEnv(lookupEnv lookupEnvFunc) error {
 // refusal of checkUnsafeTestHooksEnv as a *usageError.
 func unsafeTestHooks(lookupEnv lookupEnvFunc, _ *slog.Logger) (*gateway.TestHooks, error) {
 	if err := checkUnsafeTestHooksEnv(lookupEnv); err != nil {
-		return nil, &usageError{err}
+		return nil, &usageError{Err: err}
 	}
 	return nil, nil
 }

@@ -82,7 +82,7 @@ func unsafeTestHooks(lookupEnv lookupEnvFunc, logger *slog.Logger) (*gateway.Tes
 	}
 	spec, err := parseUnsafeTestHooks(value)
 	if err != nil {
-		return nil, &usageError{err}
+		return nil, &usageError{Err: err}
 	}
 	hooks := &gateway.TestHooks{
 		UnsafeFenceBeforeObserve: spec.swapOrder,

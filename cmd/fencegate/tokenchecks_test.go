@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,97 +19,24 @@ import (
 	"fencegate/api"
 	"fencegate/backends/s3"
 	"fencegate/gateway"
+	"fencegate/internal/config"
 	"fencegate/internal/testenv"
+	"fencegate/retention"
 	"fencegate/tokenstore"
 )
-
-func TestTokenChecksFlag(t *testing.T) {
-	var got tokenChecks
-	if err := got.Set(" reports=held:report-writer, logs=plausible,*=plausible,legacy=none, partner/payments=held:billing,partner/mailer=none "); err != nil {
-		t.Fatal(err)
-	}
-	want := tokenChecks{
-		{Prefix: "s3/reports/", Check: tokenstore.CheckHeld, Lock: "report-writer"},
-		{Prefix: "s3/logs/", Check: tokenstore.CheckPlausible},
-		{Prefix: "", Check: tokenstore.CheckPlausible},
-		{Prefix: "s3/legacy/", Check: tokenstore.CheckNone},
-		{Prefix: "partner/payments/", Check: tokenstore.CheckHeld, Lock: "billing"},
-		{Prefix: "partner/mailer/", Check: tokenstore.CheckNone},
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("Set = %+v; want %+v", got, want)
-	}
-	if s := got.String(); s != "reports=held:report-writer,logs=plausible,*=plausible,legacy=none,partner/payments=held:billing,partner/mailer=none" {
-		t.Errorf("String() = %q", s)
-	}
-	if err := got.Set(""); err != nil || len(got) != 0 {
-		t.Errorf("Set(\"\") = %v, %+v; want an empty list", err, got)
-	}
-	for _, bad := range []string{
-		"reports", "reports=strict", "reports=held", "reports=held:a/b", "reports=plausible:x",
-		"Bad_Bucket=none", "a=none,a=plausible", "*=none,*=held:x",
-		"partner/=none", "partner/Pay=none", "partner/pay/x=none", "partner/-pay=none",
-		"partner/pay=none,partner/pay=plausible",
-	} {
-		var c tokenChecks
-		if err := c.Set(bad); err == nil {
-			t.Errorf("Set(%q) succeeded; want an error", bad)
-		}
-	}
-}
-
-// TestTokenChecksNameDefinedRoutes: an entry for a partner route that the
-// config does not define is an error, lest a misspelt name leave the real
-// route unchecked.
-func TestTokenChecksNameDefinedRoutes(t *testing.T) {
-	var checks tokenChecks
-	if err := checks.Set("reports=plausible,partner/payments=held:billing"); err != nil {
-		t.Fatal(err)
-	}
-	routes := []gateway.PartnerRoute{{Name: "mailer"}, {Name: "payments"}}
-	if err := checks.checkRoutes(routes); err != nil {
-		t.Errorf("checkRoutes(mailer, payments) = %v; want nil", err)
-	}
-	if err := checks.checkRoutes(routes[:1]); err == nil || !strings.Contains(err.Error(), `"payments"`) {
-		t.Errorf("checkRoutes(mailer) = %v; want an error naming payments", err)
-	}
-}
-
-// TestServeTakesTokenChecks: --token-checks and its environment variable
-// reach the token store's config; a bad value is a usage error.
-func TestServeTakesTokenChecks(t *testing.T) {
-	env := func(m map[string]string) lookupEnvFunc {
-		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-	}
-	base := map[string]string{"FENCEGATE_ETCD_ENDPOINTS": "http://127.0.0.1:2379"}
-	cfg, err := parseServe([]string{"--token-checks", "reports=held:w"}, env(base), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(cfg.tokenChecks) != 1 || cfg.tokenChecks[0].Lock != "w" {
-		t.Fatalf("token checks %+v", cfg.tokenChecks)
-	}
-	base["FENCEGATE_TOKEN_CHECKS"] = "*=plausible"
-	if cfg, err = parseServe(nil, env(base), nil); err != nil || len(cfg.tokenChecks) != 1 || cfg.tokenChecks[0].Check != tokenstore.CheckPlausible {
-		t.Fatalf("from the environment: %+v, %v", cfg.tokenChecks, err)
-	}
-	if _, err := parseServe([]string{"--token-checks", "reports=strict"}, env(base), nil); err == nil {
-		t.Fatal("a bad --token-checks was accepted")
-	}
-}
 
 // TestGatewayServesLockAPI: the gateway that serve and dev build mounts the
 // lock API, and its token store applies the token checks.
 func TestGatewayServesLockAPI(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
-	var checks tokenChecks
+	var checks config.TokenChecks
 	if err := checks.Set("reports=held:writer"); err != nil {
 		t.Fatal(err)
 	}
 	gw, err := newGateway(t.Context(), slog.New(slog.NewTextHandler(io.Discard, nil)), etcd.Client(t),
 		tokenstore.Config{Prefix: "test/", Policies: checks},
 		s3.Config{Endpoint: "http://127.0.0.1:1", Region: "us-east-1", AccessKeyID: "a", SecretAccessKey: "b", UsePathStyle: true},
-		defaultLimits())
+		gateway.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,14 +69,14 @@ func TestGatewayServesLockAPI(t *testing.T) {
 // given, and S3 at s3Endpoint (any URL where no object request is made).
 func checkedGateway(t *testing.T, client *clientv3.Client, checks, s3Endpoint string, routes ...gateway.PartnerRoute) (*httptest.Server, *wiredGateway) {
 	t.Helper()
-	var policies tokenChecks
+	var policies config.TokenChecks
 	if err := policies.Set(checks); err != nil {
 		t.Fatalf("--token-checks %q: %v", checks, err)
 	}
 	gw, err := newGatewayWith(t.Context(), slog.New(slog.NewTextHandler(io.Discard, nil)), client,
 		tokenstore.Config{Prefix: "test/", Policies: policies},
 		s3.Config{Endpoint: s3Endpoint, Region: "us-east-1", AccessKeyID: "a", SecretAccessKey: "b", UsePathStyle: true},
-		defaultLimits(), features{partners: routes}, nil)
+		gateway.DefaultConfig(), retention.Config{}, config.Features{Partners: routes}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

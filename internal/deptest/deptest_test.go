@@ -1,31 +1,78 @@
 // Package deptest enforces the project's dependency direction (see the
-// README's "Project structure"): api depends on nothing, the gateway
-// reaches the token store and the backends only through its own
-// interfaces, and backends know nothing of etcd or HTTP routing.
+// README's "Project structure") as rules that fail the build, each with
+// the reason it exists: api depends on nothing, the gateway reaches the
+// token store and the backends only through its own interfaces, backends
+// know nothing of etcd or HTTP routing, and what runs in production never
+// links the local stack or the test helpers.
 package deptest
 
 import (
 	"encoding/json"
+	"go/parser"
+	"go/token"
 	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 // rules lists, per package pattern, the import paths (and their
 // subpackages) it must not have among its non-test dependencies: direct
-// and indirect ones, or with direct set, its own imports only.
+// and indirect ones, or with direct set, its own imports only. Packages
+// the pattern matches that except names are left out. why says what
+// breaks if the rule does.
 var rules = []struct {
 	pkg        string
 	forbidden  []string
 	direct     bool
 	stdlibOnly bool
+	except     []string
+	why        string
 }{
-	{pkg: "fencegate/api/...", stdlibOnly: true},
-	{pkg: "fencegate/tokenstore", forbidden: []string{"fencegate/gateway", "fencegate/backends", "github.com/go-chi", "github.com/aws"}},
-	{pkg: "fencegate/tokenstore", forbidden: []string{"net/http"}, direct: true},
-	{pkg: "fencegate/backends/...", forbidden: []string{"go.etcd.io", "github.com/go-chi", "fencegate/gateway", "fencegate/tokenstore"}},
-	{pkg: "fencegate/gateway", forbidden: []string{"fencegate/tokenstore", "fencegate/backends", "go.etcd.io", "github.com/aws"}},
-	{pkg: "fencegate/retention", forbidden: []string{"fencegate/gateway", "fencegate/tokenstore", "fencegate/backends", "go.etcd.io", "github.com/aws"}},
+	{
+		pkg: "fencegate/api/...", stdlibOnly: true,
+		why: "api is the wire contract that clients, the gateway and the stores share; a client that imports it must not pull in etcd, S3 or a router",
+	},
+	{
+		pkg: "fencegate/tokenstore", forbidden: []string{"fencegate/gateway", "fencegate/backends", "github.com/go-chi", "github.com/aws"},
+		why: "the token store is the etcd side of the fence: it decides on keys and revisions, and must not depend on the HTTP layer or on the object store it fences",
+	},
+	{
+		pkg: "fencegate/tokenstore", forbidden: []string{"net/http"}, direct: true,
+		why: "the store's answers are api errors, which package api maps to HTTP statuses in one table; a store that spoke HTTP would make a second table",
+	},
+	{
+		pkg: "fencegate/backends/...", forbidden: []string{"go.etcd.io", "github.com/go-chi", "fencegate/gateway", "fencegate/tokenstore"},
+		why: "a backend maps one upstream's failures to api error classes and nothing else; the fence check is the gateway's to order, never the backend's",
+	},
+	{
+		pkg: "fencegate/gateway", forbidden: []string{"fencegate/tokenstore", "fencegate/backends", "go.etcd.io", "github.com/aws"},
+		why: "the gateway reaches its stores through the small interfaces it declares (FenceStore, ObjectStore, ...), so that its ordering argument can be tested against any store, and no store's type leaks into the handlers",
+	},
+	{
+		pkg: "fencegate/...", forbidden: []string{"fencegate/internal/devstack", "fencegate/internal/testenv"},
+		except: []string{
+			"fencegate/internal/devstack",   // itself
+			"fencegate/internal/testenv",    // the test harness, built on devstack
+			"fencegate/internal/robustness", // a test suite: its package runs only under go test
+			"fencegate/cmd/fencebench",      // a benchmark that starts its own local stack
+			"fencegate/cmd/fencegate",       // see devCommandFiles: only `fencegate dev` may
+		},
+		why: "devstack starts an embedded etcd and a versitygw child process with fixed credentials for a laptop, and testenv is test scaffolding: " +
+			"neither may be linked into what serves production traffic, where a helper reached by mistake would run or weaken the real thing",
+	},
+	{
+		pkg: "fencegate/...", forbidden: []string{"fencegate/internal/config"}, direct: true,
+		except: []string{"fencegate/cmd/fencegate"},
+		why: "flags, FENCEGATE_* variables and the config file are read in one place, for one binary; a package that imported its decoder would " +
+			"take settings behind its caller's back instead of a validated Config passed to New",
+	},
+	{
+		pkg: "fencegate/retention", forbidden: []string{"fencegate/gateway", "fencegate/tokenstore", "fencegate/backends", "go.etcd.io", "github.com/aws"},
+		why: "retention owns the rule of which marks may go; it reaches marks and objects through the interfaces it declares, so the rule is tested against any store and no store decides it",
+	},
 }
 
 // sourceClients lets each token-source adapter under
@@ -36,24 +83,45 @@ var sourceClients = map[string]string{
 	"fencegate/api/client/tokensource/zookeeper": "github.com/go-zookeeper/zk",
 }
 
+// devCommandFiles are the non-test files of cmd/fencegate that may import
+// internal/devstack: `fencegate dev` runs the local stack, and is the
+// only command that does. Every other file, serve's among them, must not,
+// and no file of it may import internal/testenv.
+var devCommandFiles = []string{"dev.go"}
+
 type goPackage struct {
 	ImportPath string
+	Dir        string
+	GoFiles    []string
 	Imports    []string
 	Deps       []string
+}
+
+// list runs go list for pattern.
+func list(t *testing.T, pattern string) []goPackage {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json=ImportPath,Dir,GoFiles,Imports,Deps", pattern).Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", pattern, err)
+	}
+	var pkgs []goPackage
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for dec.More() {
+		var p goPackage
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
 }
 
 func TestImportRules(t *testing.T) {
 	for _, rule := range rules {
 		t.Run(rule.pkg, func(t *testing.T) {
-			out, err := exec.Command("go", "list", "-json=ImportPath,Imports,Deps", rule.pkg).Output()
-			if err != nil {
-				t.Fatalf("go list %s: %v", rule.pkg, err)
-			}
-			dec := json.NewDecoder(strings.NewReader(string(out)))
-			for dec.More() {
-				var p goPackage
-				if err := dec.Decode(&p); err != nil {
-					t.Fatal(err)
+			for _, p := range list(t, rule.pkg) {
+				if slices.Contains(rule.except, p.ImportPath) {
+					continue
 				}
 				deps := p.Deps
 				if rule.direct {
@@ -63,16 +131,52 @@ func TestImportRules(t *testing.T) {
 					client, hasClient := sourceClients[p.ImportPath]
 					ownClient := hasClient && (dep == client || strings.HasPrefix(dep, client+"/"))
 					if rule.stdlibOnly && !isStdlib(dep) && !strings.HasPrefix(dep, "fencegate/api") && !ownClient {
-						t.Errorf("%s imports %s; it may import only the standard library", p.ImportPath, dep)
+						t.Errorf("%s imports %s; it may import only the standard library: %s", p.ImportPath, dep, rule.why)
 					}
 					for _, f := range rule.forbidden {
 						if dep == f || strings.HasPrefix(dep, f+"/") {
-							t.Errorf("%s imports %s, which it must not (%s)", p.ImportPath, dep, f)
+							t.Errorf("%s imports %s, which it must not (%s): %s", p.ImportPath, dep, f, rule.why)
 						}
 					}
 				}
 			}
 		})
+	}
+}
+
+// TestOnlyTheDevCommandImportsDevstack applies the devstack and testenv
+// rule to the files of cmd/fencegate, whose package holds both serve and
+// dev: only devCommandFiles may import devstack, and none testenv.
+// Serve's files import the packages that the rule above keeps clean.
+func TestOnlyTheDevCommandImportsDevstack(t *testing.T) {
+	pkgs := list(t, "fencegate/cmd/fencegate")
+	if len(pkgs) != 1 {
+		t.Fatalf("go list fencegate/cmd/fencegate: %d packages", len(pkgs))
+	}
+	p := pkgs[0]
+	importers := 0
+	for _, name := range p.GoFiles {
+		f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(p.Dir, name), nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, spec := range f.Imports {
+			path, err := strconv.Unquote(spec.Path.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case path == "fencegate/internal/testenv":
+				t.Errorf("cmd/fencegate/%s imports %s: test scaffolding in the production binary", name, path)
+			case path == "fencegate/internal/devstack" && !slices.Contains(devCommandFiles, name):
+				t.Errorf("cmd/fencegate/%s imports %s; only %v (fencegate dev) may: serve must not link the local stack", name, path, devCommandFiles)
+			case path == "fencegate/internal/devstack":
+				importers++
+			}
+		}
+	}
+	if importers == 0 {
+		t.Errorf("no file of %v imports internal/devstack: the rule is out of date", devCommandFiles)
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"fencegate/internal/zapslog"
 )
 
 const (
@@ -153,7 +155,7 @@ func startEtcd(ctx context.Context, cfg EtcdConfig) (*Etcd, error) {
 	logger := zap.NewNop()
 	if cfg.Logger != nil {
 		logger = zap.New(&etcdLogCore{
-			Core:    &slogCore{logger: cfg.Logger, minLevel: zapcore.DebugLevel},
+			Core:    zapslog.Core(cfg.Logger, zapcore.DebugLevel),
 			closing: closing,
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"fencegate/internal/devstack"
+	"fencegate/internal/zapslog"
 )
 
 const (
@@ -96,7 +97,7 @@ func (e *Etcd) newClient(tb testing.TB, dialOptions ...grpc.DialOption) *clientv
 		Endpoints:   e.Endpoints(),
 		DialTimeout: etcdDialTimeout,
 		DialOptions: dialOptions,
-		Logger:      devstack.ZapLogger(logger, zapcore.ErrorLevel),
+		Logger:      zapslog.Logger(logger, zapcore.ErrorLevel),
 	})
 	if err != nil {
 		logWriter.detach()

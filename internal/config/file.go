@@ -1,4 +1,17 @@
-package main
+// Package config turns fencegate's flags, environment variables and
+// config file into the typed, checked configs of the packages that
+// cmd/fencegate wires together (gateway.Config, tokenstore.Config,
+// s3.Config, partner routes, auth, the listener's TLS, logging and
+// tracing). A flag wins over its environment variable (FENCEGATE_ and
+// the flag's name), which wins over the config file, which wins over the
+// default. Only cmd/fencegate imports it: it is the one place that reads
+// flags and the environment.
+//
+// Adding a setting is one flag (in ParseServe, ParseDev or one of the
+// add*Flags), one field of the file (in the tables below, named for the
+// flag) and one validation; where the package the setting feeds has the
+// rule, the validation calls it, and adds the flag's or the field's name.
+package config
 
 // The config file: one YAML file for `fencegate serve` and `fencegate dev`
 // (--config FILE, or FENCEGATE_CONFIG). Its scalar settings are the flags'
@@ -16,7 +29,6 @@ package main
 import (
 	"bytes"
 	"cmp"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -35,13 +47,20 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"fencegate/gateway"
+	"fencegate/internal/logging"
+	"fencegate/internal/tlsfiles"
+	"fencegate/internal/tracing"
 )
 
 // maxConfigBytes bounds the config file: it is read whole.
 const maxConfigBytes = 4 << 20
 
-// configFile is a loaded and checked config file.
-type configFile struct {
+// maxSize is the largest size the file's size fields decode; the
+// packages they feed have their own bounds.
+const maxSize = 1 << 62
+
+// File is a loaded and checked config file.
+type File struct {
 	// path is the file's name as given.
 	path string
 	// settings are the values for flags, by flag name, in the form the
@@ -82,12 +101,12 @@ func (e *configError) Error() string {
 	return fmt.Sprintf("%s:%d: %s: %s", e.file, e.line, e.path, e.msg)
 }
 
-// loadConfigFile reads, decodes and checks the config file at path.
+// LoadFile reads, decodes and checks the config file at path.
 // ${NAME} in partners' add_headers and the *_env settings are looked up
 // with lookupEnv. Relative paths of files in it (certificates) are
 // relative to the config file's directory. The error lists every problem,
 // each as FILE:LINE: field: message.
-func loadConfigFile(path string, lookupEnv lookupEnvFunc) (*configFile, error) {
+func LoadFile(path string, lookupEnv LookupEnv) (*File, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
@@ -105,12 +124,12 @@ func loadConfigFile(path string, lookupEnv lookupEnvFunc) (*configFile, error) {
 
 // parseConfig decodes and checks data, the config file named path, whose
 // relative file names are relative to dir.
-func parseConfig(path, dir string, data []byte, lookupEnv lookupEnvFunc) (*configFile, error) {
+func parseConfig(path, dir string, data []byte, lookupEnv LookupEnv) (*File, error) {
 	d := &decoder{
 		file:      path,
 		dir:       dir,
 		lookupEnv: lookupEnv,
-		out:       &configFile{path: path, settings: map[string]fileSetting{}},
+		out:       &File{path: path, settings: map[string]fileSetting{}},
 		nodes:     map[string]*yaml.Node{},
 	}
 	var root yaml.Node
@@ -134,8 +153,9 @@ func parseConfig(path, dir string, data []byte, lookupEnv lookupEnvFunc) (*confi
 		}
 		doc = doc.Content[0]
 	}
+	d.root = doc
 	d.fields(doc, "", topLevel)
-	d.crossChecks()
+	d.crossValidate()
 	if len(d.errs) > 0 {
 		slices.SortStableFunc(d.errs, func(a, b *configError) int { return cmp.Compare(a.line, b.line) })
 		errs := make([]error, len(d.errs))
@@ -164,10 +184,12 @@ func yamlSyntaxError(path string, err error) error {
 
 // decoder walks the YAML tree, collecting settings and errors.
 type decoder struct {
+	// root is the document's top-level mapping.
+	root      *yaml.Node
 	file      string
 	dir       string
-	lookupEnv lookupEnvFunc
-	out       *configFile
+	lookupEnv LookupEnv
+	out       *File
 	errs      []*configError
 	// nodes are the value nodes of the fields present, valid or not, by
 	// path, for the checks that involve more than one.
@@ -181,6 +203,90 @@ func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
 		line = n.Line
 	}
 	d.errs = append(d.errs, &configError{file: d.file, line: line, path: path, msg: fmt.Sprintf(format, args...)})
+}
+
+// fieldErrors records the *gateway.FieldError values in err, each at the
+// line of its field: the field's path is prefix and its Field, or what
+// aliases maps that to (auth's api_keys[2] is in the file under an
+// identity). A field under an entry (a route, an identity) whose
+// decoding failed is passed over: its value is not what the file says,
+// and the decoding error says why.
+func (d *decoder) fieldErrors(err error, prefix string, aliases map[string]string) {
+	resolve := func(field string) string {
+		field = prefix + field
+		if a, ok := aliases[field]; ok {
+			return a
+		}
+		return field
+	}
+	for _, fe := range gateway.FieldErrors(err) {
+		path, n := d.locate(resolve(fe.Field))
+		if d.failedUnder(entryOf(path)) {
+			continue
+		}
+		msg := fe.Err.Error()
+		if fe.First != "" {
+			if _, first := d.locate(resolve(fe.First)); first != nil {
+				msg += fmt.Sprintf(" (first at line %d)", first.Line)
+			}
+		}
+		d.errorf(n, path, "%s", msg)
+	}
+}
+
+// locate finds the field at path (such as partners[0].methods[1] or
+// partners[0].add_headers.X-Api-Key) in the file, matching mapping keys
+// case aside (header names). It returns the path as the file spells it
+// and the field's value node, or the deepest node found on the way.
+func (d *decoder) locate(path string) (string, *yaml.Node) {
+	n, spelt := d.root, ""
+	for part := range strings.SplitSeq(path, ".") {
+		key, indexes, _ := strings.Cut(part, "[")
+		if key != "" {
+			next := (*yaml.Node)(nil)
+			for i := 0; n != nil && n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
+				if strings.EqualFold(n.Content[i].Value, key) {
+					next, key = n.Content[i+1], n.Content[i].Value
+					break
+				}
+			}
+			if next == nil {
+				return joinPath(spelt, key), n
+			}
+			n, spelt = next, joinPath(spelt, key)
+		}
+		if indexes == "" {
+			continue
+		}
+		for index := range strings.SplitSeq(strings.TrimSuffix(indexes, "]"), "][") {
+			i, err := strconv.Atoi(index)
+			if err != nil || n.Kind != yaml.SequenceNode || i < 0 || i >= len(n.Content) {
+				return spelt + "[" + index + "]", n
+			}
+			n, spelt = n.Content[i], fmt.Sprintf("%s[%d]", spelt, i)
+		}
+	}
+	return spelt, n
+}
+
+// entryOf returns the entry of a list that path is in (partners[1] for
+// partners[1].name, auth.identities[0] for auth.identities[0].api_keys[2]),
+// or path itself.
+func entryOf(path string) string {
+	if i := strings.Index(path, "]"); i >= 0 {
+		return path[:i+1]
+	}
+	return path
+}
+
+// failedUnder reports whether decoding failed at path or below it.
+func (d *decoder) failedUnder(path string) bool {
+	for _, e := range d.errs {
+		if e.path == path || strings.HasPrefix(e.path, path+".") || strings.HasPrefix(e.path, path+"[") {
+			return true
+		}
+	}
+	return false
 }
 
 // at returns "FILE:LINE: path" for n.
@@ -333,9 +439,9 @@ func (d *decoder) set(flagName, value string, n *yaml.Node, path string) {
 
 // A setting is a field that gives a flag its value.
 
-// stringSetting is a non-empty string for flagName, checked by check (if
+// stringSetting is a non-empty string for flagName, checked by validate (if
 // not nil), whose error message is reported as is.
-func stringSetting(key, flagName, want string, check func(string) error) field {
+func stringSetting(key, flagName, want string, validate func(string) error) field {
 	return field{key, func(d *decoder, n *yaml.Node, path string) {
 		s, ok := d.scalar(n, path, want)
 		if !ok {
@@ -345,8 +451,8 @@ func stringSetting(key, flagName, want string, check func(string) error) field {
 			d.errorf(n, path, "empty; want %s", want)
 			return
 		}
-		if check != nil {
-			if err := check(s); err != nil {
+		if validate != nil {
+			if err := validate(s); err != nil {
 				d.errorf(n, path, "%v", err)
 				return
 			}
@@ -379,18 +485,27 @@ func (d *decoder) duration(n *yaml.Node, path string, least durationMin) (time.D
 		return 0, false
 	}
 	dur, err := time.ParseDuration(s)
-	switch {
-	case err != nil:
+	if err != nil {
 		d.errorf(n, path, "%q is not a duration; want a number with a unit, such as 500ms, 10s or 2m", s)
 		return 0, false
-	case least == aboveZero && dur <= 0:
-		d.errorf(n, path, "%v: must be above zero", dur)
-		return 0, false
-	case dur < 0:
-		d.errorf(n, path, "%v: must not be negative", dur)
+	}
+	if err := validateDuration(dur, least); err != nil {
+		d.errorf(n, path, "%v", err)
 		return 0, false
 	}
 	return dur, true
+}
+
+// validateDuration checks a duration setting's value (the file's field or
+// the flag).
+func validateDuration(dur time.Duration, least durationMin) error {
+	switch {
+	case least == aboveZero && dur <= 0:
+		return fmt.Errorf("%v: must be above zero", dur)
+	case dur < 0:
+		return fmt.Errorf("%v: must not be negative", dur)
+	}
+	return nil
 }
 
 // sizeSetting is a size in bytes for flagName, from least to most.
@@ -413,11 +528,23 @@ func (d *decoder) size(n *yaml.Node, path string, least, most int64) (int64, boo
 		d.errorf(n, path, "%q: %v", s, err)
 		return 0, false
 	}
-	if int64(b) < least || int64(b) > most {
-		d.errorf(n, path, "%v: must be from %v to %v", b, byteSize(least), byteSize(most))
+	if err := validateSize(b, least, most); err != nil {
+		d.errorf(n, path, "%v", err)
 		return 0, false
 	}
 	return int64(b), true
+}
+
+// validateSize checks a size setting's value (the file's field or the
+// flag): from least to most.
+func validateSize(b byteSize, least, most int64) error {
+	switch {
+	case most == maxSize && int64(b) < least:
+		return fmt.Errorf("%v: must be at least %v", b, byteSize(least))
+	case int64(b) < least || int64(b) > most:
+		return fmt.Errorf("%v: must be from %v to %v", b, byteSize(least), byteSize(most))
+	}
+	return nil
 }
 
 // countSetting is a count for flagName: an integer from 0 (no limit) up.
@@ -527,15 +654,16 @@ var topLevel = []field{
 	{"s3", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, s3Fields) }},
 	{"limits", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, limitFields) }},
 	{"objects", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, objectFields) }},
+	{"marks", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, markFields) }},
 	{"log", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, logFields) }},
 	{"tracing", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, tracingFields) }},
-	{"token_checks", (*decoder).tokenChecks},
+	{"token_checks", (*decoder).TokenChecks},
 	{"partners", (*decoder).partners},
 	{"auth", (*decoder).auth},
 }
 
 var httpFields = []field{
-	stringSetting("listen", "listen", "host:port", checkHostPort),
+	stringSetting("listen", "listen", "host:port", validateHostPort),
 	durationSetting("read_header_timeout", "read-header-timeout", aboveZero),
 	durationSetting("read_timeout", "read-timeout", zeroOrMore),
 	durationSetting("write_timeout", "write-timeout", zeroOrMore),
@@ -562,12 +690,12 @@ var etcdFields = []field{
 			return
 		}
 		for i, e := range endpoints {
-			if err := checkEtcdEndpoint(e); err != nil {
+			if err := validateEtcdEndpoint(e); err != nil {
 				d.errorf(n.Content[i], fmt.Sprintf("%s[%d]", path, i), "%v", err)
 				return
 			}
 		}
-		if err := checkEtcdEndpoints(endpoints); err != nil {
+		if err := validateEtcdEndpoints(endpoints); err != nil {
 			d.errorf(n, path, "mixes http:// and https:// endpoints")
 			return
 		}
@@ -590,7 +718,7 @@ var etcdFields = []field{
 
 var s3Fields = []field{
 	stringSetting("endpoint", "s3-endpoint", "a URL such as http://127.0.0.1:7070", func(s string) error {
-		if checkS3Endpoint(s) != nil {
+		if validateS3Endpoint(s) != nil {
 			return fmt.Errorf("%q: want a URL such as http://127.0.0.1:7070", s)
 		}
 		return nil
@@ -605,10 +733,10 @@ var s3Fields = []field{
 }
 
 var limitFields = []field{
-	sizeSetting("buffer_bytes", "buffer-bytes", 1, 1<<62),
-	sizeSetting("buffer_budget_bytes", "buffer-budget-bytes", 1, 1<<62),
-	sizeSetting("max_body_bytes", "max-body-bytes", 1, 1<<62),
-	sizeSetting("max_header_bytes", "max-header-bytes", 1<<10, 16<<20),
+	sizeSetting("buffer_bytes", "buffer-bytes", 1, maxSize),
+	sizeSetting("buffer_budget_bytes", "buffer-budget-bytes", 1, maxSize),
+	sizeSetting("max_body_bytes", "max-body-bytes", 1, maxSize),
+	sizeSetting("max_header_bytes", "max-header-bytes", minHeaderBytes, maxHeaderBytes),
 	durationSetting("transfer_chunk_timeout", "transfer-chunk-timeout", aboveZero),
 	countSetting("max_requests_per_client", "max-requests-per-client"),
 	countSetting("max_sessions_per_identity", "max-sessions-per-identity"),
@@ -620,6 +748,22 @@ var objectFields = []field{
 	boolSetting("tombstones_for_absent", "tombstones-for-absent"),
 }
 
+var markFields = []field{
+	{"retention", func(d *decoder, n *yaml.Node, path string) {
+		s, ok := d.scalar(n, path, "a duration such as 24h")
+		if !ok {
+			return
+		}
+		if _, err := time.ParseDuration(s); err != nil {
+			d.errorf(n, path, "%q is not a duration; want a number with a unit, such as 24h (negative: marks are kept for ever)", s)
+			return
+		}
+		d.set("mark-retention", s, n, path)
+	}},
+	durationSetting("tombstone_retention", "tombstone-retention", zeroOrMore),
+	durationSetting("eviction_interval", "mark-eviction-interval", aboveZero),
+}
+
 var logFields = []field{
 	stringSetting("level", "log-level", "debug, info, warn or error", func(s string) error {
 		var level slog.Level
@@ -628,16 +772,11 @@ var logFields = []field{
 		}
 		return nil
 	}),
-	stringSetting("format", "log-format", "text or json", func(s string) error {
-		if s != "text" && s != "json" {
-			return fmt.Errorf("%q: want text or json", s)
-		}
-		return nil
-	}),
+	stringSetting("format", "log-format", "text or json", logging.ValidateFormat),
 }
 
 var tracingFields = []field{
-	stringSetting("otlp_endpoint", "otlp-endpoint", "a URL such as http://127.0.0.1:4317", checkOTLPEndpoint),
+	stringSetting("otlp_endpoint", "otlp-endpoint", "a URL such as http://127.0.0.1:4317", tracing.ValidateEndpoint),
 	{"sample_ratio", func(d *decoder, n *yaml.Node, path string) {
 		s, ok := d.scalar(n, path, "a number from 0 to 1")
 		if !ok {
@@ -648,7 +787,7 @@ var tracingFields = []field{
 			d.errorf(n, path, "%q: want a number from 0 to 1", s)
 			return
 		}
-		if err := checkSampleRatio(ratio); err != nil {
+		if err := tracing.ValidateSampleRatio(ratio); err != nil {
 			d.errorf(n, path, "%v", err)
 			return
 		}
@@ -656,10 +795,10 @@ var tracingFields = []field{
 	}},
 }
 
-// tokenChecks decodes token_checks, a mapping of scope (a bucket,
+// TokenChecks decodes token_checks, a mapping of scope (a bucket,
 // partner/ROUTE, or "*": every other resource) to none, plausible or
 // held:LOCK, into --token-checks.
-func (d *decoder) tokenChecks(n *yaml.Node, path string) {
+func (d *decoder) TokenChecks(n *yaml.Node, path string) {
 	if !d.isKind(n, path, yaml.MappingNode, "a mapping of bucket, partner/ROUTE or * to none, plausible or held:LOCK") {
 		return
 	}
@@ -675,7 +814,7 @@ func (d *decoder) tokenChecks(n *yaml.Node, path string) {
 			continue
 		}
 		item := bucket + "=" + spec
-		var one tokenChecks
+		var one TokenChecks
 		if err := one.Set(item); err != nil || len(one) != 1 {
 			d.errorf(value, p, "%v", cmp.Or(err, errors.New("want none, plausible or held:LOCK")))
 			ok = false
@@ -687,7 +826,7 @@ func (d *decoder) tokenChecks(n *yaml.Node, path string) {
 		return
 	}
 	value := strings.Join(items, ",")
-	var all tokenChecks
+	var all TokenChecks
 	if err := all.Set(value); err != nil {
 		d.errorf(n, path, "%v", err) // a scope named twice
 		return
@@ -705,8 +844,8 @@ func (d *decoder) has(flagName string) bool {
 // file refers to.
 var envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// checkHostPort checks a listen address: host:port with a numeric port.
-func checkHostPort(addr string) error {
+// validateHostPort checks a listen address: host:port with a numeric port.
+func validateHostPort(addr string) error {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("%q: want host:port, such as 127.0.0.1:8080", addr)
@@ -717,14 +856,14 @@ func checkHostPort(addr string) error {
 	return nil
 }
 
-// checkEtcdEndpoint checks one etcd endpoint: an http(s):// URL with a
+// validateEtcdEndpoint checks one etcd endpoint: an http(s):// URL with a
 // host and no path, or a host:port.
-func checkEtcdEndpoint(e string) error {
+func validateEtcdEndpoint(e string) error {
 	if strings.ContainsAny(e, ", ") {
 		return fmt.Errorf("%q: one URL per item, without commas or spaces", e)
 	}
 	if !strings.Contains(e, "://") {
-		if checkHostPort(e) != nil {
+		if validateHostPort(e) != nil {
 			return fmt.Errorf("%q: want a URL such as http://host:2379 or a host:port", e)
 		}
 		return nil
@@ -736,8 +875,8 @@ func checkEtcdEndpoint(e string) error {
 	return nil
 }
 
-// crossChecks checks the settings that go together.
-func (d *decoder) crossChecks() {
+// crossValidate checks the settings that go together.
+func (d *decoder) crossValidate() {
 	// together checks that the field a and one of the fields bs are
 	// both set or both not.
 	together := func(why, a string, bs ...string) {
@@ -779,64 +918,81 @@ func (d *decoder) crossChecks() {
 		d.errorf(n, "http.tls.client_ca_file", "needs http.tls.cert_file and key_file: client certificates need a TLS listener")
 	}
 	if d.has("tls-cert") && d.has("tls-key") && (d.has("tls-client-ca") || d.nodes["http.tls.client_ca_file"] == nil) {
-		_, err := serverTLS(d.out.settings["tls-cert"].value, d.out.settings["tls-key"].value, d.out.settings["tls-client-ca"].value)
+		_, err := tlsfiles.Server(d.out.settings["tls-cert"].value, d.out.settings["tls-key"].value, d.out.settings["tls-client-ca"].value)
 		if err != nil {
 			d.errorf(d.nodes["http.tls.cert_file"], "http.tls", "%v", err)
 		}
 	}
-	if n := d.nodes["etcd.tls.ca_file"]; d.has("etcd-ca") {
-		if _, err := loadCertPool(d.out.settings["etcd-ca"].value); err != nil {
-			d.errorf(n, "etcd.tls.ca_file", "%v", err)
+	if pair := d.has("etcd-cert") && d.has("etcd-key"); d.has("etcd-ca") || pair {
+		cert, key := d.out.settings["etcd-cert"].value, d.out.settings["etcd-key"].value
+		if !pair {
+			cert, key = "", ""
 		}
-	}
-	if d.has("etcd-cert") && d.has("etcd-key") {
-		if _, err := tls.LoadX509KeyPair(d.out.settings["etcd-cert"].value, d.out.settings["etcd-key"].value); err != nil {
-			d.errorf(d.nodes["etcd.tls.cert_file"], "etcd.tls", "client certificate: %v", err)
+		_, err := tlsfiles.Client(d.out.settings["etcd-ca"].value, cert, key)
+		switch {
+		case errors.Is(err, tlsfiles.ErrCAFile):
+			d.errorf(d.nodes["etcd.tls.ca_file"], "etcd.tls.ca_file", "%v", err)
+		case err != nil:
+			d.errorf(d.nodes["etcd.tls.cert_file"], "etcd.tls", "%v", err)
 		}
 	}
 	if d.has("token-checks") {
-		var checks tokenChecks
+		var checks TokenChecks
 		if checks.Set(d.out.settings["token-checks"].value) == nil {
-			if err := checks.checkRoutes(d.out.partners); err != nil {
+			if err := checks.validateRoutes(d.out.partners); err != nil {
 				d.errorf(d.nodes["token_checks"], "token_checks", "%v", err)
 			}
 		}
 	}
-	buffer, maxBody := d.out.settings["buffer-bytes"], d.out.settings["max-body-bytes"]
-	if buffer.value != "" && maxBody.value != "" {
-		var b, m byteSize
-		if b.Set(buffer.value) == nil && m.Set(maxBody.value) == nil && b > m {
-			d.errorf(d.nodes["limits.buffer_bytes"], "limits.buffer_bytes", "%v must not exceed limits.max_body_bytes %v", b, m)
-		}
-	}
+	d.limitsCrossValidate()
 }
 
-// features are what only the config file configures: partner routes and
-// auth. The zero features configure neither.
-type features struct {
-	partners []gateway.PartnerRoute
-	auth     *gateway.Auth
+// limitsCrossValidate checks the file's limits that go together with the
+// gateway's rules (gateway.Config.Validate), as far as the file sets
+// them: a rule on a field it leaves to a flag or the default is checked
+// once the flags are merged.
+func (d *decoder) limitsCrossValidate() {
+	var l limitFlags
+	for _, f := range []struct {
+		flag string
+		to   *byteSize
+	}{{"buffer-bytes", &l.buffer}, {"buffer-budget-bytes", &l.bufferBudget}, {"max-body-bytes", &l.maxBody}} {
+		if s, ok := d.out.settings[f.flag]; ok && f.to.Set(s.value) != nil {
+			return
+		}
+	}
+	yamlPath := func(field string) string { return "limits." + field }
+	for _, fe := range gateway.FieldErrors(l.gateway().Validate(yamlPath)) {
+		if n := d.nodes[yamlPath(fe.Field)]; n != nil {
+			d.errorf(n, yamlPath(fe.Field), "%v", fe.Err)
+		}
+	}
 }
 
 // features returns the partner routes and auth of the command's config
 // file (none without one). Client certificates in auth need a listener
 // that asks for them: h must have a client CA.
-func (c *command) features(h httpConfig) (features, error) {
+func (c *command) features(h HTTP) (Features, error) {
 	if c.file == nil {
-		return features{}, nil
+		return Features{}, nil
 	}
-	if c.file.clientCertsAt != "" && h.tlsClientCA == "" {
-		return features{}, fmt.Errorf("%s: client certificates need http.tls.client_ca_file (or --tls-client-ca): "+
+	if c.file.clientCertsAt != "" && h.TLSClientCA == "" {
+		return Features{}, fmt.Errorf("%s: client certificates need http.tls.client_ca_file (or --tls-client-ca): "+
 			"without it the listener never asks for one", c.file.clientCertsAt)
 	}
-	return features{partners: c.file.partners, auth: c.file.auth}, nil
+	return c.file.Features(), nil
+}
+
+// Features returns the file's partner routes and auth.
+func (f *File) Features() Features {
+	return Features{Partners: f.partners, Auth: f.auth}
 }
 
 // apply gives every flag of c that neither the command line nor the
 // environment set its value from the file. It returns the settings that
 // c has no flag for, which the command ignores (dev runs its own etcd and
 // S3 server).
-func (f *configFile) apply(c *command, set map[string]bool) (ignored []string, err error) {
+func (f *File) apply(c *command, set map[string]bool) (ignored []string, err error) {
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(f.settings)) {
 		s := f.settings[name]
@@ -848,6 +1004,7 @@ func (f *configFile) apply(c *command, set map[string]bool) (ignored []string, e
 		if set[name] {
 			continue
 		}
+		c.source(name, s.at)
 		if err := fl.Value.Set(s.value); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %v", s.at, err))
 		}

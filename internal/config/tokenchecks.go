@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -9,21 +9,23 @@ import (
 	"fencegate/tokenstore"
 )
 
-// tokenChecks is the flag.Value of --token-checks: the token checks as a
+// TokenChecks is the flag.Value of --token-checks (and the file's
+// token_checks): the token checks as a
 // comma-separated list of SCOPE=none, SCOPE=plausible or SCOPE=held:LOCK,
 // where SCOPE is a bucket (its objects), partner/ROUTE (every resource of
 // the partner route ROUTE) or "*" (every resource, objects and partner
 // resources alike, that no other entry names). Setting it replaces the
 // whole list.
-type tokenChecks []tokenstore.Policy
+type TokenChecks []tokenstore.Policy
 
 // partnerScope starts the scopes that name a partner route.
 const partnerScope = "partner/"
 
-// Set parses s.
-func (t *tokenChecks) Set(s string) error {
-	var out tokenChecks
-	seen := make(map[string]bool)
+// Set parses s. The rules of each policy, and of one policy per scope,
+// are the token store's (tokenstore.Policy.Validate and
+// ValidatePolicies).
+func (t *TokenChecks) Set(s string) error {
+	var out TokenChecks
 	for item := range strings.SplitSeq(s, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
@@ -33,31 +35,22 @@ func (t *tokenChecks) Set(s string) error {
 		if !ok {
 			return fmt.Errorf("%q: want SCOPE=none, SCOPE=plausible or SCOPE=held:LOCK (SCOPE: a bucket, partner/ROUTE or *)", item)
 		}
-		scope = strings.TrimSpace(scope)
 		checkName, lock, _ := strings.Cut(strings.TrimSpace(spec), ":")
 		check, err := tokenstore.ParseCheck(checkName)
 		if err != nil {
 			return fmt.Errorf("%q: %v", item, err)
 		}
 		p := tokenstore.Policy{Check: check, Lock: lock}
-		switch {
-		case check == tokenstore.CheckHeld && lock == "":
-			return fmt.Errorf("%q: held needs a lock name, as in %s=held:LOCK", item, scope)
-		case check == tokenstore.CheckHeld:
-			if err := api.ValidateLockName(lock); err != nil {
-				return fmt.Errorf("%q: %v", item, err)
-			}
-		case lock != "":
-			return fmt.Errorf("%q: a lock name goes only with held", item)
+		if err := p.Validate(); err != nil {
+			return fmt.Errorf("%q: %w", item, err)
 		}
-		if p.Prefix, err = scopePrefix(scope); err != nil {
+		if p.Prefix, err = scopePrefix(strings.TrimSpace(scope)); err != nil {
 			return fmt.Errorf("%q: %v", item, err)
 		}
-		if seen[scope] {
-			return fmt.Errorf("%q listed twice", scope)
-		}
-		seen[scope] = true
 		out = append(out, p)
+	}
+	if err := tokenstore.ValidatePolicies(out); err != nil {
+		return err
 	}
 	*t = out
 	return nil
@@ -70,8 +63,8 @@ func scopePrefix(scope string) (api.Resource, error) {
 		return "", nil
 	}
 	if route, ok := strings.CutPrefix(scope, partnerScope); ok {
-		if !gateway.ValidPartnerRouteName(route) {
-			return "", fmt.Errorf("partner route name %q: want 1 to 63 of a-z, 0-9 and '-', not starting with '-'", route)
+		if err := gateway.ValidatePartnerRouteName(route); err != nil {
+			return "", fmt.Errorf("partner route name %w", err)
 		}
 		return api.PartnerResource(route, ""), nil
 	}
@@ -82,12 +75,9 @@ func scopePrefix(scope string) (api.Resource, error) {
 }
 
 // String formats the list as Set parses it.
-func (t *tokenChecks) String() string {
-	if t == nil {
-		return ""
-	}
-	items := make([]string, 0, len(*t))
-	for _, p := range *t {
+func (t TokenChecks) String() string {
+	items := make([]string, 0, len(t))
+	for _, p := range t {
 		scope := "*"
 		if p.Prefix != "" {
 			scope = strings.TrimSuffix(strings.TrimPrefix(string(p.Prefix), "s3/"), "/")
@@ -101,9 +91,9 @@ func (t *tokenChecks) String() string {
 	return strings.Join(items, ",")
 }
 
-// checkRoutes refuses entries that name a partner route that routes does
+// validateRoutes refuses entries that name a partner route that routes does
 // not have: a misspelt route would leave the real one unchecked.
-func (t tokenChecks) checkRoutes(routes []gateway.PartnerRoute) error {
+func (t TokenChecks) validateRoutes(routes []gateway.PartnerRoute) error {
 	known := make(map[string]bool, len(routes))
 	for _, r := range routes {
 		known[r.Name] = true

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -14,24 +14,24 @@ import (
 // --etcd-endpoints falls back to FENCEGATE_ETCD_ENDPOINTS.
 const envPrefix = "FENCEGATE_"
 
-// lookupEnvFunc is os.LookupEnv, or a map in tests.
-type lookupEnvFunc func(name string) (string, bool)
+// LookupEnv is os.LookupEnv, or a map in tests.
+type LookupEnv func(name string) (string, bool)
 
 // envName returns the environment variable of the flag name.
-func envName(flagName string) string {
+func EnvName(flagName string) string {
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// usageError is a mistake in the command line or the environment. main
-// exits 2 for it.
-type usageError struct{ err error }
+// UsageError is a mistake in the command line, the environment or the
+// config file: the command exits 2 for it.
+type UsageError struct{ Err error }
 
-func (e *usageError) Error() string { return e.err.Error() }
-func (e *usageError) Unwrap() error { return e.err }
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
 
-// usageErrorf returns a *usageError.
+// usageErrorf returns a *UsageError.
 func usageErrorf(format string, args ...any) error {
-	return &usageError{fmt.Errorf(format, args...)}
+	return &UsageError{fmt.Errorf(format, args...)}
 }
 
 // command is a subcommand's flag set, whose flags fall back to environment
@@ -44,9 +44,13 @@ type command struct {
 	// it (see addConfigFlag).
 	configPath *string
 	// file is the config file that parse loaded, nil without one.
-	file *configFile
+	file *File
 	// ignored are the file's settings that the command has no flag for.
 	ignored []string
+	// sources say where the flags that the command line did not set
+	// got their values: the environment variable's name, or the file's
+	// "FILE:LINE: path". See locate.
+	sources map[string]string
 }
 
 func newCommand(name, synopsis, description string) *command {
@@ -72,7 +76,7 @@ func (c *command) addConfigFlag() {
 // (--config), if there is one: a flag wins over the environment, which
 // wins over the file, which wins over the default. For -h it prints the
 // usage to stdout and returns flag.ErrHelp.
-func (c *command) parse(args []string, lookupEnv lookupEnvFunc, stdout io.Writer) error {
+func (c *command) parse(args []string, lookupEnv LookupEnv, stdout io.Writer) error {
 	if err := c.fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			c.printUsage(stdout)
@@ -92,31 +96,68 @@ func (c *command) parse(args []string, lookupEnv lookupEnvFunc, stdout io.Writer
 		if given[f.Name] {
 			return
 		}
-		value, ok := lookupEnv(envName(f.Name))
+		value, ok := lookupEnv(EnvName(f.Name))
 		if !ok || value == "" {
 			return
 		}
 		given[f.Name] = true
+		c.source(f.Name, EnvName(f.Name))
 		// The value is not repeated: it may be a secret.
 		if err := f.Value.Set(value); err != nil {
-			errs = append(errs, fmt.Errorf("--%s: invalid value in %s: %v", f.Name, envName(f.Name), err))
+			errs = append(errs, fmt.Errorf("--%s: invalid value in %s: %v", f.Name, EnvName(f.Name), err))
 		}
 	})
 	if len(errs) > 0 {
-		return &usageError{fmt.Errorf("%s: %w", c.fs.Name(), errors.Join(errs...))}
+		return &UsageError{fmt.Errorf("%s: %w", c.fs.Name(), errors.Join(errs...))}
 	}
 	if c.configPath == nil || *c.configPath == "" {
 		return nil
 	}
-	file, err := loadConfigFile(*c.configPath, lookupEnv)
+	file, err := LoadFile(*c.configPath, lookupEnv)
 	if err != nil {
-		return &usageError{fmt.Errorf("%s: %w", c.fs.Name(), err)}
+		return &UsageError{fmt.Errorf("%s: %w", c.fs.Name(), err)}
 	}
 	if c.ignored, err = file.apply(c, given); err != nil {
-		return &usageError{fmt.Errorf("%s: %w", c.fs.Name(), err)}
+		return &UsageError{fmt.Errorf("%s: %w", c.fs.Name(), err)}
 	}
 	c.file = file
 	return nil
+}
+
+// source records where the flag name got its value.
+func (c *command) source(name, from string) {
+	if c.sources == nil {
+		c.sources = make(map[string]string)
+	}
+	c.sources[name] = from
+}
+
+// locate prefixes each of the problems in err that starts with a flag
+// (--buffer-bytes ...) whose value came from the environment or the file
+// with where it came from: the variable (FENCEGATE_BUFFER_BYTES: ...),
+// or the file's line and field (fencegate.yaml:3: limits.buffer_bytes:
+// ...). A flag given on the command line, or left at its default, is
+// named as it is.
+func (c *command) locate(err error) error {
+	if err == nil {
+		return nil
+	}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		var errs []error
+		for _, e := range joined.Unwrap() {
+			errs = append(errs, c.locate(e))
+		}
+		return errors.Join(errs...)
+	}
+	rest, ok := strings.CutPrefix(err.Error(), "--")
+	if !ok {
+		return err
+	}
+	name := rest[:strings.IndexFunc(rest+" ", func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') })]
+	if from := c.sources[name]; from != "" {
+		return fmt.Errorf("%s: %w", from, err)
+	}
+	return err
 }
 
 // printUsage prints the synopsis, the description and every flag with its
@@ -138,7 +179,7 @@ func (c *command) printUsage(w io.Writer) {
 		if kind != "" {
 			fmt.Fprintf(w, " %s", kind)
 		}
-		fmt.Fprintf(w, "  [$%s]\n", envName(f.Name))
+		fmt.Fprintf(w, "  [$%s]\n", EnvName(f.Name))
 		fmt.Fprintf(w, "      %s", strings.ReplaceAll(usage, "\n", "\n      "))
 		if !isZeroDefault(f) {
 			fmt.Fprintf(w, " (default %s)", f.DefValue)
@@ -203,10 +244,10 @@ func (b byteSize) String() string {
 	return strconv.FormatInt(n, 10)
 }
 
-// checkListen checks that addr is a host:port for net.Listen, with a
+// validateListen checks that addr is a host:port for net.Listen, with a
 // numeric port (0 picks a free one).
-func checkListen(flagName, addr string) error {
-	if err := checkHostPort(addr); err != nil {
+func validateListen(flagName, addr string) error {
+	if err := validateHostPort(addr); err != nil {
 		return fmt.Errorf("--%s %v", flagName, err)
 	}
 	return nil

@@ -1,4 +1,8 @@
-package main
+// Package tlsfiles loads TLS configurations from PEM files: the
+// listener's (a server certificate, and the CAs of client certificates),
+// a client's (etcd's CAs and client certificate), and a Reloader that
+// serves the listener's certificate again once its files change.
+package tlsfiles
 
 import (
 	"crypto/tls"
@@ -9,33 +13,33 @@ import (
 	"time"
 )
 
-// certCheckInterval is how often, at most, a TLS handshake looks at the
+// certStatInterval is how often, at most, a TLS handshake looks at the
 // certificate files for a change.
-const certCheckInterval = time.Second
+const certStatInterval = time.Second
 
-// certReloader serves the server certificate of --tls-cert and --tls-key
-// and loads the pair again when either file changes, so that a renewed
+// Reloader serves the server certificate of a certificate file and a key
+// file, and loads the pair again when either file changes, so that a renewed
 // certificate (cert-manager, certbot) is served without a restart. A
 // handshake looks at the files' modification times at most once per
-// certCheckInterval. A pair that does not load (a file half written, a key
+// certStatInterval. A pair that does not load (a file half written, a key
 // that does not match) is logged once and the last good pair is served
-// until the files change again. The client CAs of --tls-client-ca are
-// loaded once, at start.
-type certReloader struct {
+// until the files change again. The client CAs (Server) are loaded
+// once, at start.
+type Reloader struct {
 	certFile, keyFile string
 	log               *slog.Logger
 	now               func() time.Time
 
-	mu        sync.Mutex
-	cert      *tls.Certificate
-	loaded    [2]time.Time // the files' modification times that cert, or the last failure, came from
-	nextCheck time.Time
+	mu       sync.Mutex
+	cert     *tls.Certificate
+	loaded   [2]time.Time // the files' modification times that cert, or the last failure, came from
+	nextStat time.Time
 }
 
-// newCertReloader loads the pair once; it fails when the pair does not
+// NewReloader loads the pair once; it fails when the pair does not
 // load.
-func newCertReloader(certFile, keyFile string, log *slog.Logger) (*certReloader, error) {
-	r := &certReloader{certFile: certFile, keyFile: keyFile, log: log, now: time.Now}
+func NewReloader(certFile, keyFile string, log *slog.Logger) (*Reloader, error) {
+	r := &Reloader{certFile: certFile, keyFile: keyFile, log: log, now: time.Now}
 	mod, err := r.modTimes()
 	if err != nil {
 		return nil, err
@@ -44,16 +48,16 @@ func newCertReloader(certFile, keyFile string, log *slog.Logger) (*certReloader,
 	if err != nil {
 		return nil, fmt.Errorf("server certificate: %w", err)
 	}
-	r.cert, r.loaded, r.nextCheck = &cert, mod, r.now().Add(certCheckInterval)
+	r.cert, r.loaded, r.nextStat = &cert, mod, r.now().Add(certStatInterval)
 	return r, nil
 }
 
-// getCertificate is tls.Config.GetCertificate.
-func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+// GetCertificate is tls.Config.GetCertificate.
+func (r *Reloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if now := r.now(); !now.Before(r.nextCheck) {
-		r.nextCheck = now.Add(certCheckInterval)
+	if now := r.now(); !now.Before(r.nextStat) {
+		r.nextStat = now.Add(certStatInterval)
 		r.reload()
 	}
 	return r.cert, nil
@@ -61,7 +65,7 @@ func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, e
 
 // reload loads the pair again if either file changed since the last load
 // or failure. r.mu is held.
-func (r *certReloader) reload() {
+func (r *Reloader) reload() {
 	mod, err := r.modTimes()
 	if err != nil || mod == r.loaded {
 		return // a file that is missing for a moment is being replaced
@@ -77,7 +81,7 @@ func (r *certReloader) reload() {
 }
 
 // modTimes returns the modification times of the certificate and key files.
-func (r *certReloader) modTimes() ([2]time.Time, error) {
+func (r *Reloader) modTimes() ([2]time.Time, error) {
 	var mod [2]time.Time
 	for i, f := range []string{r.certFile, r.keyFile} {
 		fi, err := os.Stat(f)

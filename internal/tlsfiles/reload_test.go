@@ -1,4 +1,4 @@
-package main
+package tlsfiles
 
 import (
 	"bytes"
@@ -70,17 +70,17 @@ func TestCertReloader(t *testing.T) {
 	mod := time.Now().Add(-time.Hour).Truncate(time.Second)
 	writePair(t, certFile, keyFile, "one", mod)
 	var logs bytes.Buffer
-	r, err := newCertReloader(certFile, keyFile, slog.New(slog.NewTextHandler(&logs, nil)))
+	r, err := NewReloader(certFile, keyFile, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	clock := time.Now()
 	r.now = func() time.Time { return clock }
-	r.nextCheck = clock.Add(certCheckInterval)
+	r.nextStat = clock.Add(certStatInterval)
 
 	// A TLS listener that takes its certificate from the reloader only
 	// (httptest's would serve its own to a client that sends no name).
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{GetCertificate: r.getCertificate})
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{GetCertificate: r.GetCertificate})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,25 +114,25 @@ func TestCertReloader(t *testing.T) {
 			change: func() { mod = mod.Add(time.Second); writePair(t, certFile, keyFile, "two", mod) },
 			want:   "one",
 		},
-		{name: "replaced, after the check interval", advance: certCheckInterval, want: "two", logged: "server certificate reloaded"},
+		{name: "replaced, after the check interval", advance: certStatInterval, want: "two", logged: "server certificate reloaded"},
 		{
 			name: "a certificate without its key",
 			change: func() {
 				mod = mod.Add(time.Second)
 				writePair(t, certFile, "", "three", mod) // the key file still holds two's key
 			},
-			advance: certCheckInterval, want: "two", logged: "server certificate not reloaded",
+			advance: certStatInterval, want: "two", logged: "server certificate not reloaded",
 		},
-		{name: "the same bad pair is logged once", advance: certCheckInterval, want: "two"},
+		{name: "the same bad pair is logged once", advance: certStatInterval, want: "two"},
 		{
 			name:    "a file missing for a moment",
 			change:  func() { os.Remove(keyFile) },
-			advance: certCheckInterval, want: "two",
+			advance: certStatInterval, want: "two",
 		},
 		{
 			name:    "a good pair again",
 			change:  func() { mod = mod.Add(time.Second); writePair(t, certFile, keyFile, "four", mod) },
-			advance: certCheckInterval, want: "four", logged: "server certificate reloaded",
+			advance: certStatInterval, want: "four", logged: "server certificate reloaded",
 		},
 	}
 	for _, s := range steps {
@@ -156,12 +156,12 @@ func TestCertReloader(t *testing.T) {
 func TestNewCertReloaderRefusesABadPair(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if _, err := newCertReloader(certFile, keyFile, slog.New(slog.DiscardHandler)); err == nil {
-		t.Error("newCertReloader with no files = nil error")
+	if _, err := NewReloader(certFile, keyFile, slog.New(slog.DiscardHandler)); err == nil {
+		t.Error("NewReloader with no files = nil error")
 	}
 	writePair(t, certFile, keyFile, "one", time.Now())
 	writePair(t, certFile, "", "two", time.Now()) // cert two, key one
-	if _, err := newCertReloader(certFile, keyFile, slog.New(slog.DiscardHandler)); err == nil {
-		t.Error("newCertReloader with a key that does not match = nil error")
+	if _, err := NewReloader(certFile, keyFile, slog.New(slog.DiscardHandler)); err == nil {
+		t.Error("NewReloader with a key that does not match = nil error")
 	}
 }

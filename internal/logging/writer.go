@@ -1,4 +1,4 @@
-package main
+package logging
 
 import (
 	"bytes"
@@ -360,14 +360,4 @@ func (lw *logWriter) droppedCounter() prometheus.Collector {
 		Name: "fencegate_log_records_dropped_total",
 		Help: "Log lines and records dropped because the queue to stderr was over its byte budget (8 MiB): stderr did not keep up. Each batch written after a drop has a \"" + logDroppedMessage + "\" line with their count.",
 	}, func() float64 { return float64(lw.dropped.Load()) })
-}
-
-// registerLogMetrics registers the metrics of logger's logWriter, when it
-// writes through one (newLogger), on reg.
-func registerLogMetrics(reg prometheus.Registerer, logger *slog.Logger) error {
-	h, ok := logger.Handler().(*queueHandler)
-	if !ok {
-		return nil
-	}
-	return reg.Register(h.lw.droppedCounter())
 }

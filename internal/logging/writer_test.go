@@ -1,4 +1,4 @@
-package main
+package logging
 
 import (
 	"bytes"
@@ -142,7 +142,7 @@ func TestLogWriterAfterClose(t *testing.T) {
 }
 
 // newQueued returns a handler of format ("text" or "json") writing
-// through a logWriter to out, as newLogger builds it, and the writer.
+// through a logWriter to out, as New builds it, and the writer.
 func newQueued(out io.Writer, format string, delay time.Duration) (slog.Handler, *logWriter) {
 	lw := newLogWriter(out, delay)
 	return lw.handler(newFormatHandler(lw, format), newFormatHandler(&lw.batch, format)), lw
@@ -342,7 +342,7 @@ func TestLogWriterDropsPastItsByteBudget(t *testing.T) {
 	lw.budget = budget
 	log := slog.New(h)
 	reg := prometheus.NewRegistry()
-	if err := registerLogMetrics(reg, log.With("component", "test")); err != nil {
+	if err := RegisterMetrics(reg, log.With("component", "test")); err != nil {
 		t.Fatal(err)
 	}
 	log.Info("first")

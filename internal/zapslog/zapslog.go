@@ -1,4 +1,7 @@
-package devstack
+// Package zapslog passes zap log entries to a *slog.Logger: etcd's server
+// and client log through zap, and this lets them share the program's slog
+// handler.
+package zapslog
 
 import (
 	"context"
@@ -10,15 +13,22 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// ZapLogger returns a zap logger that passes entries of level minLevel and
+// Logger returns a zap logger that passes entries of level minLevel and
 // above to l, as slog records with the entry's fields as attributes. etcd's
 // server and client log through zap; this lets them share the program's
 // slog handler. A nil l gives a logger that discards everything.
-func ZapLogger(l *slog.Logger, minLevel zapcore.Level) *zap.Logger {
+func Logger(l *slog.Logger, minLevel zapcore.Level) *zap.Logger {
 	if l == nil {
 		return zap.NewNop()
 	}
 	return zap.New(&slogCore{logger: l, minLevel: minLevel})
+}
+
+// Core is the zapcore.Core of Logger, for a caller that wraps it
+// (the embedded etcd's logger in internal/devstack does). l must not be
+// nil.
+func Core(l *slog.Logger, minLevel zapcore.Level) zapcore.Core {
+	return &slogCore{logger: l, minLevel: minLevel}
 }
 
 // slogCore is a zapcore.Core that writes to a *slog.Logger.

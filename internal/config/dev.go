@@ -1,0 +1,63 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Dev is everything `fencegate dev` needs.
+type Dev struct {
+	// Listen is the host:port to serve the gateway on.
+	Listen string
+	// Data is the directory of etcd's data and the S3 objects.
+	Data string
+	// S3Port is the S3 server's port on 127.0.0.1 (0: a free one).
+	S3Port int
+	Shared
+	// Ignored are the config file's settings that dev does not use (its
+	// etcd and S3 sections): dev runs its own.
+	Ignored []string
+}
+
+const devDescription = `
+Run fencegate locally with nothing else installed: an embedded etcd, the
+versitygw S3 server (a child process; build it with make tools) and a
+gateway in front of them. It creates the bucket "dev" and prints a curl
+session to try. Data stays in --data: run it again to pick up where you
+left off. Ctrl-C stops everything.
+
+The versitygw binary is taken from $FENCEGATE_VERSITYGW, else from next to
+the fencegate binary, else from bin/ of the repository it is run in.
+
+--config FILE reads the YAML config file that fencegate serve reads (to try
+partner routes and auth locally); its etcd and s3 sections are not used.`
+
+// ParseDev reads dev's flags, environment and config file, and checks
+// them, as ParseServe does.
+func ParseDev(args []string, lookupEnv LookupEnv, stdout io.Writer, extra error) (Dev, error) {
+	cmd := newCommand("dev", "fencegate dev [flags]", devDescription)
+	fs := cmd.fs
+	var cfg Dev
+	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "`host:port` to serve the gateway on")
+	fs.StringVar(&cfg.Data, "data", ".fencegate", "`directory` of etcd's data (etcd/) and the S3 objects (s3/)")
+	fs.IntVar(&cfg.S3Port, "s3-port", 0, "`port` of the S3 server on 127.0.0.1 (0: a free one)")
+	shared := addSharedFlags(cmd, &cfg.Shared)
+	if err := cmd.parse(args, lookupEnv, stdout); err != nil {
+		return Dev{}, err
+	}
+	cfg.Ignored = cmd.ignored
+	var errs []error
+	errs = append(errs, validateListen("listen", cfg.Listen))
+	if cfg.Data == "" {
+		errs = append(errs, errors.New("--data must not be empty"))
+	}
+	if cfg.S3Port < 0 || cfg.S3Port > 65535 {
+		errs = append(errs, fmt.Errorf("--s3-port %d: must be from 0 to 65535", cfg.S3Port))
+	}
+	errs = append(errs, shared.finish(cmd, &cfg.Shared), extra)
+	if err := errors.Join(errs...); err != nil {
+		return Dev{}, &UsageError{fmt.Errorf("dev: %w", cmd.locate(err))}
+	}
+	return cfg, nil
+}

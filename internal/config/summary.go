@@ -1,0 +1,35 @@
+package config
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// PrintSummary prints what the file configures, without values: some
+// are secrets.
+func (f *File) PrintSummary(w io.Writer) {
+	var fields []string
+	for _, s := range f.settings {
+		fields = append(fields, s.path)
+	}
+	slices.Sort(fields)
+	if len(fields) == 0 {
+		fields = []string{"none"}
+	}
+	fmt.Fprintf(w, "  settings: %s\n", strings.Join(fields, ", "))
+	if f.partners != nil {
+		names := make([]string, len(f.partners))
+		for i, p := range f.partners {
+			names[i] = p.Name + " -> " + p.Upstream.Redacted()
+		}
+		fmt.Fprintf(w, "  partner routes: %d (%s)\n", len(f.partners), strings.Join(names, ", "))
+	}
+	if f.auth != nil {
+		fmt.Fprintf(w, "  auth: %d identities, %d API keys, %d client certificates\n",
+			len(f.auth.Identities), len(f.auth.APIKeys), len(f.auth.ClientCerts))
+	} else {
+		fmt.Fprintf(w, "  auth: off (no auth section: every client may do everything)\n")
+	}
+}
