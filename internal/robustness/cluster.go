@@ -61,8 +61,9 @@ type ClusterConfig struct {
 	// TokenChecks is every gateway's --token-checks, such as "*=plausible".
 	// Empty means none.
 	TokenChecks string
-	// MarkRetention is every gateway's --mark-retention. Zero means the
-	// gateways' default.
+	// MarkRetention is every gateway's --mark-retention, with
+	// --mark-eviction-interval evictorInterval. Zero means the gateways'
+	// defaults.
 	MarkRetention time.Duration
 }
 
@@ -523,7 +524,7 @@ func (c *Cluster) startGateway(ctx context.Context, bin, configFile, name string
 			args = append(args, "--token-checks", c.cfg.TokenChecks)
 		}
 		if c.cfg.MarkRetention != 0 {
-			args = append(args, "--mark-retention", c.cfg.MarkRetention.String())
+			args = append(args, "--mark-retention", c.cfg.MarkRetention.String(), "--mark-eviction-interval", evictorInterval.String())
 		}
 		cmd := exec.Command(bin, args...)
 		cmd.Env = append(filteredEnv(), "FENCEGATE_UNSAFE_TEST_HOOKS="+strings.Join(hooks, ","))

@@ -33,8 +33,10 @@ const (
 	evictorTurnKey = EtcdPrefix + "turns/mark-evictor"
 	// harnessHolder is the harness's name in the turn.
 	harnessHolder = "robustness-harness"
-	// evictorInterval is the gateways' pause between eviction passes.
-	evictorInterval = time.Minute
+	// evictorInterval is every gateway's --mark-eviction-interval: the
+	// pause between two ticks of its evictor (a pass when it holds the
+	// turn, a sample of etcd's revision when not).
+	evictorInterval = 300 * time.Millisecond
 )
 
 // retentionHistory reports whether the history of seed runs with mark

@@ -106,6 +106,7 @@ type Workload struct {
 	leaseMu  sync.Mutex
 	leases   map[string]clientv3.LeaseID // key + "@" + token -> the lock holder's lease
 	scripted *clientState                // WriteVia's client
+	prober   *clientState                // StaleProbe's client
 
 	// etaglessDone is closed when the ETag-less objects' opening races
 	// are over: until then the other clients leave those objects alone.
@@ -429,14 +430,20 @@ func (w *Workload) writeVia(ctx context.Context, cs *clientState, g *Gateway, ke
 	return op
 }
 
+// probeClientID names the client of StaleProbe's writes in their ids: no
+// workload client (ids from 0), ETag-less writer (from 100) or partner
+// client uses it.
+const probeClientID = 900
+
 // StaleProbe writes to key with token through g, as a writer known to be
-// stale (Op.Stale), and records the outcome in the history.
+// stale (Op.Stale), as a client of its own, and records the outcome in
+// the history.
 func (w *Workload) StaleProbe(ctx context.Context, g *Gateway, key string, token api.Token) Op {
 	w.leaseMu.Lock()
-	if w.scripted == nil {
-		w.scripted = &clientState{id: 0, process: 0, rnd: rand.New(rand.NewPCG(0, 0))}
+	if w.prober == nil {
+		w.prober = &clientState{id: probeClientID, process: w.history.NewProcess(), rnd: rand.New(rand.NewPCG(0, 0))}
 	}
-	cs := w.scripted
+	cs := w.prober
 	w.leaseMu.Unlock()
 	return w.writeVia(ctx, cs, g, key, token, true, false)
 }
