@@ -295,3 +295,25 @@ func probeEvicted(ctx context.Context, cluster *Cluster, objects *minio.Client, 
 	}
 	return probes
 }
+
+// rogueEvictor deletes every mark of the workload's objects every 100 ms
+// until stop, without looking at the objects: an evictor that breaks the
+// rule, for the mutation run (SuiteConfig.RogueEviction). Some of its
+// deletes come between a fence check that raised a mark and the write
+// that records it on the object.
+func rogueEvictor(ctx context.Context, cluster *Cluster, workload *Workload, stop <-chan struct{}) {
+	ticker := time.NewTicker(100 * time.Millisecond)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		dctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, _ = cluster.Client.Delete(dctx, HWMPrefix+"s3/"+Bucket+"/"+workload.prefix, clientv3.WithPrefix())
+		cancel()
+	}
+}

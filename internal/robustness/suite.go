@@ -39,6 +39,11 @@ type SuiteConfig struct {
 	// StopAtViolation ends the run after the first history that breaks a
 	// guarantee (for mutation runs, which expect one).
 	StopAtViolation bool
+	// RogueEviction, in retention histories, deletes the history's marks
+	// behind the gateways' backs while the workload runs, whether or not
+	// their objects record them (rogueEvictor): the mutation run that
+	// shows the checkers catch an evictor that breaks the rule.
+	RogueEviction bool
 	// Dir holds the cluster's data and logs, and the visualizations of
 	// failing histories. Empty means a new temporary directory, removed
 	// after a run without violations.
@@ -400,6 +405,9 @@ func runHistory(ctx context.Context, cfg SuiteConfig, cluster *Cluster, env hist
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { workload.Run(ctx, seed, stop) })
+	if cfg.RogueEviction && retention {
+		wg.Go(func() { rogueEvictor(ctx, cluster, workload, stop) })
+	}
 	nemesisCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	nemesis.Run(nemesisCtx, workload.History().start, plan)
 	cancel()
