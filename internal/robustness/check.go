@@ -61,6 +61,9 @@ type Evidence struct {
 	// Partner is the partner shape's evidence; nil in a history without
 	// it.
 	Partner *PartnerEvidence
+	// Retention says the gateways' evictors could evict marks during the
+	// history (see checkHWMMonotonic); without it no mark may be deleted.
+	Retention bool
 }
 
 // PartnerEvidence is what the partner checkers read.
@@ -101,6 +104,10 @@ type CheckResult struct {
 	// Findings are named shapes of the history that break no guarantee
 	// the gateway gives, but show one of its documented limits at work.
 	Findings []Finding
+	// Evictions counts the marks of the history's objects that an
+	// evictor deleted while their objects recorded them (see
+	// checkHWMMonotonic).
+	Evictions int
 }
 
 // Finding is a documented limit seen at work in a history: not a
@@ -125,6 +132,7 @@ func (f Finding) String() string { return f.Name + ": " + f.Detail }
 func Check(ev Evidence, cfg CheckConfig) CheckResult {
 	ix := indexEvidence(ev)
 	res := checkLinearizability(ix, cfg)
+	res.Evictions = ix.evictedMarks()
 	for _, aba := range ix.aba {
 		res.Findings = append(res.Findings, aba.finding())
 	}
@@ -175,6 +183,9 @@ type indexedEvidence struct {
 	// order; abaSeq holds their sequence numbers.
 	aba    []etagABA
 	abaSeq map[int64]bool
+	// deletes are the deletes of each object's mark in the watch record,
+	// judged (see judgeMarkDeletes), by their revision.
+	deletes map[string]map[int64]markDelete
 }
 
 func indexEvidence(ev Evidence) *indexedEvidence {
@@ -202,7 +213,122 @@ func indexEvidence(ev Evidence) *indexedEvidence {
 	for _, a := range ix.aba {
 		ix.abaSeq[a.write.Seq] = true
 	}
+	ix.deletes = make(map[string]map[int64]markDelete)
+	for _, key := range ix.Keys {
+		ix.deletes[key] = ix.judgeMarkDeletes(key)
+	}
 	return ix
+}
+
+// markDelete is a delete of an object's mark in the watch record.
+type markDelete struct {
+	// token is the mark deleted: the value of the record's last event
+	// before the delete (zero if there is none).
+	token api.Token
+	// evicted says the delete is an eviction that mark retention allows:
+	// retention was on, and the object recorded token (its fence-token
+	// metadata) at a moment when the delete may have happened.
+	evicted bool
+	// unjudged says the delete is a resynchronization's: the watcher met
+	// a compacted revision, and the changes before it are lost to the
+	// record, so which mark went, and when, is unknown.
+	unjudged bool
+}
+
+// judgeMarkDeletes judges every delete of key's mark in the watch record.
+//
+// With mark retention, an evictor deletes a mark when its object records
+// the mark's token, by a transaction that compares the mod revision it
+// read before it observed the object: a raise in between fails it. So
+// when the delete happens, the object still records that token: every
+// write that could change the object since the observation raised the
+// mark, except one whose token equals the mark (its fence check confirms
+// the mark without writing), and a write of that token leaves the object
+// recording it. Hence the rule checked here: at some moment between the
+// delete's bounds (HWMEvent.After and Before, from etcd's revision clock
+// and the watcher), the object's current version in S3's record carries
+// the deleted mark's token. A version is current from when the S3 proxy
+// received it (At) until the answer to the next committed change of the
+// object (its Done): wider than the truth, so that timing never makes a
+// violation of a legitimate eviction. A delete of a tombstone (the object
+// absent) or of a mark its object never recorded is no eviction.
+func (ix *indexedEvidence) judgeMarkDeletes(key string) map[int64]markDelete {
+	out := make(map[int64]markDelete)
+	var current api.Token // the mark's value as the record goes
+	for _, e := range ix.HWMEvents[key] {
+		if !e.Deleted {
+			current = e.Token
+			continue
+		}
+		d := markDelete{token: current, unjudged: e.Resync}
+		d.evicted = ix.Retention && !e.Resync && current != 0 && ix.recordedDuring(key, current, e.After, e.Before)
+		out[e.Revision] = d
+		current = 0
+	}
+	return out
+}
+
+// recordedDuring reports whether, by S3's record, a version of key that
+// carries token was current at some moment between from and to (a zero
+// bound is no bound).
+func (ix *indexedEvidence) recordedDuring(key string, token api.Token, from, to time.Time) bool {
+	var committed []S3Write
+	for _, w := range ix.writesByKey[key] {
+		if w.Committed {
+			committed = append(committed, w)
+		}
+	}
+	for i, v := range committed {
+		if v.Deleted || v.Token != token {
+			continue
+		}
+		if !to.IsZero() && !v.At.IsZero() && !v.At.Before(to) {
+			continue // created after the delete
+		}
+		if i+1 < len(committed) && !from.IsZero() {
+			if next := committed[i+1]; !next.Done.IsZero() && !next.Done.After(from) {
+				continue // replaced before the delete
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// evictedMarks counts the evictions of marks of the history's objects.
+func (ix *indexedEvidence) evictedMarks() int {
+	n := 0
+	for _, deletes := range ix.deletes {
+		for _, d := range deletes {
+			if d.evicted {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// markLeft reports whether key's mark was deleted, by an eviction or by a
+// delete the record cannot judge, during a history with retention; or, in
+// such a history, a resynchronization found it lower than before (the
+// compacted changes may hold an eviction and a lower restart).
+func (ix *indexedEvidence) markLeft(key string) bool {
+	if !ix.Retention {
+		return false
+	}
+	for _, d := range ix.deletes[key] {
+		if d.evicted || d.unjudged {
+			return true
+		}
+	}
+	var prev api.Token
+	for _, e := range ix.HWMEvents[key] {
+		if e.Resync && !e.Deleted && e.Token < prev {
+			return true
+		}
+		prev = max(prev, e.Token)
+	}
+	return false
 }
 
 // etagABA is a write that landed by the ETag ABA shape. Conditional on
@@ -409,24 +535,48 @@ func checkFinalState(ix *indexedEvidence) []Violation {
 }
 
 // checkHWMMonotonic (hwm-monotonic): each object's mark, as etcd's watch
-// recorded it, never decreased, was never deleted, always decoded, and
-// ends where the linearizable read at the end found it; and the watch
-// record is complete.
+// recorded it, never decreased, always decoded, and ends where the
+// linearizable read at the end found it; and the watch record is
+// complete. Without mark retention it was never deleted either.
+//
+// With retention (Evidence.Retention), a delete of the mark is allowed
+// when it is an eviction (judgeMarkDeletes: the object recorded the mark's
+// token when it happened), and after it the mark starts again from
+// nothing, so it may come back lower: a stale writer that observed the
+// object before the eviction creates it again in its fence check, and is
+// then refused by its conditional write, and any later writer by the token
+// on the object. That lower restart is what the retention argument allows;
+// a mark that goes down without a delete between, or a delete of a mark
+// its object did not record (a tombstone, or a mark raised by a write that
+// has not landed), is still a violation. A resynchronization's delete, or
+// a resynchronization's value below the last one seen, cannot be judged
+// under retention: the compacted changes in between may hold an eviction.
 func checkHWMMonotonic(ix *indexedEvidence) []Violation {
 	var out []Violation
 	for _, key := range ix.Keys {
 		events := ix.HWMEvents[key]
-		var prev api.Token
+		var prev api.Token // the mark's largest value since it was last deleted
 		for _, e := range events {
 			switch {
 			case e.Deleted:
-				out = append(out, violation("hwm-monotonic", "%s: mark deleted at revision %d (was %d)", key, e.Revision, prev))
+				d := ix.deletes[key][e.Revision]
+				switch {
+				case d.evicted, d.unjudged && ix.Retention:
+				case !ix.Retention:
+					out = append(out, violation("hwm-monotonic", "%s: mark deleted at revision %d (was %d)", key, e.Revision, prev))
+				default:
+					out = append(out, violation("hwm-monotonic", "%s: mark %d deleted at revision %d, but its object did not record token %d then (S3's versions: %s): no eviction deletes it",
+						key, d.token, e.Revision, d.token, ix.versionsString(key)))
+				}
+				prev = 0
 			case e.Raw != "":
 				out = append(out, violation("hwm-monotonic", "%s: mark %q at revision %d does not decode", key, e.Raw, e.Revision))
-			case e.Token < prev:
+			case e.Token < prev && !(e.Resync && ix.Retention):
 				out = append(out, violation("hwm-monotonic", "%s: mark went from %d down to %d at revision %d", key, prev, e.Token, e.Revision))
 			}
-			if !e.Deleted && e.Token > prev {
+			if e.Deleted || e.Resync && ix.Retention && e.Token < prev {
+				prev = e.Token
+			} else if e.Token > prev {
 				prev = e.Token
 			}
 		}
@@ -440,12 +590,42 @@ func checkHWMMonotonic(ix *indexedEvidence) []Violation {
 	return out
 }
 
+// versionsString lists key's committed versions in S3's order, for a
+// violation's detail: "x(5) y(7) delete".
+func (ix *indexedEvidence) versionsString(key string) string {
+	var parts []string
+	for _, w := range ix.writesByKey[key] {
+		switch {
+		case !w.Committed:
+		case w.Deleted:
+			parts = append(parts, fmt.Sprintf("delete@%s", w.At.Format("15:04:05.000")))
+		default:
+			parts = append(parts, fmt.Sprintf("%s(%d)@%s", w.Op, w.Token, w.At.Format("15:04:05.000")))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
+}
+
 // checkHWMCovers (hwm-covers): each object's final mark is at least the
 // token of its last committed version.
+//
+// Once its mark was evicted (or deleted where a resynchronization cannot
+// tell), an object's mark may be absent, or lower after a stale writer's
+// fence check created it again: what refuses stale writers then is the
+// token the object records, which observe compares before any fence check.
+// So for such an object the final object's own token must cover its last
+// committed version instead (final-state checks that it is that version).
 func checkHWMCovers(ix *indexedEvidence) []Violation {
 	var out []Violation
 	for _, key := range ix.Keys {
-		if last, ok := ix.last[key]; ok && ix.FinalHWM[key] < last.Token {
+		last, ok := ix.last[key]
+		if ok && ix.markLeft(key) && ix.Final[key].Exists && ix.Final[key].Token >= last.Token {
+			continue
+		}
+		if ok && ix.FinalHWM[key] < last.Token {
 			out = append(out, violation("hwm-covers", "%s: final mark %d is below the token %d of a committed version", key, ix.FinalHWM[key], last.Token))
 		}
 	}
@@ -478,6 +658,14 @@ func checkMembersAgree(ix *indexedEvidence) []Violation {
 // between its previous event and the Resync event are lost to the record:
 // a token in that gap (above the largest mark before it, at most the
 // resync's) cannot be shown accepted or not, and is not judged.
+//
+// Mark retention changes nothing here: a fence check that finds the mark
+// evicted accepts any token by writing the mark, which the record holds
+// like any raise; only a mark equal to the token is confirmed without a
+// write, and that mark is in the record already. What eviction changes is
+// the gaps: after a delete the mark starts again from nothing, and a gap
+// under retention may hide an eviction and a lower restart, so its lower
+// bound is then zero, not the largest mark before it.
 func checkFenceBeforeForward(ix *indexedEvidence) []Violation {
 	var out []Violation
 	if ix.WatchErr == nil {
@@ -488,11 +676,16 @@ func checkFenceBeforeForward(ix *indexedEvidence) []Violation {
 			var prev api.Token
 			for _, e := range ix.HWMEvents[key] {
 				if e.Deleted {
+					prev = 0 // the mark starts again from nothing
 					continue
 				}
 				accepted[e.Token] = true
 				if e.Resync {
-					gaps = append(gaps, gap{above: prev, upTo: e.Token})
+					above := prev
+					if ix.Retention {
+						above = 0 // the gap may hide an eviction and a lower restart
+					}
+					gaps = append(gaps, gap{above: above, upTo: e.Token})
 				}
 				prev = max(prev, e.Token)
 			}

@@ -61,6 +61,10 @@ type ClusterConfig struct {
 	// TokenChecks is every gateway's --token-checks, such as "*=plausible".
 	// Empty means none.
 	TokenChecks string
+	// MarkRetention is every gateway's --mark-retention, with
+	// --mark-eviction-interval evictorInterval. Zero means the gateways'
+	// defaults.
+	MarkRetention time.Duration
 }
 
 // Cluster is the system under test, on 127.0.0.1: etcd members and
@@ -518,6 +522,9 @@ func (c *Cluster) startGateway(ctx context.Context, bin, configFile, name string
 		}
 		if c.cfg.TokenChecks != "" {
 			args = append(args, "--token-checks", c.cfg.TokenChecks)
+		}
+		if c.cfg.MarkRetention != 0 {
+			args = append(args, "--mark-retention", c.cfg.MarkRetention.String(), "--mark-eviction-interval", evictorInterval.String())
 		}
 		cmd := exec.Command(bin, args...)
 		cmd.Env = append(filteredEnv(), "FENCEGATE_UNSAFE_TEST_HOOKS="+strings.Join(hooks, ","))

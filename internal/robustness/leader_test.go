@@ -32,6 +32,8 @@ func TestLeaderKilledMidWrite(t *testing.T) {
 	defer cluster.Close()
 	watcher := StartWatcher(cluster.Client)
 	defer watcher.Close()
+	clock := StartRevisionClock(cluster.Client, 50*time.Millisecond)
+	defer clock.Close()
 	workload := NewWorkload(WorkloadConfig{Clients: 1, Objects: 1}, cluster, "leader-kill/")
 	defer workload.Close()
 	key := workload.Keys()[0]
@@ -121,7 +123,7 @@ func TestLeaderKilledMidWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := gatherEvidence(ctx, cluster, watcher, objects, workload)
+	ev, err := gatherEvidence(ctx, cluster, watcher, clock, objects, workload)
 	if err != nil {
 		t.Fatal(err)
 	}

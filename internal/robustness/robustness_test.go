@@ -150,3 +150,24 @@ func testMutation(t *testing.T, hook string) {
 func TestMutationSwapOrderIsCaught(t *testing.T) { testMutation(t, "swap-order") }
 
 func TestMutationUnconditionalWriteIsCaught(t *testing.T) { testMutation(t, "unconditional-write") }
+
+// TestMutationRogueEvictionIsCaught: with marks deleted behind the
+// gateways' backs, whether or not their objects record them, in histories
+// with retention, hwm-monotonic names a delete that is no eviction.
+func TestMutationRogueEvictionIsCaught(t *testing.T) {
+	seed := suiteSeed(t)
+	for !retentionHistory(seed) {
+		seed++
+	}
+	report := runSuite(t, SuiteConfig{Histories: 1, Seed: seed, RogueEviction: true, Kinds: []FaultKind{PauseAfterFence}})
+	defer os.RemoveAll(report.Dir)
+	found := false
+	for _, h := range report.Histories {
+		for _, v := range h.Check.Violations {
+			found = found || v.Check == "hwm-monotonic" && strings.Contains(v.Detail, "no eviction deletes it")
+		}
+	}
+	if !found {
+		t.Fatalf("with rogue deletes of marks, hwm-monotonic named no delete that is no eviction (seed %d): %s", seed, report.FinalLine())
+	}
+}

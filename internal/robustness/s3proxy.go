@@ -60,7 +60,10 @@ type S3Write struct {
 	ETag string
 	// Fault is the fault injected on the write, or "".
 	Fault string
-	At    time.Time
+	// At is when the proxy received the write, before it forwarded it;
+	// Done when it had S3's answer (zero if it never forwarded it). A
+	// committed write changed the object in between.
+	At, Done time.Time
 }
 
 // S3Proxy is an HTTP proxy in front of the S3 server, with one listener
@@ -269,6 +272,7 @@ func (p *S3Proxy) handler(gateway string) http.Handler {
 		if !rec.Committed && rec.Fault != "" {
 			rec.Fault = "" // the after-commit faults apply to commits only
 		}
+		rec.Done = time.Now()
 		p.record(rec) // before the key is unlocked: the record is S3's order
 		lock.Unlock()
 		if err != nil {
@@ -298,6 +302,7 @@ func (p *S3Proxy) delete(w http.ResponseWriter, r *http.Request, gateway string)
 		rec.Status = resp.StatusCode
 		rec.Committed = resp.StatusCode/100 == 2
 	}
+	rec.Done = time.Now()
 	p.record(rec)
 	lock.Unlock()
 	if err != nil {

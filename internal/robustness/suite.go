@@ -39,6 +39,11 @@ type SuiteConfig struct {
 	// StopAtViolation ends the run after the first history that breaks a
 	// guarantee (for mutation runs, which expect one).
 	StopAtViolation bool
+	// RogueEviction, in retention histories, deletes the history's marks
+	// behind the gateways' backs while the workload runs, whether or not
+	// their objects record them (rogueEvictor): the mutation run that
+	// shows the checkers catch an evictor that breaks the rule.
+	RogueEviction bool
 	// Dir holds the cluster's data and logs, and the visualizations of
 	// failing histories. Empty means a new temporary directory, removed
 	// after a run without violations.
@@ -66,6 +71,23 @@ type HistoryReport struct {
 	// how many times the HWM watcher met a compacted revision.
 	Compaction                bool
 	Compactions, WatchResyncs int
+	// Retention says the gateways' evictors could evict marks during the
+	// history (a seeded half do; see EvictorTurn); Evicted is how many
+	// marks of its objects were evicted (CheckResult.Evictions).
+	Retention bool
+	Evicted   int
+	// StaleProbes counts the writes with stale tokens sent, once the
+	// workload was over, to objects whose marks were evicted
+	// (probeEvicted).
+	StaleProbes int
+}
+
+// retentionString is the history's retention figures, for its line.
+func (h HistoryReport) retentionString() string {
+	if !h.Retention {
+		return fmt.Sprintf("retention=no evicted=%d", h.Evicted)
+	}
+	return fmt.Sprintf("retention=yes evicted=%d stale_probes=%d", h.Evicted, h.StaleProbes)
 }
 
 // compactionString is the history's compaction figures, for its line.
@@ -155,8 +177,11 @@ type SuiteReport struct {
 	Ambiguous    int
 	Shapes       ShapeFigures
 	// Compacted counts the histories that ran with a Compactor.
-	Compacted  int
-	Violations int
+	Compacted int
+	// Retained counts the histories that ran with mark retention, and
+	// Evicted the marks evicted in all histories.
+	Retained, Evicted int
+	Violations        int
 	// Findings counts the named findings (documented limits seen at
 	// work, not violations) by name.
 	Findings map[string]int
@@ -173,10 +198,10 @@ func (r SuiteReport) FinalLine() string {
 		faults += n
 	}
 	return fmt.Sprintf("robustness: histories=%d faults=%d ops=%d stale_refused=%d ambiguous=%d "+
-		"etagless=%d etagless_refused=%d partner_requests=%d partner_forwarded=%d implausible_refused=%d compacted=%d aba=%d violations=%d",
+		"etagless=%d etagless_refused=%d partner_requests=%d partner_forwarded=%d implausible_refused=%d compacted=%d retention=%d evicted=%d aba=%d violations=%d",
 		len(r.Histories), faults, r.Ops, r.StaleRefused, r.Ambiguous,
 		r.Shapes.Etagless, r.Shapes.EtaglessRefused, r.Shapes.PartnerRequests, r.Shapes.PartnerForwarded, r.Shapes.ImplausibleRefused,
-		r.Compacted, r.Findings["etag-aba"], r.Violations)
+		r.Compacted, r.Retained, r.Evicted, r.Findings["etag-aba"], r.Violations)
 }
 
 // FaultsLine lists the faults injected by kind, and the writes the S3
@@ -242,7 +267,7 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 	if err != nil {
 		return report, err
 	}
-	clusterCfg := ClusterConfig{Dir: filepath.Join(dir, "cluster"), Hooks: cfg.Hooks, Logf: cfg.Logf, Seed: cfg.Seed}
+	clusterCfg := ClusterConfig{Dir: filepath.Join(dir, "cluster"), Hooks: cfg.Hooks, Logf: cfg.Logf, Seed: cfg.Seed, MarkRetention: markRetention}
 	if cfg.Workload.PartnerShare > 0 {
 		// Tokens are revisions of this etcd cluster (concurrency.Mutex):
 		// plausible is the policy that fits them, and "*" is the entry
@@ -256,6 +281,9 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 	defer cluster.Close()
 	watcher := StartWatcher(cluster.Client)
 	defer watcher.Close()
+	clock := StartRevisionClock(cluster.Client, 50*time.Millisecond)
+	defer clock.Close()
+	turn := NewEvictorTurn(cluster.Client)
 	objects, err := newObjectReader(cluster)
 	if err != nil {
 		return report, err
@@ -266,7 +294,7 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 		if ctx.Err() != nil {
 			return report, ctx.Err()
 		}
-		h, err := runHistory(ctx, cfg, cluster, watcher, objects, i, cfg.Seed+uint64(i), dir)
+		h, err := runHistory(ctx, cfg, cluster, historyEnv{watcher, clock, turn}, objects, i, cfg.Seed+uint64(i), dir)
 		if err != nil {
 			return report, fmt.Errorf("history %d (seed %d): %w", i, cfg.Seed+uint64(i), err)
 		}
@@ -282,6 +310,10 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 		if h.Compaction {
 			report.Compacted++
 		}
+		if h.Retention {
+			report.Retained++
+		}
+		report.Evicted += h.Evicted
 		for _, f := range h.Check.Findings {
 			report.Findings[f.Name]++
 		}
@@ -294,7 +326,7 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 		}
 		fmt.Fprintf(cfg.Out, "robustness: history %d seed=%d ops=%d acked=%d stale_refused=%d refused=%d ambiguous=%d reads=%d porcupine=%s violations=%d %s (%v, acked writes %v) faults: %s%s\n",
 			i, h.Seed, h.Summary.Ops, h.Summary.Acked, h.Summary.StaleRefused, h.Summary.Refused, h.Summary.Ambiguous,
-			h.Summary.Reads, h.Check.Linearizability, len(h.Check.Violations), h.compactionString(), h.Duration.Round(time.Millisecond),
+			h.Summary.Reads, h.Check.Linearizability, len(h.Check.Violations), h.compactionString()+" "+h.retentionString(), h.Duration.Round(time.Millisecond),
 			h.Summary.AckedLatency.Round(time.Millisecond), h.Plan, shapes)
 		for _, f := range h.Check.Findings {
 			fmt.Fprintf(cfg.Out, "robustness:   finding %s\n", f)
@@ -321,10 +353,29 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 	return report, nil
 }
 
+// historyEnv is what the suite keeps across histories besides the
+// cluster: the HWM watcher, etcd's revision clock, and the switch of mark
+// eviction.
+type historyEnv struct {
+	watcher *Watcher
+	clock   *RevisionClock
+	turn    *EvictorTurn
+}
+
 // runHistory runs one history: the workload and the nemesis together,
 // then heals, reads back, and checks.
-func runHistory(ctx context.Context, cfg SuiteConfig, cluster *Cluster, watcher *Watcher, objects *minio.Client, index int, seed uint64, dir string) (HistoryReport, error) {
+func runHistory(ctx context.Context, cfg SuiteConfig, cluster *Cluster, env historyEnv, objects *minio.Client, index int, seed uint64, dir string) (HistoryReport, error) {
 	start := time.Now()
+	watcher := env.watcher
+	env.clock.Forget(start.Add(-10 * time.Second))
+	retention := retentionHistory(seed)
+	switchTurn := env.turn.Off
+	if retention {
+		switchTurn = env.turn.On
+	}
+	if err := switchTurn(ctx); err != nil {
+		return HistoryReport{}, err
+	}
 	rnd := rand.New(rand.NewPCG(seed, 0xfa017))
 	plan := DrawPlan(rnd, cfg.FaultsPerHistory+rnd.IntN(2), cfg.Kinds)
 	prefix := fmt.Sprintf("h%d-%d/", index, seed)
@@ -354,6 +405,9 @@ func runHistory(ctx context.Context, cfg SuiteConfig, cluster *Cluster, watcher 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { workload.Run(ctx, seed, stop) })
+	if cfg.RogueEviction && retention {
+		wg.Go(func() { rogueEvictor(ctx, cluster, workload, stop) })
+	}
 	nemesisCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	nemesis.Run(nemesisCtx, workload.History().start, plan)
 	cancel()
@@ -380,23 +434,38 @@ func runHistory(ctx context.Context, cfg SuiteConfig, cluster *Cluster, watcher 
 	case <-time.After(60 * time.Second):
 		return HistoryReport{}, errors.New("workload clients still running 60 s after the cluster healed")
 	}
+	probes := 0
+	if retention {
+		// Let the evictors evict what the objects record, then write with
+		// stale tokens to the objects whose marks are gone.
+		awaitEvictions(ctx, cluster, objects, workload)
+		probes = probeEvicted(ctx, cluster, objects, workload)
+	}
 	workload.FinalReads(ctx)
-	ev, err := gatherEvidence(ctx, cluster, watcher, objects, workload)
+	ev, err := gatherEvidence(ctx, cluster, watcher, env.clock, objects, workload)
 	if err != nil {
 		return HistoryReport{}, err
 	}
+	ev.Retention = retention
 	check := Check(ev, CheckConfig{ArtifactDir: filepath.Join(dir, "artifacts"), Name: fmt.Sprintf("history-%d-seed-%d", index, seed)})
 	return HistoryReport{
 		Index: index, Seed: seed, Plan: plan,
 		Summary: Summarize(ev.Ops), Faults: nemesis.Injected(), Check: check, Notes: nemesis.Notes(),
 		Duration: time.Since(start), Shapes: shapeFigures(ev, workload.EtaglessHeld()),
 		Compaction: compaction, Compactions: compactions, WatchResyncs: watcher.Resyncs() - resyncs,
+		Retention: retention, Evicted: check.Evictions, StaleProbes: probes,
 	}, nil
 }
 
 // gatherEvidence reads what the checkers need: the history, the S3
 // proxy's record, the watch record, the marks and the objects.
-func gatherEvidence(ctx context.Context, cluster *Cluster, watcher *Watcher, objects *minio.Client, workload *Workload) (Evidence, error) {
+//
+// Evictors may go on deleting marks while it reads (the workload is over,
+// the gateways are not): so the marks are read at one revision, the
+// members' views at that same revision, and the watch record up to it.
+// Each watch event gets the bounds of when it happened (HWMEvent.After
+// and Before) from clock.
+func gatherEvidence(ctx context.Context, cluster *Cluster, watcher *Watcher, clock *RevisionClock, objects *minio.Client, workload *Workload) (Evidence, error) {
 	ev := Evidence{
 		Ops:       workload.History().Ops(),
 		Keys:      workload.Keys(),
@@ -406,14 +475,7 @@ func gatherEvidence(ctx context.Context, cluster *Cluster, watcher *Watcher, obj
 		Final:     make(map[string]ObjectState),
 	}
 	ev.Writes = cluster.S3Proxy.Writes(Bucket + "/" + workload.prefix)
-	if err := watcher.Sync(ctx, 15*time.Second); err != nil {
-		return ev, err
-	}
-	ev.WatchErr = watcher.Err()
 	markPrefix := HWMPrefix + "s3/" + Bucket + "/"
-	for key, events := range watcher.Events(markPrefix + workload.prefix) {
-		ev.HWMEvents[strings.TrimPrefix(key, markPrefix)] = events
-	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := cluster.Client.Get(rctx, markPrefix+workload.prefix, clientv3.WithPrefix())
@@ -423,6 +485,27 @@ func gatherEvidence(ctx context.Context, cluster *Cluster, watcher *Watcher, obj
 	for _, kv := range resp.Kvs {
 		t, _ := decodeStoredToken(kv.Value)
 		ev.FinalHWM[strings.TrimPrefix(string(kv.Key), markPrefix)] = t
+	}
+	if err := watcher.Sync(ctx, 15*time.Second); err != nil {
+		return ev, err
+	}
+	ev.WatchErr = watcher.Err()
+	for key, events := range watcher.Events(markPrefix + workload.prefix) {
+		var upTo []HWMEvent
+		for _, e := range events {
+			if e.Revision > resp.Header.Revision {
+				break
+			}
+			after, before := clock.Bounds(e.Revision)
+			e.After = after
+			if !before.IsZero() && (e.Before.IsZero() || before.Before(e.Before)) {
+				e.Before = before
+			}
+			upTo = append(upTo, e)
+		}
+		if len(upTo) > 0 {
+			ev.HWMEvents[strings.TrimPrefix(key, markPrefix)] = upTo
+		}
 	}
 	views, err := memberViews(rctx, cluster, markPrefix, workload.prefix, resp.Header.Revision)
 	if err != nil {
@@ -466,8 +549,8 @@ func partnerEvidence(ctx context.Context, cluster *Cluster, watcher *Watcher, wo
 	return pe, nil
 }
 
-// memberViews reads the marks from each member alone (serializable), once
-// the member has applied revision rev.
+// memberViews reads the marks from each member alone (serializable), as
+// they were at revision rev, once the member has applied it.
 func memberViews(ctx context.Context, cluster *Cluster, markPrefix, prefix string, rev int64) (map[string]map[string]api.Token, error) {
 	views := make(map[string]map[string]api.Token)
 	for _, m := range cluster.Members {
@@ -478,7 +561,7 @@ func memberViews(ctx context.Context, cluster *Cluster, markPrefix, prefix strin
 		var resp *clientv3.GetResponse
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			resp, err = client.Get(ctx, markPrefix+prefix, clientv3.WithPrefix(), clientv3.WithSerializable())
+			resp, err = client.Get(ctx, markPrefix+prefix, clientv3.WithPrefix(), clientv3.WithSerializable(), clientv3.WithRev(rev))
 			if err == nil && resp.Header.Revision >= rev || time.Now().After(deadline) {
 				break
 			}

@@ -27,6 +27,9 @@ type HWMEvent struct {
 	// met a compacted revision: changes between the previous event and
 	// this one were compacted away before the watcher saw them.
 	Resync bool
+	// After and Before bound when the change happened: it was not yet
+	// in etcd at After, and was by Before. Zero means unknown (no bound).
+	After, Before time.Time
 }
 
 // sentinelPrefix starts keys the harness writes under the watched prefix
@@ -80,11 +83,12 @@ func (w *Watcher) run(ctx context.Context) {
 				}
 				break // resume below (a failed resync meets the compaction again)
 			}
+			received := time.Now() // every event below had happened by now
 			w.mu.Lock()
 			for _, ev := range resp.Events {
 				key := string(ev.Kv.Key)
 				if !strings.HasPrefix(key, sentinelPrefix) {
-					e := HWMEvent{Revision: ev.Kv.ModRevision, Deleted: ev.Type == clientv3.EventTypeDelete}
+					e := HWMEvent{Revision: ev.Kv.ModRevision, Deleted: ev.Type == clientv3.EventTypeDelete, Before: received}
 					if !e.Deleted {
 						t, err := decodeStoredToken(ev.Kv.Value)
 						if err != nil {
@@ -136,6 +140,7 @@ func (w *Watcher) resync(ctx context.Context, from int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	received := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	present := make(map[string]bool)
@@ -145,7 +150,7 @@ func (w *Watcher) resync(ctx context.Context, from int64) (int64, error) {
 		if strings.HasPrefix(key, sentinelPrefix) || kv.ModRevision < from {
 			continue // unchanged since the last revision seen: nothing lost
 		}
-		e := HWMEvent{Revision: kv.ModRevision, Resync: true}
+		e := HWMEvent{Revision: kv.ModRevision, Resync: true, Before: received}
 		t, err := decodeStoredToken(kv.Value)
 		if err != nil {
 			e.Raw = string(kv.Value)
@@ -155,7 +160,7 @@ func (w *Watcher) resync(ctx context.Context, from int64) (int64, error) {
 	}
 	for key, events := range w.events {
 		if !present[key] && !events[len(events)-1].Deleted {
-			w.events[key] = append(w.events[key], HWMEvent{Revision: resp.Header.Revision, Deleted: true, Resync: true})
+			w.events[key] = append(w.events[key], HWMEvent{Revision: resp.Header.Revision, Deleted: true, Resync: true, Before: received})
 		}
 	}
 	w.resyncs++

@@ -106,6 +106,7 @@ type Workload struct {
 	leaseMu  sync.Mutex
 	leases   map[string]clientv3.LeaseID // key + "@" + token -> the lock holder's lease
 	scripted *clientState                // WriteVia's client
+	prober   *clientState                // StaleProbe's client
 
 	// etaglessDone is closed when the ETag-less objects' opening races
 	// are over: until then the other clients leave those objects alone.
@@ -427,6 +428,24 @@ func (w *Workload) writeVia(ctx context.Context, cs *clientState, g *Gateway, ke
 	}
 	cs.process = w.history.Add(op)
 	return op
+}
+
+// probeClientID names the client of StaleProbe's writes in their ids: no
+// workload client (ids from 0), ETag-less writer (from 100) or partner
+// client uses it.
+const probeClientID = 900
+
+// StaleProbe writes to key with token through g, as a writer known to be
+// stale (Op.Stale), as a client of its own, and records the outcome in
+// the history.
+func (w *Workload) StaleProbe(ctx context.Context, g *Gateway, key string, token api.Token) Op {
+	w.leaseMu.Lock()
+	if w.prober == nil {
+		w.prober = &clientState{id: probeClientID, process: w.history.NewProcess(), rnd: rand.New(rand.NewPCG(0, 0))}
+	}
+	cs := w.prober
+	w.leaseMu.Unlock()
+	return w.writeVia(ctx, cs, g, key, token, true, false)
 }
 
 // deleteVia DELETEs key with token through g, and records the outcome.
