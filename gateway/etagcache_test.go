@@ -303,6 +303,11 @@ func (f *memFences) FenceCheck(_ context.Context, r api.Resource, t api.Token) e
 	return nil
 }
 
+// FenceCheckRenew is FenceCheck: memFences confirms nothing read-only.
+func (f *memFences) FenceCheckRenew(ctx context.Context, r api.Resource, t api.Token) error {
+	return f.FenceCheck(ctx, r, t)
+}
+
 func (f *memFences) CheckNotStale(_ context.Context, r api.Resource, t api.Token) error {
 	f.checks.Add(1)
 	f.mu.Lock()

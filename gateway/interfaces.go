@@ -14,6 +14,12 @@ type FenceStore interface {
 	// FenceCheck accepts token (raising the mark) or refuses it with an
 	// *api.StaleTokenError; any other error means the outcome is unknown.
 	FenceCheck(ctx context.Context, resource api.Resource, token api.Token) error
+	// FenceCheckRenew is FenceCheck, except that an accepted token
+	// always rewrites the mark (a new etcd mod revision), even when it
+	// equals the mark. Deletes use it: a mark evictor that saw the object
+	// record the mark must see that a delete came since (see the token
+	// store's FenceCheckRenew).
+	FenceCheckRenew(ctx context.Context, resource api.Resource, token api.Token) error
 	// CheckNotStale decides token as FenceCheck does, with the same
 	// errors, but never raises (or creates) the mark: for a write that
 	// changes nothing, such as a delete of an absent object.

@@ -235,6 +235,12 @@ func (f *instrumentedFences) FenceCheck(ctx context.Context, resource api.Resour
 	return f.timeCheck(ctx, f.FenceStore.FenceCheck, resource, token)
 }
 
+// FenceCheckRenew records and times as FenceCheck does.
+func (f *instrumentedFences) FenceCheckRenew(ctx context.Context, resource api.Resource, token api.Token) error {
+	noteChecked(ctx, resource, token)
+	return f.timeCheck(ctx, f.FenceStore.FenceCheckRenew, resource, token)
+}
+
 // CheckNotStale records the resource and token as FenceCheck does, and
 // times the check as a fence check: it is one, that raises nothing (its
 // span, result and errors are named fence_check too).

@@ -45,6 +45,13 @@ type fencedRequest struct {
 	path     api.ObjectPath
 	resource api.Resource
 	token    api.Token
+	// renew makes the fence check write the mark even when the token
+	// equals it (FenceStore.FenceCheckRenew). Deletes set it: a mark that
+	// its object records may be evicted (package retention) by a
+	// transaction that compares the mark's mod revision with what the
+	// evictor read when it saw the object; a delete must move it, or the
+	// eviction could land after the delete and take its tombstone.
+	renew bool
 }
 
 // parseFenced runs the protocol's steps 1 and 2: parse the path and the
@@ -157,6 +164,9 @@ func (g *Gateway) observeAndFence(ctx context.Context, fr fencedRequest, from ob
 		h(ctx, fr.resource, fr.token)
 	}
 	check := g.fences.FenceCheck
+	if fr.renew {
+		check = g.fences.FenceCheckRenew
+	}
 	if !seen.Exists && absent == checkOnAbsent {
 		check = g.fences.CheckNotStale
 	}
@@ -286,6 +296,7 @@ func (g *Gateway) deleteObject(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, err)
 		return
 	}
+	fr.renew = true
 	absent := checkOnAbsent
 	if g.cfg.TombstonesForAbsent {
 		absent = raiseOnAbsent

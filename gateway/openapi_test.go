@@ -417,6 +417,9 @@ func (s openAPIStores) CachedHighWaterMark(api.Resource) (api.Token, bool) {
 func (s openAPIStores) FenceCheck(context.Context, api.Resource, api.Token) error {
 	return s.errs["FenceCheck"]
 }
+func (s openAPIStores) FenceCheckRenew(context.Context, api.Resource, api.Token) error {
+	return s.errs["FenceCheck"]
+}
 func (s openAPIStores) CheckNotStale(context.Context, api.Resource, api.Token) error {
 	return s.errs["FenceCheck"]
 }

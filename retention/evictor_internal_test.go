@@ -119,6 +119,35 @@ func TestRaiseBetweenReadAndEvictionIsKept(t *testing.T) {
 	}
 }
 
+// TestDeleteBetweenReadAndEvictionKeepsTheTombstone: the holder of the
+// mark's own token deletes the object between the evictor's read of the
+// mark and its eviction. The delete's fence check must give the mark a
+// new mod revision even though its token equals the mark (a write
+// transaction, not a read-only confirmation), so the eviction's compare
+// fails and the mark stays as the delete's tombstone: a stale writer
+// cannot create the object again.
+func TestDeleteBetweenReadAndEvictionKeepsTheTombstone(t *testing.T) {
+	st := newStack(t)
+	writer := st.gateway(t, gateway.Config{})
+	st.mustWrite(t, writer, "k", 5, []byte("v5"), http.StatusCreated)
+	e := st.evictor(t, Config{Retention: testRetention})
+	e.beforeEvict = func(ctx context.Context, m api.Mark) {
+		// The writer's gateway knows the mark is 5: without the write
+		// transaction its fence check would only confirm it.
+		st.mustWrite(t, writer, "k", 5, nil, http.StatusNoContent)
+	}
+	agedPass(t, st, e, testRetention)
+	if hwm := st.mark(t, "k"); hwm != 5 {
+		t.Fatalf("mark = %d; want the tombstone 5 kept: the delete came between the read and the eviction", hwm)
+	}
+	if stale := st.write(t, st.gateway(t, gateway.Config{}), "k", 4, []byte("stale")); stale != http.StatusConflict {
+		t.Fatalf("PUT token 4 after the delete = %d; want 409", stale)
+	}
+	if _, _, ok := st.stored(t, "k"); ok {
+		t.Fatalf("the object exists after the stale PUT; want it gone")
+	}
+}
+
 // TestEvictionRule: which marks a pass evicts. Only marks of objects
 // that record the mark's token, raised at least the retention ago, and
 // tombstones under a tombstone retention; never partner resources.

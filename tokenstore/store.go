@@ -157,17 +157,38 @@ func (s *Store) hwmKey(r api.Resource) string { return s.prefix + "hwm/" + strin
 // of space (its NOSPACE alarm), the error wraps api.ErrNoSpace too (see
 // noSpace).
 func (s *Store) FenceCheck(ctx context.Context, resource api.Resource, token api.Token) error {
+	return s.fenceCheckTimed(ctx, resource, token, true)
+}
+
+// FenceCheckRenew decides token as FenceCheck does, with the same errors,
+// but an accepted token always writes the mark, even when it equals the
+// mark: never a read-only confirmation, so the mark gets a new mod
+// revision. Deletes use it. A mark evictor (package retention) deletes a
+// mark only if its mod revision is still the one it read when it saw the
+// object record the mark; a delete of that object by the mark's own
+// holder must move the mod revision, or the eviction could land after
+// the delete and take the object's tombstone with it, letting a stale
+// writer create the object again.
+func (s *Store) FenceCheckRenew(ctx context.Context, resource api.Resource, token api.Token) error {
+	return s.fenceCheckTimed(ctx, resource, token, false)
+}
+
+// fenceCheckTimed is FenceCheck (confirm: a read-only confirmation may
+// accept an equal token) and FenceCheckRenew (it may not), under the
+// request timeout and with NOSPACE answered.
+func (s *Store) fenceCheckTimed(ctx context.Context, resource api.Resource, token api.Token, confirm bool) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	err := s.fenceCheck(ctx, resource, token)
+	err := s.fenceCheck(ctx, resource, token, confirm)
 	if err != nil && errors.Is(err, rpctypes.ErrNoSpace) {
 		return s.noSpace(ctx, resource, token, err)
 	}
 	return err
 }
 
-// fenceCheck is FenceCheck, with etcd's errors as they come.
-func (s *Store) fenceCheck(ctx context.Context, resource api.Resource, token api.Token) error {
+// fenceCheck is FenceCheck, with etcd's errors as they come; confirm says
+// whether confirmMark may accept without a write.
+func (s *Store) fenceCheck(ctx context.Context, resource api.Resource, token api.Token, confirm bool) error {
 	switch p := s.policies.match(resource); p.Check {
 	case CheckPlausible:
 		if err := s.checkPlausible(ctx, resource, token); err != nil {
@@ -177,7 +198,7 @@ func (s *Store) fenceCheck(ctx context.Context, resource api.Resource, token api
 		return s.fenceCheckHeld(ctx, resource, token, p.Lock)
 	}
 	key, value := s.hwmKey(resource), encodeToken(token)
-	if s.confirmMark(ctx, resource, key, value, token) {
+	if confirm && s.confirmMark(ctx, resource, key, value, token) {
 		return nil
 	}
 	resp, err := s.client.Txn(ctx).

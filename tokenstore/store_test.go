@@ -254,3 +254,43 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		t.Error("New(nil client) succeeded; want an error")
 	}
 }
+
+// TestFenceCheckRenewWritesAnEqualToken: FenceCheck of the token the mark
+// already holds is confirmed read-only (the mark's mod revision stays);
+// FenceCheckRenew of it writes the mark again (a new mod revision), which
+// is what a mark evictor's compare sees.
+func TestFenceCheckRenewWritesAnEqualToken(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	client := etcd.Client(t)
+	s := newStore(t, client)
+	ctx := context.Background()
+	const res = api.Resource("s3/b/k")
+	modRevision := func() int64 {
+		t.Helper()
+		resp, err := client.Get(ctx, "test/hwm/"+string(res))
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("reading the mark: %v, %d keys", err, len(resp.Kvs))
+		}
+		return resp.Kvs[0].ModRevision
+	}
+	if err := s.FenceCheck(ctx, res, 5); err != nil {
+		t.Fatal(err)
+	}
+	first := modRevision()
+	if err := s.FenceCheck(ctx, res, 5); err != nil {
+		t.Fatal(err)
+	}
+	if got := modRevision(); got != first {
+		t.Fatalf("FenceCheck of the equal token moved the mod revision %d to %d; want a read-only confirmation", first, got)
+	}
+	if err := s.FenceCheckRenew(ctx, res, 5); err != nil {
+		t.Fatal(err)
+	}
+	if got := modRevision(); got <= first {
+		t.Fatalf("FenceCheckRenew of the equal token left the mod revision at %d; want a new one", got)
+	}
+	var stale *api.StaleTokenError
+	if err := s.FenceCheckRenew(ctx, res, 4); !errors.As(err, &stale) || stale.HighWaterMark != 5 {
+		t.Fatalf("FenceCheckRenew(4) = %v; want stale with mark 5", err)
+	}
+}
