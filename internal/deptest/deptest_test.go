@@ -24,7 +24,7 @@ var rules = []struct {
 	{pkg: "fencegate/tokenstore", forbidden: []string{"fencegate/gateway", "fencegate/backends", "github.com/go-chi", "github.com/aws"}},
 	{pkg: "fencegate/tokenstore", forbidden: []string{"net/http"}, direct: true},
 	{pkg: "fencegate/backends/...", forbidden: []string{"go.etcd.io", "github.com/go-chi", "fencegate/gateway", "fencegate/tokenstore"}},
-	{pkg: "fencegate/gateway", forbidden: []string{"fencegate/tokenstore", "fencegate/backends", "go.etcd.io", "github.com/aws"}},
+	{pkg: "fencegate/gateway", forbidden: []string{"fencegate/tokenstore", "fencegate/backends", "go.etcd.io", "github.com/aws", "cloud.google.com"}},
 	{pkg: "fencegate/retention", forbidden: []string{"fencegate/gateway", "fencegate/tokenstore", "fencegate/backends", "go.etcd.io", "github.com/aws"}},
 }
 
