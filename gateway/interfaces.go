@@ -59,6 +59,16 @@ type ObjectStore interface {
 	ObjectReader
 }
 
+// BucketStores is implemented by an ObjectStore that holds buckets in
+// more than one store (S3 and GCS). The gateway does not talk to stores
+// differently; it only names resources after them ("gcs/<bucket>/<key>"),
+// so that each store's objects have marks of their own. An ObjectStore
+// without it holds every bucket in S3.
+type BucketStores interface {
+	// StoreOf names the store that holds bucket, such as api.StoreGCS.
+	StoreOf(bucket string) string
+}
+
 // Check is a named readiness probe, such as "etcd" or "s3".
 type Check struct {
 	Name string
