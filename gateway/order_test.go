@@ -45,7 +45,7 @@ func (p *pauser) hook(ctx context.Context, _ api.Resource, token api.Token) {
 // N's; S then observes "absent", creates with If-None-Match: *, and the
 // stale write lands on top of N's delete. The token recorded on the object
 // cannot help: there is no object left to record it.
-func staleDeleteRace(t *testing.T, unsafeOrder bool) (staleLanded bool, staleStatus int) {
+func staleDeleteRace(t *testing.T, store string, unsafeOrder bool) (staleLanded bool, staleStatus int) {
 	t.Helper()
 	pause := newPauser(5)
 	hooks := &gateway.TestHooks{UnsafeFenceBeforeObserve: unsafeOrder}
@@ -54,7 +54,7 @@ func staleDeleteRace(t *testing.T, unsafeOrder bool) (staleLanded bool, staleSta
 	} else {
 		hooks.AfterObserve = pause.hook
 	}
-	e := newEnv(t, gateway.Config{TestHooks: hooks})
+	e := newEnvOn(t, store, gateway.Config{TestHooks: hooks})
 	if r := e.put(t, "k", 1, "v1"); r.status != http.StatusCreated {
 		t.Fatalf("PUT token 1 = %s", r)
 	}
@@ -71,9 +71,13 @@ func staleDeleteRace(t *testing.T, unsafeOrder bool) (staleLanded bool, staleSta
 }
 
 func TestObserveBeforeFenceRefusesStaleWriter(t *testing.T) {
-	landed, status := staleDeleteRace(t, false)
-	if landed || status != http.StatusConflict {
-		t.Fatalf("observe-then-fence: stale write landed=%v, status %d; want refused with 409", landed, status)
+	for _, store := range objectStores {
+		t.Run(store, func(t *testing.T) {
+			landed, status := staleDeleteRace(t, store, false)
+			if landed || status != http.StatusConflict {
+				t.Fatalf("observe-then-fence: stale write landed=%v, status %d; want refused with 409", landed, status)
+			}
+		})
 	}
 }
 
@@ -82,9 +86,13 @@ func TestObserveBeforeFenceRefusesStaleWriter(t *testing.T) {
 // land. If this test ever fails, the race above no longer tells the two
 // orders apart, and the test above proves nothing.
 func TestFenceBeforeObserveLetsStaleWriterWin(t *testing.T) {
-	landed, status := staleDeleteRace(t, true)
-	if !landed || status != http.StatusCreated {
-		t.Fatalf("fence-then-observe: stale write landed=%v, status %d; want the violation (201, stale bytes in S3)", landed, status)
+	for _, store := range objectStores {
+		t.Run(store, func(t *testing.T) {
+			landed, status := staleDeleteRace(t, store, true)
+			if !landed || status != http.StatusCreated {
+				t.Fatalf("fence-then-observe: stale write landed=%v, status %d; want the violation (201, stale bytes in the store)", landed, status)
+			}
+		})
 	}
 }
 
