@@ -31,6 +31,7 @@ import (
 
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/googleapi"
+	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 
 	"fencegate/api"
@@ -86,6 +87,18 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 
 // Close releases the client's connections.
 func (c *Client) Close() error { return c.gcs.Close() }
+
+// Ping checks that GCS answers and the credentials may list the objects
+// of bucket, by listing at most one. It needs storage.objects.list only,
+// which fencegate's role has (not storage.buckets.get).
+func (c *Client) Ping(ctx context.Context, bucket string) error {
+	it := c.gcs.Bucket(bucket).Objects(ctx, &storage.Query{Prefix: "", Projection: storage.ProjectionNoACL})
+	it.PageInfo().MaxSize = 1
+	if _, err := it.Next(); err != nil && !errors.Is(err, iterator.Done) {
+		return fmt.Errorf("gcs ping %s: %w", bucket, mapReadError(err))
+	}
+	return nil
+}
 
 // versionTag is the entity tag that names generation gen: its decimal
 // digits, quoted.

@@ -229,6 +229,12 @@ func TestReads(t *testing.T) {
 			}
 		})
 	}
+	if err := c.Ping(ctx, "bkt"); err != nil {
+		t.Fatalf("Ping(bkt) = %v", err)
+	}
+	if err := c.Ping(ctx, "no-such-bucket"); !errors.Is(err, api.ErrNotFound) {
+		t.Fatalf("Ping(no-such-bucket) = %v; want ErrNotFound", err)
+	}
 	head, err := c.Head(ctx, api.GetObjectInput{Path: path})
 	if err != nil || head.Body != nil || head.Size != 10 || head.ETag != etag || head.Token != 7 || head.ContentType != "text/plain" {
 		t.Fatalf("Head = %+v, %v", head, err)
