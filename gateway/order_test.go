@@ -97,22 +97,27 @@ func TestFenceBeforeObserveLetsStaleWriterWin(t *testing.T) {
 }
 
 // TestStaleWriterPausedAfterFenceCheck pauses a writer between its fence
-// check and its conditional PUT while a newer holder writes: S3 refuses
-// the PUT (412), the gateway observes again, and the fence refuses it.
+// check and its conditional PUT while a newer holder writes: the store
+// refuses the PUT (412), the gateway observes again, and the fence
+// refuses it.
 func TestStaleWriterPausedAfterFenceCheck(t *testing.T) {
-	pause := newPauser(5)
-	e := newEnv(t, gateway.Config{TestHooks: &gateway.TestHooks{AfterFenceCheck: pause.hook}})
-	e.put(t, "k", 1, "v1")
-	staleDone := make(chan result, 1)
-	go func() { staleDone <- e.put(t, "k", 5, "stale from 5") }()
-	<-pause.reached
-	if r := e.put(t, "k", 6, "from 6"); r.status != http.StatusOK {
-		t.Fatalf("PUT token 6 = %s", r)
-	}
-	close(pause.release)
-	wantProblem(t, <-staleDone, http.StatusConflict, "stale-token")
-	if body, token, _ := e.stored(t, "k"); body != "from 6" || token != "6" {
-		t.Fatalf("S3 holds %q token %q; want the token-6 write", body, token)
+	for _, store := range objectStores {
+		t.Run(store, func(t *testing.T) {
+			pause := newPauser(5)
+			e := newEnvOn(t, store, gateway.Config{TestHooks: &gateway.TestHooks{AfterFenceCheck: pause.hook}})
+			e.put(t, "k", 1, "v1")
+			staleDone := make(chan result, 1)
+			go func() { staleDone <- e.put(t, "k", 5, "stale from 5") }()
+			<-pause.reached
+			if r := e.put(t, "k", 6, "from 6"); r.status != http.StatusOK {
+				t.Fatalf("PUT token 6 = %s", r)
+			}
+			close(pause.release)
+			wantProblem(t, <-staleDone, http.StatusConflict, "stale-token")
+			if body, token, _ := e.stored(t, "k"); body != "from 6" || token != "6" {
+				t.Fatalf("%s holds %q token %q; want the token-6 write", store, body, token)
+			}
+		})
 	}
 }
 
@@ -122,21 +127,25 @@ func TestStaleWriterPausedAfterFenceCheck(t *testing.T) {
 // this test ever fails, the hook no longer writes blind, and the
 // robustness suite's "unconditional-write" mutation proves nothing.
 func TestUnconditionalWriteLetsStaleWriterWin(t *testing.T) {
-	pause := newPauser(5)
-	e := newEnv(t, gateway.Config{TestHooks: &gateway.TestHooks{AfterFenceCheck: pause.hook, UnsafeUnconditionalWrite: true}})
-	e.put(t, "k", 1, "v1")
-	staleDone := make(chan result, 1)
-	go func() { staleDone <- e.put(t, "k", 5, "stale from 5") }()
-	<-pause.reached
-	if r := e.put(t, "k", 6, "from 6"); r.status != http.StatusOK {
-		t.Fatalf("PUT token 6 = %s", r)
-	}
-	close(pause.release)
-	if r := <-staleDone; r.status != http.StatusOK {
-		t.Fatalf("stale PUT token 5 = %s; want the violation (200)", r)
-	}
-	if body, token, _ := e.stored(t, "k"); body != "stale from 5" || token != "5" {
-		t.Fatalf("S3 holds %q token %q; want the stale write (the violation)", body, token)
+	for _, store := range objectStores {
+		t.Run(store, func(t *testing.T) {
+			pause := newPauser(5)
+			e := newEnvOn(t, store, gateway.Config{TestHooks: &gateway.TestHooks{AfterFenceCheck: pause.hook, UnsafeUnconditionalWrite: true}})
+			e.put(t, "k", 1, "v1")
+			staleDone := make(chan result, 1)
+			go func() { staleDone <- e.put(t, "k", 5, "stale from 5") }()
+			<-pause.reached
+			if r := e.put(t, "k", 6, "from 6"); r.status != http.StatusOK {
+				t.Fatalf("PUT token 6 = %s", r)
+			}
+			close(pause.release)
+			if r := <-staleDone; r.status != http.StatusOK {
+				t.Fatalf("stale PUT token 5 = %s; want the violation (200)", r)
+			}
+			if body, token, _ := e.stored(t, "k"); body != "stale from 5" || token != "5" {
+				t.Fatalf("%s holds %q token %q; want the stale write (the violation)", store, body, token)
+			}
+		})
 	}
 }
 
