@@ -5,6 +5,7 @@ GO       ?= go
 BIN      := $(CURDIR)/bin
 
 VERSITYGW_VERSION   := v1.8.0
+FAKE_GCS_VERSION    := v1.56.1
 STATICCHECK_VERSION := v0.8.2
 
 # How long `make test` may run, and how long `make fuzz` runs each target.
@@ -29,10 +30,13 @@ help: ## list the targets
 	@echo 'Targets:'
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-15s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
-tools: $(BIN)/versitygw $(BIN)/staticcheck ## build the tools into bin/ if missing: versitygw (S3 server), staticcheck
+tools: $(BIN)/versitygw $(BIN)/fake-gcs-server $(BIN)/staticcheck ## build the tools into bin/ if missing: versitygw (S3 server), fake-gcs-server (GCS emulator), staticcheck
 
 $(BIN)/versitygw:
 	GOBIN=$(BIN) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
+
+$(BIN)/fake-gcs-server:
+	GOBIN=$(BIN) $(GO) install github.com/fsouza/fake-gcs-server@$(FAKE_GCS_VERSION)
 
 $(BIN)/staticcheck:
 	GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
@@ -46,8 +50,8 @@ run: build $(BIN)/versitygw ## run fencegate dev: local etcd + S3 + gateway on 1
 
 # The second command runs the unit tests of the unsafe test hooks, which only a
 # build with their tag has (cmd/fencegate/testhooks.go).
-test: $(BIN)/versitygw postgres mariadb zookeeper redis awscli ## run every test with the race detector, against real etcd, versitygw, PostgreSQL, MariaDB, ZooKeeper, Redis and aws-cli
-	FENCEGATE_VERSITYGW=$(BIN)/versitygw $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+test: $(BIN)/versitygw $(BIN)/fake-gcs-server postgres mariadb zookeeper redis awscli ## run every test with the race detector, against real etcd, versitygw, fake-gcs-server, PostgreSQL, MariaDB, ZooKeeper, Redis and aws-cli
+	FENCEGATE_VERSITYGW=$(BIN)/versitygw FENCEGATE_FAKE_GCS=$(BIN)/fake-gcs-server $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -race -count=1 -tags fencegate_unsafe_hooks -run 'UnsafeTestHooks|PauseAfterFence' ./cmd/fencegate
 
 check: $(BIN)/staticcheck ## gofmt, go vet, staticcheck, then the tests

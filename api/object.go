@@ -16,7 +16,11 @@ type ObjectVersion struct {
 	// Exists is false when there was no object: the write is then a
 	// create (If-None-Match: *).
 	Exists bool
-	// ETag is the object's quoted entity tag, when it exists.
+	// ETag is the object's quoted entity tag, when it exists: an opaque
+	// name of its version that the store's conditional requests compare.
+	// For S3 it is S3's ETag (a hash of the content); for GCS it is the
+	// object's generation, a number every write gets anew, as a quoted
+	// decimal (package backends/gcs).
 	ETag string
 	// Token is the fencing token recorded on the object, zero if none.
 	Token Token

@@ -18,19 +18,42 @@ const (
 	maxBucketLen = 63
 )
 
+// Object stores, the first segment of an object's resource name.
+const (
+	StoreS3  = "s3"
+	StoreGCS = "gcs"
+)
+
 // ObjectResource returns the resource name of an S3 object.
 func ObjectResource(bucket, key string) Resource {
-	return Resource("s3/" + bucket + "/" + key)
+	return StoreObjectResource(StoreS3, bucket, key)
 }
 
-// ObjectPath is a validated bucket and key.
+// StoreObjectResource returns the resource name of an object of store
+// (StoreS3 or StoreGCS): "gcs/<bucket>/<key>". High-water marks are kept
+// per resource, so the same bucket and key in two stores are two
+// resources.
+func StoreObjectResource(store, bucket, key string) Resource {
+	return Resource(store + "/" + bucket + "/" + key)
+}
+
+// ObjectPath is a validated bucket and key, in the store that holds the
+// bucket.
 type ObjectPath struct {
+	// Store names the bucket's store (StoreS3, StoreGCS), the first
+	// segment of the resource name. Empty means StoreS3.
+	Store  string
 	Bucket string
 	Key    string
 }
 
 // Resource returns the path's resource name.
-func (p ObjectPath) Resource() Resource { return ObjectResource(p.Bucket, p.Key) }
+func (p ObjectPath) Resource() Resource {
+	if p.Store == "" {
+		return ObjectResource(p.Bucket, p.Key)
+	}
+	return StoreObjectResource(p.Store, p.Bucket, p.Key)
+}
 
 // ParseObjectPath validates a bucket name and an object key as they arrive in
 // a request path (already percent-decoded). Bucket names follow S3's rules

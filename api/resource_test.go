@@ -81,3 +81,18 @@ func FuzzParseObjectPath(f *testing.F) {
 		}
 	})
 }
+
+func TestObjectPathResourceNamesItsStore(t *testing.T) {
+	for _, tc := range []struct {
+		path ObjectPath
+		want Resource
+	}{
+		{ObjectPath{Bucket: "reports", Key: "q3.csv"}, "s3/reports/q3.csv"},
+		{ObjectPath{Store: StoreS3, Bucket: "reports", Key: "q3.csv"}, "s3/reports/q3.csv"},
+		{ObjectPath{Store: StoreGCS, Bucket: "reports", Key: "a/b"}, "gcs/reports/a/b"},
+	} {
+		if got := tc.path.Resource(); got != tc.want {
+			t.Errorf("%+v.Resource() = %q; want %q", tc.path, got, tc.want)
+		}
+	}
+}

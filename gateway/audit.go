@@ -51,7 +51,7 @@ func (g *Gateway) noteProblem(r *http.Request, p api.Problem, err error) bool {
 	if o == nil { // outside track: no line to write
 		return true
 	}
-	resource, token := auditSubject(r, p, err, o)
+	resource, token := g.auditSubject(r, p, err, o)
 	attrs := make([]slog.Attr, 0, 12) // and the track middleware's 7
 	attrs = append(attrs, slog.String("resource", string(resource)))
 	if token != 0 {
@@ -100,7 +100,7 @@ func audited(p api.Problem, err error) bool {
 // from the problem, else the refusal's detail, else the request's subject
 // (requestSubject). Either may stay empty (zero), as on a 401 for a path
 // that is no object's.
-func auditSubject(r *http.Request, p api.Problem, err error, o *exchange) (api.Resource, api.Token) {
+func (g *Gateway) auditSubject(r *http.Request, p api.Problem, err error, o *exchange) (api.Resource, api.Token) {
 	resource, token := p.Resource, p.Token
 	var notHeld *api.LockNotHeldError
 	if errors.As(err, &notHeld) {
@@ -109,7 +109,7 @@ func auditSubject(r *http.Request, p api.Problem, err error, o *exchange) (api.R
 	if resource != "" && token != 0 {
 		return resource, token
 	}
-	rr, rt := requestSubject(r, o)
+	rr, rt := g.requestSubject(r, o)
 	return cmp.Or(resource, rr), cmp.Or(token, rt)
 }
 
@@ -117,14 +117,14 @@ func auditSubject(r *http.Request, p api.Problem, err error, o *exchange) (api.R
 // for (noteChecked), else those that its object path and valid
 // X-Fence-Token name, as for a stale token refused from the cached mark,
 // which is never checked. Either may be zero.
-func requestSubject(r *http.Request, x *exchange) (api.Resource, api.Token) {
+func (g *Gateway) requestSubject(r *http.Request, x *exchange) (api.Resource, api.Token) {
 	var resource api.Resource
 	var token api.Token
 	if x != nil {
 		resource, token = x.resource, x.token
 	}
 	if resource == "" {
-		if path, err := objectPath(r); err == nil {
+		if path, err := g.objectPath(r); err == nil {
 			resource = path.Resource()
 		}
 	}

@@ -119,7 +119,7 @@ func (g *Gateway) track(next http.Handler) http.Handler {
 		m.requests.WithLabelValues(route, method, statusClass(status), x.problem).Inc()
 		m.requestDuration.WithLabelValues(route, method).Observe(elapsed.Seconds())
 		if span != nil {
-			endRequestSpan(span, r, x, route, status)
+			g.endRequestSpan(span, r, x, route, status)
 		}
 		g.logExchange(ctx, r, x, status, ww.BytesWritten(), start, elapsed)
 	})

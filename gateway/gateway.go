@@ -209,10 +209,13 @@ func DefaultConfig() Config {
 
 // Gateway serves fencegate's HTTP API. Create it with New.
 type Gateway struct {
-	cfg      Config
-	log      *slog.Logger
-	fences   FenceStore
-	objects  ObjectStore
+	cfg     Config
+	log     *slog.Logger
+	fences  FenceStore
+	objects ObjectStore
+	// stores names the store of each bucket; nil when objects is not a
+	// BucketStores (every bucket is in S3).
+	stores   BucketStores
 	hooks    TestHooks
 	etags    *etagCache  // nil when Config.ETagCacheEntries is negative
 	bodies   *bodyBudget // the memory of buffered bodies (Config.BufferBudgetBytes)
@@ -257,11 +260,12 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	cfg = cfg.withDefaults()
 	// The stores are wrapped with instrumented ones: the fence checks and
 	// S3 requests are timed and counted without touching the write path.
+	stores, _ := objects.(BucketStores)
 	bodies := &bodyBudget{limit: cfg.BufferBudgetBytes}
 	m := newMetrics(bodies)
 	fences = &instrumentedFences{FenceStore: fences, m: m}
 	objects = &instrumentedObjects{ObjectStore: objects, m: m}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, fences: fences, objects: objects, etags: newETagCache(cfg.ETagCacheEntries, cfg.ETagCacheMaxAge, cfg.Now), bodies: bodies, metrics: m,
+	g := &Gateway{cfg: cfg, log: cfg.Logger, fences: fences, objects: objects, stores: stores, etags: newETagCache(cfg.ETagCacheEntries, cfg.ETagCacheMaxAge, cfg.Now), bodies: bodies, metrics: m,
 		authLines: newLineLimiter(cfg.Now, cfg.AuthRefusalLogRate, cfg.AuthRefusalLogBurst), readiness: newReadiness(cfg)}
 	if g.readiness.space != nil {
 		m.registry.MustRegister(newSpaceCollector(g.readiness))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,10 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/storage"
 	"github.com/minio/minio-go/v7"
 
 	"fencegate/api"
+	"fencegate/backends/gcs"
 	"fencegate/backends/s3"
+	"fencegate/backends/stores"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
 	"fencegate/tokenstore"
@@ -41,6 +45,34 @@ type env struct {
 	minio     *minio.Client // reads what really landed, not through the gateway
 	bucket    string
 	url       string
+	// gcs, when not nil, is the emulator that holds the bucket instead of
+	// S3 (newEnvOn), and gcsReader a client of it that the gateway does
+	// not use, which reads what really landed.
+	gcs       *testenv.GCS
+	gcsReader *storage.Client
+	// gcsProxy counts every GCS request the gateway makes (nil without
+	// gcs).
+	gcsProxy *testenv.CountingProxy
+}
+
+// objectStores are the stores that the protocol's tests run on, each as a
+// subtest: one table, the same test.
+var objectStores = []string{api.StoreS3, api.StoreGCS}
+
+// newEnvOn is newEnv with the bucket in store (api.StoreS3 or
+// api.StoreGCS). A GCS bucket is in a fake-gcs-server of the test's own,
+// and the gateway reaches it through a stores.Router (S3 for every other
+// bucket), as a gateway that fences both stores does.
+func newEnvOn(tb testing.TB, store string, cfg gateway.Config) *env {
+	tb.Helper()
+	e := newStackEnv(tb)
+	if store == api.StoreGCS {
+		e.gcs = testenv.StartGCS(tb)
+		e.gcs.CreateBucket(tb, e.bucket)
+		e.gcsReader = e.gcs.Client(tb)
+	}
+	e.startGateway(tb, cfg)
+	return e
 }
 
 var bucketSeq atomic.Int64
@@ -114,13 +146,46 @@ func (e *env) startGateway(tb testing.TB, cfg gateway.Config) {
 			return gateway.StoreSpace{Size: space.Size, InUse: space.InUse, Quota: space.Quota}, err
 		}
 	}
-	gw, err := gateway.New(cfg, store, backend)
+	var objects gateway.ObjectStore = backend
+	if e.gcs != nil {
+		e.gcsProxy = testenv.NewCountingProxy(tb, "http://"+e.gcs.Host())
+		gcsBackend, err := gcs.New(tb.Context(), gcs.Config{Endpoint: e.gcsProxy.URL() + "/storage/v1/", WithoutAuthentication: true})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { _ = gcsBackend.Close() })
+		objects, err = stores.New(stores.Named{Name: api.StoreS3, Store: backend},
+			map[string]stores.Named{e.bucket: {Name: api.StoreGCS, Store: gcsBackend}})
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	gw, err := gateway.New(cfg, store, objects)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	srv := httptest.NewServer(gw)
 	tb.Cleanup(srv.Close)
 	e.url = srv.URL
+}
+
+// storeRequests returns how many requests the gateway sent to the
+// bucket's store (and to S3, for every other bucket) since the counters
+// were last reset (resetStoreCounts).
+func (e *env) storeRequests() int64 {
+	n := e.s3.Count()
+	if e.gcsProxy != nil {
+		n += e.gcsProxy.Count()
+	}
+	return n
+}
+
+// resetStoreCounts sets the counts of storeRequests to zero.
+func (e *env) resetStoreCounts() {
+	e.s3.Reset()
+	if e.gcsProxy != nil {
+		e.gcsProxy.Reset()
+	}
 }
 
 func (e *env) objectURL(key string) string { return e.url + "/v1/objects/" + e.bucket + "/" + key }
@@ -193,11 +258,31 @@ func (e *env) delete(tb testing.TB, key string, token api.Token) result {
 	return do(tb, http.MethodDelete, e.objectURL(key), []string{token.String()}, nil)
 }
 
-// stored reads the object straight from S3 with an independent client:
-// its bytes and its recorded fence token, or ok false when absent.
+// stored reads the object straight from its store (S3, or GCS for an env
+// of newEnvOn) with an independent client: its bytes and its recorded
+// fence token, or ok false when absent.
 func (e *env) stored(tb testing.TB, key string) (body, token string, ok bool) {
 	tb.Helper()
 	ctx := context.Background()
+	if e.gcsReader != nil {
+		r, err := e.gcsReader.Bucket(e.bucket).Object(key).NewReader(ctx)
+		if errors.Is(err, storage.ErrObjectNotExist) {
+			return "", "", false
+		}
+		if err != nil {
+			tb.Fatalf("gcs get %s/%s: %v", e.bucket, key, err)
+		}
+		defer r.Close()
+		b, err := io.ReadAll(r)
+		if err != nil {
+			tb.Fatalf("gcs read %s/%s: %v", e.bucket, key, err)
+		}
+		attrs, err := e.gcsReader.Bucket(e.bucket).Object(key).Generation(r.Attrs.Generation).Attrs(ctx)
+		if err != nil {
+			tb.Fatalf("gcs attrs %s/%s: %v", e.bucket, key, err)
+		}
+		return string(b), attrs.Metadata[api.MetadataFenceToken], true
+	}
 	info, err := e.minio.StatObject(ctx, e.bucket, key, minio.StatObjectOptions{})
 	if minio.ToErrorResponse(err).Code == "NoSuchKey" {
 		return "", "", false

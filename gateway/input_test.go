@@ -11,12 +11,18 @@ import (
 )
 
 // TestBadInputReachesNothing sends malformed requests: each gets the
-// right status with a problem+json body, and neither etcd nor S3 hears of
-// any of them.
+// right status with a problem+json body, and neither etcd nor the store
+// (S3 or GCS) hears of any of them.
 func TestBadInputReachesNothing(t *testing.T) {
-	e := newEnv(t, gateway.Config{BufferBytes: 512, MaxBodyBytes: 1024, MaxHeaderBytes: 4096})
+	for _, store := range objectStores {
+		t.Run(store, func(t *testing.T) { badInputReachesNothing(t, store) })
+	}
+}
+
+func badInputReachesNothing(t *testing.T, store string) {
+	e := newEnvOn(t, store, gateway.Config{BufferBytes: 512, MaxBodyBytes: 1024, MaxHeaderBytes: 4096})
 	etcdBefore := e.etcdCalls.Count()
-	e.s3.Reset()
+	e.resetStoreCounts()
 
 	type header struct{ name, value string }
 	tokenCases := []struct {
@@ -107,8 +113,8 @@ func TestBadInputReachesNothing(t *testing.T) {
 	if n := e.etcdCalls.Count() - etcdBefore; n != 0 {
 		t.Errorf("bad input made %d etcd requests; want 0", n)
 	}
-	if n := e.s3.Count(); n != 0 {
-		t.Errorf("bad input made %d S3 requests; want 0", n)
+	if n := e.storeRequests(); n != 0 {
+		t.Errorf("bad input made %d requests to the stores; want 0", n)
 	}
 }
 

@@ -65,6 +65,16 @@ type ObjectStore interface {
 	ObjectReader
 }
 
+// BucketStores is implemented by an ObjectStore that holds buckets in
+// more than one store (S3 and GCS). The gateway does not talk to stores
+// differently; it only names resources after them ("gcs/<bucket>/<key>"),
+// so that each store's objects have marks of their own. An ObjectStore
+// without it holds every bucket in S3.
+type BucketStores interface {
+	// StoreOf names the store that holds bucket, such as api.StoreGCS.
+	StoreOf(bucket string) string
+}
+
 // Probe is a named readiness probe of a dependency, such as "etcd" or
 // "s3", which /readyz runs.
 type Probe struct {

@@ -27,16 +27,21 @@ type WriteResult struct {
 	ReplacedETag string `json:"replaced_etag,omitempty"`
 }
 
-// objectPath parses bucket and key from the request's decoded path.
-// Routing used the raw path; the key is everything after the bucket's
-// slash, exactly as the client encoded it.
-func objectPath(r *http.Request) (api.ObjectPath, error) {
+// objectPath parses bucket and key from the request's decoded path, and
+// names the bucket's store (see BucketStores). Routing used the raw path;
+// the key is everything after the bucket's slash, exactly as the client
+// encoded it.
+func (g *Gateway) objectPath(r *http.Request) (api.ObjectPath, error) {
 	rest, ok := strings.CutPrefix(r.URL.Path, objectsPrefix)
 	if !ok {
 		return api.ObjectPath{}, fmt.Errorf("%w: not an object path", api.ErrInvalidObjectPath)
 	}
 	bucket, key, _ := strings.Cut(rest, "/")
-	return api.ParseObjectPath(bucket, key)
+	p, err := api.ParseObjectPath(bucket, key)
+	if err == nil && g.stores != nil {
+		p.Store = g.stores.StoreOf(p.Bucket)
+	}
+	return p, err
 }
 
 // fencedRequest is what every fenced write starts from: a valid path and
@@ -61,7 +66,7 @@ type fencedRequest struct {
 // reaches etcd or S3, and before a stale answer could tell a caller that
 // may not write the object its high-water mark.
 func (g *Gateway) parseFenced(r *http.Request, op Operation) (fencedRequest, error) {
-	path, err := objectPath(r)
+	path, err := g.objectPath(r)
 	if err != nil {
 		return fencedRequest{}, err
 	}
@@ -341,7 +346,7 @@ func (g *Gateway) deleteObject(w http.ResponseWriter, r *http.Request) {
 // in X-Fence-Token, and the client's Range and preconditions as readInput
 // validates them: S3's 206, 304, 412 and 416 reach the client.
 func (g *Gateway) getObject(w http.ResponseWriter, r *http.Request) {
-	path, err := objectPath(r)
+	path, err := g.objectPath(r)
 	if err == nil {
 		err = g.authorize(r.Context(), OpRead, path.Resource())
 	}
@@ -394,8 +399,9 @@ func (g *Gateway) getFence(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.Fence{Resource: api.Resource(resource), HighWaterMark: hwm})
 }
 
-// maxResourceBytes bounds resource names: "s3/", a bucket, "/", a key.
-const maxResourceBytes = 3 + 63 + 1 + api.MaxKeyBytes
+// maxResourceBytes bounds resource names: "gcs/" (or "s3/"), a bucket,
+// "/", a key.
+const maxResourceBytes = 4 + 63 + 1 + api.MaxKeyBytes
 
 // requestBody is a PUT's body: in memory when it fits the buffer, so that
 // it can be replayed after a lost race, or the request's own stream.

@@ -45,7 +45,7 @@ func (p *pauser) hook(ctx context.Context, _ api.Resource, token api.Token) {
 // N's; S then observes "absent", creates with If-None-Match: *, and the
 // stale write lands on top of N's delete. The token recorded on the object
 // cannot help: there is no object left to record it.
-func staleDeleteRace(t *testing.T, unsafeOrder bool) (staleLanded bool, staleStatus int) {
+func staleDeleteRace(t *testing.T, store string, unsafeOrder bool) (staleLanded bool, staleStatus int) {
 	t.Helper()
 	pause := newPauser(5)
 	hooks := &gateway.TestHooks{UnsafeFenceBeforeObserve: unsafeOrder}
@@ -54,7 +54,7 @@ func staleDeleteRace(t *testing.T, unsafeOrder bool) (staleLanded bool, staleSta
 	} else {
 		hooks.AfterObserve = pause.hook
 	}
-	e := newEnv(t, gateway.Config{TestHooks: hooks})
+	e := newEnvOn(t, store, gateway.Config{TestHooks: hooks})
 	if r := e.put(t, "k", 1, "v1"); r.status != http.StatusCreated {
 		t.Fatalf("PUT token 1 = %s", r)
 	}
@@ -71,9 +71,13 @@ func staleDeleteRace(t *testing.T, unsafeOrder bool) (staleLanded bool, staleSta
 }
 
 func TestObserveBeforeFenceRefusesStaleWriter(t *testing.T) {
-	landed, status := staleDeleteRace(t, false)
-	if landed || status != http.StatusConflict {
-		t.Fatalf("observe-then-fence: stale write landed=%v, status %d; want refused with 409", landed, status)
+	for _, store := range objectStores {
+		t.Run(store, func(t *testing.T) {
+			landed, status := staleDeleteRace(t, store, false)
+			if landed || status != http.StatusConflict {
+				t.Fatalf("observe-then-fence: stale write landed=%v, status %d; want refused with 409", landed, status)
+			}
+		})
 	}
 }
 
@@ -82,29 +86,38 @@ func TestObserveBeforeFenceRefusesStaleWriter(t *testing.T) {
 // land. If this test ever fails, the race above no longer tells the two
 // orders apart, and the test above proves nothing.
 func TestFenceBeforeObserveLetsStaleWriterWin(t *testing.T) {
-	landed, status := staleDeleteRace(t, true)
-	if !landed || status != http.StatusCreated {
-		t.Fatalf("fence-then-observe: stale write landed=%v, status %d; want the violation (201, stale bytes in S3)", landed, status)
+	for _, store := range objectStores {
+		t.Run(store, func(t *testing.T) {
+			landed, status := staleDeleteRace(t, store, true)
+			if !landed || status != http.StatusCreated {
+				t.Fatalf("fence-then-observe: stale write landed=%v, status %d; want the violation (201, stale bytes in the store)", landed, status)
+			}
+		})
 	}
 }
 
 // TestStaleWriterPausedAfterFenceCheck pauses a writer between its fence
-// check and its conditional PUT while a newer holder writes: S3 refuses
-// the PUT (412), the gateway observes again, and the fence refuses it.
+// check and its conditional PUT while a newer holder writes: the store
+// refuses the PUT (412), the gateway observes again, and the fence
+// refuses it.
 func TestStaleWriterPausedAfterFenceCheck(t *testing.T) {
-	pause := newPauser(5)
-	e := newEnv(t, gateway.Config{TestHooks: &gateway.TestHooks{AfterFenceCheck: pause.hook}})
-	e.put(t, "k", 1, "v1")
-	staleDone := make(chan result, 1)
-	go func() { staleDone <- e.put(t, "k", 5, "stale from 5") }()
-	<-pause.reached
-	if r := e.put(t, "k", 6, "from 6"); r.status != http.StatusOK {
-		t.Fatalf("PUT token 6 = %s", r)
-	}
-	close(pause.release)
-	wantProblem(t, <-staleDone, http.StatusConflict, "stale-token")
-	if body, token, _ := e.stored(t, "k"); body != "from 6" || token != "6" {
-		t.Fatalf("S3 holds %q token %q; want the token-6 write", body, token)
+	for _, store := range objectStores {
+		t.Run(store, func(t *testing.T) {
+			pause := newPauser(5)
+			e := newEnvOn(t, store, gateway.Config{TestHooks: &gateway.TestHooks{AfterFenceCheck: pause.hook}})
+			e.put(t, "k", 1, "v1")
+			staleDone := make(chan result, 1)
+			go func() { staleDone <- e.put(t, "k", 5, "stale from 5") }()
+			<-pause.reached
+			if r := e.put(t, "k", 6, "from 6"); r.status != http.StatusOK {
+				t.Fatalf("PUT token 6 = %s", r)
+			}
+			close(pause.release)
+			wantProblem(t, <-staleDone, http.StatusConflict, "stale-token")
+			if body, token, _ := e.stored(t, "k"); body != "from 6" || token != "6" {
+				t.Fatalf("%s holds %q token %q; want the token-6 write", store, body, token)
+			}
+		})
 	}
 }
 
@@ -114,21 +127,25 @@ func TestStaleWriterPausedAfterFenceCheck(t *testing.T) {
 // this test ever fails, the hook no longer writes blind, and the
 // robustness suite's "unconditional-write" mutation proves nothing.
 func TestUnconditionalWriteLetsStaleWriterWin(t *testing.T) {
-	pause := newPauser(5)
-	e := newEnv(t, gateway.Config{TestHooks: &gateway.TestHooks{AfterFenceCheck: pause.hook, UnsafeUnconditionalWrite: true}})
-	e.put(t, "k", 1, "v1")
-	staleDone := make(chan result, 1)
-	go func() { staleDone <- e.put(t, "k", 5, "stale from 5") }()
-	<-pause.reached
-	if r := e.put(t, "k", 6, "from 6"); r.status != http.StatusOK {
-		t.Fatalf("PUT token 6 = %s", r)
-	}
-	close(pause.release)
-	if r := <-staleDone; r.status != http.StatusOK {
-		t.Fatalf("stale PUT token 5 = %s; want the violation (200)", r)
-	}
-	if body, token, _ := e.stored(t, "k"); body != "stale from 5" || token != "5" {
-		t.Fatalf("S3 holds %q token %q; want the stale write (the violation)", body, token)
+	for _, store := range objectStores {
+		t.Run(store, func(t *testing.T) {
+			pause := newPauser(5)
+			e := newEnvOn(t, store, gateway.Config{TestHooks: &gateway.TestHooks{AfterFenceCheck: pause.hook, UnsafeUnconditionalWrite: true}})
+			e.put(t, "k", 1, "v1")
+			staleDone := make(chan result, 1)
+			go func() { staleDone <- e.put(t, "k", 5, "stale from 5") }()
+			<-pause.reached
+			if r := e.put(t, "k", 6, "from 6"); r.status != http.StatusOK {
+				t.Fatalf("PUT token 6 = %s", r)
+			}
+			close(pause.release)
+			if r := <-staleDone; r.status != http.StatusOK {
+				t.Fatalf("stale PUT token 5 = %s; want the violation (200)", r)
+			}
+			if body, token, _ := e.stored(t, "k"); body != "stale from 5" || token != "5" {
+				t.Fatalf("%s holds %q token %q; want the stale write (the violation)", store, body, token)
+			}
+		})
 	}
 }
 

@@ -67,24 +67,28 @@ func seedScenario(t *testing.T, e *env, write func(token api.Token, body string)
 	}
 	client1Status = write(client1.token, "client 1's report")
 	body, token, _ = e.stored(t, "report.csv")
-	t.Logf("tokens: client 1 %d, client 2 %d; S3 holds %q with fence-token %q", client1.token, client2.token, body, token)
+	t.Logf("tokens: client 1 %d, client 2 %d; the store holds %q with fence-token %q", client1.token, client2.token, body, token)
 	return body, token, client1Status
 }
 
 func TestSeedScenarioThroughGateway(t *testing.T) {
-	e := newEnv(t, gateway.Config{})
-	var token2 api.Token
-	body, token, status1 := seedScenario(t, e, func(token api.Token, body string) int {
-		if token2 == 0 {
-			token2 = token
-		}
-		return e.put(t, "report.csv", token, body).status
-	})
-	if status1 != http.StatusConflict {
-		t.Fatalf("client 1's stale write: status %d; want 409", status1)
-	}
-	if body != "client 2's report" || token != token2.String() {
-		t.Fatalf("S3 holds %q with fence-token %q; want client 2's report with %d", body, token, token2)
+	for _, store := range objectStores {
+		t.Run(store, func(t *testing.T) {
+			e := newEnvOn(t, store, gateway.Config{})
+			var token2 api.Token
+			body, token, status1 := seedScenario(t, e, func(token api.Token, body string) int {
+				if token2 == 0 {
+					token2 = token
+				}
+				return e.put(t, "report.csv", token, body).status
+			})
+			if status1 != http.StatusConflict {
+				t.Fatalf("client 1's stale write: status %d; want 409", status1)
+			}
+			if body != "client 2's report" || token != token2.String() {
+				t.Fatalf("%s holds %q with fence-token %q; want client 2's report with %d", store, body, token, token2)
+			}
+		})
 	}
 }
 

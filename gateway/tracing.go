@@ -70,13 +70,13 @@ func startRequestSpan(ctx context.Context, tracer trace.Tracer, r *http.Request,
 
 // endRequestSpan names span by route ("PUT /v1/objects/{bucket}/*"), adds
 // the request's outcome and ends it. The status is Error for a 5xx.
-func endRequestSpan(span trace.Span, r *http.Request, x *exchange, route string, status int) {
+func (g *Gateway) endRequestSpan(span trace.Span, r *http.Request, x *exchange, route string, status int) {
 	if route != routeNone {
 		span.SetName(r.Method + " " + route)
 		span.SetAttributes(attrRoute.String(route))
 	}
 	span.SetAttributes(attrStatusCode.Int(status))
-	if resource, token := requestSubject(r, x); resource != "" && token != 0 {
+	if resource, token := g.requestSubject(r, x); resource != "" && token != 0 {
 		span.SetAttributes(attrResource.String(string(resource)), attrToken.String(token.String()))
 	}
 	if x.problem != "" {

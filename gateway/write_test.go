@@ -110,11 +110,27 @@ func TestObjectRecordedTokenRefusesStaleWithoutHWM(t *testing.T) {
 
 // TestConcurrentWritersMonotonic races 50 writers with distinct random
 // tokens on one object, each starting after a random delay and writing
-// three times, then reads the writes S3 really applied, as seen on the
-// wire, and checks that they form one chain of versions whose tokens never
-// decrease.
+// three times, on each store, then reads the writes the store really
+// applied and checks that they form one chain of versions whose tokens
+// never decrease. On S3 the applied writes are read on the wire (the
+// conditional PUTs S3 answered 2xx); on GCS they are the gateway's
+// acknowledged writes, each naming the generation GCS answered and the
+// one its ifGenerationMatch required.
 func TestConcurrentWritersMonotonic(t *testing.T) {
-	e := newEnv(t, gateway.Config{})
+	for _, store := range objectStores {
+		t.Run(store, func(t *testing.T) { concurrentWritersMonotonic(t, store) })
+	}
+}
+
+// chainLink is one applied write: the version it replaced (its
+// condition), the version it made, and its token.
+type chainLink struct {
+	replaced, made string
+	token          string
+}
+
+func concurrentWritersMonotonic(t *testing.T, store string) {
+	e := newEnvOn(t, store, gateway.Config{})
 	rng := rand.New(rand.NewPCG(42, 1))
 	const writers, writesEach = 50, 3
 	tokens := rng.Perm(1000)[:writers]
@@ -136,12 +152,14 @@ func TestConcurrentWritersMonotonic(t *testing.T) {
 
 	var accepted []api.Token
 	var maxAccepted api.Token
+	var acknowledged []chainLink
 	for i, r := range results {
 		tok := api.Token(tokens[i/writesEach] + 1)
 		switch {
 		case r.status == http.StatusOK || r.status == http.StatusCreated:
 			accepted = append(accepted, tok)
 			maxAccepted = max(maxAccepted, tok)
+			acknowledged = append(acknowledged, chainLink{replaced: r.write.ReplacedETag, made: r.write.ETag, token: tok.String()})
 		case r.status == http.StatusConflict && r.problem.Type == api.ProblemTypePrefix+"stale-token":
 			if r.problem.HighWaterMark <= tok {
 				t.Errorf("token %d refused as stale with high-water mark %d", tok, r.problem.HighWaterMark)
@@ -156,28 +174,34 @@ func TestConcurrentWritersMonotonic(t *testing.T) {
 		t.Fatalf("%d writes accepted; the chain check needs at least 2", len(accepted))
 	}
 
-	chain := e.s3.AppliedWrites()
+	chain := acknowledged
+	if store == api.StoreS3 {
+		chain = nil
+		for _, w := range e.s3.AppliedWrites() {
+			chain = append(chain, chainLink{replaced: w.IfMatch, made: w.ETag, token: w.FenceToken})
+		}
+	}
 	if len(chain) != len(accepted) {
-		t.Fatalf("S3 applied %d writes; the gateway acknowledged %d", len(chain), len(accepted))
+		t.Fatalf("%s applied %d writes; the gateway acknowledged %d", store, len(chain), len(accepted))
 	}
 	// Follow the versions from the create: each write replaced the one
-	// before it (its If-Match), and carried a token no smaller.
+	// before it (its condition), and carried a token no smaller.
 	byReplaced := map[string]int{}
 	for i, w := range chain {
-		byReplaced[w.IfMatch] = i
+		byReplaced[w.replaced] = i
 	}
-	prevETag, prevToken, seen := "", api.Token(0), 0
+	prevVersion, prevToken, seen := "", api.Token(0), 0
 	for {
-		i, ok := byReplaced[prevETag]
+		i, ok := byReplaced[prevVersion]
 		if !ok {
 			break
 		}
 		w := chain[i]
-		tok, err := api.ParseToken(w.FenceToken)
+		tok, err := api.ParseToken(w.token)
 		if err != nil || tok < prevToken {
-			t.Fatalf("version %d carries token %q after %d", seen, w.FenceToken, prevToken)
+			t.Fatalf("version %d carries token %q after %d", seen, w.token, prevToken)
 		}
-		prevETag, prevToken, seen = w.ETag, tok, seen+1
+		prevVersion, prevToken, seen = w.made, tok, seen+1
 	}
 	if seen != len(chain) {
 		t.Fatalf("the applied writes do not form one chain: followed %d of %d", seen, len(chain))
@@ -185,7 +209,7 @@ func TestConcurrentWritersMonotonic(t *testing.T) {
 	slices.Sort(accepted)
 	body, token, _ := e.stored(t, "hot")
 	if token != maxAccepted.String() || !strings.HasPrefix(body, fmt.Sprintf("writer %d,", maxAccepted)) {
-		t.Fatalf("S3 holds %q with token %s; want the largest accepted token %d", body, token, maxAccepted)
+		t.Fatalf("%s holds %q with token %s; want the largest accepted token %d", store, body, token, maxAccepted)
 	}
 	t.Logf("%d writes by %d writers: %d accepted (tokens %v), final token %s", len(results), writers, len(accepted), accepted, token)
 }

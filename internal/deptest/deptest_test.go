@@ -48,7 +48,7 @@ var rules = []struct {
 		why: "a backend maps one upstream's failures to api error classes and nothing else; the fence check is the gateway's to order, never the backend's",
 	},
 	{
-		pkg: "fencegate/gateway", forbidden: []string{"fencegate/tokenstore", "fencegate/backends", "go.etcd.io", "github.com/aws"},
+		pkg: "fencegate/gateway", forbidden: []string{"fencegate/tokenstore", "fencegate/backends", "go.etcd.io", "github.com/aws", "cloud.google.com"},
 		why: "the gateway reaches its stores through the small interfaces it declares (FenceStore, ObjectStore, ...), so that its ordering argument can be tested against any store, and no store's type leaks into the handlers",
 	},
 	{
@@ -70,7 +70,7 @@ var rules = []struct {
 			"take settings behind its caller's back instead of a validated Config passed to New",
 	},
 	{
-		pkg: "fencegate/retention", forbidden: []string{"fencegate/gateway", "fencegate/tokenstore", "fencegate/backends", "go.etcd.io", "github.com/aws"},
+		pkg: "fencegate/retention", forbidden: []string{"fencegate/gateway", "fencegate/tokenstore", "fencegate/backends", "go.etcd.io", "github.com/aws", "cloud.google.com"},
 		why: "retention owns the rule of which marks may go; it reaches marks and objects through the interfaces it declares, so the rule is tested against any store and no store decides it",
 	},
 }

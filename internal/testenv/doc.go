@@ -1,6 +1,7 @@
 // Package testenv gives tests the real services that the project runs
 // against: an embedded single-member etcd ([StartEtcd]), the versitygw S3
-// server ([StartS3], [StartS3Main], [RunWithS3]), and an HTTP reverse proxy
+// server ([StartS3], [StartS3Main], [RunWithS3]), the fake-gcs-server
+// Google Cloud Storage emulator ([StartGCS]), and an HTTP reverse proxy
 // that counts the requests passing through it ([NewCountingProxy]), used to
 // prove that nothing reached an upstream. [WaitUntil] is the one polling
 // loop for tests that wait for a condition.
@@ -13,7 +14,8 @@
 // skips it) when a service cannot be started, logs server errors to the
 // test output, and releases everything it started with tb.Cleanup.
 //
-// The S3 server is never linked into the project: `make tools` builds its
-// binary into bin/ at the repository root, and FENCEGATE_VERSITYGW
-// ([VersitygwEnv]) overrides where it is looked up.
+// The S3 server and the GCS emulator are never linked into the project:
+// `make tools` builds their binaries into bin/ at the repository root, and
+// FENCEGATE_VERSITYGW ([VersitygwEnv]) and FENCEGATE_FAKE_GCS
+// ([FakeGCSEnv]) override where they are looked up.
 package testenv
