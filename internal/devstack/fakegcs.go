@@ -228,29 +228,7 @@ func (s *GCSServer) Close() {
 // next to the running executable, else bin/fake-gcs-server under the
 // repository root. The error says how to build it.
 func FindFakeGCS() (string, error) {
-	if path := os.Getenv(FakeGCSEnv); path != "" {
-		if !isExecutableFile(path) {
-			return "", fmt.Errorf("fake-gcs-server: %s=%s is not an executable file; %s", FakeGCSEnv, path, fakeGCSBuildHint)
-		}
-		return path, nil
-	}
-	var tried []string
-	if exe, err := os.Executable(); err == nil {
-		path := filepath.Join(filepath.Dir(exe), "fake-gcs-server")
-		if isExecutableFile(path) {
-			return path, nil
-		}
-		tried = append(tried, path)
-	}
-	if root, err := repoRoot(); err == nil {
-		path := filepath.Join(root, "bin", "fake-gcs-server")
-		if isExecutableFile(path) {
-			return path, nil
-		}
-		tried = append(tried, path)
-	}
-	return "", fmt.Errorf("fake-gcs-server not found (looked for %s, and %s is not set); %s",
-		strings.Join(tried, ", "), FakeGCSEnv, fakeGCSBuildHint)
+	return findTool("fake-gcs-server", FakeGCSEnv, fakeGCSBuildHint)
 }
 
 // gcsChildEnv returns env without the FAKE_GCS_ variables, which would

@@ -332,29 +332,39 @@ func bucketExists(err error) bool {
 // (the nearest directory at or above the working directory that holds
 // go.mod). The error says how to build it.
 func FindVersityGW() (string, error) {
-	if path := os.Getenv(VersityGWEnv); path != "" {
+	return findTool("versitygw", VersityGWEnv, buildHint)
+}
+
+// findTool returns the path of the tool name, built into bin/ by make
+// tools: the environment variable env if set, else name next to the
+// running executable, else bin/name under the repository root (the
+// nearest directory at or above the working directory that holds
+// go.mod). The error names what was tried and ends with hint, which says
+// how to build it.
+func findTool(name, env, hint string) (string, error) {
+	if path := os.Getenv(env); path != "" {
 		if !isExecutableFile(path) {
-			return "", fmt.Errorf("versitygw: %s=%s is not an executable file; %s", VersityGWEnv, path, buildHint)
+			return "", fmt.Errorf("%s: %s=%s is not an executable file; %s", name, env, path, hint)
 		}
 		return path, nil
 	}
 	var tried []string
 	if exe, err := os.Executable(); err == nil {
-		path := filepath.Join(filepath.Dir(exe), "versitygw")
+		path := filepath.Join(filepath.Dir(exe), name)
 		if isExecutableFile(path) {
 			return path, nil
 		}
 		tried = append(tried, path)
 	}
 	if root, err := repoRoot(); err == nil {
-		path := filepath.Join(root, "bin", "versitygw")
+		path := filepath.Join(root, "bin", name)
 		if isExecutableFile(path) {
 			return path, nil
 		}
 		tried = append(tried, path)
 	}
-	return "", fmt.Errorf("versitygw not found (looked for %s, and %s is not set); %s",
-		strings.Join(tried, ", "), VersityGWEnv, buildHint)
+	return "", fmt.Errorf("%s not found (looked for %s, and %s is not set); %s",
+		name, strings.Join(tried, ", "), env, hint)
 }
 
 // isExecutableFile reports whether path is a regular file with an execute
