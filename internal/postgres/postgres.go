@@ -22,15 +22,15 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"fencegate/internal/childproc"
 )
 
 // BinEnv names the environment variable that, when set, is the directory
@@ -54,7 +54,7 @@ type Server struct {
 	Port int
 
 	cmd    *exec.Cmd
-	output *tailBuffer
+	output *childproc.TailBuffer
 	exited chan struct{}
 }
 
@@ -68,7 +68,7 @@ func Start(tb testing.TB) *Server {
 	if err != nil {
 		tb.Fatalf("postgres: %v", err)
 	}
-	cred, err := credential()
+	cred, err := childproc.Credential("postgres", "make postgres")
 	if err != nil {
 		tb.Fatalf("postgres: %v", err)
 	}
@@ -150,24 +150,6 @@ func version(dir string) int {
 	return n
 }
 
-// credential returns whom to run PostgreSQL as: nil (ourselves) unless we
-// are root, which PostgreSQL refuses; then the "postgres" user.
-func credential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return nil, fmt.Errorf("running as root, PostgreSQL must run as another user, and there is no user \"postgres\" (the Debian package creates it: make postgres): %w", err)
-	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("user postgres: uid %q gid %q", u.Uid, u.Gid)
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}, nil
-}
-
 // prepareDir makes data, owned by the user PostgreSQL runs as, inside dir,
 // which that user can enter.
 func prepareDir(dir, data string, cred *syscall.Credential) error {
@@ -195,14 +177,14 @@ func childEnv() []string {
 // start starts postgres on a free port and waits until it accepts
 // connections.
 func start(ctx context.Context, bin, data string, cred *syscall.Credential) (*Server, error) {
-	port, err := freePort()
+	port, err := childproc.FreePort()
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{
 		Port:   port,
 		URL:    fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
-		output: &tailBuffer{},
+		output: &childproc.TailBuffer{},
 		exited: make(chan struct{}),
 	}
 	s.cmd = exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port),
@@ -251,36 +233,4 @@ func (s *Server) stop() {
 		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 		<-s.exited
 	}
-}
-
-// freePort returns a TCP port of 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// tailBuffer keeps the last 64 KiB written to it; safe for concurrent use.
-type tailBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - 64<<10; over > 0 {
-		b.buf = b.buf[over:]
-	}
-	return len(p), nil
-}
-
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
 }
