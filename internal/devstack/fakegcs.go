@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 )
 
@@ -62,12 +59,8 @@ type GCSConfig struct {
 // Version v1.56.1 enforces ifGenerationMatch on uploads (simple,
 // multipart and resumable) but not on deletes: see docs/gcs.md.
 type GCSServer struct {
-	addr   string // 127.0.0.1:port
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd.Wait returns
-	output *tailBuffer   // the child's stdout and stderr
-
-	closeOnce sync.Once
+	addr string // 127.0.0.1:port
+	child
 }
 
 // StartFakeGCS runs fake-gcs-server as a child process in its own process
@@ -109,11 +102,7 @@ func startFakeGCS(ctx context.Context, cfg GCSConfig) (*GCSServer, error) {
 	if err := fillFreePorts(&port); err != nil {
 		return nil, err
 	}
-	s := &GCSServer{
-		addr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		exited: make(chan struct{}),
-		output: &tailBuffer{limit: outputLimit},
-	}
+	s := &GCSServer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), child: newChild()}
 	cmd := exec.Command(cfg.Binary,
 		"-scheme", "http",
 		"-host", "127.0.0.1",
@@ -127,19 +116,10 @@ func startFakeGCS(ctx context.Context, cfg GCSConfig) (*GCSServer, error) {
 		"-log-level", "warn",
 	)
 	cmd.Env = gcsChildEnv(os.Environ())
-	cmd.Stdout = s.output
-	cmd.Stderr = s.output
-	cmd.WaitDelay = time.Second
-	isolate(cmd)
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("run %s: %w", cfg.Binary, err)
+	if err := s.run(cmd); err != nil {
+		return nil, err
 	}
-	s.cmd = cmd
-	go func() {
-		_ = cmd.Wait()
-		close(s.exited)
-	}()
-	if err := s.waitHealthy(ctx); err != nil {
+	if err := s.waitHealthy(ctx, "fake-gcs-server", s.addr, s.baseURL()+gcsHealthPath, gcsReadyTimeout); err != nil {
 		s.Close()
 		if strings.Contains(s.output.String(), "address already in use") {
 			err = fmt.Errorf("%w: %w", ErrAddrInUse, err)
@@ -147,43 +127,6 @@ func startFakeGCS(ctx context.Context, cfg GCSConfig) (*GCSServer, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// waitHealthy polls the health endpoint until it answers 200 OK.
-func (s *GCSServer) waitHealthy(ctx context.Context) error {
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	deadline := time.NewTimer(gcsReadyTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	last := "no answer yet"
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.baseURL()+gcsHealthPath, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = resp.Status
-		} else {
-			last = err.Error()
-		}
-		select {
-		case <-s.exited:
-			return fmt.Errorf("fake-gcs-server on %s exited before it was healthy (%v); output:\n%s",
-				s.addr, s.cmd.ProcessState, s.output.String())
-		case <-deadline.C:
-			return fmt.Errorf("fake-gcs-server on %s not healthy after %v (last: %s); output:\n%s",
-				s.addr, gcsReadyTimeout, last, s.output.String())
-		case <-ctx.Done():
-			return fmt.Errorf("fake-gcs-server on %s: %w", s.addr, context.Cause(ctx))
-		case <-tick.C:
-		}
-	}
 }
 
 // Host returns the server's address, 127.0.0.1:PORT: the value of
@@ -197,31 +140,10 @@ func (s *GCSServer) baseURL() string { return "http://" + s.addr }
 // http://127.0.0.1:PORT/storage/v1/.
 func (s *GCSServer) Endpoint() string { return s.baseURL() + "/storage/v1/" }
 
-// Exited is closed when the child process has exited, whether by Close or
-// on its own.
-func (s *GCSServer) Exited() <-chan struct{} { return s.exited }
-
-// Output returns the last 64 KiB of the child's stdout and stderr.
-func (s *GCSServer) Output() string { return s.output.String() }
-
 // Close stops the child's process group: SIGTERM, then SIGKILL if it has
 // not exited within 5 seconds. It waits until the child is reaped. Closing
 // twice does nothing.
-func (s *GCSServer) Close() {
-	s.closeOnce.Do(func() {
-		if s.cmd == nil {
-			return
-		}
-		signalGroup(s.cmd, syscall.SIGTERM)
-		select {
-		case <-s.exited:
-			return
-		case <-time.After(gcsStopGrace):
-		}
-		signalGroup(s.cmd, syscall.SIGKILL)
-		<-s.exited
-	})
-}
+func (s *GCSServer) Close() { s.stop(gcsStopGrace) }
 
 // FindFakeGCS returns the path of the fake-gcs-server binary: the
 // FENCEGATE_FAKE_GCS environment variable if set, else fake-gcs-server

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -79,16 +78,12 @@ type S3Server struct {
 	// Region is the region that the server and its clients use.
 	Region string
 
-	addr   string // 127.0.0.1:port
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd.Wait returns
-	output *tailBuffer   // the child's stdout and stderr
+	addr string // 127.0.0.1:port
+	child
 	client *s3.Client
 	// transport is the client's, closed by Close. Its zero Proxy means
 	// that HTTP_PROXY is ignored: the server is on 127.0.0.1.
 	transport *http.Transport
-
-	closeOnce sync.Once
 }
 
 // StartVersityGW runs versitygw as a child process in its own process
@@ -147,7 +142,7 @@ func startVersityGW(ctx context.Context, cfg S3Config) (*S3Server, error) {
 		s.transport.CloseIdleConnections()
 		return nil, err
 	}
-	err := s.waitHealthy(ctx)
+	err := s.waitHealthy(ctx, "versitygw", s.addr, s.Endpoint()+s3HealthPath, s3ReadyTimeout)
 	if err == nil {
 		err = s.checkCredentials(ctx)
 	}
@@ -169,8 +164,7 @@ func newS3Server(addr, accessKey, secretKey string) *S3Server {
 		SecretKey: secretKey,
 		Region:    S3Region,
 		addr:      addr,
-		exited:    make(chan struct{}),
-		output:    &tailBuffer{limit: outputLimit},
+		child:     newChild(),
 		transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second},
 	}
 	s.client = s3.New(s3.Options{
@@ -195,57 +189,7 @@ func (s *S3Server) launch(bin, dir string) error {
 		"ROOT_ACCESS_KEY="+s.AccessKey,
 		"ROOT_SECRET_KEY="+s.SecretKey,
 	)
-	cmd.Stdout = s.output
-	cmd.Stderr = s.output
-	cmd.WaitDelay = time.Second
-	isolate(cmd)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("run %s: %w", bin, err)
-	}
-	s.cmd = cmd
-	go func() {
-		_ = cmd.Wait()
-		close(s.exited)
-	}()
-	return nil
-}
-
-// waitHealthy polls the health endpoint until it answers 200 OK.
-func (s *S3Server) waitHealthy(ctx context.Context) error {
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	healthURL := s.Endpoint() + s3HealthPath
-	deadline := time.NewTimer(s3ReadyTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	last := "no answer yet"
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, healthURL, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = resp.Status
-		} else {
-			last = err.Error()
-		}
-		select {
-		case <-s.exited:
-			return fmt.Errorf("versitygw on %s exited before it was healthy (%v); output:\n%s",
-				s.addr, s.cmd.ProcessState, s.output.String())
-		case <-deadline.C:
-			return fmt.Errorf("versitygw on %s not healthy after %v (last: %s); output:\n%s",
-				s.addr, s3ReadyTimeout, last, s.output.String())
-		case <-ctx.Done():
-			return fmt.Errorf("versitygw on %s: %w", s.addr, context.Cause(ctx))
-		case <-tick.C:
-		}
-	}
+	return s.run(cmd)
 }
 
 // checkCredentials lists buckets with the server's credentials, to make
@@ -272,17 +216,6 @@ func (s *S3Server) Endpoint() string {
 	return "http://" + s.addr
 }
 
-// Exited is closed when the child process has exited, whether by Close or
-// on its own.
-func (s *S3Server) Exited() <-chan struct{} {
-	return s.exited
-}
-
-// Output returns the last 64 KiB of the child's stdout and stderr.
-func (s *S3Server) Output() string {
-	return s.output.String()
-}
-
 // CreateBucket creates the bucket name. A bucket that already exists is
 // not an error: a server restarted on the same directory keeps its
 // buckets.
@@ -300,20 +233,8 @@ func (s *S3Server) CreateBucket(ctx context.Context, name string) error {
 // not exited within 5 seconds. It waits until the child is reaped. Closing
 // twice does nothing.
 func (s *S3Server) Close() {
-	s.closeOnce.Do(func() {
-		s.transport.CloseIdleConnections()
-		if s.cmd == nil {
-			return
-		}
-		signalGroup(s.cmd, syscall.SIGTERM)
-		select {
-		case <-s.exited:
-			return
-		case <-time.After(s3StopGrace):
-		}
-		signalGroup(s.cmd, syscall.SIGKILL)
-		<-s.exited
-	})
+	s.transport.CloseIdleConnections()
+	s.stop(s3StopGrace)
 }
 
 // bucketExists reports whether err answers CreateBucket for a bucket that
