@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"fencegate/api"
 	"fencegate/backends/s3"
 	"fencegate/gateway"
 	"fencegate/internal/logging"
@@ -50,6 +51,9 @@ type Shared struct {
 type sharedFlags struct {
 	limits *limitFlags
 	checks TokenChecks
+	// buckets, when not nil, replace the config file's buckets section
+	// (dev maps its own).
+	buckets []Bucket
 }
 
 // addSharedFlags adds the flags of s, and --config, to cmd.
@@ -79,6 +83,10 @@ func (f *sharedFlags) finish(cmd *command, s *Shared) error {
 	if err == nil {
 		errs = append(errs, f.checks.validateRoutes(s.Partners))
 	}
+	if f.buckets != nil {
+		s.Buckets = f.buckets // dev's own stores, not the file's
+	}
+	s.Store.Policies = inStores(s.Store.Policies, s.Buckets)
 	return errors.Join(errs...)
 }
 
@@ -95,6 +103,20 @@ type Features struct {
 	// IdentityBudget bounds each identity's idempotency records in etcd
 	// (gateway.Config.PartnerIdentityBudget).
 	IdentityBudget gateway.PartnerBudget
+	// Buckets map buckets to the stores that hold them (the buckets
+	// section); a bucket not in it is in S3. Nil: every bucket is in S3.
+	Buckets []Bucket
+}
+
+// GCSBuckets returns the buckets in GCS.
+func (f Features) GCSBuckets() []Bucket {
+	var out []Bucket
+	for _, b := range f.Buckets {
+		if b.Store == api.StoreGCS {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // Warnings are what valid features configure that is likely unsafe:
