@@ -131,6 +131,28 @@ func (f Features) Warnings() []string {
 		warnings = append(warnings, "partner routes without partner_answers: answers' bodies over 512 bytes are not kept, "+
 			"and a replay of such an answer has its status and headers and an empty body (Idempotent-Body-Omitted: true)")
 	}
+	return append(warnings, f.s3GrantsOnGCSBuckets()...)
+}
+
+// s3GrantsOnGCSBuckets warns of grants of s3/BUCKET/ for a bucket in GCS:
+// they cover none of its objects, which are gcs/BUCKET/... (requests for
+// them are refused, 403).
+func (f Features) s3GrantsOnGCSBuckets() []string {
+	if f.Auth == nil {
+		return nil
+	}
+	var warnings []string
+	for _, id := range f.Auth.Identities {
+		for _, g := range id.Grants {
+			for _, b := range f.GCSBuckets() {
+				s3Prefix := string(api.ObjectResource(b.Name, ""))
+				if strings.HasPrefix(g.Prefix, s3Prefix) || g.Prefix == strings.TrimSuffix(s3Prefix, "/") {
+					warnings = append(warnings, fmt.Sprintf("identity %q: grant %q covers no object: bucket %q is in gcs, its objects are %s (grant that)",
+						id.Name, g.Prefix, b.Name, api.StoreObjectResource(api.StoreGCS, b.Name, "")))
+				}
+			}
+		}
+	}
 	return warnings
 }
 
