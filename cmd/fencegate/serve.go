@@ -90,9 +90,8 @@ type wiredGateway struct {
 	*gateway.Gateway
 	logger *slog.Logger
 	fences *tokenstore.Store
-	// objects is the S3 client; stores are every store, S3's included.
-	objects *s3.Client
-	stores  *objectStores
+	// stores are the object stores, S3's and any in GCS.
+	stores *objectStores
 	// probes are the readiness probes of etcd and every store.
 	probes []gateway.Probe
 	// evictor removes the marks that their objects record (package
@@ -193,7 +192,7 @@ func newGatewayOn(ctx context.Context, logger *slog.Logger, store *tokenstore.St
 	if err := gw.Registry().Register(evictor); err != nil {
 		return nil, fmt.Errorf("mark evictor metrics: %w", err)
 	}
-	return &wiredGateway{Gateway: gw, logger: logger, fences: store, objects: objects, stores: stores, probes: probes, evictor: evictor, maxHeaderBytes: gwCfg.MaxHeaderBytes}, nil
+	return &wiredGateway{Gateway: gw, logger: logger, fences: store, stores: stores, probes: probes, evictor: evictor, maxHeaderBytes: gwCfg.MaxHeaderBytes}, nil
 }
 
 // closeStores closes the GCS clients, once the gateway no longer serves.
