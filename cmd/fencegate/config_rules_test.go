@@ -115,6 +115,15 @@ func TestConfigCheckNamesFieldAndLine(t *testing.T) {
 		{name: "partner identity budget records", file: "partner_identity_budget: {records: -1}\n", want: `1: partner_identity_budget.records: "-1": want a whole number, 0 or more`},
 		{name: "partner route budget bytes", file: route + "    budget: {bytes: lots}\n", want: `6: partners[0].budget.bytes: "lots"`},
 
+		// Buckets: the store of each bucket.
+		{name: "bucket mapped twice", file: "buckets:\n  - {name: ledgers, store: gcs}\n  - {name: ledgers, store: s3}\n", want: `3: buckets[1].name: bucket "ledgers" is mapped twice (first at line 2)`},
+		{name: "bucket unknown store", file: "buckets:\n  - {name: ledgers, store: azure}\n", want: `2: buckets[0].store: "azure": unknown store (want s3 or gcs)`},
+		{name: "bucket without store", file: "buckets:\n  - {name: ledgers}\n", want: "2: buckets[0].store: missing"},
+		{name: "bucket name", file: "buckets:\n  - {name: Ledgers, store: gcs}\n", want: `2: buckets[0].name: "Ledgers": bucket name may hold only a-z`},
+		{name: "bucket endpoint on s3", file: "buckets:\n  - name: ledgers\n    store: s3\n    endpoint: http://127.0.0.1:4443/storage/v1/\n", want: "4: buckets[0].endpoint: only with store gcs (an s3 bucket takes the s3 section's settings)"},
+		{name: "bucket gcs endpoint", file: "buckets:\n  - name: ledgers\n    store: gcs\n    endpoint: http://127.0.0.1:4443\n", want: `4: buckets[0].endpoint: "http://127.0.0.1:4443": want the JSON API's base URL`},
+		{name: "partner answers in gcs", file: "buckets:\n  - {name: answers, store: gcs}\npartner_answers: {bucket: answers}\n", want: `3: partner_answers.bucket: bucket "answers" is in gcs (buckets[0]); answers are kept in S3`},
+
 		// Marks: the mark evictor's settings (retention.Config).
 		// (Every duration is a valid --mark-retention: negative keeps marks for ever.)
 		{name: "mark retention", file: "marks:\n  retention: soon\n", want: `2: marks.retention: "soon" is not a duration`},

@@ -262,3 +262,32 @@ func TestConfigCheckWarnsOfPartnersWithoutAnswerStore(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigCheckWarnsOfS3GrantsOnGCSBuckets: a grant of s3/BUCKET/ is
+// valid, but covers no object once BUCKET is in GCS (its objects are
+// gcs/BUCKET/...): config check says so, and not for a grant of gcs/BUCKET/.
+func TestConfigCheckWarnsOfS3GrantsOnGCSBuckets(t *testing.T) {
+	const file = "buckets:\n  - {name: ledgers, store: gcs}\nauth:\n  identities:\n    - name: ci\n      grants:\n        - {prefix: %s, operations: [write]}\n" +
+		`      api_keys: ["sha256:0000000000000000000000000000000000000000000000000000000000000001"]` + "\n"
+	for _, tc := range []struct {
+		prefix string
+		warn   bool
+	}{
+		{"s3/ledgers/", true},
+		{"s3/ledgers/2026/", true},
+		{"gcs/ledgers/", false},
+		{"s3/ledgers-old/", false},
+	} {
+		t.Run(tc.prefix, func(t *testing.T) {
+			path := writeConfig(t, fmt.Sprintf(file, tc.prefix))
+			var stdout bytes.Buffer
+			if err := runEnv(t.Context(), []string{"config", "check", path}, envMap(nil), &stdout, &bytes.Buffer{}); err != nil {
+				t.Fatalf("config check: %v; want ok", err)
+			}
+			const warning = `identity "ci": grant "`
+			if warned := strings.Contains(stdout.String(), warning+tc.prefix+`" covers no object: bucket "ledgers" is in gcs`); warned != tc.warn {
+				t.Errorf("config check printed %q; want a warning about the grant: %v", stdout.String(), tc.warn)
+			}
+		})
+	}
+}

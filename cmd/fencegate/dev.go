@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"text/template"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"fencegate/api"
+	"fencegate/backends/gcs"
 	"fencegate/backends/s3"
 	"fencegate/internal/config"
 	"fencegate/internal/devstack"
@@ -51,8 +53,8 @@ func runDev(ctx context.Context, args []string, lookupEnv lookupEnvFunc, stdout,
 	return nil
 }
 
-// dev starts etcd and versitygw on cfg.Data, the gateway in front of
-// them, prints how to use it, and serves until ctx is done. Everything it
+// dev starts etcd and versitygw (and with --stores s3,gcs
+// fake-gcs-server) on cfg.Data, the gateway in front of them, prints how to use it, and serves until ctx is done. Everything it
 // started is stopped before it returns.
 func dev(ctx context.Context, cfg config.Dev, logger *slog.Logger, stdout io.Writer) error {
 	data, err := filepath.Abs(cfg.Data)
@@ -65,6 +67,13 @@ func dev(ctx context.Context, cfg config.Dev, logger *slog.Logger, stdout io.Wri
 	bin, err := devstack.FindVersityGW()
 	if err != nil {
 		return err
+	}
+	withGCS := slices.Contains(cfg.Stores, api.StoreGCS)
+	var gcsBin string
+	if withGCS {
+		if gcsBin, err = devstack.FindFakeGCS(); err != nil {
+			return err
+		}
 	}
 	// Listen first, to fail before starting anything if the address is
 	// taken. Connections wait in the backlog until the gateway serves.
@@ -101,6 +110,23 @@ func dev(ctx context.Context, cfg config.Dev, logger *slog.Logger, stdout io.Wri
 	if err := objectServer.CreateBucket(ctx, cfg.Answers.Bucket); err != nil {
 		return err
 	}
+	var gcsServer *devstack.GCSServer
+	if withGCS {
+		gcsServer, err = devstack.StartFakeGCS(ctx, devstack.GCSConfig{Binary: gcsBin, Dir: filepath.Join(data, "gcs")})
+		if err != nil {
+			return err
+		}
+		defer gcsServer.Close()
+		if err := gcsServer.CreateBucket(ctx, config.DevGCSBucket); err != nil {
+			return err
+		}
+		// dev's buckets in GCS are in its emulator.
+		buckets := slices.Clone(cfg.Buckets)
+		for i := range buckets {
+			buckets[i].GCS = gcs.Config{Endpoint: gcsServer.Endpoint(), WithoutAuthentication: true}
+		}
+		cfg.Buckets = buckets
+	}
 
 	client, err := clientv3.New(clientv3.Config{
 		Endpoints:   etcd.Endpoints(),
@@ -128,9 +154,10 @@ func dev(ctx context.Context, cfg config.Dev, logger *slog.Logger, stdout io.Wri
 	if err != nil {
 		return err
 	}
+	defer gw.closeStores()
 	stopEvictor := gw.startEvictor(ctx)
 	defer stopEvictor()
-	session, err := newDevSession(ctx, gw)
+	session, err := newDevSession(ctx, gw, withGCS)
 	if err != nil {
 		return err
 	}
@@ -143,26 +170,39 @@ func dev(ctx context.Context, cfg config.Dev, logger *slog.Logger, stdout io.Wri
 	session.EtcdDir = filepath.Join(cfg.Data, "etcd")
 	session.S3 = objectServer.Endpoint()
 	session.S3Dir = filepath.Join(cfg.Data, "s3")
+	if gcsServer != nil {
+		session.GCSEndpoint = gcsServer.Endpoint()
+		session.GCSDir = filepath.Join(cfg.Data, "gcs")
+	}
 	session.Data = cfg.Data
 	if err := printSession(stdout, session); err != nil {
 		return fmt.Errorf("print session: %w", err)
 	}
 	logger.Info("listening", "addr", ln.Addr().String())
 
-	// If versitygw dies, stop serving rather than answer 502s.
+	// If versitygw or fake-gcs-server dies, stop serving rather than
+	// answer 502s.
 	serveCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	errS3Exited := errors.New("versitygw exited")
+	errGCSExited := errors.New("fake-gcs-server exited")
+	var gcsExited <-chan struct{} // nil without GCS: never ready
+	if gcsServer != nil {
+		gcsExited = gcsServer.Exited()
+	}
 	go func() {
 		select {
 		case <-objectServer.Exited():
 			logger.Error("versitygw exited; shutting down", "output", objectServer.Output())
 			cancel(errS3Exited)
+		case <-gcsExited:
+			logger.Error("fake-gcs-server exited; shutting down", "output", gcsServer.Output())
+			cancel(errGCSExited)
 		case <-serveCtx.Done():
 		}
 	}()
 	err = serveHTTP(serveCtx, logger, ln, cfg.HTTP, gw)
-	if cause := context.Cause(serveCtx); errors.Is(cause, errS3Exited) {
+	if cause := context.Cause(serveCtx); errors.Is(cause, errS3Exited) || errors.Is(cause, errGCSExited) {
 		return errors.Join(cause, err)
 	}
 	return err
@@ -173,9 +213,22 @@ func dev(ctx context.Context, cfg config.Dev, logger *slog.Logger, stdout io.Wri
 // is right on a fresh --data and on one with history.
 type devSession struct {
 	Gateway, Etcd, EtcdDir, S3, S3Dir, Data string
-	AccessKey, SecretKey, Region, Bucket    string
-	Key                                     string
-	Resource                                api.Resource
+	AccessKey, SecretKey, Region            string
+	// devObject is the greeting in the S3 bucket dev.
+	devObject
+	// GCS is the greeting in the GCS bucket dev-gcs; nil without GCS.
+	GCS *devObject
+	// GCSEndpoint and GCSDir are fake-gcs-server's JSON API and objects.
+	GCSEndpoint, GCSDir string
+	// Auth says that the config file turned auth on: the curl commands
+	// then need a key.
+	Auth bool
+}
+
+// devObject is an object of the session and the tokens it uses.
+type devObject struct {
+	Bucket, Key string
+	Resource    api.Resource
 	// HighWaterMark is the resource's mark before the session.
 	HighWaterMark api.Token
 	// Token is accepted; Stale, one below, is refused after it.
@@ -183,42 +236,49 @@ type devSession struct {
 	// Exists says whether the object exists already: the first write then
 	// answers 200 rather than 201.
 	Exists bool
-	// Auth says that the config file turned auth on: the curl commands
-	// then need a key.
-	Auth bool
 }
 
-// newDevSession reads the greeting's high-water mark and the token recorded
-// on the object, and picks the session's tokens above both.
-func newDevSession(ctx context.Context, gw *wiredGateway) (devSession, error) {
-	path := api.ObjectPath{Bucket: devBucket, Key: devKey}
+// newDevSession picks the session's tokens of the greeting in S3, and
+// with withGCS of the greeting in GCS too.
+func newDevSession(ctx context.Context, gw *wiredGateway, withGCS bool) (devSession, error) {
 	s := devSession{
 		AccessKey: devAccessKey,
 		SecretKey: devSecretKey,
 		Region:    devstack.S3Region,
-		Bucket:    devBucket,
-		Key:       devKey,
-		Resource:  path.Resource(),
 	}
-	hwm, err := gw.fences.HighWaterMark(ctx, s.Resource)
+	var err error
+	s.devObject, err = newDevObject(ctx, gw, api.ObjectPath{Store: api.StoreS3, Bucket: devBucket, Key: devKey})
+	if err != nil || !withGCS {
+		return s, err
+	}
+	o, err := newDevObject(ctx, gw, api.ObjectPath{Store: api.StoreGCS, Bucket: config.DevGCSBucket, Key: devKey})
+	s.GCS = &o
+	return s, err
+}
+
+// newDevObject reads the high-water mark of path and the token recorded
+// on its object, and picks the session's tokens above both.
+func newDevObject(ctx context.Context, gw *wiredGateway, path api.ObjectPath) (devObject, error) {
+	o := devObject{Bucket: path.Bucket, Key: path.Key, Resource: path.Resource()}
+	hwm, err := gw.fences.HighWaterMark(ctx, o.Resource)
 	if err != nil {
-		return devSession{}, err
+		return devObject{}, err
 	}
-	seen, err := gw.objects.Observe(ctx, path)
+	seen, err := gw.stores.objects.Observe(ctx, path)
 	if err != nil {
-		return devSession{}, err
+		return devObject{}, err
 	}
-	s.HighWaterMark, s.Exists = max(hwm, seen.Token), seen.Exists
+	o.HighWaterMark, o.Exists = max(hwm, seen.Token), seen.Exists
 	switch {
-	case s.HighWaterMark == 0:
-		s.Token = 5
-	case s.HighWaterMark < api.MaxToken:
-		s.Token = s.HighWaterMark + 1
+	case o.HighWaterMark == 0:
+		o.Token = 5
+	case o.HighWaterMark < api.MaxToken:
+		o.Token = o.HighWaterMark + 1
 	default:
-		s.Token = api.MaxToken // equal tokens are accepted
+		o.Token = api.MaxToken // equal tokens are accepted
 	}
-	s.Stale = s.Token - 1
-	return s, nil
+	o.Stale = o.Token - 1
+	return o, nil
 }
 
 // printSession prints the session to w.
@@ -256,6 +316,10 @@ fencegate dev is running.
   etcd     {{.Etcd}}  (data in {{.EtcdDir}})
   S3       {{.S3}}  (versitygw; objects in {{.S3Dir}})
            access key {{.AccessKey}}, secret key {{.SecretKey}}, region {{.Region}}, bucket {{.Bucket}}
+{{- if .GCS}}
+  GCS      {{.GCSEndpoint}}  (fake-gcs-server; objects in {{.GCSDir}})
+           no credentials, bucket {{.GCS.Bucket}}
+{{- end}}
 
 Try it. The high-water mark of {{.Resource}} is {{.HighWaterMark}}{{if .Exists}}, and the object exists{{end}}.
 {{- if .Auth}}
@@ -274,6 +338,22 @@ whose hash the file lists, or each command gets 401.{{end}}
 
   # The high-water mark: {{.Token}}.
   curl -s {{.Gateway}}/v1/fences/{{.Resource}}
+
+{{- with .GCS}}
+
+The bucket {{.Bucket}} is in GCS: its objects are resources gcs/{{.Bucket}}/KEY, with marks of
+their own. The high-water mark of {{.Resource}} is {{.HighWaterMark}}{{if .Exists}}, and the object exists{{end}}.
+
+  # Write with token {{.Token}}: accepted, {{if .Exists}}200 OK{{else}}201 Created{{end}}; the write carries the generation it observed.
+  curl -i -X PUT --data-binary 'hello from {{.Token}}' -H 'X-Fence-Token: {{.Token}}' {{$.Gateway}}/v1/objects/{{.Bucket}}/{{.Key}}
+
+  # Write with the older token {{.Stale}}: 409 Conflict, and the object is untouched.
+  curl -i -X PUT --data-binary 'hello from {{.Stale}}' -H 'X-Fence-Token: {{.Stale}}' {{$.Gateway}}/v1/objects/{{.Bucket}}/{{.Key}}
+
+  # Read it back, and the high-water mark.
+  curl -i {{$.Gateway}}/v1/objects/{{.Bucket}}/{{.Key}}
+  curl -s {{$.Gateway}}/v1/fences/{{.Resource}}
+{{- end}}
 
 Ctrl-C stops everything. The data stays in {{.Data}}: run fencegate dev again to go on.
 

@@ -311,3 +311,49 @@ func TestListenAddressTaken(t *testing.T) {
 		}
 	}
 }
+
+// TestDevWithGCS: dev --stores s3,gcs also runs fake-gcs-server with the
+// bucket dev-gcs in it, probes it in /readyz, and prints a session for
+// it whose commands fence gcs/dev-gcs/greeting: token 5 is accepted,
+// token 4 refused, the read answers token 5's bytes and token.
+func TestDevWithGCS(t *testing.T) {
+	addr := freeAddr(t)
+	base := "http://" + addr
+	r := startRun(t, "dev", "--stores", "s3,gcs", "--listen", addr, "--data", filepath.Join(t.TempDir(), "data"), "--log-level", "warn")
+	r.waitReady(t, base)
+	out := r.waitOutput(t, "Ctrl-C stops everything")
+	for _, want := range []string{"fake-gcs-server", "bucket dev-gcs", "The high-water mark of gcs/dev-gcs/greeting is 0."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dev printed:\n%s\nwant it to contain %q", out, want)
+		}
+	}
+	if r := goCurl(t, "curl -s "+base+"/readyz"); !strings.Contains(r.body, `"gcs":"ok"`) {
+		t.Errorf("/readyz: %s; want a gcs probe that is ok", r.body)
+	}
+	object := base + "/v1/objects/dev-gcs/greeting"
+	want := []string{
+		"curl -i -X PUT --data-binary 'hello from 5' -H 'X-Fence-Token: 5' " + object,
+		"curl -i -X PUT --data-binary 'hello from 4' -H 'X-Fence-Token: 4' " + object,
+		"curl -i " + object,
+		"curl -s " + base + "/v1/fences/gcs/dev-gcs/greeting",
+	}
+	got := printedCurls(out)
+	if len(got) != 8 || strings.Join(got[4:], "\n") != strings.Join(want, "\n") {
+		t.Fatalf("dev printed the commands\n%s\nwant the S3 session's four, then\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if res := goCurl(t, got[4]); res.status != http.StatusCreated || res.header.Get("X-Fence-Token") != "5" {
+		t.Errorf("%s: %d, X-Fence-Token %q; want 201, 5\n%s", got[4], res.status, res.header.Get("X-Fence-Token"), res.body)
+	}
+	if res := goCurl(t, got[5]); res.status != http.StatusConflict || !strings.Contains(res.body, "stale-token") {
+		t.Errorf("%s: %d %s; want 409 stale-token", got[5], res.status, res.body)
+	}
+	if res := goCurl(t, got[6]); res.status != http.StatusOK || res.body != "hello from 5" || res.header.Get("X-Fence-Token") != "5" {
+		t.Errorf("%s: %d %q, X-Fence-Token %q; want 200 \"hello from 5\", 5", got[6], res.status, res.body, res.header.Get("X-Fence-Token"))
+	}
+	if res := goCurl(t, got[7]); strings.TrimSpace(res.body) != `{"resource":"gcs/dev-gcs/greeting","high_water_mark":5}` {
+		t.Errorf("%s: %s; want the mark 5 of gcs/dev-gcs/greeting", got[7], res.body)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatalf("dev after cancellation = %v; want nil", err)
+	}
+}

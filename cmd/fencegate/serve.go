@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap/zapcore"
 
+	"fencegate/api"
 	"fencegate/backends/s3"
 	"fencegate/gateway"
 	"fencegate/internal/config"
@@ -75,20 +76,24 @@ func serve(ctx context.Context, cfg config.Serve, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	defer gw.closeStores()
 	stopEvictor := gw.startEvictor(ctx)
 	defer stopEvictor()
 	gw.probe(ctx)
 	logger.Info("listening", "addr", ln.Addr().String(), "tls", cfg.HTTP.TLS != nil, "etcd", cfg.Etcd.Endpoints, "s3", config.S3EndpointForLog(cfg.S3.Endpoint),
-		"partner_routes", len(cfg.Partners), "auth", cfg.Auth != nil, "otlp_endpoint", cfg.Tracing.Endpoint)
+		"gcs_buckets", len(cfg.GCSBuckets()), "partner_routes", len(cfg.Partners), "auth", cfg.Auth != nil, "otlp_endpoint", cfg.Tracing.Endpoint)
 	return serveHTTP(ctx, logger, ln, cfg.HTTP, gw)
 }
 
 // wiredGateway is a gateway with the stores it was built on.
 type wiredGateway struct {
 	*gateway.Gateway
-	logger  *slog.Logger
-	fences  *tokenstore.Store
-	objects *s3.Client
+	logger *slog.Logger
+	fences *tokenstore.Store
+	// stores are the object stores, S3's and any in GCS.
+	stores *objectStores
+	// probes are the readiness probes of etcd and every store.
+	probes []gateway.Probe
 	// evictor removes the marks that their objects record (package
 	// retention); startEvictor runs it.
 	evictor *retention.Evictor
@@ -104,9 +109,12 @@ func newGateway(ctx context.Context, logger *slog.Logger, client *clientv3.Clien
 }
 
 // newGatewayWith is newGateway with the mark evictor's config, the config
-// file's features (partner routes and auth) and a tracer (nil: no
-// tracing). gwCfg holds the gateway's limits; the logger, the probes, the
-// tracer and the test hooks are added here.
+// file's features (partner routes, auth, buckets in GCS) and a tracer
+// (nil: no tracing). With buckets in GCS, the gateway writes through a
+// stores.Router over S3 and GCS, /readyz probes GCS too ("gcs"), and the
+// caller closes the GCS clients (closeStores). gwCfg holds the gateway's
+// limits; the logger, the probes, the tracer and the test hooks are added
+// here.
 func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.Client, storeCfg tokenstore.Config, s3cfg s3.Config, gwCfg gateway.Config, marks retention.Config, f config.Features, tracer trace.Tracer) (*wiredGateway, error) {
 	store, err := tokenstore.New(client, storeCfg)
 	if err != nil {
@@ -116,6 +124,20 @@ func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.C
 	if err != nil {
 		return nil, err
 	}
+	stores, err := newObjectStores(ctx, objects, f.Buckets)
+	if err != nil {
+		return nil, err
+	}
+	gw, err := newGatewayOn(ctx, logger, store, objects, stores, gwCfg, marks, f, tracer)
+	if err != nil {
+		stores.close()
+		return nil, err
+	}
+	return gw, nil
+}
+
+// newGatewayOn is newGatewayWith on the stores built.
+func newGatewayOn(ctx context.Context, logger *slog.Logger, store *tokenstore.Store, objects *s3.Client, stores *objectStores, gwCfg gateway.Config, marks retention.Config, f config.Features, tracer trace.Tracer) (*wiredGateway, error) {
 	hooks, err := unsafeTestHooks(os.LookupEnv, logger) // nil unless built with -tags fencegate_unsafe_hooks and FENCEGATE_UNSAFE_TEST_HOOKS is set
 	if err != nil {
 		return nil, err
@@ -144,15 +166,16 @@ func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.C
 	gwCfg.Logger = logger
 	gwCfg.TestHooks = hooks
 	gwCfg.Tracer = tracer
-	gwCfg.Readiness = []gateway.Probe{
+	probes := append([]gateway.Probe{
 		{Name: "etcd", Ping: store.Ping},
-		{Name: "s3", Ping: objects.Ping},
-	}
+		{Name: api.StoreS3, Ping: objects.Ping},
+	}, stores.probes...)
+	gwCfg.Readiness = probes
 	gwCfg.StoreSpace = func(ctx context.Context) (gateway.StoreSpace, error) {
 		space, err := store.Space(ctx)
 		return gateway.StoreSpace{Size: space.Size, InUse: space.InUse, Quota: space.Quota}, err
 	}
-	gw, err := gateway.New(gwCfg, store, objects, opts...)
+	gw, err := gateway.New(gwCfg, store, stores.objects, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -160,15 +183,20 @@ func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.C
 		return nil, err
 	}
 	marks.Logger = logger.With("component", "mark-evictor")
-	evictor, err := retention.New(marks, store, objects)
+	// The evictor observes through every store; it evicts only marks of
+	// S3 objects (s3/...), so those of GCS objects are kept.
+	evictor, err := retention.New(marks, store, stores.objects)
 	if err != nil {
 		return nil, err
 	}
 	if err := gw.Registry().Register(evictor); err != nil {
 		return nil, fmt.Errorf("mark evictor metrics: %w", err)
 	}
-	return &wiredGateway{Gateway: gw, logger: logger, fences: store, objects: objects, evictor: evictor, maxHeaderBytes: gwCfg.MaxHeaderBytes}, nil
+	return &wiredGateway{Gateway: gw, logger: logger, fences: store, stores: stores, probes: probes, evictor: evictor, maxHeaderBytes: gwCfg.MaxHeaderBytes}, nil
 }
+
+// closeStores closes the GCS clients, once the gateway no longer serves.
+func (g *wiredGateway) closeStores() { g.stores.close() }
 
 // startEvictor runs the mark evictor until ctx ends or the returned stop
 // is called, which waits for it: the evictor's last etcd request ends
@@ -188,14 +216,14 @@ func (g *wiredGateway) startEvictor(ctx context.Context) (stop func()) {
 	}
 }
 
-// probe checks etcd and S3 once at start, together, and logs what is not
+// probe checks etcd and every store once at start, together, and logs what is not
 // ready. A failure is not fatal: /readyz reports it until the dependency
 // answers.
 func (g *wiredGateway) probe(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
-	for _, p := range []gateway.Probe{{Name: "etcd", Ping: g.fences.Ping}, {Name: "s3", Ping: g.objects.Ping}} {
+	for _, p := range g.probes {
 		wg.Go(func() {
 			if err := p.Ping(ctx); err != nil {
 				g.logger.Warn("dependency not ready yet; /readyz fails until it is", "dependency", p.Name, "err", err)

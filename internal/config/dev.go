@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+
+	"fencegate/api"
 )
 
 // Dev is everything `fencegate dev` needs.
@@ -14,6 +17,10 @@ type Dev struct {
 	Data string
 	// S3Port is the S3 server's port on 127.0.0.1 (0: a free one).
 	S3Port int
+	// Stores are the stores to run (--stores): api.StoreS3 always, and
+	// api.StoreGCS when asked for. With GCS, the bucket DevGCSBucket is
+	// in it (Shared.Buckets).
+	Stores []string
 	Shared
 	// Ignored are the config file's settings that dev does not use (its
 	// etcd and S3 sections): dev runs its own.
@@ -30,8 +37,17 @@ left off. Ctrl-C stops everything.
 The versitygw binary is taken from $FENCEGATE_VERSITYGW, else from next to
 the fencegate binary, else from bin/ of the repository it is run in.
 
+With --stores s3,gcs it also runs fake-gcs-server (a child process; make
+tools builds it; $FENCEGATE_FAKE_GCS overrides where it is taken from),
+objects in --data/gcs, and maps the bucket dev-gcs to it: its resources
+are gcs/dev-gcs/KEY.
+
 --config FILE reads the YAML config file that fencegate serve reads (to try
-partner routes and auth locally); its etcd and s3 sections are not used.`
+partner routes and auth locally); its etcd, s3 and buckets sections are
+not used.`
+
+// DevGCSBucket is the bucket that dev puts in its GCS emulator.
+const DevGCSBucket = "dev-gcs"
 
 // ParseDev reads dev's flags, environment and config file, and checks
 // them, as ParseServe does.
@@ -42,12 +58,17 @@ func ParseDev(args []string, lookupEnv LookupEnv, stdout io.Writer, extra error)
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "`host:port` to serve the gateway on")
 	fs.StringVar(&cfg.Data, "data", ".fencegate", "`directory` of etcd's data (etcd/) and the S3 objects (s3/)")
 	fs.IntVar(&cfg.S3Port, "s3-port", 0, "`port` of the S3 server on 127.0.0.1 (0: a free one)")
+	stores := fs.String("stores", api.StoreS3, "comma-separated `stores` to run: s3, or s3,gcs to run fake-gcs-server too\n(a child process) with the bucket "+DevGCSBucket+" in it")
 	shared := addSharedFlags(cmd, &cfg.Shared)
 	if err := cmd.parse(args, lookupEnv, stdout); err != nil {
 		return Dev{}, err
 	}
 	cfg.Ignored = cmd.ignored
+	if cmd.file != nil && cmd.file.buckets != nil {
+		cfg.Ignored = append(cfg.Ignored, "buckets")
+	}
 	var errs []error
+	cfg.Stores, shared.buckets, errs = devStores(*stores)
 	errs = append(errs, validateListen("listen", cfg.Listen))
 	if cfg.Data == "" {
 		errs = append(errs, errors.New("--data must not be empty"))
@@ -60,4 +81,29 @@ func ParseDev(args []string, lookupEnv LookupEnv, stdout io.Writer, extra error)
 		return Dev{}, &UsageError{fmt.Errorf("dev: %w", cmd.locate(err))}
 	}
 	return cfg, nil
+}
+
+// devStores parses --stores: s3, and gcs if listed. It returns the
+// stores, the buckets they map (DevGCSBucket to GCS, or none) and what is
+// wrong with the list.
+func devStores(list string) ([]string, []Bucket, []error) {
+	stores := []string{api.StoreS3}
+	buckets := []Bucket{} // not nil: dev's mapping replaces the file's
+	var errs []error
+	for _, s := range splitList(list) {
+		switch s {
+		case api.StoreS3:
+		case api.StoreGCS:
+			if !slices.Contains(stores, s) {
+				stores = append(stores, s)
+				buckets = append(buckets, Bucket{Name: DevGCSBucket, Store: api.StoreGCS})
+			}
+		default:
+			errs = append(errs, fmt.Errorf("--stores %q: unknown store %q (want s3 or s3,gcs)", list, s))
+		}
+	}
+	if !slices.Contains(splitList(list), api.StoreS3) {
+		errs = append(errs, fmt.Errorf("--stores %q: s3 is always run (it holds the bucket dev and partner answers); want s3 or s3,gcs", list))
+	}
+	return stores, buckets, errs
 }

@@ -71,6 +71,9 @@ type File struct {
 	partners []gateway.PartnerRoute
 	// auth is the auth section; nil without one.
 	auth *gateway.Auth
+	// buckets are the buckets section's entries, in file order; nil
+	// without one (every bucket in S3).
+	buckets []Bucket
 	// answers is the partner_answers section; zero without one.
 	answers PartnerAnswers
 	// identityBudget is the partner_identity_budget section; zero (the
@@ -657,6 +660,7 @@ var topLevel = []field{
 	{"http", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, httpFields) }},
 	{"etcd", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, etcdFields) }},
 	{"s3", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, s3Fields) }},
+	{"buckets", (*decoder).buckets},
 	{"limits", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, limitFields) }},
 	{"objects", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, objectFields) }},
 	{"marks", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, markFields) }},
@@ -952,6 +956,7 @@ func (d *decoder) crossValidate() {
 		}
 	}
 	d.limitsCrossValidate()
+	d.bucketsCrossValidate()
 }
 
 // limitsCrossValidate checks the file's limits that go together with the
@@ -990,9 +995,9 @@ func (c *command) features(h HTTP) (Features, error) {
 	return c.file.Features(), nil
 }
 
-// Features returns the file's partner routes and auth.
+// Features returns the file's partner routes, auth and buckets.
 func (f *File) Features() Features {
-	return Features{Partners: f.partners, Auth: f.auth, Answers: f.answers, IdentityBudget: f.identityBudget}
+	return Features{Partners: f.partners, Auth: f.auth, Answers: f.answers, IdentityBudget: f.identityBudget, Buckets: f.buckets}
 }
 
 // apply gives every flag of c that neither the command line nor the

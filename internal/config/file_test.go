@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"fencegate/api"
+	"fencegate/backends/gcs"
 	"fencegate/gateway"
 	"fencegate/tokenstore"
 )
@@ -122,6 +124,11 @@ func TestFullConfigDecodes(t *testing.T) {
 		{"partner routes", len(cfg.Partners), 2},
 		{"partner answers", cfg.Answers, PartnerAnswers{Bucket: "fencegate-answers", Prefix: "fencegate/answers/"}},
 		{"partner identity budget", cfg.Gateway.PartnerIdentityBudget, gateway.PartnerBudget{Records: 200000, Bytes: 512 << 20}},
+		{"buckets", cfg.Buckets, []Bucket{
+			{Name: "reports", Store: api.StoreS3},
+			{Name: "ledgers", Store: api.StoreGCS},
+			{Name: "ledgers-staging", Store: api.StoreGCS, GCS: gcs.Config{Endpoint: "http://127.0.0.1:4443/storage/v1/", WithoutAuthentication: true}},
+		}},
 		{"identities", len(cfg.Auth.Identities), 2},
 		{"api keys", len(cfg.Auth.APIKeys), 2},
 		{"client cert", cfg.Auth.ClientCerts, []gateway.ClientCert{{CommonName: "ci-runner", Identity: "ci"}}},
@@ -288,6 +295,35 @@ func TestDevConfig(t *testing.T) {
 	for _, want := range []string{"etcd.endpoints", "etcd.password_env", "s3.endpoint", "s3.region"} {
 		if !slices.Contains(cfg.Ignored, want) {
 			t.Errorf("dev ignored %q; want %s among them", cfg.Ignored, want)
+		}
+	}
+}
+
+// TestDevStores: --stores is s3 (the default) or s3,gcs, which maps the
+// bucket dev-gcs to GCS in place of the file's buckets section.
+func TestDevStores(t *testing.T) {
+	file := writeConfig(t, "buckets:\n  - {name: ledgers, store: gcs}\n")
+	for _, tc := range []struct {
+		args        []string
+		wantStores  []string
+		wantBuckets []Bucket
+		wantErr     string
+	}{
+		{args: nil, wantStores: []string{"s3"}, wantBuckets: []Bucket{}},
+		{args: []string{"--stores", "s3,gcs"}, wantStores: []string{"s3", "gcs"}, wantBuckets: []Bucket{{Name: "dev-gcs", Store: "gcs"}}},
+		{args: []string{"--stores", "s3,gcs", "--config", file}, wantStores: []string{"s3", "gcs"}, wantBuckets: []Bucket{{Name: "dev-gcs", Store: "gcs"}}},
+		{args: []string{"--stores", "gcs"}, wantErr: `--stores "gcs": s3 is always run`},
+		{args: []string{"--stores", "s3,azure"}, wantErr: `--stores "s3,azure": unknown store "azure"`},
+	} {
+		cfg, err := ParseDev(tc.args, envMap(nil), &bytes.Buffer{}, nil)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("ParseDev(%q) = %v; want an error containing %q", tc.args, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || !equal(cfg.Stores, tc.wantStores) || !equal(cfg.Buckets, tc.wantBuckets) {
+			t.Errorf("ParseDev(%q) = stores %q, buckets %+v, %v; want %q, %+v", tc.args, cfg.Stores, cfg.Buckets, err, tc.wantStores, tc.wantBuckets)
 		}
 	}
 }
@@ -511,6 +547,24 @@ func TestTokenChecksFlag(t *testing.T) {
 		if err := c.Set(bad); err == nil {
 			t.Errorf("Set(%q) succeeded; want an error", bad)
 		}
+	}
+}
+
+// TestTokenChecksFollowBucketStores: a token check names a bucket; when
+// the buckets section puts that bucket in GCS, the check applies to its
+// resources there (gcs/BUCKET/...), not to the S3 name no write carries.
+func TestTokenChecksFollowBucketStores(t *testing.T) {
+	path := writeConfig(t, "buckets:\n  - {name: ledgers, store: gcs}\ntoken_checks:\n  ledgers: held:ledger-writer\n  reports: plausible\n")
+	cfg, err := ParseServe([]string{"--config", path, "--etcd-endpoints", "http://127.0.0.1:2379"}, envMap(nil), &bytes.Buffer{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []tokenstore.Policy{
+		{Prefix: "gcs/ledgers/", Check: tokenstore.CheckHeld, Lock: "ledger-writer"},
+		{Prefix: "s3/reports/", Check: tokenstore.CheckPlausible},
+	}
+	if !reflect.DeepEqual(cfg.Store.Policies, want) {
+		t.Errorf("policies = %+v; want %+v", cfg.Store.Policies, want)
 	}
 }
 

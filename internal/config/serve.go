@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"fencegate/api"
 	"fencegate/backends/s3"
 	"fencegate/gateway"
 	"fencegate/internal/logging"
@@ -50,6 +51,9 @@ type Shared struct {
 type sharedFlags struct {
 	limits *limitFlags
 	checks TokenChecks
+	// buckets, when not nil, replace the config file's buckets section
+	// (dev maps its own).
+	buckets []Bucket
 }
 
 // addSharedFlags adds the flags of s, and --config, to cmd.
@@ -79,6 +83,10 @@ func (f *sharedFlags) finish(cmd *command, s *Shared) error {
 	if err == nil {
 		errs = append(errs, f.checks.validateRoutes(s.Partners))
 	}
+	if f.buckets != nil {
+		s.Buckets = f.buckets // dev's own stores, not the file's
+	}
+	s.Store.Policies = inStores(s.Store.Policies, s.Buckets)
 	return errors.Join(errs...)
 }
 
@@ -95,6 +103,20 @@ type Features struct {
 	// IdentityBudget bounds each identity's idempotency records in etcd
 	// (gateway.Config.PartnerIdentityBudget).
 	IdentityBudget gateway.PartnerBudget
+	// Buckets map buckets to the stores that hold them (the buckets
+	// section); a bucket not in it is in S3. Nil: every bucket is in S3.
+	Buckets []Bucket
+}
+
+// GCSBuckets returns the buckets in GCS.
+func (f Features) GCSBuckets() []Bucket {
+	var out []Bucket
+	for _, b := range f.Buckets {
+		if b.Store == api.StoreGCS {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // Warnings are what valid features configure that is likely unsafe:
@@ -108,6 +130,28 @@ func (f Features) Warnings() []string {
 	if len(f.Partners) > 0 && f.Answers.Bucket == "" {
 		warnings = append(warnings, "partner routes without partner_answers: answers' bodies over 512 bytes are not kept, "+
 			"and a replay of such an answer has its status and headers and an empty body (Idempotent-Body-Omitted: true)")
+	}
+	return append(warnings, f.s3GrantsOnGCSBuckets()...)
+}
+
+// s3GrantsOnGCSBuckets warns of grants of s3/BUCKET/ for a bucket in GCS:
+// they cover none of its objects, which are gcs/BUCKET/... (requests for
+// them are refused, 403).
+func (f Features) s3GrantsOnGCSBuckets() []string {
+	if f.Auth == nil {
+		return nil
+	}
+	var warnings []string
+	for _, id := range f.Auth.Identities {
+		for _, g := range id.Grants {
+			for _, b := range f.GCSBuckets() {
+				s3Prefix := string(api.ObjectResource(b.Name, ""))
+				if strings.HasPrefix(g.Prefix, s3Prefix) || g.Prefix == strings.TrimSuffix(s3Prefix, "/") {
+					warnings = append(warnings, fmt.Sprintf("identity %q: grant %q covers no object: bucket %q is in gcs, its objects are %s (grant that)",
+						id.Name, g.Prefix, b.Name, api.StoreObjectResource(api.StoreGCS, b.Name, "")))
+				}
+			}
+		}
 	}
 	return warnings
 }

@@ -26,6 +26,16 @@ func (f *File) PrintSummary(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  partner routes: %d (%s)\n", len(f.partners), strings.Join(names, ", "))
 	}
+	if f.buckets != nil {
+		names := make([]string, len(f.buckets))
+		for i, b := range f.buckets {
+			names[i] = b.Name + " -> " + b.Store
+			if b.GCS.Endpoint != "" {
+				names[i] += " at " + b.GCS.Endpoint
+			}
+		}
+		fmt.Fprintf(w, "  buckets: %s (every other bucket -> s3)\n", strings.Join(names, ", "))
+	}
 	if f.auth != nil {
 		fmt.Fprintf(w, "  auth: %d identities, %d API keys, %d client certificates\n",
 			len(f.auth.Identities), len(f.auth.APIKeys), len(f.auth.ClientCerts))

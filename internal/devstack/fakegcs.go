@@ -1,10 +1,14 @@
 package devstack
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +33,8 @@ const (
 	// gcsStartAttempts is how many times fake-gcs-server is started on a
 	// new free port when the port picked was taken in the meantime.
 	gcsStartAttempts = 3
+	// gcsRequestTimeout bounds CreateBucket.
+	gcsRequestTimeout = 10 * time.Second
 	// gcsStopGrace is how long Close waits after SIGTERM before SIGKILL.
 	gcsStopGrace = 5 * time.Second
 )
@@ -139,6 +145,34 @@ func (s *GCSServer) baseURL() string { return "http://" + s.addr }
 // Endpoint returns the base URL of the server's JSON API,
 // http://127.0.0.1:PORT/storage/v1/.
 func (s *GCSServer) Endpoint() string { return s.baseURL() + "/storage/v1/" }
+
+// CreateBucket creates the bucket name (in the project "fencegate-dev",
+// which the emulator does not check). A bucket that already exists is not
+// an error: a server restarted on the same directory keeps its buckets.
+func (s *GCSServer) CreateBucket(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, gcsRequestTimeout)
+	defer cancel()
+	body, err := json.Marshal(map[string]string{"name": name})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.Endpoint()+"b?project=fencegate-dev", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("create bucket %q: %w", name, err)
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusConflict {
+		return nil
+	}
+	return fmt.Errorf("create bucket %q: %s: %s", name, resp.Status, bytes.TrimSpace(answer))
+}
 
 // Close stops the child's process group: SIGTERM, then SIGKILL if it has
 // not exited within 5 seconds. It waits until the child is reaped. Closing
