@@ -45,7 +45,7 @@ build: ## build bin/fencegate and bin/fencectl
 	$(GO) build -o $(BIN)/fencegate ./cmd/fencegate
 	$(GO) build -o $(BIN)/fencectl ./cmd/fencectl
 
-run: build $(BIN)/versitygw ## run fencegate dev: local etcd + S3 + gateway on 127.0.0.1:8080, data in .fencegate/
+run: build $(BIN)/versitygw $(if $(findstring gcs,$(ARGS)),$(BIN)/fake-gcs-server) ## run fencegate dev: local etcd + S3 + gateway on 127.0.0.1:8080, data in .fencegate/
 	$(BIN)/fencegate dev $(ARGS)
 
 # The second command runs the unit tests of the unsafe test hooks, which only a
