@@ -418,6 +418,16 @@ func (d *decoder) list(n *yaml.Node, path, want string) ([]*yaml.Node, bool) {
 	return n.Content, true
 }
 
+// nonEmpty reports whether a decoded list of count items has any, and
+// otherwise reports it empty, wanting want.
+func (d *decoder) nonEmpty(n *yaml.Node, path string, count int, want string) bool {
+	if count == 0 {
+		d.errorf(n, path, "empty; want %s", want)
+		return false
+	}
+	return true
+}
+
 // strings returns the list n of non-empty strings.
 func (d *decoder) strings(n *yaml.Node, path, want string) ([]string, bool) {
 	items, ok := d.list(n, path, "a list of "+want)
@@ -693,11 +703,7 @@ var httpFields = []field{
 var etcdFields = []field{
 	{"endpoints", func(d *decoder, n *yaml.Node, path string) {
 		endpoints, ok := d.strings(n, path, "etcd client URLs")
-		if !ok {
-			return
-		}
-		if len(endpoints) == 0 {
-			d.errorf(n, path, "empty; want at least one URL such as http://127.0.0.1:2379")
+		if !ok || !d.nonEmpty(n, path, len(endpoints), "at least one URL such as http://127.0.0.1:2379") {
 			return
 		}
 		for i, e := range endpoints {

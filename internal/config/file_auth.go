@@ -36,11 +36,7 @@ func (d *decoder) auth(n *yaml.Node, path string) {
 		{"identities", func(d *decoder, n *yaml.Node, path string) {
 			identitiesSeen = true
 			items, ok := d.list(n, path, "a list of identities")
-			if !ok {
-				return
-			}
-			if len(items) == 0 {
-				d.errorf(n, path, "empty; want at least one identity")
+			if !ok || !d.nonEmpty(n, path, len(items), "at least one identity") {
 				return
 			}
 			for i, item := range items {
@@ -75,11 +71,7 @@ func (d *decoder) identity(st *authState, n *yaml.Node, path string) {
 		{"grants", func(d *decoder, n *yaml.Node, path string) {
 			seen["grants"] = true
 			items, ok := d.list(n, path, "a list of grants")
-			if !ok {
-				return
-			}
-			if len(items) == 0 {
-				d.errorf(n, path, "empty; want at least one grant, such as {prefix: s3/reports/, operations: [read]}")
+			if !ok || !d.nonEmpty(n, path, len(items), "at least one grant, such as {prefix: s3/reports/, operations: [read]}") {
 				return
 			}
 			for i, item := range items {
@@ -158,11 +150,7 @@ func (d *decoder) grant(n *yaml.Node, path string) gateway.Grant {
 		{"operations", func(d *decoder, n *yaml.Node, path string) {
 			hasOps = true
 			ops, ok := d.strings(n, path, "operations")
-			if !ok {
-				return
-			}
-			if len(ops) == 0 {
-				d.errorf(n, path, "empty; want operations such as [read, write]")
+			if !ok || !d.nonEmpty(n, path, len(ops), "operations such as [read, write]") {
 				return
 			}
 			for _, op := range ops {
