@@ -47,20 +47,31 @@ const (
 // reasons. etcd evaluates every compare of a transaction, nested ones
 // included, against the store as it was before the transaction, and only
 // then runs the chosen branches (server/etcdserver/txn/txn.go,
-// compareToPath). No two checks of a batch write the same key: a batch
-// holds at most one check per high-water mark (etcd would refuse two puts
-// of one key anyway), and a check under CheckHeld only reads its lock's
-// queue. So no check of a batch reads what another writes, and the batch
-// is the checks run one after the other at one revision, in any order.
-// And that revision is applied after every check of the batch began (it
-// was queued or sending) and before any returns: each check takes effect
-// at a point within its own call, which is what linearizability asks.
+// compareToPath). No two checks of a batch write the same key: the queue
+// holds at most one check per high-water mark (see below; etcd would
+// refuse two puts of one key anyway), and a check under CheckHeld only
+// reads its lock's queue. So no check of a batch reads what another
+// writes, and the batch is the checks run one after the other at one
+// revision, in any order. And that revision is applied after every check
+// of the batch began (it was queued or sending) and before any returns:
+// each check takes effect at a point within its own call, which is what
+// linearizability asks.
 //
-// A second check of a mark already in the batch being made waits for the
-// next batch, in the order it came, as if it had come a little later.
-// Answering it from the first's outcome would save a transaction, but
-// only the "run after" order holds for both answers, and sending it
-// again is plainly its own transaction.
+// A check of a mark that a queued check already writes does not queue:
+// it sends its own transaction at once, as every check did before group
+// commit, whatever the number in flight. Its transaction and the queued
+// check's batch are two etcd transactions, each applied at one revision
+// between its checks' start and end, in whichever order etcd applies
+// them; both checks are running, so either order is a valid
+// linearization, and each answer is its own transaction's. This keeps one
+// hot mark from being served one batch at a time: were the second check
+// to wait for the next batch, the checks of one mark would go one per
+// batch, groupCommitInFlight batches at a time, where without group
+// commit they all go to etcd at once, and under a burst of them they
+// would wait past their deadline. Checks of distinct marks still share
+// batches; merging the checks of one mark into one nested transaction
+// would save etcd work on a hot mark, but answer several accepted checks
+// with a single write of the mark.
 //
 // While fewer than groupCommitInFlight transactions are in flight, a check
 // sends its own at once, so a lone writer waits for nothing; otherwise it
@@ -76,6 +87,9 @@ type groupCommitter struct {
 	mu       sync.Mutex
 	inFlight int
 	queue    []*groupWrite
+	// queuedMarks holds the marks of the checks in queue, abandoned ones
+	// included until takeBatch drops them: one check per mark at most.
+	queuedMarks map[string]struct{}
 
 	// transactions counts the transactions sent, for tests and the bench.
 	transactions atomic.Int64
@@ -100,7 +114,7 @@ type groupWrite struct {
 }
 
 func newGroupCommitter(client *clientv3.Client, timeout time.Duration) *groupCommitter {
-	return &groupCommitter{client: client, timeout: timeout}
+	return &groupCommitter{client: client, timeout: timeout, queuedMarks: make(map[string]struct{})}
 }
 
 // commit runs op, a transaction (clientv3.OpTxn) that writes no key other
@@ -117,7 +131,16 @@ func (g *groupCommitter) commit(ctx context.Context, key string, op clientv3.Op)
 		g.next()
 		return w.resp, w.revision, w.err
 	}
+	if _, dup := g.queuedMarks[key]; dup {
+		// A queued check writes this mark: a batch may not carry both.
+		// Its own transaction at once, outside the slots (see
+		// groupCommitter).
+		g.mu.Unlock()
+		g.send(ctx, []*groupWrite{w})
+		return w.resp, w.revision, w.err
+	}
 	g.queue = append(g.queue, w)
+	g.queuedMarks[key] = struct{}{}
 	g.mu.Unlock()
 	select {
 	case <-w.done:
@@ -153,27 +176,28 @@ func (g *groupCommitter) next() {
 }
 
 // takeBatch takes from the queue, in order, up to groupCommitBatchMax
-// checks of distinct marks; a check of a mark already taken stays queued,
-// in its place, for the next batch. Abandoned checks are dropped. The
-// caller holds g.mu.
+// checks, of distinct marks since the queue holds one check per mark; the
+// rest stay queued, in order, for the next batch. Abandoned checks are
+// dropped. The caller holds g.mu.
 func (g *groupCommitter) takeBatch() []*groupWrite {
-	var batch, rest []*groupWrite
-	var keys map[string]struct{}
+	var batch []*groupWrite
+	taken := 0
 	for _, w := range g.queue {
-		if w.abandoned.Load() {
-			continue
+		if len(batch) == groupCommitBatchMax {
+			break
 		}
-		if _, dup := keys[w.key]; dup || len(batch) == groupCommitBatchMax {
-			rest = append(rest, w)
-			continue
+		taken++
+		delete(g.queuedMarks, w.key)
+		if !w.abandoned.Load() {
+			batch = append(batch, w)
 		}
-		if keys == nil {
-			keys = make(map[string]struct{}, min(len(g.queue), groupCommitBatchMax))
-		}
-		keys[w.key] = struct{}{}
-		batch = append(batch, w)
 	}
-	g.queue = rest // nil when nothing stays: let the old array go
+	if taken == len(g.queue) {
+		g.queue = nil // let the old array go
+	} else {
+		clear(g.queue[:taken]) // the array stays: let the taken go
+		g.queue = g.queue[taken:]
+	}
 	return batch
 }
 

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,13 +37,21 @@ func (a fenceAnswer) String() string {
 	return "accepted"
 }
 
-// TestGroupCommitAnswersAsOneTransactionEach queues fence checks
+// TestGroupCommitAnswersAsOneTransactionEach starts fence checks
 // (equal, larger and smaller tokens, missing marks, one mark several
-// times) while every group-commit slot is busy, so that they go out
-// batched, and checks that each answer, and every mark afterwards, is
-// what one transaction per check gives when the checks run one after the
-// other in the order they queued: the fence check's transaction sent
-// directly on the client, on marks seeded alike under another prefix.
+// times) while every group-commit slot is busy, each once the one before
+// has queued or, for a mark already queued, is sending its own
+// transaction; then it lets the queue go. The checks of distinct marks go
+// out in one batch. The calls are concurrent, so linearizability asks
+// that the answers, and every mark afterwards, be those of one
+// transaction per check run one after the other in some order that puts
+// each call that returned before another began ahead of it: the test
+// looks for such an order among all of them (a few calls, a few hundred
+// orders). It runs the fence check's transaction in memory (a mark above
+// the token refuses it, with the mark; otherwise the token becomes the
+// mark), which the queue order checks against etcd: there it runs as one
+// transaction each, sent directly on the client, on marks seeded alike
+// under another prefix.
 func TestGroupCommitAnswersAsOneTransactionEach(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	client := etcd.Client(t)
@@ -48,8 +59,8 @@ func TestGroupCommitAnswersAsOneTransactionEach(t *testing.T) {
 		name  string
 		marks map[api.Resource]api.Token // seeded in etcd, unknown to the cache
 		calls []fenceCall
-		// transactions is how many batches the queue takes: a mark
-		// already in a batch waits for the next.
+		// transactions is how many the checks take: one batch, and one
+		// of its own for each check of a mark already queued.
 		transactions int64
 	}{
 		{"missing mark", nil, []fenceCall{{"a", 5}}, 1},
@@ -68,7 +79,7 @@ func TestGroupCommitAnswersAsOneTransactionEach(t *testing.T) {
 			[]fenceCall{{"a", 6}, {"a", 7}}, 2},
 		{"same missing mark twice", nil, []fenceCall{{"a", 3}, {"a", 2}}, 2},
 		{"same mark three times among others", map[api.Resource]api.Token{"a": 5, "b": 5},
-			[]fenceCall{{"a", 8}, {"b", 4}, {"a", 6}, {"a", 9}, {"c", 1}, {"b", 6}}, 3},
+			[]fenceCall{{"a", 8}, {"b", 4}, {"a", 6}, {"a", 9}, {"c", 1}, {"b", 6}}, 4},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,30 +90,77 @@ func TestGroupCommitAnswersAsOneTransactionEach(t *testing.T) {
 				mustPutMark(t, client, sequential+string(r), token)
 			}
 
-			want := make([]fenceAnswer, len(tc.calls))
+			// The model is etcd's fence check: the queue order, as one
+			// transaction each, answers alike in both.
+			queueOrder := make([]int, len(tc.calls))
+			for j := range queueOrder {
+				queueOrder[j] = j
+			}
+			model, _ := runSequentially(tc.marks, tc.calls, queueOrder)
 			for j, c := range tc.calls {
-				want[j] = oneTransaction(t, client, sequential+string(c.resource), c.token)
+				if got := oneTransaction(t, client, sequential+string(c.resource), c.token); got != model[j] {
+					t.Fatalf("check %d: FenceCheck(%s, %d) as one transaction = %v; the model gives %v", j, c.resource, c.token, got, model[j])
+				}
 			}
 
 			holdSlots(t, batched.raises)
-			answers := queueFenceChecks(t, batched, tc.calls)
+			times := &callTimes{}
+			answerErrs := startFenceChecks(t, batched, tc.calls, times)
 			batched.raises.next() // a transaction ended: the queue goes
-			for j, c := range tc.calls {
-				got := fenceAnswerOf(t, <-answers[j])
-				if got != want[j] {
-					t.Errorf("check %d: FenceCheck(%s, %d) = %v; one transaction each gives %v", j, c.resource, c.token, got, want[j])
-				}
+			answers := make([]fenceAnswer, len(tc.calls))
+			for j := range tc.calls {
+				answers[j] = fenceAnswerOf(t, <-answerErrs[j])
+			}
+			marks := make(map[api.Resource]api.Token)
+			for _, c := range tc.calls {
+				marks[c.resource] = readMark(t, client, batched.hwmKey(c.resource))
+			}
+			if order, ok := linearization(tc.marks, tc.calls, times, answers, marks); ok {
+				t.Logf("answers %v, marks %v: the checks one after the other in the order %v", answers, marks, order)
+			} else {
+				t.Errorf("answers %v and marks %v: no order of the calls %v, one transaction each, that keeps real-time order (began %v, returned %v) gives them", answers, marks, tc.calls, times.began, times.returned)
 			}
 			if n := batched.raises.transactions.Load(); n != tc.transactions {
 				t.Errorf("%d checks went in %d transactions; want %d", len(tc.calls), n, tc.transactions)
 			}
-			for _, c := range tc.calls {
-				b, q := readMark(t, client, batched.hwmKey(c.resource)), readMark(t, client, sequential+string(c.resource))
-				if b != q {
-					t.Errorf("mark of %s: %d batched, %d with one transaction each", c.resource, b, q)
-				}
-			}
 		})
+	}
+}
+
+// TestGroupCommitQueuedMarkSendsAlone: a check of a mark that a queued
+// check already writes does not wait for the queue to go (the slots stay
+// busy here until it has answered): it sends a transaction of its own at
+// once. The queued check, sent afterwards, then answers from the mark the
+// other wrote. Distinct marks still queue, and go in one batch.
+func TestGroupCommitQueuedMarkSendsAlone(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	client := etcd.Client(t)
+	s := newTestStore(t, client, "alone/", nil)
+	ctx := context.Background()
+	holdSlots(t, s.raises)
+	queued := queueFenceChecks(t, s, []fenceCall{{"a", 5}, {"b", 1}})
+	if err := s.FenceCheck(ctx, "a", 6); err != nil {
+		t.Fatalf("FenceCheck(a, 6) while a check of a is queued and the slots are busy = %v; want accepted at once", err)
+	}
+	var stale *api.StaleTokenError
+	if err := s.FenceCheck(ctx, "a", 4); !errors.As(err, &stale) || stale.HighWaterMark != 6 {
+		t.Fatalf("FenceCheck(a, 4) after 6 = %v; want stale with mark 6", err)
+	}
+	if n := s.raises.queued(); n != 2 {
+		t.Errorf("%d checks queued after the checks of a queued mark answered; want the 2 queued before", n)
+	}
+	s.raises.next()
+	if err := <-queued[0]; !errors.As(err, &stale) || stale.HighWaterMark != 6 {
+		t.Errorf("the queued FenceCheck(a, 5), sent after a raise to 6 = %v; want stale with mark 6", err)
+	}
+	if err := <-queued[1]; err != nil {
+		t.Errorf("the queued FenceCheck(b, 1) = %v; want accepted", err)
+	}
+	if hwm := readMark(t, client, s.hwmKey("a")); hwm != 6 {
+		t.Errorf("mark of a = %d; want 6", hwm)
+	}
+	if n := s.raises.transactions.Load(); n != 3 {
+		t.Errorf("two checks of a queued mark and one batch took %d transactions; want 3", n)
 	}
 }
 
@@ -135,7 +193,7 @@ func TestGroupCommitCarriesHeldChecks(t *testing.T) {
 		{"s3/held/below", holder - 1},
 		{"s3/held/above", holder + 1},
 		{"s3/open/plain", 1},
-		{"s3/held/one", holder}, // same mark: next batch
+		{"s3/held/one", holder}, // a queued mark: its own transaction
 	}
 	answers := queueFenceChecks(t, s, calls)
 	s.raises.next()
@@ -152,7 +210,7 @@ func TestGroupCommitCarriesHeldChecks(t *testing.T) {
 		}
 	}
 	if n := s.raises.transactions.Load(); n != 2 {
-		t.Errorf("%d checks with one mark twice went in %d transactions; want 2", len(calls), n)
+		t.Errorf("%d checks with one mark twice went in %d transactions; want 2 (a batch, and the second check of the mark alone)", len(calls), n)
 	}
 	for _, r := range []api.Resource{"s3/held/below", "s3/held/above"} {
 		if hwm := readMark(t, client, s.hwmKey(r)); hwm != 0 {
@@ -179,7 +237,8 @@ func TestGroupCommitCarriesHeldChecks(t *testing.T) {
 }
 
 // TestGroupCommitEtcdDown: a batch whose outcome is unknown (etcd does
-// not answer) answers every check of it unavailable, never accepted.
+// not answer) answers every check of it unavailable, never accepted; so
+// does the check of a queued mark that went alone.
 func TestGroupCommitEtcdDown(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	s := newTestStore(t, etcd.Client(t), "down/", nil)
@@ -187,16 +246,21 @@ func TestGroupCommitEtcdDown(t *testing.T) {
 	if err := s.FenceCheck(ctx, "a", 5); err != nil {
 		t.Fatal(err)
 	}
-	// The batch gives up long before its checks' own requests would.
+	// The batch gives up long before its checks' own requests would; the
+	// check that goes alone gives up at its request's end.
 	s.raises.timeout = 300 * time.Millisecond
+	s.timeout = 3 * time.Second
 	etcd.Stop(t)
 	holdSlots(t, s.raises)
 	calls := []fenceCall{{"a", 4}, {"a", 6}, {"b", 1}, {"c", 7}}
 	answers := queueFenceChecks(t, s, calls)
+	if n := s.raises.queued(); n != 3 {
+		t.Errorf("%d checks queued; want 3, the second of a alone", n)
+	}
 	s.raises.next()
 	for j, c := range calls {
 		if err := <-answers[j]; !errors.Is(err, api.ErrUnavailable) || !strings.Contains(err.Error(), "deadline exceeded") {
-			t.Errorf("FenceCheck(%s, %d) in a batch etcd never answered = %v; want unavailable (the batch's deadline)", c.resource, c.token, err)
+			t.Errorf("FenceCheck(%s, %d) etcd never answered = %v; want unavailable (a deadline)", c.resource, c.token, err)
 		}
 	}
 }
@@ -290,18 +354,115 @@ func newTestStore(tb testing.TB, client *clientv3.Client, prefix string, ps []Po
 }
 
 // queueFenceChecks starts s.FenceCheck for each call, in order, each
-// once the one before is queued, and returns where each will answer.
-// Every group-commit slot of s must be busy.
+// once the one before is queued or, for a mark already queued, sending
+// its own transaction, and returns where each will answer. Every
+// group-commit slot of s must be busy.
 func queueFenceChecks(tb testing.TB, s *Store, calls []fenceCall) []chan error {
 	tb.Helper()
+	return startFenceChecks(tb, s, calls, nil)
+}
+
+// callTimes records when each call of a test began and returned, on a
+// clock that counts these events.
+type callTimes struct {
+	clock           atomic.Int64
+	began, returned []int64
+}
+
+// startFenceChecks is queueFenceChecks, recording in times, if not nil,
+// when each call began and returned; they may be read once it answered.
+func startFenceChecks(tb testing.TB, s *Store, calls []fenceCall, times *callTimes) []chan error {
+	tb.Helper()
 	answers := make([]chan error, len(calls))
-	start := s.raises.queued()
+	if times != nil {
+		times.began, times.returned = make([]int64, len(calls)), make([]int64, len(calls))
+	}
+	started := func() int { return s.raises.queued() + int(s.raises.transactions.Load()) }
+	start := started()
 	for j, c := range calls {
 		answers[j] = make(chan error, 1)
-		go func() { answers[j] <- s.FenceCheck(context.Background(), c.resource, c.token) }()
-		testenv.WaitUntil(tb, 10*time.Second, "the check is queued", func() bool { return s.raises.queued() == start+j+1 })
+		go func() {
+			if times != nil {
+				times.began[j] = times.clock.Add(1)
+			}
+			err := s.FenceCheck(context.Background(), c.resource, c.token)
+			if times != nil {
+				times.returned[j] = times.clock.Add(1)
+			}
+			answers[j] <- err
+		}()
+		testenv.WaitUntil(tb, 10*time.Second, "the check is queued or sent", func() bool { return started() == start+j+1 })
 	}
 	return answers
+}
+
+// runSequentially runs calls in order, one after the other, as the fence
+// check's transaction would, from marks (absent means no mark; marks is
+// not changed), and returns their answers and the marks afterwards.
+func runSequentially(marks map[api.Resource]api.Token, calls []fenceCall, order []int) ([]fenceAnswer, map[api.Resource]api.Token) {
+	now := maps.Clone(marks)
+	if now == nil {
+		now = make(map[api.Resource]api.Token)
+	}
+	answers := make([]fenceAnswer, len(calls))
+	for _, j := range order {
+		c := calls[j]
+		if hwm, ok := now[c.resource]; ok && hwm > c.token {
+			answers[j] = fenceAnswer{stale: true, hwm: hwm}
+			continue
+		}
+		now[c.resource] = c.token
+	}
+	return answers, now
+}
+
+// linearization looks for an order of calls that puts each call that
+// returned before another began ahead of it and that, run one after the
+// other from marks (runSequentially), gives answers and leaves after (0
+// for no mark). It returns the first it finds.
+func linearization(marks map[api.Resource]api.Token, calls []fenceCall, times *callTimes, answers []fenceAnswer, after map[api.Resource]api.Token) ([]int, bool) {
+	order := make([]int, 0, len(calls))
+	used := make([]bool, len(calls))
+	var try func() bool
+	try = func() bool {
+		if len(order) == len(calls) {
+			got, now := runSequentially(marks, calls, order)
+			if !slices.Equal(got, answers) {
+				return false
+			}
+			for r, hwm := range after {
+				if now[r] != hwm {
+					return false
+				}
+			}
+			return true
+		}
+		for j := range calls {
+			if used[j] {
+				continue
+			}
+			// j may come next unless a call not yet placed returned
+			// before j began.
+			ok := true
+			for k := range calls {
+				if !used[k] && k != j && times.returned[k] < times.began[j] {
+					ok = false
+				}
+			}
+			if !ok {
+				continue
+			}
+			used[j] = true
+			order = append(order, j)
+			if try() {
+				return true
+			}
+			order = order[:len(order)-1]
+			used[j] = false
+		}
+		return false
+	}
+	return order, try()
 }
 
 // oneTransaction runs the fence check's transaction alone on key, and
