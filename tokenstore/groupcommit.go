@@ -202,8 +202,22 @@ func (g *groupCommitter) takeBatch() []*groupWrite {
 }
 
 // send runs every check of batch in one transaction and completes them.
+// A check alone is sent as its own transaction, not nested: what it was
+// before group commit, and less for etcd to check and apply.
 func (g *groupCommitter) send(ctx context.Context, batch []*groupWrite) {
 	g.transactions.Add(1)
+	if len(batch) == 1 {
+		w := batch[0]
+		cmps, then, els := w.op.Txn()
+		resp, err := g.client.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+		if err != nil {
+			w.err = err
+		} else {
+			w.resp, w.revision = (*etcdserverpb.TxnResponse)(resp), resp.Header.Revision
+		}
+		close(w.done)
+		return
+	}
 	ops := make([]clientv3.Op, len(batch))
 	for i, w := range batch {
 		ops[i] = w.op
