@@ -209,17 +209,13 @@ func (s *Store) RevisionReads() int64 { return s.revisionReads.Load() }
 //	        Else(Put(hwm, token))))        -> accepted
 func (s *Store) fenceCheckHeld(ctx context.Context, resource api.Resource, token api.Token, lock string) error {
 	key, value := s.hwmKey(resource), encodeToken(token)
-	fence := clientv3.OpTxn(
-		[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), ">", value)},
-		[]clientv3.Op{clientv3.OpGet(key)},
-		[]clientv3.Op{clientv3.OpPut(key, value)},
-	)
-	cmps, then, els := s.heldTxn(lock, token, fence)
-	resp, err := s.client.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+	cmps, then, els := s.heldTxn(lock, token, fenceOp(key, value))
+	// The check only reads the lock's queue and writes only the mark, so
+	// it may share a group commit with other checks, of this lock too.
+	resp, err := s.commitFence(ctx, key, clientv3.OpTxn(cmps, then, els))
 	if err != nil {
 		return fmt.Errorf("fence check %s: %w: %w", resource, api.ErrUnavailable, err)
 	}
-	s.revisions.observe(resp.Header.Revision)
 	admitted, err := heldResult(resource, lock, token, resp.Succeeded, resp.Responses)
 	if err != nil {
 		return fmt.Errorf("fence check: %w", err)

@@ -4,7 +4,9 @@
 // It owns the key layout, the fence-check transaction, linearizable
 // high-water mark reads, and an in-memory cache of high-water marks
 // learned from etcd's answers, which lets a gateway refuse stale tokens
-// without a round trip.
+// without a round trip. Concurrent fence checks share etcd transactions,
+// each with its own answer: read-only confirmations of an unchanged mark
+// (confirm.go), and raises of a mark (group commit, groupcommit.go).
 //
 // Key layout, below the configured prefix:
 //

@@ -32,7 +32,8 @@ type bench struct {
 	directPool    *http.Transport   // direct's
 	directObjects *s3backend.Client // modeDirect's
 	etcd          *clientv3.Client
-	fences        *tokenstore.Store
+	fences        *tokenstore.Store // modeClientSide's and modeStoreRaiseUnbatched's: no group commit
+	groupFences   *tokenstore.Store // modeStoreRaise's: group commit, as the gateway's
 	objects       *s3backend.Client // modeClientSide's
 	http          *http.Client
 	proxy         *countingProxy             // in front of S3, for the stale gateways
@@ -70,7 +71,12 @@ func newBench(ctx context.Context, cfg config, st *stack, bin string, p *progres
 	if err != nil {
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}
-	if b.fences, err = tokenstore.New(b.etcd, tokenstore.Config{}); err != nil {
+	// A client fencing for itself sends its own transaction: it has no
+	// other writers' raises to group with.
+	if b.fences, err = tokenstore.New(b.etcd, tokenstore.Config{DisableGroupCommit: true}); err != nil {
+		return nil, err
+	}
+	if b.groupFences, err = tokenstore.New(b.etcd, tokenstore.Config{}); err != nil {
 		return nil, err
 	}
 	// The client-side and the direct writers each get a backend of their
@@ -351,7 +357,7 @@ func roundOrder(n, round int) []int {
 func (b *bench) measure(ctx context.Context, c cell, round, attempt int) (measurement, error) {
 	prefix := fmt.Sprintf("%s/%s/%s/%s/c%d/r%d/a%d/", b.runID, c.mode, c.pattern, byteSize(c.size), c.concurrency, round, attempt)
 	keys := func(i int) string { return prefix + "hot" }
-	if c.pattern == patternDistinct {
+	if c.pattern == patternDistinct || c.pattern == patternRaise {
 		keys = func(i int) string { return fmt.Sprintf("%sw%d", prefix, i) }
 	}
 	var (
@@ -364,10 +370,14 @@ func (b *bench) measure(ctx context.Context, c cell, round, attempt int) (measur
 	case modeDirectSDK:
 		op = directSDKPut(b.direct, b.st.bucket, c.size)
 	case modeClientSide:
-		op = clientSidePut(b.fences, b.objects, b.st.bucket, c.size)
+		op = clientSidePut(b.fences, b.objects, b.st.bucket, c.size, writeToken(c.pattern))
 	case modeGateway, modeBaseline:
 		gateway = b.gateways[c.mode]
-		op = gatewayPut(b.http, gateway.url, b.st.bucket, c.size)
+		op = gatewayPut(b.http, gateway.url, b.st.bucket, c.size, writeTokenHeader(c.pattern))
+	case modeStoreRaise:
+		op = storeRaise(b.groupFences, b.st.bucket)
+	case modeStoreRaiseUnbatched:
+		op = storeRaise(b.fences, b.st.bucket)
 	case modeStale, modeStaleBaseline:
 		gateway = b.gateways[c.mode]
 		op = stalePut(b.http, b.cfg.staleClient == "raw", gateway.url, b.st.bucket, c.size)

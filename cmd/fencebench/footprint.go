@@ -187,8 +187,12 @@ type etcdSample struct {
 	Revision        int64
 	CompactRevision int64 // 0: never compacted
 	Keys            int64
-	NoSpace         bool  // the NOSPACE alarm is raised
-	Writes          int64 // answered so far
+	// Puts is the keys etcd has put since it started
+	// (etcd_mvcc_put_total): a raise of a mark is one, and under group
+	// commit several raises share one revision.
+	Puts    int64
+	NoSpace bool  // the NOSPACE alarm is raised
+	Writes  int64 // answered so far
 }
 
 // footprintResult is what a run came to.
@@ -221,8 +225,9 @@ func (r *footprintResult) writes() int64 {
 	return r.Puts + r.DeletesExisting + r.DeletesAbsent + r.StaleRefused + r.StaleAccepted + r.Unexpected
 }
 
-// raises counts the writes that raised a mark: each is one etcd
-// revision.
+// raises counts the writes that raised a mark: each is one etcd put
+// (and at most one revision: the gateway's group commit puts several
+// marks in one).
 func (r *footprintResult) raises() int64 { return r.Puts + r.DeletesExisting }
 
 func (r *footprintResult) noSpace() bool {
@@ -747,11 +752,11 @@ func (f *footprinter) sample(ctx context.Context, at time.Duration) (etcdSample,
 			s.NoSpace = true
 		}
 	}
-	gauges, err := etcdGauges(ctx, f.metrics, f.endpoint, "etcd_debugging_mvcc_compact_revision", "etcd_debugging_mvcc_keys_total")
+	gauges, err := etcdGauges(ctx, f.metrics, f.endpoint, "etcd_debugging_mvcc_compact_revision", "etcd_debugging_mvcc_keys_total", "etcd_mvcc_put_total")
 	if err != nil {
 		return s, err
 	}
-	s.CompactRevision, s.Keys = int64(gauges[0]), int64(gauges[1])
+	s.CompactRevision, s.Keys, s.Puts = int64(gauges[0]), int64(gauges[1]), int64(gauges[2])
 	return s, nil
 }
 

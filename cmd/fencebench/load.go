@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"fencegate/api"
 )
 
 // outcome is how one operation ended.
@@ -37,6 +39,7 @@ type worker struct {
 	body   *bodySource
 	seq    uint64
 	object objectVersion // what a direct writer knows of its object
+	token  api.Token     // the last token a raise writer sent (raise.go)
 	raw    *rawConn      // the stale cells' connection, closed at the end
 
 	tally // of the operations in the window

@@ -8,7 +8,12 @@
 //   - clientside: the client fences by itself (HEAD, etcd transaction,
 //     conditional PUT, with fencegate's tokenstore and backends/s3);
 //   - gateway: PUTs through `fencegate serve`, run as a child process;
-//   - stale: PUTs through the gateway with a token it knows is stale.
+//   - stale: PUTs through the gateway with a token it knows is stale;
+//   - store-raise, store-raise-unbatched: fence raises alone through
+//     tokenstore, with and without group commit, no S3 (raise.go).
+//
+// Accepted writes carry one token (a lock holder writing again), or, in
+// the raise pattern, a new, larger token each (raise.go).
 //
 // Each is driven by closed-loop workers at several concurrencies, on
 // distinct objects (a key per worker) or one hot object, with several body
@@ -150,9 +155,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		upload                               = byteSize(1 << 30)
 	)
 	fs.StringVar(&cfg.set, "set", "short", "standard `set` of cells: short (make bench, about 2.5 minutes) or full (every mode, concurrency, pattern and size)")
-	fs.StringVar(&modes, "modes", "", "comma-separated `modes` to run (default: direct,direct-sdk,clientside,gateway,stale, and baseline,stale-baseline with --baseline-fencegate)")
-	fs.StringVar(&concurrencies, "concurrency", "", "comma-separated `list` of concurrencies; with --patterns and --sizes it replaces the set by their cross product (default of each: 1,8,64,256; distinct,hot; 1KiB,64KiB,4MiB)")
-	fs.StringVar(&patterns, "patterns", "", "comma-separated `list`: distinct (a key per worker), hot (one key)")
+	fs.StringVar(&modes, "modes", "", "comma-separated `modes` to run (default: direct,direct-sdk,clientside,gateway,stale,store-raise,store-raise-unbatched, and baseline,stale-baseline with --baseline-fencegate)")
+	fs.StringVar(&concurrencies, "concurrency", "", "comma-separated `list` of concurrencies; with --patterns and --sizes it replaces the set by their cross product (default of each: 1,8,64,256; distinct,hot,raise; 1KiB,64KiB,4MiB)")
+	fs.StringVar(&patterns, "patterns", "", "comma-separated `list`: distinct (a key per worker), hot (one key), raise (a key per worker, a new, larger token each write;\nthe store-raise modes run only in it)")
 	fs.StringVar(&size, "sizes", "", "comma-separated body `sizes`, such as 1KiB,64KiB,4MiB")
 	fs.DurationVar(&cfg.duration, "duration", 3*time.Second, "measurement window of each cell, over all its rounds")
 	fs.IntVar(&cfg.rounds, "rounds", 4, "rounds each shape runs in: every mode of the shape measures for its share of --duration, in turn\n(in order, then in reverse), so that drift and the order of measurement hit the modes alike")
@@ -203,14 +208,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	cfg.modes = splitList(modes)
 	if len(cfg.modes) == 0 {
-		cfg.modes = []string{modeDirect, modeDirectSDK, modeClientSide, modeGateway, modeStale}
+		cfg.modes = []string{modeDirect, modeDirectSDK, modeClientSide, modeGateway, modeStale, modeStoreRaise, modeStoreRaiseUnbatched}
 		if cfg.baselineFencegate != "" {
 			cfg.modes = append(cfg.modes, modeBaseline, modeStaleBaseline)
 		}
 	}
 	for _, m := range cfg.modes {
 		switch m {
-		case modeDirect, modeDirectSDK, modeClientSide, modeGateway, modeStale:
+		case modeDirect, modeDirectSDK, modeClientSide, modeGateway, modeStale, modeStoreRaise, modeStoreRaiseUnbatched:
 		case modeBaseline, modeStaleBaseline:
 			if cfg.baselineFencegate == "" {
 				errs = append(errs, fmt.Errorf("--modes %s needs --baseline-fencegate", m))
@@ -228,8 +233,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	cfg.patterns = splitList(patterns)
 	for _, p := range cfg.patterns {
-		if p != patternDistinct && p != patternHot {
-			errs = append(errs, fmt.Errorf("--patterns %q: want distinct or hot", p))
+		if p != patternDistinct && p != patternHot && p != patternRaise {
+			errs = append(errs, fmt.Errorf("--patterns %q: want distinct, hot or raise", p))
 		}
 	}
 	for _, s := range splitList(size) {
@@ -421,6 +426,7 @@ func (b byteSize) String() string {
 const (
 	patternDistinct = "distinct" // a key per worker
 	patternHot      = "hot"      // one key for all workers
+	// patternRaise (raise.go) is distinct with a new token each write.
 )
 
 // cell is one measurement: a mode, a pattern, a body size, a concurrency.
@@ -446,12 +452,13 @@ func plan(cfg config) []cell {
 		size        int64
 		concurrency int
 	}
-	var accepted, stale []shape
+	// store shapes are the store-raise modes': raises alone, no body.
+	var accepted, stale, store []shape
 	custom := len(cfg.concurrencies) > 0 || len(cfg.patterns) > 0 || len(cfg.sizes) > 0
 	switch {
 	case custom || cfg.set == "full":
 		concurrencies := orDefault(cfg.concurrencies, []int{1, 8, 64, 256})
-		patterns := orDefault(cfg.patterns, []string{patternDistinct, patternHot})
+		patterns := orDefault(cfg.patterns, []string{patternDistinct, patternHot, patternRaise})
 		sizes := orDefault(cfg.sizes, []int64{1 << 10, 64 << 10, 4 << 20})
 		for _, s := range sizes {
 			for _, p := range patterns {
@@ -465,6 +472,12 @@ func plan(cfg config) []cell {
 			staleConcurrencies = []int{1, 4, 8, 64, 256}
 		}
 		for _, p := range patterns {
+			if p == patternRaise {
+				for _, c := range concurrencies {
+					store = append(store, shape{p, 0, c})
+				}
+				continue // a stale write raises nothing
+			}
 			for _, c := range staleConcurrencies {
 				stale = append(stale, shape{p, sizes[0], c})
 			}
@@ -476,8 +489,10 @@ func plan(cfg config) []cell {
 			{patternHot, 1 << 10, 64},
 			{patternDistinct, 64 << 10, 8},
 			{patternDistinct, 4 << 20, 8},
+			{patternRaise, 1 << 10, 64},
 		}
 		stale = []shape{{patternDistinct, 1 << 10, 1}, {patternDistinct, 1 << 10, 4}, {patternDistinct, 1 << 10, 8}, {patternDistinct, 1 << 10, 64}}
+		store = []shape{{patternRaise, 0, raiseCeilingConcurrency}}
 	}
 	var cells []cell
 	for _, s := range accepted {
@@ -490,6 +505,13 @@ func plan(cfg config) []cell {
 	for _, s := range stale {
 		for _, m := range cfg.modes {
 			if m == modeStale || m == modeStaleBaseline {
+				cells = append(cells, cell{m, s.pattern, s.size, s.concurrency})
+			}
+		}
+	}
+	for _, s := range store {
+		for _, m := range cfg.modes {
+			if storeMode(m) {
 				cells = append(cells, cell{m, s.pattern, s.size, s.concurrency})
 			}
 		}

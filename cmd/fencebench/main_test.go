@@ -78,8 +78,8 @@ func TestPlanShortSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	cells := plan(cfg)
-	if len(cells) != 5*4+4 {
-		t.Fatalf("short set has %d cells; want 24", len(cells))
+	if len(cells) != 6*4+4+2 {
+		t.Fatalf("short set has %d cells; want 30", len(cells))
 	}
 	if cells[0].mode != modeDirect || cells[1].mode != modeDirectSDK || cells[2].mode != modeClientSide || cells[3].mode != modeGateway || cells[0].concurrency != cells[3].concurrency {
 		t.Fatalf("first cells %v; want direct, direct-sdk, clientside, gateway of one shape", cells[:4])
@@ -87,6 +87,8 @@ func TestPlanShortSet(t *testing.T) {
 	want := []cell{
 		{modeGateway, patternDistinct, 1 << 10, 64}, {modeDirect, patternDistinct, 1 << 10, 1},
 		{modeStale, patternDistinct, 1 << 10, cfg.staleSummaryC},
+		{modeGateway, patternRaise, 1 << 10, 64}, {modeClientSide, patternRaise, 1 << 10, 64}, {modeDirect, patternRaise, 1 << 10, 64},
+		{modeStoreRaise, patternRaise, 0, raiseCeilingConcurrency}, {modeStoreRaiseUnbatched, patternRaise, 0, raiseCeilingConcurrency},
 	}
 	for _, w := range want {
 		found := false
@@ -160,15 +162,22 @@ func TestSummaryLine(t *testing.T) {
 			{Mode: modeClientSide, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 2000},
 			{Mode: modeGateway, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 2400},
 			{Mode: modeStale, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 4, RPS: 23456.7, P99: 1.42},
+			{Mode: modeDirect, Pattern: patternRaise, SizeBytes: 1 << 10, Concurrency: 64, RPS: 1500},
+			{Mode: modeClientSide, Pattern: patternRaise, SizeBytes: 1 << 10, Concurrency: 64, RPS: 1000},
+			{Mode: modeGateway, Pattern: patternRaise, SizeBytes: 1 << 10, Concurrency: 64, RPS: 1200},
+			{Mode: modeStoreRaise, Pattern: patternRaise, Concurrency: 256, RPS: 30000},
+			{Mode: modeStoreRaiseUnbatched, Pattern: patternRaise, Concurrency: 256, RPS: 15000},
 		},
 		Uploads: []uploadResult{{Gateway: modeGateway, Bytes: 1 << 30, RSSGrowthMiB: 3.4}},
 	}
 	r.finish(config{staleSummaryC: 4})
-	want := "summary: c64_ratio_vs_direct=0.60 c64_ratio_vs_clientside=1.20 serial_p50_overhead_ms=1.10 stale_rps=23457 stale_p99_ms=1.42 upload_1g_rss_mib=3"
+	want := "summary: c64_ratio_vs_direct=0.60 c64_ratio_vs_clientside=1.20 serial_p50_overhead_ms=1.10 stale_rps=23457 stale_p99_ms=1.42 upload_1g_rss_mib=3" +
+		" raise_c64_ratio_vs_clientside=1.20 raise_c64_ratio_vs_direct=0.80 raise_ceiling_ratio_batched_vs_unbatched=2.00"
 	if r.SummaryLine != want {
 		t.Fatalf("summary line\n%s\nwant\n%s", r.SummaryLine, want)
 	}
-	form := regexp.MustCompile(`^summary: c64_ratio_vs_direct=\S+ c64_ratio_vs_clientside=\S+ serial_p50_overhead_ms=\S+ stale_rps=\S+ stale_p99_ms=\S+ upload_1g_rss_mib=\S+$`)
+	form := regexp.MustCompile(`^summary: c64_ratio_vs_direct=\S+ c64_ratio_vs_clientside=\S+ serial_p50_overhead_ms=\S+ stale_rps=\S+ stale_p99_ms=\S+ upload_1g_rss_mib=\S+ ` +
+		`raise_c64_ratio_vs_clientside=\S+ raise_c64_ratio_vs_direct=\S+ raise_ceiling_ratio_batched_vs_unbatched=\S+$`)
 	if !form.MatchString((&report{}).withSummary().SummaryLine) {
 		t.Fatal("the summary of an empty report does not have the summary's form")
 	}
@@ -193,13 +202,16 @@ func TestShapes(t *testing.T) {
 		shapes = append(shapes, cells[i:i+n])
 		i += n
 	}
-	if len(shapes) != 5+4 {
-		t.Fatalf("short set has %d shapes; want 9", len(shapes))
+	if len(shapes) != 6+4+1 {
+		t.Fatalf("short set has %d shapes; want 11", len(shapes))
 	}
 	for _, s := range shapes {
 		want := 5 // direct, direct-sdk, clientside, gateway, baseline
-		if s[0].stale() {
+		switch {
+		case s[0].stale():
 			want = 2 // stale, stale-baseline
+		case storeMode(s[0].mode):
+			want = 2 // store-raise, store-raise-unbatched
 		}
 		if len(s) != want {
 			t.Errorf("shape %v has %d cells; want %d", s, len(s), want)

@@ -176,20 +176,22 @@ func statusOf(err error) int {
 
 // clientSidePut is modeClientSide: the protocol of the gateway (observe,
 // fence check, conditional write, again on a lost race) run by the
-// client, with fencegate's packages, against the same etcd and S3.
-func clientSidePut(fences *tokenstore.Store, objects *s3backend.Client, bucket string, size int64) operation {
+// client, with fencegate's packages, against the same etcd and S3. Each
+// write carries nextToken's token.
+func clientSidePut(fences *tokenstore.Store, objects *s3backend.Client, bucket string, size int64, nextToken func(*worker) api.Token) operation {
 	return func(ctx context.Context, w *worker) (outcome, error) {
 		path := api.ObjectPath{Bucket: bucket, Key: w.key}
 		resource := path.Resource()
+		token := nextToken(w)
 		for range writeAttempts {
 			seen, err := objects.Observe(ctx, path)
 			if err != nil {
 				return outcomeError, err
 			}
-			if err := fences.FenceCheck(ctx, resource, benchToken); err != nil {
+			if err := fences.FenceCheck(ctx, resource, token); err != nil {
 				return outcomeError, err
 			}
-			_, err = objects.Put(ctx, api.PutObjectInput{Path: path, Body: w.nextBody(), Size: size, Token: benchToken, Replaces: seen})
+			_, err = objects.Put(ctx, api.PutObjectInput{Path: path, Body: w.nextBody(), Size: size, Token: token, Replaces: seen})
 			if err == nil {
 				return outcomeOK, nil
 			}
@@ -202,13 +204,12 @@ func clientSidePut(fences *tokenstore.Store, objects *s3backend.Client, bucket s
 }
 
 // gatewayPut is modeGateway (and modeBaseline): a PUT through the gateway
-// at base. A retryable 409 (the gateway lost the race three times) is a
-// conflict.
-func gatewayPut(client *http.Client, base, bucket string, size int64) operation {
+// at base, with nextToken's token. A retryable 409 (the gateway lost the
+// race three times) is a conflict.
+func gatewayPut(client *http.Client, base, bucket string, size int64, nextToken func(*worker) string) operation {
 	prefix := base + "/v1/objects/" + bucket + "/"
-	token := benchToken.String()
 	return func(ctx context.Context, w *worker) (outcome, error) {
-		status, body, err := put(ctx, client, prefix+w.key, token, w.nextBody(), size)
+		status, body, err := put(ctx, client, prefix+w.key, nextToken(w), w.nextBody(), size)
 		switch {
 		case err != nil:
 			return outcomeError, err

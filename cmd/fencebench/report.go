@@ -202,6 +202,12 @@ type summary struct {
 	StaleRPS             *float64 `json:"stale_rps"`
 	StaleP99Ms           *float64 `json:"stale_p99_ms"`
 	Upload1GRSSMiB       *float64 `json:"upload_1g_rss_mib"`
+	// The raise shape (raise.go): the gateway at 64 writers over
+	// client-side fencing and over direct writes, and fence raises alone
+	// at raiseCeilingConcurrency, with group commit over without.
+	RaiseC64RatioVsClientSide           *float64 `json:"raise_c64_ratio_vs_clientside"`
+	RaiseC64RatioVsDirect               *float64 `json:"raise_c64_ratio_vs_direct"`
+	RaiseCeilingRatioBatchedVsUnbatched *float64 `json:"raise_ceiling_ratio_batched_vs_unbatched"`
 }
 
 // finish fills in the ratios and the summary.
@@ -247,6 +253,12 @@ func (r *report) finish(cfg config) {
 			s.StaleP99Ms = &p99
 		}
 	}
+	if g := find(modeGateway, patternRaise, 1<<10, 64); g != nil {
+		s.RaiseC64RatioVsDirect, s.RaiseC64RatioVsClientSide = g.RatioVsDirect, g.RatioVsClientSide
+	}
+	s.RaiseCeilingRatioBatchedVsUnbatched = ratio(
+		find(modeStoreRaise, patternRaise, 0, raiseCeilingConcurrency),
+		find(modeStoreRaiseUnbatched, patternRaise, 0, raiseCeilingConcurrency))
 	for _, u := range r.Uploads {
 		if u.Gateway == modeGateway && u.Bytes == 1<<30 {
 			v := u.RSSGrowthMiB
@@ -260,6 +272,9 @@ func (r *report) finish(cfg config) {
 		"stale_rps=" + format(s.StaleRPS, 0),
 		"stale_p99_ms=" + format(s.StaleP99Ms, 2),
 		"upload_1g_rss_mib=" + format(s.Upload1GRSSMiB, 0),
+		"raise_c64_ratio_vs_clientside=" + format(s.RaiseC64RatioVsClientSide, 2),
+		"raise_c64_ratio_vs_direct=" + format(s.RaiseC64RatioVsDirect, 2),
+		"raise_ceiling_ratio_batched_vs_unbatched=" + format(s.RaiseCeilingRatioBatchedVsUnbatched, 2),
 	}, " ")
 }
 
