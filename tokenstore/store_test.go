@@ -73,7 +73,17 @@ func TestFenceCheckSequence(t *testing.T) {
 func TestFenceCheckConcurrentIsMonotonic(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	client := etcd.Client(t)
-	stores := []*tokenstore.Store{newStore(t, client), newStore(t, etcd.Client(t))}
+	// 200 checks of one mark at once, under -race on a loaded machine,
+	// can take longer than newStore's 1 s: an answer of unknown outcome
+	// is not what this test is about, so the stores wait longer.
+	slow := func(c *clientv3.Client) *tokenstore.Store {
+		s, err := tokenstore.New(c, tokenstore.Config{Prefix: "test/", RequestTimeout: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	stores := []*tokenstore.Store{slow(client), slow(etcd.Client(t))}
 	ctx := context.Background()
 	const res = api.Resource("s3/b/hot")
 	rng := rand.New(rand.NewPCG(7, 7))
