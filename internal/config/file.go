@@ -665,17 +665,22 @@ func secretEnvSetting(key, flagName string) field {
 	}}
 }
 
+// section is the mapping key, whose keys are fields.
+func section(key string, fields []field) field {
+	return field{key, func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, fields) }}
+}
+
 // topLevel are the sections of the file.
 var topLevel = []field{
-	{"http", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, httpFields) }},
-	{"etcd", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, etcdFields) }},
-	{"s3", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, s3Fields) }},
+	section("http", httpFields),
+	section("etcd", etcdFields),
+	section("s3", s3Fields),
 	{"buckets", (*decoder).buckets},
-	{"limits", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, limitFields) }},
-	{"objects", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, objectFields) }},
-	{"marks", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, markFields) }},
-	{"log", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, logFields) }},
-	{"tracing", func(d *decoder, n *yaml.Node, path string) { d.fields(n, path, tracingFields) }},
+	section("limits", limitFields),
+	section("objects", objectFields),
+	section("marks", markFields),
+	section("log", logFields),
+	section("tracing", tracingFields),
 	{"token_checks", (*decoder).TokenChecks},
 	{"partners", (*decoder).partners},
 	{"partner_answers", (*decoder).partnerAnswers},
@@ -691,13 +696,11 @@ var httpFields = []field{
 	durationSetting("idle_timeout", "idle-timeout", aboveZero),
 	durationSetting("shutdown_timeout", "shutdown-timeout", aboveZero),
 	durationSetting("drain_delay", "drain-delay", zeroOrMore),
-	{"tls", func(d *decoder, n *yaml.Node, path string) {
-		d.fields(n, path, []field{
-			fileSettingField("cert_file", "tls-cert"),
-			fileSettingField("key_file", "tls-key"),
-			fileSettingField("client_ca_file", "tls-client-ca"),
-		})
-	}},
+	section("tls", []field{
+		fileSettingField("cert_file", "tls-cert"),
+		fileSettingField("key_file", "tls-key"),
+		fileSettingField("client_ca_file", "tls-client-ca"),
+	}),
 }
 
 var etcdFields = []field{
@@ -724,13 +727,11 @@ var etcdFields = []field{
 	secretEnvSetting("password_env", "etcd-password"),
 	durationSetting("dial_timeout", "etcd-dial-timeout", aboveZero),
 	durationSetting("request_timeout", "etcd-request-timeout", aboveZero),
-	{"tls", func(d *decoder, n *yaml.Node, path string) {
-		d.fields(n, path, []field{
-			fileSettingField("ca_file", "etcd-ca"),
-			fileSettingField("cert_file", "etcd-cert"),
-			fileSettingField("key_file", "etcd-key"),
-		})
-	}},
+	section("tls", []field{
+		fileSettingField("ca_file", "etcd-ca"),
+		fileSettingField("cert_file", "etcd-cert"),
+		fileSettingField("key_file", "etcd-key"),
+	}),
 }
 
 var s3Fields = []field{
