@@ -7,8 +7,8 @@ import "runtime/debug"
 // 100, collects each time the heap doubles; the gateway's live heap is
 // small (buffers and requests in flight), so collecting when it has grown
 // five times costs a few tens of MiB at most and saves much of the CPU
-// that collections took on every request path (fencebench, README
-// "Performance"). Bodies are streamed through fixed buffers, so the heap
+// that collections took on every request path (fencebench, docs/performance.md
+// "Figures"). Bodies are streamed through fixed buffers, so the heap
 // does not grow with object sizes.
 const gcPercent = 400
 

@@ -66,7 +66,7 @@ func newCommand(name, synopsis, description string) *command {
 // gives the flags that neither the command line nor the environment set.
 func (c *command) addConfigFlag() {
 	c.configPath = new(string)
-	c.fs.StringVar(c.configPath, "config", "", "YAML config `file` (see the README's Configuration); flags and environment\n"+
+	c.fs.StringVar(c.configPath, "config", "", "YAML config `file` (see docs/configuration.md); flags and environment\n"+
 		"variables override its settings")
 }
 
