@@ -83,6 +83,14 @@ func (c *Compactor) compact(ctx context.Context, client *clientv3.Client) {
 	c.mu.Unlock()
 }
 
+// made returns how many compactions the compactor has made so far: etcd
+// may have applied one whose answer it has not read yet.
+func (c *Compactor) made() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.compactions
+}
+
 // Stop stops the compactor and returns how many compactions it made.
 func (c *Compactor) Stop() int {
 	c.cancel()
