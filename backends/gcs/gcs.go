@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -35,6 +34,7 @@ import (
 	"google.golang.org/api/option"
 
 	"fencegate/api"
+	"fencegate/backends/upstream"
 )
 
 // Config configures a Client.
@@ -367,31 +367,16 @@ func mapWriteError(err error) error {
 	if errors.Is(err, storage.ErrBucketNotExist) {
 		return fmt.Errorf("%w: %w", api.ErrNotFound, err)
 	}
-	return mapTransportError(err)
+	return upstream.Transport(err)
 }
 
 // mapReadError maps the failure of a read: 404 (object or bucket),
 // and 412 and 416, which the client library may answer with.
 func mapReadError(err error) error {
-	switch {
-	case errors.Is(err, storage.ErrObjectNotExist), errors.Is(err, storage.ErrBucketNotExist), statusCode(err) == http.StatusNotFound:
+	if errors.Is(err, storage.ErrObjectNotExist) || errors.Is(err, storage.ErrBucketNotExist) {
 		return fmt.Errorf("%w: %w", api.ErrNotFound, err)
-	case statusCode(err) == http.StatusPreconditionFailed:
-		return fmt.Errorf("%w: %w", api.ErrPreconditionFailed, err)
-	case statusCode(err) == http.StatusRequestedRangeNotSatisfiable:
-		return fmt.Errorf("%w: %w", api.ErrRangeNotSatisfiable, err)
 	}
-	return mapTransportError(err)
-}
-
-// mapTransportError maps timeouts to api.ErrUpstreamTimeout and everything
-// else to api.ErrUpstream.
-func mapTransportError(err error) error {
-	var netErr net.Error
-	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout() {
-		return fmt.Errorf("%w: %w", api.ErrUpstreamTimeout, err)
-	}
-	return fmt.Errorf("%w: %w", api.ErrUpstream, err)
+	return upstream.ReadStatus(statusCode(err), err)
 }
 
 // statusCode is the HTTP status of GCS's answer; 0 if none.

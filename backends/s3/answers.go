@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"fencegate/api"
+	"fencegate/backends/upstream"
 )
 
 // Answers keeps the bodies of the partner routes' stored answers under a
@@ -75,7 +76,7 @@ func (a *Answers) PutAnswer(ctx context.Context, name string, body []byte) error
 		ContentType:   aws.String("application/octet-stream"),
 	})
 	if err != nil {
-		return fmt.Errorf("s3 answers: put %s: %w", a.key(name), mapTransportError(err))
+		return fmt.Errorf("s3 answers: put %s: %w", a.key(name), upstream.Transport(err))
 	}
 	return nil
 }
@@ -93,7 +94,7 @@ func (a *Answers) GetAnswer(ctx context.Context, name string) ([]byte, error) {
 	defer out.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(out.Body, MaxAnswerBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("s3 answers: get %s: %w", a.key(name), mapTransportError(err))
+		return nil, fmt.Errorf("s3 answers: get %s: %w", a.key(name), upstream.Transport(err))
 	}
 	if len(body) > MaxAnswerBytes {
 		return nil, fmt.Errorf("s3 answers: get %s: %w: over %d bytes", a.key(name), api.ErrUpstream, MaxAnswerBytes)
@@ -108,7 +109,7 @@ func (a *Answers) DeleteAnswer(ctx context.Context, name string) error {
 	defer release()
 	_, err := a.c.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(a.bucket), Key: aws.String(a.key(name))})
 	if err != nil && !errors.Is(mapReadError(err), api.ErrNotFound) {
-		return fmt.Errorf("s3 answers: delete %s: %w", a.key(name), mapTransportError(err))
+		return fmt.Errorf("s3 answers: delete %s: %w", a.key(name), upstream.Transport(err))
 	}
 	return nil
 }

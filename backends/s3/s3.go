@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -28,6 +27,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"fencegate/api"
+	"fencegate/backends/upstream"
 )
 
 // Config configures a Client.
@@ -503,7 +503,7 @@ func mapWriteError(err error) error {
 	case http.StatusPreconditionFailed, http.StatusConflict:
 		return fmt.Errorf("%w: %w", api.ErrConcurrentModification, err)
 	}
-	return mapTransportError(err)
+	return upstream.Transport(err)
 }
 
 // mapReadError maps the failure of a read: S3's 404 (NoSuchKey, or a
@@ -521,25 +521,7 @@ func mapReadError(err error) error {
 			return fmt.Errorf("%w: %w", api.ErrRangeNotSatisfiable, err)
 		}
 	}
-	switch statusCode(err) {
-	case http.StatusNotFound:
-		return fmt.Errorf("%w: %w", api.ErrNotFound, err)
-	case http.StatusPreconditionFailed:
-		return fmt.Errorf("%w: %w", api.ErrPreconditionFailed, err)
-	case http.StatusRequestedRangeNotSatisfiable:
-		return fmt.Errorf("%w: %w", api.ErrRangeNotSatisfiable, err)
-	}
-	return mapTransportError(err)
-}
-
-// mapTransportError maps timeouts to api.ErrUpstreamTimeout and everything
-// else to api.ErrUpstream.
-func mapTransportError(err error) error {
-	var netErr net.Error
-	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout() {
-		return fmt.Errorf("%w: %w", api.ErrUpstreamTimeout, err)
-	}
-	return fmt.Errorf("%w: %w", api.ErrUpstream, err)
+	return upstream.ReadStatus(statusCode(err), err)
 }
 
 // statusCode is the HTTP status of S3's answer, from the SDK's
