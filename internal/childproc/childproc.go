@@ -15,7 +15,9 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -171,4 +173,27 @@ func (b *TailBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return string(b.buf)
+}
+
+// OnFreePort runs start with a free TCP port of 127.0.0.1 and returns what
+// it returns. A port can be taken between its pick and the server's bind:
+// when start's error contains one of inUse (the server's words for it),
+// it runs start again on a new port, attempts times in all.
+func OnFreePort[T any](attempts int, inUse []string, start func(port int) (T, error)) (T, error) {
+	var zero T
+	var err error
+	for range attempts {
+		var port int
+		if port, err = FreePort(); err != nil {
+			return zero, err
+		}
+		var v T
+		if v, err = start(port); err == nil {
+			return v, nil
+		}
+		if !slices.ContainsFunc(inUse, func(s string) bool { return strings.Contains(err.Error(), s) }) {
+			break
+		}
+	}
+	return zero, err
 }

@@ -90,25 +90,19 @@ func Start(tb testing.TB) *Server {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		tb.Fatalf("postgres: initdb: %v\n%s", err, out)
 	}
-	var lastErr error
-	for range startAttempts {
-		s, err := start(ctx, bin, data, cred)
-		if err == nil {
-			tb.Cleanup(func() {
-				s.stop()
-				if tb.Failed() {
-					tb.Logf("postgres output:\n%s", s.output)
-				}
-			})
-			return s
-		}
-		lastErr = err
-		if !strings.Contains(err.Error(), "could not bind") && !strings.Contains(err.Error(), "already in use") {
-			break
-		}
+	s, err := childproc.OnFreePort(startAttempts, []string{"could not bind", "already in use"}, func(port int) (*Server, error) {
+		return start(ctx, bin, data, cred, port)
+	})
+	if err != nil {
+		tb.Fatalf("postgres: %v", err)
 	}
-	tb.Fatalf("postgres: %v", lastErr)
-	return nil
+	tb.Cleanup(func() {
+		s.stop()
+		if tb.Failed() {
+			tb.Logf("postgres output:\n%s", s.output)
+		}
+	})
+	return s
 }
 
 // FindBin returns the directory of the PostgreSQL server's binaries, or
@@ -174,13 +168,9 @@ func childEnv() []string {
 	return append(env, "LC_ALL=C", "LANG=C")
 }
 
-// start starts postgres on a free port and waits until it accepts
+// start starts postgres on port and waits until it accepts
 // connections.
-func start(ctx context.Context, bin, data string, cred *syscall.Credential) (*Server, error) {
-	port, err := childproc.FreePort()
-	if err != nil {
-		return nil, err
-	}
+func start(ctx context.Context, bin, data string, cred *syscall.Credential, port int) (*Server, error) {
 	s := &Server{
 		Port:   port,
 		URL:    fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),

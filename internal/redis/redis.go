@@ -22,7 +22,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -62,30 +61,25 @@ func Start(tb testing.TB) *Server {
 	dir := childproc.TempDir(tb, "fencegate-redis-")
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
-	var lastErr error
-	for range startAttempts {
-		port, err := childproc.FreePort()
-		if err != nil {
-			tb.Fatalf("redis: %v", err)
-		}
+	s, err := childproc.OnFreePort(startAttempts, []string{"in use"}, func(port int) (*Server, error) {
 		cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", dir,
 			"--save", "", "--appendonly", "no", "--daemonize", "no", "--protected-mode", "yes", "--loglevel", "warning")
 		cmd.Dir = dir
 		p, err := childproc.Start(tb, "redis-server", cmd)
 		if err != nil {
-			tb.Fatalf("redis: %v", err)
+			return nil, err
 		}
 		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
-		if lastErr = p.WaitReady(ctx, func() bool { return ping(s.Addr) }); lastErr == nil {
-			return s
+		if err := p.WaitReady(ctx, func() bool { return ping(s.Addr) }); err != nil {
+			p.Stop()
+			return nil, err
 		}
-		p.Stop()
-		if !strings.Contains(lastErr.Error(), "in use") {
-			break
-		}
+		return s, nil
+	})
+	if err != nil {
+		tb.Fatalf("redis: %v", err)
 	}
-	tb.Fatalf("redis: %v", lastErr)
-	return nil
+	return s
 }
 
 // ping reports whether the server at addr answers PING with PONG.

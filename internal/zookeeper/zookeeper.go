@@ -68,34 +68,24 @@ func Start(tb testing.TB) *Server {
 	dir := childproc.TempDir(tb, "fencegate-zookeeper-")
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
-	var lastErr error
-	for attempt := range startAttempts {
-		s, err := start(ctx, tb, java, classPath, filepath.Join(dir, strconv.Itoa(attempt)))
-		if err == nil {
-			return s
-		}
-		lastErr = err
-		if !strings.Contains(err.Error(), "Address already in use") {
-			break
-		}
+	s, err := childproc.OnFreePort(startAttempts, []string{"Address already in use"}, func(port int) (*Server, error) {
+		return start(ctx, tb, java, classPath, filepath.Join(dir, strconv.Itoa(port)), port)
+	})
+	if err != nil {
+		tb.Fatalf("zookeeper: %v", err)
 	}
-	tb.Fatalf("zookeeper: %v", lastErr)
-	return nil
+	return s
 }
 
-// start starts the server on a free port with its configuration and data
-// under dir, and waits until it answers as a standalone server.
-func start(ctx context.Context, tb testing.TB, java, classPath, dir string) (*Server, error) {
-	port, err := childproc.FreePort()
-	if err != nil {
-		return nil, err
-	}
+// start starts the server on port with its configuration and data under
+// dir, and waits until it answers as a standalone server.
+func start(ctx context.Context, tb testing.TB, java, classPath, dir string, port int) (*Server, error) {
 	data := filepath.Join(dir, "data")
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		return nil, err
 	}
 	config := filepath.Join(dir, "zoo.cfg")
-	err = os.WriteFile(config, fmt.Appendf(nil, `tickTime=%d
+	err := os.WriteFile(config, fmt.Appendf(nil, `tickTime=%d
 dataDir=%s
 clientPort=%d
 clientPortAddress=127.0.0.1
