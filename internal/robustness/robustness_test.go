@@ -3,6 +3,7 @@ package robustness
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -155,19 +156,32 @@ func TestMutationUnconditionalWriteIsCaught(t *testing.T) { testMutation(t, "unc
 // gateways' backs, whether or not their objects record them, in histories
 // with retention, hwm-monotonic names a delete that is no eviction.
 func TestMutationRogueEvictionIsCaught(t *testing.T) {
+	// The rogue deletes blindly every 100 ms, and only a delete that comes
+	// between a fence check's raise and the write that records it (or
+	// takes a tombstone) breaks the rule; a delete of a mark its object
+	// records is an eviction the checker must accept. One history can draw
+	// none of the first kind (CI saw one with 20 deletes, all of the
+	// second; replaying its seed, two of three histories drew none), so up
+	// to six retention histories run, and one must name it. This stays a
+	// test of chance: a rogue that deletes exactly inside the window would
+	// make it certain.
 	seed := suiteSeed(t)
-	for !retentionHistory(seed) {
+	var lines []string
+	for range 6 {
+		for !retentionHistory(seed) {
+			seed++
+		}
+		report := runSuite(t, SuiteConfig{Histories: 1, Seed: seed, RogueEviction: true, Kinds: []FaultKind{PauseAfterFence}})
+		os.RemoveAll(report.Dir)
+		for _, h := range report.Histories {
+			for _, v := range h.Check.Violations {
+				if v.Check == "hwm-monotonic" && strings.Contains(v.Detail, "no eviction deletes it") {
+					return
+				}
+			}
+		}
+		lines = append(lines, fmt.Sprintf("seed %d: %s", seed, report.FinalLine()))
 		seed++
 	}
-	report := runSuite(t, SuiteConfig{Histories: 1, Seed: seed, RogueEviction: true, Kinds: []FaultKind{PauseAfterFence}})
-	defer os.RemoveAll(report.Dir)
-	found := false
-	for _, h := range report.Histories {
-		for _, v := range h.Check.Violations {
-			found = found || v.Check == "hwm-monotonic" && strings.Contains(v.Detail, "no eviction deletes it")
-		}
-	}
-	if !found {
-		t.Fatalf("with rogue deletes of marks, hwm-monotonic named no delete that is no eviction (seed %d): %s", seed, report.FinalLine())
-	}
+	t.Fatalf("with rogue deletes of marks, hwm-monotonic named no delete that is no eviction in six histories:\n%s", strings.Join(lines, "\n"))
 }
