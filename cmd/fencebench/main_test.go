@@ -160,11 +160,13 @@ func TestSummaryLine(t *testing.T) {
 			{Mode: modeGateway, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 1, RPS: 500, P50: 1.6},
 			{Mode: modeDirect, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 4000},
 			{Mode: modeClientSide, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 2000},
-			{Mode: modeGateway, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 2400},
+			{Mode: modeGateway, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 2400, OK: 1000,
+				CPUPer1000: perProcess{Gateway: ptr(0.2), Etcd: ptr(0.05), S3: ptr(0.3)}},
 			{Mode: modeStale, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 4, RPS: 23456.7, P99: 1.42},
 			{Mode: modeDirect, Pattern: patternRaise, SizeBytes: 1 << 10, Concurrency: 64, RPS: 1500},
 			{Mode: modeClientSide, Pattern: patternRaise, SizeBytes: 1 << 10, Concurrency: 64, RPS: 1000},
-			{Mode: modeGateway, Pattern: patternRaise, SizeBytes: 1 << 10, Concurrency: 64, RPS: 1200},
+			{Mode: modeGateway, Pattern: patternRaise, SizeBytes: 1 << 10, Concurrency: 64, RPS: 1200, OK: 900, Conflicts: 100,
+				CPUPer1000: perProcess{Gateway: ptr(0.225), Etcd: ptr(0.09), S3: ptr(0.36)}},
 			{Mode: modeStoreRaise, Pattern: patternRaise, Concurrency: 256, RPS: 30000},
 			{Mode: modeStoreRaiseUnbatched, Pattern: patternRaise, Concurrency: 256, RPS: 15000},
 		},
@@ -172,12 +174,16 @@ func TestSummaryLine(t *testing.T) {
 	}
 	r.finish(config{staleSummaryC: 4})
 	want := "summary: c64_ratio_vs_direct=0.60 c64_ratio_vs_clientside=1.20 serial_p50_overhead_ms=1.10 stale_rps=23457 stale_p99_ms=1.42 upload_1g_rss_mib=3" +
-		" raise_c64_ratio_vs_clientside=1.20 raise_c64_ratio_vs_direct=0.80 raise_ceiling_ratio_batched_vs_unbatched=2.00"
+		" raise_c64_ratio_vs_clientside=1.20 raise_c64_ratio_vs_direct=0.80 raise_ceiling_ratio_batched_vs_unbatched=2.00" +
+		" gw_cpu_ms_per_write=0.200 etcd_cpu_ms_per_write=0.050 s3_cpu_ms_per_write=0.300" +
+		" raise_gw_cpu_ms_per_write=0.250 raise_etcd_cpu_ms_per_write=0.100 raise_s3_cpu_ms_per_write=0.400"
 	if r.SummaryLine != want {
 		t.Fatalf("summary line\n%s\nwant\n%s", r.SummaryLine, want)
 	}
 	form := regexp.MustCompile(`^summary: c64_ratio_vs_direct=\S+ c64_ratio_vs_clientside=\S+ serial_p50_overhead_ms=\S+ stale_rps=\S+ stale_p99_ms=\S+ upload_1g_rss_mib=\S+ ` +
-		`raise_c64_ratio_vs_clientside=\S+ raise_c64_ratio_vs_direct=\S+ raise_ceiling_ratio_batched_vs_unbatched=\S+$`)
+		`raise_c64_ratio_vs_clientside=\S+ raise_c64_ratio_vs_direct=\S+ raise_ceiling_ratio_batched_vs_unbatched=\S+ ` +
+		`gw_cpu_ms_per_write=\S+ etcd_cpu_ms_per_write=\S+ s3_cpu_ms_per_write=\S+ ` +
+		`raise_gw_cpu_ms_per_write=\S+ raise_etcd_cpu_ms_per_write=\S+ raise_s3_cpu_ms_per_write=\S+$`)
 	if !form.MatchString((&report{}).withSummary().SummaryLine) {
 		t.Fatal("the summary of an empty report does not have the summary's form")
 	}
@@ -305,3 +311,5 @@ func TestMeasurementAdd(t *testing.T) {
 		t.Errorf("gateway CPU %v, etcd CPU %v; want unknown and known", got.CPUPer1000.Gateway, got.CPUPer1000.Etcd)
 	}
 }
+
+func ptr(v float64) *float64 { return &v }

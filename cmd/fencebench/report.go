@@ -208,6 +208,18 @@ type summary struct {
 	RaiseC64RatioVsClientSide           *float64 `json:"raise_c64_ratio_vs_clientside"`
 	RaiseC64RatioVsDirect               *float64 `json:"raise_c64_ratio_vs_direct"`
 	RaiseCeilingRatioBatchedVsUnbatched *float64 `json:"raise_ceiling_ratio_batched_vs_unbatched"`
+	// CPU milliseconds per accepted write of each process on the
+	// gateway's path at 64 writers, 1 KiB, distinct objects: the
+	// same-token shape, then the raise shape. Each is that process's CPU
+	// over the cell's windows divided by its accepted writes, so that
+	// they say what each tier would need per write on a machine of its
+	// own.
+	GatewayCPUMsPerWrite      *float64 `json:"gw_cpu_ms_per_write"`
+	EtcdCPUMsPerWrite         *float64 `json:"etcd_cpu_ms_per_write"`
+	S3CPUMsPerWrite           *float64 `json:"s3_cpu_ms_per_write"`
+	RaiseGatewayCPUMsPerWrite *float64 `json:"raise_gw_cpu_ms_per_write"`
+	RaiseEtcdCPUMsPerWrite    *float64 `json:"raise_etcd_cpu_ms_per_write"`
+	RaiseS3CPUMsPerWrite      *float64 `json:"raise_s3_cpu_ms_per_write"`
 }
 
 // finish fills in the ratios and the summary.
@@ -253,8 +265,12 @@ func (r *report) finish(cfg config) {
 			s.StaleP99Ms = &p99
 		}
 	}
+	if g := find(modeGateway, patternDistinct, 1<<10, 64); g != nil {
+		s.GatewayCPUMsPerWrite, s.EtcdCPUMsPerWrite, s.S3CPUMsPerWrite = g.cpuMsPerWrite()
+	}
 	if g := find(modeGateway, patternRaise, 1<<10, 64); g != nil {
 		s.RaiseC64RatioVsDirect, s.RaiseC64RatioVsClientSide = g.RatioVsDirect, g.RatioVsClientSide
+		s.RaiseGatewayCPUMsPerWrite, s.RaiseEtcdCPUMsPerWrite, s.RaiseS3CPUMsPerWrite = g.cpuMsPerWrite()
 	}
 	s.RaiseCeilingRatioBatchedVsUnbatched = ratio(
 		find(modeStoreRaise, patternRaise, 0, raiseCeilingConcurrency),
@@ -275,7 +291,30 @@ func (r *report) finish(cfg config) {
 		"raise_c64_ratio_vs_clientside=" + format(s.RaiseC64RatioVsClientSide, 2),
 		"raise_c64_ratio_vs_direct=" + format(s.RaiseC64RatioVsDirect, 2),
 		"raise_ceiling_ratio_batched_vs_unbatched=" + format(s.RaiseCeilingRatioBatchedVsUnbatched, 2),
+		"gw_cpu_ms_per_write=" + format(s.GatewayCPUMsPerWrite, 3),
+		"etcd_cpu_ms_per_write=" + format(s.EtcdCPUMsPerWrite, 3),
+		"s3_cpu_ms_per_write=" + format(s.S3CPUMsPerWrite, 3),
+		"raise_gw_cpu_ms_per_write=" + format(s.RaiseGatewayCPUMsPerWrite, 3),
+		"raise_etcd_cpu_ms_per_write=" + format(s.RaiseEtcdCPUMsPerWrite, 3),
+		"raise_s3_cpu_ms_per_write=" + format(s.RaiseS3CPUMsPerWrite, 3),
 	}, " ")
+}
+
+// cpuMsPerWrite returns the CPU milliseconds per accepted write of the
+// gateway, etcd and S3 processes in cell r: each one's CPU seconds per
+// 1,000 requests (accepted and conflicts) scaled to its accepted writes.
+// A figure is nil when the process was not measured or nothing was
+// accepted.
+func (r cellResult) cpuMsPerWrite() (gateway, etcd, s3 *float64) {
+	perWrite := func(per1000 *float64) *float64 {
+		if per1000 == nil || r.OK == 0 {
+			return nil
+		}
+		// s per 1,000 requests is ms per request.
+		v := *per1000 * float64(r.OK+r.Conflicts) / float64(r.OK)
+		return &v
+	}
+	return perWrite(r.CPUPer1000.Gateway), perWrite(r.CPUPer1000.Etcd), perWrite(r.CPUPer1000.S3)
 }
 
 func format(v *float64, decimals int) string {
