@@ -5,8 +5,9 @@
 // It talks to AWS S3 or any S3-compatible server through aws-sdk-go-v2, with
 // a custom endpoint and path-style addressing where configured. The two
 // requests of the write path, the conditional PUT and the HEAD, are built
-// and signed with the SDK's own endpoint resolver, SigV4 signer and
-// credentials but sent without its per-operation middleware (signed.go).
+// with the SDK's own endpoint resolver and credentials, signed as its SigV4
+// signer signs them (sigv4.go), and sent without its per-operation
+// middleware (signed.go).
 package s3
 
 import (

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 	smithyauth "github.com/aws/smithy-go/auth"
@@ -28,7 +27,8 @@ import (
 // observes an object, does not go through the SDK's operation machinery
 // (its middleware stack costs about as much CPU as the HTTP round trip on
 // loopback; see BenchmarkPut). It builds the request the SDK would build,
-// signs it with the SDK's own SigV4 signer and credentials, and sends it
+// signs it as the SDK's SigV4 signer would (sigv4.go) with the SDK's
+// credentials, and sends it
 // through the SDK client's own HTTP client (the same connection pool, no
 // redirects followed). Everything else, and any bucket whose endpoint is not
 // plain SigV4 for "s3" (S3 Express, access points), goes through the SDK.
@@ -55,7 +55,7 @@ const maxCachedEndpoints = 1024
 type signedHTTP struct {
 	http     aws.HTTPClient
 	creds    aws.CredentialsProvider
-	signer   *v4.Signer
+	signer   sigV4
 	resolver s3.EndpointResolverV2
 	params   s3.EndpointParameters // without Bucket and Key
 
@@ -125,7 +125,6 @@ func newSignedHTTP(client *s3.Client) *signedHTTP {
 	return &signedHTTP{
 		http:     o.HTTPClient,
 		creds:    o.Credentials,
-		signer:   v4.NewSigner(func(so *v4.SignerOptions) { so.DisableURIPathEscaping = true }),
 		resolver: o.EndpointResolverV2,
 		params: s3.EndpointParameters{ // as the SDK's bindEndpointParams
 			Region:                         &region,
@@ -185,9 +184,21 @@ func plainSigV4(props smithy.Properties) (region string, ok bool) {
 }
 
 // newRequest builds the request for key under ep, with query (such as
-// "x-id=PutObject", as the SDK sends it) and body, and signs it with
-// an unsigned payload. The caller sets the headers first through setHeaders.
+// "x-id=PutObject", as the SDK sends it, or ""; already canonical) and
+// body, and signs it with an unsigned payload. The caller sets the
+// headers first through setHeaders.
 func (s *signedHTTP) newRequest(ctx context.Context, ep bucketEndpoint, method, key, query string, body io.Reader, size int64, setHeaders func(http.Header)) (*http.Request, error) {
+	req := s.buildRequest(ctx, ep, method, key, query, body, size, setHeaders)
+	creds, err := s.creds.Retrieve(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("retrieve credentials: %w", err)
+	}
+	s.signer.sign(creds, req, query, ep.region, time.Now().Add(time.Duration(s.clockSkew.Load())))
+	return req, nil
+}
+
+// buildRequest is newRequest's request before it is signed.
+func (s *signedHTTP) buildRequest(ctx context.Context, ep bucketEndpoint, method, key, query string, body io.Reader, size int64, setHeaders func(http.Header)) *http.Request {
 	// As the SDK: the operation's path is "/{Key+}", joined to the
 	// endpoint's (a key that starts with "/" keeps it).
 	u := &url.URL{
@@ -216,14 +227,7 @@ func (s *signedHTTP) newRequest(ctx context.Context, ep bucketEndpoint, method, 
 	}
 	setHeaders(req.Header)
 	req.Header["X-Amz-Content-Sha256"] = []string{unsignedPayload}
-	creds, err := s.creds.Retrieve(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("retrieve credentials: %w", err)
-	}
-	if err := s.signer.SignHTTP(ctx, creds, req, unsignedPayload, "s3", ep.region, time.Now().Add(time.Duration(s.clockSkew.Load())).UTC()); err != nil {
-		return nil, fmt.Errorf("sign request: %w", err)
-	}
-	return req, nil
+	return req
 }
 
 // put is Client.Put on the signed path, with the condition that
