@@ -282,9 +282,10 @@ func (b *bench) take(ctx context.Context, gatewayPID int, start bool) snapshot {
 // runShape measures the cells of one shape (the modes of one pattern,
 // size and concurrency; see plan) in cfg.rounds rounds. Each round gives
 // every cell an equal share of the window, in plan order in even rounds
-// and in reverse in odd ones, so that drift on a noisy machine and the
-// order of measurement (the later of two cells run back to back tends to
-// do a little better) hit every mode alike. A round that other processes
+// and in reverse in odd ones (and see shapeOrder for the two gateway
+// builds), so that drift on a noisy machine and the order of measurement
+// (the later of two cells run back to back tends to do a little better)
+// hit every mode alike. A round that other processes
 // disturbed runs again, up to cfg.retryDisturbed times; the least
 // disturbed counts. cells are the run's from first on, of total; the
 // progress lines number them so.
@@ -294,7 +295,7 @@ func (b *bench) runShape(ctx context.Context, cells []cell, first, total int) ([
 	measured := make([]measurement, len(cells))
 	disturbed := make([][]string, len(cells))
 	for round := range rounds {
-		for _, i := range roundOrder(len(cells), round) {
+		for _, i := range shapeOrder(cells, round) {
 			c := cells[i]
 			var m measurement
 			var other float64
@@ -487,4 +488,32 @@ func firstErr(lists ...[]error) error {
 		}
 	}
 	return nil
+}
+
+// shapeOrder returns the order in which round runs cells, a shape's:
+// roundOrder's, with the gateway and baseline cells trading places in
+// the third and fourth of every four rounds. Forward and backward alone,
+// the gateway would always follow the mode before it in plan order
+// (client-side fencing, which leaves etcd and the load tool the most to
+// clean up) and the baseline never would; trading places every other
+// pair of rounds has each build follow the same modes as often, so that
+// the two builds are measured alike.
+func shapeOrder(cells []cell, round int) []int {
+	order := roundOrder(len(cells), round)
+	if round/2%2 == 0 {
+		return order
+	}
+	gateway, baseline := -1, -1
+	for place, i := range order {
+		switch cells[i].mode {
+		case modeGateway:
+			gateway = place
+		case modeBaseline:
+			baseline = place
+		}
+	}
+	if gateway >= 0 && baseline >= 0 {
+		order[gateway], order[baseline] = order[baseline], order[gateway]
+	}
+	return order
 }

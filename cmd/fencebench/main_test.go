@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -239,6 +240,46 @@ func TestRoundOrder(t *testing.T) {
 	for _, tt := range tests {
 		if got := roundOrder(tt.n, tt.round); !slices.Equal(got, tt.want) {
 			t.Errorf("roundOrder(%d, %d) = %v; want %v", tt.n, tt.round, got, tt.want)
+		}
+	}
+}
+
+// TestRoundOrderBuilds: over four rounds the gateway and the baseline
+// build come right after the same modes as often (a cell measured right
+// after client-side fencing pays for what that left, such as etcd's and
+// the load tool's garbage), each counting the other build as "the other
+// build".
+func TestRoundOrderBuilds(t *testing.T) {
+	for _, modes := range [][]string{
+		{modeDirect, modeClientSide, modeGateway, modeBaseline},
+		{modeDirect, modeDirectSDK, modeClientSide, modeGateway, modeBaseline},
+		{modeGateway, modeBaseline},
+	} {
+		cells := make([]cell, len(modes))
+		for i, m := range modes {
+			cells[i] = cell{mode: m, pattern: patternDistinct, size: 1 << 10, concurrency: 64}
+		}
+		after := map[string]map[string]int{modeGateway: {}, modeBaseline: {}}
+		var orders [][]string
+		for round := range 4 {
+			var order []string
+			prev := "start"
+			for _, i := range shapeOrder(cells, round) {
+				m := cells[i].mode
+				order = append(order, m)
+				if after[m] != nil {
+					p := prev
+					if after[p] != nil {
+						p = "other build"
+					}
+					after[m][p]++
+				}
+				prev = m
+			}
+			orders = append(orders, order)
+		}
+		if !maps.Equal(after[modeGateway], after[modeBaseline]) {
+			t.Errorf("modes %v: orders %v: the gateway comes after %v, the baseline after %v; want the same", modes, orders, after[modeGateway], after[modeBaseline])
 		}
 	}
 }
