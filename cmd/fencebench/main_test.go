@@ -78,8 +78,8 @@ func TestPlanShortSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	cells := plan(cfg)
-	if len(cells) != 6*4+4+2 {
-		t.Fatalf("short set has %d cells; want 30", len(cells))
+	if len(cells) != 6*4+4+2+2 {
+		t.Fatalf("short set has %d cells; want 32", len(cells))
 	}
 	if cells[0].mode != modeDirect || cells[1].mode != modeDirectSDK || cells[2].mode != modeClientSide || cells[3].mode != modeGateway || cells[0].concurrency != cells[3].concurrency {
 		t.Fatalf("first cells %v; want direct, direct-sdk, clientside, gateway of one shape", cells[:4])
@@ -89,6 +89,7 @@ func TestPlanShortSet(t *testing.T) {
 		{modeStale, patternDistinct, 1 << 10, cfg.staleSummaryC},
 		{modeGateway, patternRaise, 1 << 10, 64}, {modeClientSide, patternRaise, 1 << 10, 64}, {modeDirect, patternRaise, 1 << 10, 64},
 		{modeStoreRaise, patternRaise, 0, raiseCeilingConcurrency}, {modeStoreRaiseUnbatched, patternRaise, 0, raiseCeilingConcurrency},
+		{modeGCSDirect, patternDistinct, 1 << 10, 64}, {modeGCSGateway, patternDistinct, 1 << 10, 64},
 	}
 	for _, w := range want {
 		found := false
@@ -202,8 +203,8 @@ func TestShapes(t *testing.T) {
 		shapes = append(shapes, cells[i:i+n])
 		i += n
 	}
-	if len(shapes) != 6+4+1 {
-		t.Fatalf("short set has %d shapes; want 11", len(shapes))
+	if len(shapes) != 6+4+1+1 {
+		t.Fatalf("short set has %d shapes; want 12", len(shapes))
 	}
 	for _, s := range shapes {
 		want := 5 // direct, direct-sdk, clientside, gateway, baseline
@@ -212,6 +213,8 @@ func TestShapes(t *testing.T) {
 			want = 2 // stale, stale-baseline
 		case storeMode(s[0].mode):
 			want = 2 // store-raise, store-raise-unbatched
+		case gcsMode(s[0].mode):
+			want = 2 // gcs-direct, gcs-gateway
 		}
 		if len(s) != want {
 			t.Errorf("shape %v has %d cells; want %d", s, len(s), want)

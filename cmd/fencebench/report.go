@@ -208,6 +208,9 @@ type summary struct {
 	RaiseC64RatioVsClientSide           *float64 `json:"raise_c64_ratio_vs_clientside"`
 	RaiseC64RatioVsDirect               *float64 `json:"raise_c64_ratio_vs_direct"`
 	RaiseCeilingRatioBatchedVsUnbatched *float64 `json:"raise_ceiling_ratio_batched_vs_unbatched"`
+	// GCSC64RatioVsDirect is the gateway over direct conditional writes
+	// to fake-gcs-server, at 64 writers (gcs.go).
+	GCSC64RatioVsDirect *float64 `json:"gcs_c64_ratio_vs_direct"`
 }
 
 // finish fills in the ratios and the summary.
@@ -259,6 +262,10 @@ func (r *report) finish(cfg config) {
 	s.RaiseCeilingRatioBatchedVsUnbatched = ratio(
 		find(modeStoreRaise, patternRaise, 0, raiseCeilingConcurrency),
 		find(modeStoreRaiseUnbatched, patternRaise, 0, raiseCeilingConcurrency))
+	if g := find(modeGCSGateway, patternDistinct, 1<<10, gcsCellConcurrency); g != nil {
+		g.RatioVsDirect = ratio(g, find(modeGCSDirect, patternDistinct, 1<<10, gcsCellConcurrency))
+		s.GCSC64RatioVsDirect = g.RatioVsDirect
+	}
 	for _, u := range r.Uploads {
 		if u.Gateway == modeGateway && u.Bytes == 1<<30 {
 			v := u.RSSGrowthMiB
@@ -275,6 +282,7 @@ func (r *report) finish(cfg config) {
 		"raise_c64_ratio_vs_clientside=" + format(s.RaiseC64RatioVsClientSide, 2),
 		"raise_c64_ratio_vs_direct=" + format(s.RaiseC64RatioVsDirect, 2),
 		"raise_ceiling_ratio_batched_vs_unbatched=" + format(s.RaiseCeilingRatioBatchedVsUnbatched, 2),
+		"gcs_c64_ratio_vs_direct=" + format(s.GCSC64RatioVsDirect, 2),
 	}, " ")
 }
 
