@@ -130,3 +130,50 @@ func TestCheckNamesETagABA(t *testing.T) {
 		})
 	}
 }
+
+// TestCountRefusedABA: in a GCS history's record, a write refused (412)
+// on the generation of a version whose bytes the object holds again,
+// under a larger token, is the ETag ABA shape GCS refused; the same
+// refusal when the object holds other bytes is not.
+func TestCountRefusedABA(t *testing.T) {
+	version := func(seq int64, op string, token api.Token, gen, body string) StoreWrite {
+		return StoreWrite{Seq: seq, Key: GCSBucket + "/k", Op: op, Token: token, Condition: "ifGenerationMatch=0", Forwarded: true, Status: 200,
+			Committed: true, ETag: `"` + gen + `"`, BodyETag: body}
+	}
+	for _, tc := range []struct {
+		name     string
+		lastBody string
+		want     int
+	}{
+		{"back to the observed bytes", "A", 1},
+		{"other bytes", "C", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := Evidence{Store: api.StoreGCS, Keys: []string{"k"}, Writes: []StoreWrite{
+				version(1, "u", 5, "100", "A"),
+				version(2, "x", 7, "200", "B"),
+				version(3, "y", 8, "300", tc.lastBody),
+				{Seq: 4, Key: GCSBucket + "/k", Op: "stale", Token: 6, Condition: "ifGenerationMatch=100", Forwarded: true, Status: http.StatusPreconditionFailed, BodyETag: "A"},
+			}}
+			if got := countRefusedABA(indexEvidence(ev)); got != tc.want {
+				t.Errorf("countRefusedABA = %d; want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestWithPause: a plan of a history of identical bytes holds a write
+// after its fence check, unless the kinds asked for leave pauses out.
+func TestWithPause(t *testing.T) {
+	plan := Plan{{Kind: KillLeader}, {Kind: LinkDelay}}
+	if got := withPause(plan, nil); got[0].Kind != PauseAfterFence || got[1].Kind != LinkDelay || plan[0].Kind != KillLeader {
+		t.Errorf("withPause(%v) = %v; want the first fault a pause, the plan itself unchanged", plan, got)
+	}
+	if got := withPause(plan, []FaultKind{KillLeader, LinkDelay}); got[0].Kind != KillLeader {
+		t.Errorf("withPause with kinds that leave pauses out = %v; want the plan as drawn", got)
+	}
+	paused := Plan{{Kind: KillLeader}, {Kind: PauseAfterFence}}
+	if got := withPause(paused, nil); got[0].Kind != KillLeader {
+		t.Errorf("withPause(%v) = %v; want the plan as drawn", paused, got)
+	}
+}

@@ -2,6 +2,7 @@ package robustness
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -123,6 +124,10 @@ type CheckResult struct {
 	// evictor deleted while their objects recorded them (see
 	// checkHWMMonotonic).
 	Evictions int
+	// ABARefused counts, in a GCS history, the writes GCS refused in the
+	// ETag ABA shape (countRefusedABA): on S3 their condition would have
+	// held.
+	ABARefused int
 }
 
 // Finding is a documented limit seen at work in a history: not a
@@ -153,6 +158,9 @@ func Check(ev Evidence, cfg CheckConfig) CheckResult {
 	res.Evictions = ix.evictedMarks()
 	for _, aba := range ix.aba {
 		res.Findings = append(res.Findings, aba.finding())
+	}
+	if ev.gcs() {
+		res.ABARefused = countRefusedABA(ix)
 	}
 	for _, check := range objectCheckers {
 		res.Violations = append(res.Violations, check(ix)...)
@@ -263,6 +271,36 @@ func withGenerations(ops []Op, committed map[string]StoreWrite) []Op {
 		}
 	}
 	return out
+}
+
+// countRefusedABA counts, in a GCS history's record, the writes that GCS
+// refused (412) in the ETag ABA shape: conditional on generation G, whose
+// version holds the same bytes as the version current when the write
+// arrived, another generation, with a larger token than the write's. On
+// S3 the same write's If-Match, on the ETag of those bytes, would have
+// held: the stale write would have landed (etag-aba).
+func countRefusedABA(ix *indexedEvidence) int {
+	n := 0
+	for _, key := range ix.Keys {
+		byGeneration := make(map[string]StoreWrite)
+		var current StoreWrite
+		exists := false
+		for _, w := range ix.writesByKey[key] {
+			switch {
+			case w.Committed && w.Deleted:
+				exists = false
+			case w.Committed:
+				byGeneration[w.ETag], current, exists = w, w, true
+			case w.Status == http.StatusPreconditionFailed && exists:
+				gen, ok := strings.CutPrefix(w.Condition, "ifGenerationMatch=")
+				observed, seen := byGeneration[`"`+gen+`"`]
+				if ok && seen && observed.ETag != current.ETag && observed.BodyETag == current.BodyETag && current.Token > w.Token {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
 
 // markDelete is a delete of an object's mark in the watch record.

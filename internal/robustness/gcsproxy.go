@@ -38,6 +38,7 @@ type gcsUpload struct {
 	op          string
 	condition   string
 	contentType string
+	bodyETag    string
 }
 
 // gcsObjectPath returns the bucket and object of a JSON API object path,
@@ -111,7 +112,8 @@ func parseGCSUpload(r *http.Request, body []byte) (gcsUpload, error) {
 		contentType = part.Header.Get("Content-Type")
 	}
 	token, _ := api.ParseToken(meta.Metadata[api.MetadataFenceToken])
-	return gcsUpload{key: bucket + "/" + name, token: token, op: opOf(media, contentType), condition: gcsCondition(q), contentType: contentType}, nil
+	return gcsUpload{key: bucket + "/" + name, token: token, op: opOf(media, contentType), condition: gcsCondition(q),
+		contentType: contentType, bodyETag: bodyETag(media)}, nil
 }
 
 // gcsGeneration returns the generation of a JSON API object resource as
@@ -153,7 +155,7 @@ func (p *StoreProxy) gcsHandler(gateway string) http.Handler {
 			writeGCSError(w, http.StatusNotImplemented, "gcs proxy: "+err.Error())
 			return
 		}
-		rec := StoreWrite{Gateway: gateway, Key: up.key, Token: up.token, Op: up.op, Condition: up.condition, Fault: p.drawFault(), At: time.Now()}
+		rec := StoreWrite{Gateway: gateway, Key: up.key, Token: up.token, Op: up.op, Condition: up.condition, BodyETag: up.bodyETag, Fault: p.drawFault(), At: time.Now()}
 		if rec.Fault == "s3-error-before" {
 			p.record(rec)
 			writeGCSError(w, http.StatusServiceUnavailable, "injected by the robustness suite before forwarding")

@@ -64,6 +64,10 @@ type StoreWrite struct {
 	// ETag is the new version's, when committed: S3's ETag, or on GCS
 	// the generation as the gateway names it (a quoted decimal).
 	ETag string
+	// BodyETag is the quoted MD5 of the write's bytes (S3's ETag of a
+	// single-part body), on either store: what tells, on GCS, that an
+	// object went back to bytes it had.
+	BodyETag string
 	// Fault is the fault injected on the write, or "".
 	Fault string
 	// At is when the proxy received the write, before it forwarded it;
@@ -263,6 +267,7 @@ func (p *StoreProxy) handler(gateway string) http.Handler {
 			Key:       objectKey(r),
 			Token:     metadataToken(r.Header),
 			Op:        opOf(body, r.Header.Get("Content-Type")),
+			BodyETag:  bodyETag(body),
 			Condition: condition(r.Header),
 			Fault:     p.drawFault(),
 			At:        time.Now(),

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -180,6 +181,9 @@ func shapeFigures(ev Evidence, etaglessHeld int) ShapeFigures {
 // in them.
 type StoreFigures struct {
 	Histories, Violations, ABA int
+	// ABARefused counts the writes refused in the ETag ABA shape
+	// (CheckResult.ABARefused; GCS only).
+	ABARefused int
 }
 
 // SuiteReport sums up a run.
@@ -220,10 +224,10 @@ func (r SuiteReport) FinalLine() string {
 	s3, gcs := r.store(api.StoreS3), r.store(api.StoreGCS)
 	return fmt.Sprintf("robustness: histories=%d s3=%d gcs=%d same_bytes=%d faults=%d ops=%d stale_refused=%d ambiguous=%d "+
 		"etagless=%d etagless_refused=%d partner_requests=%d partner_forwarded=%d implausible_refused=%d compacted=%d retention=%d evicted=%d "+
-		"aba=%d s3_aba=%d gcs_aba=%d violations=%d s3_violations=%d gcs_violations=%d",
+		"aba=%d s3_aba=%d gcs_aba=%d gcs_aba_refused=%d violations=%d s3_violations=%d gcs_violations=%d",
 		len(r.Histories), s3.Histories, gcs.Histories, r.SameBytes, faults, r.Ops, r.StaleRefused, r.Ambiguous,
 		r.Shapes.Etagless, r.Shapes.EtaglessRefused, r.Shapes.PartnerRequests, r.Shapes.PartnerForwarded, r.Shapes.ImplausibleRefused,
-		r.Compacted, r.Retained, r.Evicted, r.Findings["etag-aba"], s3.ABA, gcs.ABA, r.Violations, s3.Violations, gcs.Violations)
+		r.Compacted, r.Retained, r.Evicted, r.Findings["etag-aba"], s3.ABA, gcs.ABA, gcs.ABARefused, r.Violations, s3.Violations, gcs.Violations)
 }
 
 // store returns the figures of store (zero if it ran no history).
@@ -246,6 +250,7 @@ func (r *SuiteReport) add(h HistoryReport) {
 	}
 	f.Histories++
 	f.Violations += len(h.Check.Violations)
+	f.ABARefused += h.Check.ABARefused
 	for _, finding := range h.Check.Findings {
 		if finding.Name == "etag-aba" {
 			f.ABA++
@@ -379,6 +384,9 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 		if s := findingsString(h.Check.Findings); s != "" {
 			shapes += " findings: " + s
 		}
+		if h.Check.ABARefused > 0 {
+			shapes += fmt.Sprintf(" aba_refused=%d", h.Check.ABARefused)
+		}
 		fmt.Fprintf(cfg.Out, "robustness: history %d seed=%d store=%s same_bytes=%s ops=%d acked=%d stale_refused=%d refused=%d ambiguous=%d reads=%d porcupine=%s violations=%d %s (%v, acked writes %v) faults: %s%s\n",
 			i, h.Seed, h.Store, yesNo(h.SameBytes), h.Summary.Ops, h.Summary.Acked, h.Summary.StaleRefused, h.Summary.Refused, h.Summary.Ambiguous,
 			h.Summary.Reads, h.Check.Linearizability, len(h.Check.Violations), h.compactionString()+" "+h.retentionString(), h.Duration.Round(time.Millisecond),
@@ -429,6 +437,20 @@ func yesNo(b bool) string {
 	return "no"
 }
 
+// withPause returns plan with its first fault a pause after a fence check
+// (PauseAfterFence), if it has none and kinds (empty: every kind) allows
+// it: a history of identical bytes holds at least one write after its
+// fence check, the ABA shape's stall.
+func withPause(plan Plan, kinds []FaultKind) Plan {
+	if len(plan) == 0 || len(kinds) > 0 && !slices.Contains(kinds, PauseAfterFence) ||
+		slices.ContainsFunc(plan, func(f Fault) bool { return f.Kind == PauseAfterFence }) {
+		return plan
+	}
+	plan = slices.Clone(plan)
+	plan[0].Kind = PauseAfterFence
+	return plan
+}
+
 // gcsHistory reports whether the history of seed writes to GCS, not S3: a
 // seeded third do.
 func gcsHistory(seed uint64) bool {
@@ -473,6 +495,9 @@ func runHistory(ctx context.Context, cfg SuiteConfig, cluster *Cluster, env hist
 	defer workload.Close()
 	if err := workload.PlaceEtagless(); err != nil {
 		return HistoryReport{}, err
+	}
+	if workload.cfg.SameBytes {
+		plan = withPause(plan, cfg.Kinds)
 	}
 	nemesis := NewNemesis(cluster, workload, watcher, cfg.Logf)
 	compaction := compactionHistory(seed)
