@@ -13,9 +13,10 @@ import (
 // The ETag ABA shape: on S3 a conditional PUT compares ETags, not
 // versions, so a stale writer paused after its fence check lands if the
 // object went back to the exact bytes (the same ETag) it observed. The
-// workload cannot produce it (every body names its own operation, so no
-// two versions share an ETag); these constructed histories show that the
-// checkers name it, as a finding, and still flag what is not it.
+// workload produces it only in its histories of identical bytes
+// (WorkloadConfig.SameBytes), by chance; these constructed histories show
+// that the checkers name it, as a finding, still flag what is not it, and
+// excuse nothing on GCS.
 
 // abaEvidence is a history of object "k": u creates it with token 5 and
 // ETag E; a writer with token 6 observes u and passes its fence check,

@@ -46,8 +46,9 @@ type Evidence struct {
 	Ops []Op
 	// Keys are the history's objects.
 	Keys []string
-	// Writes are the S3 proxy's records of the history's keys
-	// ("bucket/key"), in S3's order for each key.
+	// Writes are the store proxy's records of the history's keys
+	// ("bucket/key"), in the store's order for each key: S3's, or GCS's
+	// in a GCS history.
 	Writes []StoreWrite
 	// HWMEvents are the watch record of each object's mark, by object key.
 	HWMEvents map[string][]HWMEvent
@@ -171,7 +172,8 @@ func Check(ev Evidence, cfg CheckConfig) CheckResult {
 	return res
 }
 
-// objectCheckers are the object shape's invariants, read from S3's record,
+// objectCheckers are the object shape's invariants, read from the store's
+// record (S3's, or GCS's in a GCS history; "S3's record" below),
 // etcd's watch record and the final state, in the order Check reports
 // them.
 var objectCheckers = []func(*indexedEvidence) []Violation{
