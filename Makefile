@@ -77,7 +77,7 @@ fuzz: ## run every Fuzz target in *_test.go for FUZZTIME each (default 20s)
 		done; \
 	done
 
-bench: build $(BIN)/versitygw ## measure the gateway against direct S3 and client-side fencing (short set, about 2.5 minutes; ends with a summary line)
+bench: build $(BIN)/versitygw $(BIN)/fake-gcs-server ## measure the gateway against direct S3 and client-side fencing, and against direct GCS writes (short set, about 2.5 minutes; ends with a summary line)
 	$(GO) build -o $(BIN)/fencebench ./cmd/fencebench
 	$(BIN)/fencebench $(BENCH_ARGS)
 
@@ -132,16 +132,16 @@ redis: ## install Redis from Debian's packages if redis-server is missing (the R
 		DEBIAN_FRONTEND=noninteractive apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server; \
 	fi
 
-robustness: $(BIN)/versitygw ## fault-injection suite: 24 seeded histories (etcd kills, partitions, pauses, S3 faults), porcupine-checked; ROBUSTNESS_SEED=n replays
+robustness: $(BIN)/versitygw $(BIN)/fake-gcs-server ## fault-injection suite: 24 seeded histories, a third on GCS (etcd kills, partitions, pauses, store faults), porcupine-checked; ROBUSTNESS_SEED=n replays
 	@$(MAKE) --no-print-directory robustness-run ROBUSTNESS_HISTORIES=24 ROBUSTNESS_TIMEOUT=15m
 
-soak: $(BIN)/versitygw ## the fault-injection suite for N histories (default 200, e.g. make soak N=500; about 6 s each)
+soak: $(BIN)/versitygw $(BIN)/fake-gcs-server ## the fault-injection suite for N histories (default 200, e.g. make soak N=500; about 6 s each)
 	@$(MAKE) --no-print-directory robustness-run ROBUSTNESS_HISTORIES=$(N) ROBUSTNESS_TIMEOUT=$$(( $(N) * 60 + 600 ))s
 
 # robustness-run streams the suite's own lines (one per history, then the
 # figures) and keeps go test's full output in bin/robustness.log.
 robustness-run:
-	@{ FENCEGATE_VERSITYGW=$(BIN)/versitygw ROBUSTNESS_HISTORIES=$(ROBUSTNESS_HISTORIES) $(GO) test -count=1 -v \
+	@{ FENCEGATE_VERSITYGW=$(BIN)/versitygw FENCEGATE_FAKE_GCS=$(BIN)/fake-gcs-server ROBUSTNESS_HISTORIES=$(ROBUSTNESS_HISTORIES) $(GO) test -count=1 -v \
 		-timeout $(ROBUSTNESS_TIMEOUT) -run '^TestRobustness$$' ./internal/robustness; echo $$? > $(BIN)/robustness.status; } \
 		| tee $(BIN)/robustness.log | grep --line-buffered -E '^(robustness: |--- FAIL|FAIL|panic)'; \
 	status=$$(cat $(BIN)/robustness.status); rm -f $(BIN)/robustness.status; \

@@ -39,6 +39,7 @@ type bench struct {
 	proxy         *countingProxy             // in front of S3, for the stale gateways
 	gateways      map[string]*gatewayProcess // by mode
 	bodies        map[int64]*bodySource
+	gcs           *gcsBench // the GCS cells' (gcs.go); nil without them
 }
 
 // maxPool bounds every connection pool: the largest concurrency a run may
@@ -120,6 +121,9 @@ func newBench(ctx context.Context, cfg config, st *stack, bin string, p *progres
 		}
 		b.gateways[m] = g
 	}
+	if err := b.startGCS(ctx); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 
@@ -127,6 +131,7 @@ func (b *bench) close() {
 	for _, g := range b.gateways {
 		g.stop()
 	}
+	b.gcs.close()
 	b.http.CloseIdleConnections()
 	if b.directPool != nil {
 		b.directPool.CloseIdleConnections()
@@ -239,10 +244,12 @@ func (m measurement) result(c cell) cellResult {
 	return res
 }
 
-// take reads the counters; pid is the cell's gateway process (0: none).
+// take reads the counters; gatewayPID is the cell's gateway process (0:
+// none), storePID its store's (the s3 figures: versitygw's, or
+// fake-gcs-server's for a GCS cell).
 // etcd's request count is read first at the start of a window and last at
 // its end, so that the scrape's own CPU stays out of the window.
-func (b *bench) take(ctx context.Context, gatewayPID int, start bool) snapshot {
+func (b *bench) take(ctx context.Context, gatewayPID, storePID int, start bool) snapshot {
 	var s snapshot
 	readRequests := func() {
 		n, err := etcdRequests(ctx, b.metrics, b.st.etcdEndpoints[0])
@@ -262,7 +269,7 @@ func (b *bench) take(ctx context.Context, gatewayPID int, start bool) snapshot {
 		}
 		return d
 	}
-	s.gateway, s.etcd, s.s3 = read(gatewayPID), read(b.st.etcdPID), read(b.st.s3PID)
+	s.gateway, s.etcd, s.s3 = read(gatewayPID), read(b.st.etcdPID), read(storePID)
 	if d, err := selfCPU(); err == nil {
 		s.self = d
 	} else {
@@ -362,8 +369,9 @@ func (b *bench) measure(ctx context.Context, c cell, round, attempt int) (measur
 		keys = func(i int) string { return fmt.Sprintf("%sw%d", prefix, i) }
 	}
 	var (
-		op      operation
-		gateway *gatewayProcess
+		op       operation
+		gateway  *gatewayProcess
+		storePID = b.st.s3PID
 	)
 	switch c.mode {
 	case modeDirect:
@@ -375,6 +383,9 @@ func (b *bench) measure(ctx context.Context, c cell, round, attempt int) (measur
 	case modeGateway, modeBaseline:
 		gateway = b.gateways[c.mode]
 		op = gatewayPut(b.http, gateway.url, b.st.bucket, c.size, writeTokenHeader(c.pattern))
+	case modeGCSDirect, modeGCSGateway:
+		op, gateway = b.gcsOperation(c)
+		storePID = b.gcs.pid
 	case modeStoreRaise:
 		op = storeRaise(b.groupFences, b.st.bucket)
 	case modeStoreRaiseUnbatched:
@@ -395,7 +406,7 @@ func (b *bench) measure(ctx context.Context, c cell, round, attempt int) (measur
 	var staleBefore snapshot
 	var proxyBefore int64
 	if c.stale() {
-		staleBefore = b.take(ctx, 0, true)
+		staleBefore = b.take(ctx, 0, storePID, true)
 		proxyBefore = b.proxy.requests.Load()
 	}
 	rounds := int64(b.cfg.rounds)
@@ -411,8 +422,8 @@ func (b *bench) measure(ctx context.Context, c cell, round, attempt int) (measur
 	}
 	var m measurement
 	m.w = l.run(ctx,
-		func() { m.start = b.take(ctx, gatewayPID, true) },
-		func() { m.end = b.take(ctx, gatewayPID, false) },
+		func() { m.start = b.take(ctx, gatewayPID, storePID, true) },
+		func() { m.end = b.take(ctx, gatewayPID, storePID, false) },
 	)
 	if err := ctx.Err(); err != nil {
 		return measurement{}, err
@@ -423,7 +434,7 @@ func (b *bench) measure(ctx context.Context, c cell, round, attempt int) (measur
 		b.deleteObjects(ctx, c, keys)
 	}
 	if c.stale() {
-		after := b.take(ctx, 0, false)
+		after := b.take(ctx, 0, storePID, false)
 		m.staleEtcd = after.etcdRequests - staleBefore.etcdRequests
 		m.staleErrs = slices.Concat(staleBefore.errs, after.errs)
 		m.staleS3 = b.proxy.requests.Load() - proxyBefore

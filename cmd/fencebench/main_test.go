@@ -79,8 +79,8 @@ func TestPlanShortSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	cells := plan(cfg)
-	if len(cells) != 6*4+4+2 {
-		t.Fatalf("short set has %d cells; want 30", len(cells))
+	if len(cells) != 6*4+4+2+2 {
+		t.Fatalf("short set has %d cells; want 32", len(cells))
 	}
 	if cells[0].mode != modeDirect || cells[1].mode != modeDirectSDK || cells[2].mode != modeClientSide || cells[3].mode != modeGateway || cells[0].concurrency != cells[3].concurrency {
 		t.Fatalf("first cells %v; want direct, direct-sdk, clientside, gateway of one shape", cells[:4])
@@ -90,6 +90,7 @@ func TestPlanShortSet(t *testing.T) {
 		{modeStale, patternDistinct, 1 << 10, cfg.staleSummaryC},
 		{modeGateway, patternRaise, 1 << 10, 64}, {modeClientSide, patternRaise, 1 << 10, 64}, {modeDirect, patternRaise, 1 << 10, 64},
 		{modeStoreRaise, patternRaise, 0, raiseCeilingConcurrency}, {modeStoreRaiseUnbatched, patternRaise, 0, raiseCeilingConcurrency},
+		{modeGCSDirect, patternDistinct, 1 << 10, 64}, {modeGCSGateway, patternDistinct, 1 << 10, 64},
 	}
 	for _, w := range want {
 		found := false
@@ -170,6 +171,8 @@ func TestSummaryLine(t *testing.T) {
 				CPUPer1000: perProcess{Gateway: ptr(0.225), Etcd: ptr(0.09), S3: ptr(0.36)}},
 			{Mode: modeStoreRaise, Pattern: patternRaise, Concurrency: 256, RPS: 30000},
 			{Mode: modeStoreRaiseUnbatched, Pattern: patternRaise, Concurrency: 256, RPS: 15000},
+			{Mode: modeGCSDirect, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 200},
+			{Mode: modeGCSGateway, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 190},
 		},
 		Uploads: []uploadResult{{Gateway: modeGateway, Bytes: 1 << 30, RSSGrowthMiB: 3.4}},
 	}
@@ -177,14 +180,14 @@ func TestSummaryLine(t *testing.T) {
 	want := "summary: c64_ratio_vs_direct=0.60 c64_ratio_vs_clientside=1.20 serial_p50_overhead_ms=1.10 stale_rps=23457 stale_p99_ms=1.42 upload_1g_rss_mib=3" +
 		" raise_c64_ratio_vs_clientside=1.20 raise_c64_ratio_vs_direct=0.80 raise_ceiling_ratio_batched_vs_unbatched=2.00" +
 		" gw_cpu_ms_per_write=0.200 etcd_cpu_ms_per_write=0.050 s3_cpu_ms_per_write=0.300" +
-		" raise_gw_cpu_ms_per_write=0.250 raise_etcd_cpu_ms_per_write=0.100 raise_s3_cpu_ms_per_write=0.400"
+		" raise_gw_cpu_ms_per_write=0.250 raise_etcd_cpu_ms_per_write=0.100 raise_s3_cpu_ms_per_write=0.400 gcs_c64_ratio_vs_direct=0.95"
 	if r.SummaryLine != want {
 		t.Fatalf("summary line\n%s\nwant\n%s", r.SummaryLine, want)
 	}
 	form := regexp.MustCompile(`^summary: c64_ratio_vs_direct=\S+ c64_ratio_vs_clientside=\S+ serial_p50_overhead_ms=\S+ stale_rps=\S+ stale_p99_ms=\S+ upload_1g_rss_mib=\S+ ` +
 		`raise_c64_ratio_vs_clientside=\S+ raise_c64_ratio_vs_direct=\S+ raise_ceiling_ratio_batched_vs_unbatched=\S+ ` +
 		`gw_cpu_ms_per_write=\S+ etcd_cpu_ms_per_write=\S+ s3_cpu_ms_per_write=\S+ ` +
-		`raise_gw_cpu_ms_per_write=\S+ raise_etcd_cpu_ms_per_write=\S+ raise_s3_cpu_ms_per_write=\S+$`)
+		`raise_gw_cpu_ms_per_write=\S+ raise_etcd_cpu_ms_per_write=\S+ raise_s3_cpu_ms_per_write=\S+ gcs_c64_ratio_vs_direct=\S+$`)
 	if !form.MatchString((&report{}).withSummary().SummaryLine) {
 		t.Fatal("the summary of an empty report does not have the summary's form")
 	}
@@ -209,8 +212,8 @@ func TestShapes(t *testing.T) {
 		shapes = append(shapes, cells[i:i+n])
 		i += n
 	}
-	if len(shapes) != 6+4+1 {
-		t.Fatalf("short set has %d shapes; want 11", len(shapes))
+	if len(shapes) != 6+4+1+1 {
+		t.Fatalf("short set has %d shapes; want 12", len(shapes))
 	}
 	for _, s := range shapes {
 		want := 5 // direct, direct-sdk, clientside, gateway, baseline
@@ -219,6 +222,8 @@ func TestShapes(t *testing.T) {
 			want = 2 // stale, stale-baseline
 		case storeMode(s[0].mode):
 			want = 2 // store-raise, store-raise-unbatched
+		case gcsMode(s[0].mode):
+			want = 2 // gcs-direct, gcs-gateway
 		}
 		if len(s) != want {
 			t.Errorf("shape %v has %d cells; want %d", s, len(s), want)

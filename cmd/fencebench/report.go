@@ -220,6 +220,9 @@ type summary struct {
 	RaiseGatewayCPUMsPerWrite *float64 `json:"raise_gw_cpu_ms_per_write"`
 	RaiseEtcdCPUMsPerWrite    *float64 `json:"raise_etcd_cpu_ms_per_write"`
 	RaiseS3CPUMsPerWrite      *float64 `json:"raise_s3_cpu_ms_per_write"`
+	// GCSC64RatioVsDirect is the gateway over direct conditional writes
+	// to fake-gcs-server, at 64 writers (gcs.go).
+	GCSC64RatioVsDirect *float64 `json:"gcs_c64_ratio_vs_direct"`
 }
 
 // finish fills in the ratios and the summary.
@@ -275,6 +278,10 @@ func (r *report) finish(cfg config) {
 	s.RaiseCeilingRatioBatchedVsUnbatched = ratio(
 		find(modeStoreRaise, patternRaise, 0, raiseCeilingConcurrency),
 		find(modeStoreRaiseUnbatched, patternRaise, 0, raiseCeilingConcurrency))
+	if g := find(modeGCSGateway, patternDistinct, 1<<10, gcsCellConcurrency); g != nil {
+		g.RatioVsDirect = ratio(g, find(modeGCSDirect, patternDistinct, 1<<10, gcsCellConcurrency))
+		s.GCSC64RatioVsDirect = g.RatioVsDirect
+	}
 	for _, u := range r.Uploads {
 		if u.Gateway == modeGateway && u.Bytes == 1<<30 {
 			v := u.RSSGrowthMiB
@@ -297,6 +304,7 @@ func (r *report) finish(cfg config) {
 		"raise_gw_cpu_ms_per_write=" + format(s.RaiseGatewayCPUMsPerWrite, 3),
 		"raise_etcd_cpu_ms_per_write=" + format(s.RaiseEtcdCPUMsPerWrite, 3),
 		"raise_s3_cpu_ms_per_write=" + format(s.RaiseS3CPUMsPerWrite, 3),
+		"gcs_c64_ratio_vs_direct=" + format(s.GCSC64RatioVsDirect, 2),
 	}, " ")
 }
 

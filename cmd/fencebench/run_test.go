@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -81,5 +82,48 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	if len(rep.Uploads) != 1 || rep.Uploads[0].Status != 201 || rep.Uploads[0].Bytes != 1<<20 {
 		t.Errorf("uploads %+v; want one of 1 MiB, answered 201", rep.Uploads)
+	}
+}
+
+// TestRunGCSCells runs the GCS cells end to end: fake-gcs-server, direct
+// conditional writes to it, and a gateway whose config maps the bucket to
+// it; both cells get answers and no errors, and the summary line has the
+// gateway's ratio over direct.
+func TestRunGCSCells(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "fencegate")
+	if out, err := exec.Command("go", "build", "-o", bin, "fencegate/cmd/fencegate").CombinedOutput(); err != nil {
+		t.Fatalf("go build fencegate: %v\n%s", err, out)
+	}
+	cfg, err := parseFlags([]string{
+		"--fencegate", bin, "--dir", t.TempDir(), "--json", "--modes", "gcs-direct,gcs-gateway",
+		"--rounds", "2", "--duration", "400ms", "--warmup", "20ms", "--upload-bytes", "0",
+	}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	if err := run(ctx, cfg, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	var rep report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, stdout.String())
+	}
+	if len(rep.Cells) != 2 || rep.Cells[0].Mode != modeGCSDirect || rep.Cells[1].Mode != modeGCSGateway {
+		t.Fatalf("cells %+v; want gcs-direct and gcs-gateway", rep.Cells)
+	}
+	for _, c := range rep.Cells {
+		if c.OK == 0 || c.Errors != 0 || c.Concurrency != 64 || c.SizeBytes != 1<<10 {
+			t.Errorf("%s c%d %dB: %d ok, %d errors (%s); want answers at c64, 1 KiB, and no errors", c.Mode, c.Concurrency, c.SizeBytes, c.OK, c.Errors, c.FirstError)
+		}
+		if c.CPUPer1000.S3 == nil || *c.CPUPer1000.S3 <= 0 {
+			t.Errorf("%s: store CPU per 1,000 writes %v; want fake-gcs-server's, measured", c.Mode, c.CPUPer1000.S3)
+		}
+	}
+	if rep.Summary.GCSC64RatioVsDirect == nil || !strings.Contains(rep.SummaryLine, "gcs_c64_ratio_vs_direct=") ||
+		strings.Contains(rep.SummaryLine, "gcs_c64_ratio_vs_direct=n/a") {
+		t.Errorf("summary %q; want gcs_c64_ratio_vs_direct with a figure", rep.SummaryLine)
 	}
 }

@@ -2,6 +2,7 @@ package robustness
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,7 +34,7 @@ type Violation struct {
 
 func (v Violation) String() string { return v.Check + ": " + v.Detail }
 
-// ObjectState is an object as read back from versitygw directly.
+// ObjectState is an object as read back from its store directly.
 type ObjectState struct {
 	Exists bool
 	Op     string
@@ -45,9 +46,10 @@ type Evidence struct {
 	Ops []Op
 	// Keys are the history's objects.
 	Keys []string
-	// Writes are the S3 proxy's records of the history's keys
-	// ("bucket/key"), in S3's order for each key.
-	Writes []S3Write
+	// Writes are the store proxy's records of the history's keys
+	// ("bucket/key"), in the store's order for each key: S3's, or GCS's
+	// in a GCS history.
+	Writes []StoreWrite
 	// HWMEvents are the watch record of each object's mark, by object key.
 	HWMEvents map[string][]HWMEvent
 	// WatchErr is set when the watch record is incomplete.
@@ -64,6 +66,21 @@ type Evidence struct {
 	// Retention says the gateways' evictors could evict marks during the
 	// history (see checkHWMMonotonic); without it no mark may be deleted.
 	Retention bool
+	// Store is the store of the history's objects: api.StoreS3 (empty
+	// means it), in Bucket, or api.StoreGCS, in GCSBucket. Writes and
+	// Final are that store's.
+	Store string
+}
+
+// gcs reports whether the history's objects are in GCS.
+func (ev Evidence) gcs() bool { return ev.Store == api.StoreGCS }
+
+// bucket is the bucket of the history's objects.
+func (ev Evidence) bucket() string {
+	if ev.gcs() {
+		return GCSBucket
+	}
+	return Bucket
 }
 
 // PartnerEvidence is what the partner checkers read.
@@ -108,6 +125,10 @@ type CheckResult struct {
 	// evictor deleted while their objects recorded them (see
 	// checkHWMMonotonic).
 	Evictions int
+	// ABARefused counts, in a GCS history, the writes GCS refused in the
+	// ETag ABA shape (countRefusedABA): on S3 their condition would have
+	// held.
+	ABARefused int
 }
 
 // Finding is a documented limit seen at work in a history: not a
@@ -125,16 +146,22 @@ func (f Finding) String() string { return f.Name + ": " + f.Detail }
 // when ev has that shape. Each checker reports the guarantee it saw broken
 // as Violations named after it.
 //
-// One documented limit is a named finding, not a violation: the ETag ABA
-// shape (findETagABA). Its writes are excused from the checks they would
-// otherwise break (the model lets them land, versions-monotonic and
-// acked-committed pass over them), and only they.
+// One documented limit of the S3 route is a named finding, not a
+// violation: the ETag ABA shape (findETagABA). Its writes are excused from
+// the checks they would otherwise break (the model lets them land,
+// versions-monotonic and acked-committed pass over them), and only they.
+// On GCS (Evidence.Store) nothing is excused: a conditional write names a
+// generation, which no later version reuses, so the same shape there is a
+// violation.
 func Check(ev Evidence, cfg CheckConfig) CheckResult {
 	ix := indexEvidence(ev)
 	res := checkLinearizability(ix, cfg)
 	res.Evictions = ix.evictedMarks()
 	for _, aba := range ix.aba {
 		res.Findings = append(res.Findings, aba.finding())
+	}
+	if ev.gcs() {
+		res.ABARefused = countRefusedABA(ix)
 	}
 	for _, check := range objectCheckers {
 		res.Violations = append(res.Violations, check(ix)...)
@@ -145,7 +172,8 @@ func Check(ev Evidence, cfg CheckConfig) CheckResult {
 	return res
 }
 
-// objectCheckers are the object shape's invariants, read from S3's record,
+// objectCheckers are the object shape's invariants, read from the store's
+// record (S3's, or GCS's in a GCS history; "S3's record" below),
 // etcd's watch record and the final state, in the order Check reports
 // them.
 var objectCheckers = []func(*indexedEvidence) []Violation{
@@ -166,17 +194,17 @@ type indexedEvidence struct {
 	Evidence
 	// writesByKey are S3's records of each object (key without the
 	// bucket), in S3's order, committed or not.
-	writesByKey map[string][]S3Write
+	writesByKey map[string][]StoreWrite
 	// committedOp is the committed write of each operation id.
-	committedOp map[string]S3Write
+	committedOp map[string]StoreWrite
 	// seeds are the objects the harness placed in the bucket: each is its
 	// object's first version, with no token and no write through the
 	// proxy.
-	seeds map[string]S3Write
+	seeds map[string]StoreWrite
 	// last is each object's last committed version: its last committed
 	// write or delete, or its seed; absent for an object that never had
 	// one.
-	last map[string]S3Write
+	last map[string]StoreWrite
 	// forwards counts the writes S3 received for each operation id.
 	forwards map[string]int
 	// aba are the writes that landed by the ETag ABA shape, in S3's
@@ -189,16 +217,16 @@ type indexedEvidence struct {
 }
 
 func indexEvidence(ev Evidence) *indexedEvidence {
-	ix := &indexedEvidence{Evidence: ev, writesByKey: make(map[string][]S3Write), committedOp: make(map[string]S3Write),
-		seeds: make(map[string]S3Write), last: make(map[string]S3Write), forwards: make(map[string]int)}
+	ix := &indexedEvidence{Evidence: ev, writesByKey: make(map[string][]StoreWrite), committedOp: make(map[string]StoreWrite),
+		seeds: make(map[string]StoreWrite), last: make(map[string]StoreWrite), forwards: make(map[string]int)}
 	for _, op := range ev.Ops {
 		if op.Kind == OpSeed {
-			ix.seeds[op.Key] = S3Write{Key: Bucket + "/" + op.Key, Op: op.ID, Committed: true}
+			ix.seeds[op.Key] = StoreWrite{Key: ev.bucket() + "/" + op.Key, Op: op.ID, Committed: true}
 			ix.last[op.Key] = ix.seeds[op.Key]
 		}
 	}
 	for _, w := range ev.Writes {
-		key := strings.TrimPrefix(w.Key, Bucket+"/")
+		key := strings.TrimPrefix(w.Key, ev.bucket()+"/")
 		ix.writesByKey[key] = append(ix.writesByKey[key], w)
 		ix.forwards[w.Op]++
 		if w.Committed {
@@ -208,7 +236,11 @@ func indexEvidence(ev Evidence) *indexedEvidence {
 			}
 		}
 	}
-	ix.aba = findETagABA(ix)
+	if ev.gcs() {
+		ix.Ops = withGenerations(ev.Ops, ix.committedOp)
+	} else {
+		ix.aba = findETagABA(ix)
+	}
 	ix.abaSeq = make(map[int64]bool)
 	for _, a := range ix.aba {
 		ix.abaSeq[a.write.Seq] = true
@@ -218,6 +250,59 @@ func indexEvidence(ev Evidence) *indexedEvidence {
 		ix.deletes[key] = ix.judgeMarkDeletes(key)
 	}
 	return ix
+}
+
+// withGenerations returns a copy of a GCS history's ops in which each
+// write carries, as its ETag, the generation it created: the workload
+// knows it only from an acked write's answer, so an ambiguous write that
+// landed takes it from the GCS proxy's record (committed, by op id). An
+// acked write whose answer names another generation than the record is an
+// unexpected answer.
+func withGenerations(ops []Op, committed map[string]StoreWrite) []Op {
+	out := slices.Clone(ops)
+	for i, op := range out {
+		w, ok := committed[op.ID]
+		if op.Kind != OpWrite || !ok {
+			continue
+		}
+		switch {
+		case op.ETag == "":
+			out[i].ETag = w.ETag
+		case op.ETag != w.ETag && op.Err == "":
+			out[i].Err = fmt.Sprintf("unexpected answer: ETag %s, but GCS created generation %s", op.ETag, w.ETag)
+		}
+	}
+	return out
+}
+
+// countRefusedABA counts, in a GCS history's record, the writes that GCS
+// refused (412) in the ETag ABA shape: conditional on generation G, whose
+// version holds the same bytes as the version current when the write
+// arrived, another generation, with a larger token than the write's. On
+// S3 the same write's If-Match, on the ETag of those bytes, would have
+// held: the stale write would have landed (etag-aba).
+func countRefusedABA(ix *indexedEvidence) int {
+	n := 0
+	for _, key := range ix.Keys {
+		byGeneration := make(map[string]StoreWrite)
+		var current StoreWrite
+		exists := false
+		for _, w := range ix.writesByKey[key] {
+			switch {
+			case w.Committed && w.Deleted:
+				exists = false
+			case w.Committed:
+				byGeneration[w.ETag], current, exists = w, w, true
+			case w.Status == http.StatusPreconditionFailed && exists:
+				gen, ok := strings.CutPrefix(w.Condition, "ifGenerationMatch=")
+				observed, seen := byGeneration[`"`+gen+`"`]
+				if ok && seen && observed.ETag != current.ETag && observed.BodyETag == current.BodyETag && current.Token > w.Token {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
 
 // markDelete is a delete of an object's mark in the watch record.
@@ -272,7 +357,7 @@ func (ix *indexedEvidence) judgeMarkDeletes(key string) map[int64]markDelete {
 // carries token was current at some moment between from and to (a zero
 // bound is no bound).
 func (ix *indexedEvidence) recordedDuring(key string, token api.Token, from, to time.Time) bool {
-	var committed []S3Write
+	var committed []StoreWrite
 	for _, w := range ix.writesByKey[key] {
 		if w.Committed {
 			committed = append(committed, w)
@@ -339,7 +424,7 @@ func (ix *indexedEvidence) markLeft(key string) bool {
 // by a version with a larger token (skipped).
 type etagABA struct {
 	key                                string
-	write, replaced, observed, skipped S3Write
+	write, replaced, observed, skipped StoreWrite
 }
 
 func (a etagABA) finding() Finding {
@@ -384,7 +469,7 @@ func findETagABA(ix *indexedEvidence) []etagABA {
 	var out []etagABA
 	for _, key := range ix.Keys {
 		seed, seeded := ix.seeds[key]
-		var versions []S3Write // committed, in S3's order
+		var versions []StoreWrite // committed, in S3's order
 		if seeded {
 			versions = append(versions, seed)
 		}
@@ -407,7 +492,7 @@ func findETagABA(ix *indexedEvidence) []etagABA {
 // abaOf reports whether write w, committed after versions (committed, in
 // S3's order; absentAtStart when the object did not exist before the
 // first), landed by the ETag ABA shape.
-func abaOf(w S3Write, versions []S3Write, absentAtStart bool) (etagABA, bool) {
+func abaOf(w StoreWrite, versions []StoreWrite, absentAtStart bool) (etagABA, bool) {
 	replaced, earlier := versions[len(versions)-1], versions[:len(versions)-1]
 	if etag, ok := ifMatch(w.Condition); ok {
 		if replaced.Deleted || replaced.ETag != etag || replaced.Token <= w.Token {
@@ -734,7 +819,7 @@ func checkAckedCommitted(ix *indexedEvidence) []Violation {
 // supersededByABA reports whether version v of key was superseded by a
 // write that landed by the ETag ABA shape, and final carries at least that
 // write's token.
-func (ix *indexedEvidence) supersededByABA(key string, v S3Write, final ObjectState) bool {
+func (ix *indexedEvidence) supersededByABA(key string, v StoreWrite, final ObjectState) bool {
 	for _, a := range ix.aba {
 		if a.key == key && a.write.Seq > v.Seq && final.Exists && final.Token >= a.write.Token {
 			return true

@@ -25,8 +25,11 @@ import (
 
 // Names the harness gives things.
 const (
-	// Bucket is the one bucket every history writes to.
+	// Bucket is the bucket, in S3, that every S3 history writes to.
 	Bucket = "robustness"
+	// GCSBucket is the bucket, in GCS (fake-gcs-server), that every GCS
+	// history writes to: the gateways' config maps it to the gcs store.
+	GCSBucket = "robustness-gcs"
 	// EtcdPrefix is the gateways' --etcd-prefix.
 	EtcdPrefix = "rb/"
 	// HWMPrefix starts every high-water mark key in etcd.
@@ -74,12 +77,17 @@ type ClusterConfig struct {
 //	member <- peer proxy <- every other member   (one proxy per member, links told apart by X-Server-From)
 //	gateway -> etcd link proxy -> member          (one per gateway and member)
 //	gateway -> S3 link proxy -> S3 proxy -> versitygw (one per gateway; the S3 proxy records writes)
+//	gateway -> GCS link proxy -> GCS proxy -> fake-gcs-server (likewise, for the bucket GCSBucket)
 type Cluster struct {
 	cfg      ClusterConfig
 	Members  []*Member
 	Gateways []*Gateway
 	S3       *devstack.S3Server
-	S3Proxy  *S3Proxy
+	S3Proxy  *StoreProxy
+	// GCS is fake-gcs-server, which holds GCSBucket; GCSProxy records the
+	// writes to it.
+	GCS      *devstack.GCSServer
+	GCSProxy *StoreProxy
 	// Partner is the partner API behind every gateway's partner route
 	// PartnerRoute.
 	Partner *PartnerServer
@@ -116,8 +124,8 @@ type Gateway struct {
 	URL string
 	// EtcdLinks are its connections to each member, in member order.
 	EtcdLinks []*Proxy
-	// S3Link is its connection to the S3 proxy.
-	S3Link *Proxy
+	// S3Link is its connection to the S3 proxy, GCSLink to the GCS proxy.
+	S3Link, GCSLink *Proxy
 	// Pause is the controller of its pause-after-fence hook.
 	Pause   *PauseController
 	logPath string
@@ -197,11 +205,19 @@ func StartCluster(ctx context.Context, cfg ClusterConfig, bins Binaries) (_ *Clu
 		return nil, err
 	}
 
-	if c.Partner, err = NewPartnerServer(cfg.Seed); err != nil {
+	c.GCS, err = devstack.StartFakeGCS(ctx, devstack.GCSConfig{Dir: filepath.Join(cfg.Dir, "gcs")})
+	if err != nil {
 		return nil, err
 	}
-	configFile, err := c.writeGatewayConfig()
+	if err := c.GCS.CreateBucket(ctx, GCSBucket); err != nil {
+		return nil, err
+	}
+	c.GCSProxy, err = NewGCSProxy("http://"+c.GCS.Host(), gatewayNames, cfg.Seed+1)
 	if err != nil {
+		return nil, err
+	}
+
+	if c.Partner, err = NewPartnerServer(cfg.Seed); err != nil {
 		return nil, err
 	}
 
@@ -209,7 +225,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig, bins Binaries) (_ *Clu
 		return nil, err
 	}
 	for i, name := range gatewayNames {
-		if err := c.startGateway(ctx, bins.Fencegate, configFile, name, uint64(i)); err != nil {
+		if err := c.startGateway(ctx, bins.Fencegate, name, uint64(i)); err != nil {
 			return nil, err
 		}
 	}
@@ -226,10 +242,11 @@ func (c *Cluster) s3Dir() string { return filepath.Join(c.cfg.Dir, "s3") }
 // an extended attribute that only its own writes set.
 func (c *Cluster) BucketDir() string { return filepath.Join(c.s3Dir(), Bucket) }
 
-// writeGatewayConfig writes the gateways' --config file: the partner route
-// PartnerRoute to c.Partner, with the resource accounts/{account}.
-func (c *Cluster) writeGatewayConfig() (string, error) {
-	path := filepath.Join(c.cfg.Dir, "gateway.yaml")
+// writeGatewayConfig writes gateway's --config file: the partner route
+// PartnerRoute to c.Partner, with the resource accounts/{account}, and
+// the bucket GCSBucket in the gcs store at gcsEndpoint (its GCS link).
+func (c *Cluster) writeGatewayConfig(gateway, gcsEndpoint string) (string, error) {
+	path := filepath.Join(c.cfg.Dir, gateway+".yaml")
 	config := fmt.Sprintf(`# The robustness suite's gateways: flags give the rest.
 partners:
   - name: %s
@@ -241,7 +258,11 @@ partners:
     idempotency_key: optional
     idempotency_ttl: 10m
     max_body_bytes: 4KiB
-`, PartnerRoute, c.Partner.URL(), partnerTimeout, partnerMaxWait)
+buckets:
+  - name: %s
+    store: gcs
+    endpoint: %s
+`, PartnerRoute, c.Partner.URL(), partnerTimeout, partnerMaxWait, GCSBucket, gcsEndpoint)
 	if err := os.MkdirAll(c.cfg.Dir, 0o700); err != nil {
 		return "", err
 	}
@@ -473,7 +494,7 @@ func (m *Member) Starts() int {
 	return m.starts
 }
 
-func (c *Cluster) startGateway(ctx context.Context, bin, configFile, name string, index uint64) error {
+func (c *Cluster) startGateway(ctx context.Context, bin, name string, index uint64) error {
 	g := &Gateway{Name: name, logPath: filepath.Join(c.cfg.Dir, name+".log")}
 	c.Gateways = append(c.Gateways, g) // closed by Close, whatever happens below
 	var endpoints []string
@@ -492,6 +513,14 @@ func (c *Cluster) startGateway(ctx context.Context, bin, configFile, name string
 	}
 	var err error
 	g.S3Link, err = NewProxy(ProxyConfig{Name: name + "->s3", Target: c.S3Proxy.Addr(name), Source: name, Seed: c.cfg.Seed + 100*index + 99})
+	if err != nil {
+		return err
+	}
+	g.GCSLink, err = NewProxy(ProxyConfig{Name: name + "->gcs", Target: c.GCSProxy.Addr(name), Source: name, Seed: c.cfg.Seed + 100*index + 98})
+	if err != nil {
+		return err
+	}
+	configFile, err := c.writeGatewayConfig(name, g.GCSLink.URL()+"/storage/v1/")
 	if err != nil {
 		return err
 	}
@@ -676,6 +705,9 @@ func (c *Cluster) Proxies() []*Proxy {
 		if g.S3Link != nil {
 			out = append(out, g.S3Link)
 		}
+		if g.GCSLink != nil {
+			out = append(out, g.GCSLink)
+		}
 	}
 	return out
 }
@@ -688,7 +720,7 @@ func (c *Cluster) Heal(ctx context.Context) error {
 	for _, p := range c.Proxies() {
 		p.Heal()
 	}
-	c.S3Proxy.SetFault(S3Fault{})
+	c.SetStoreFault(S3Fault{})
 	for _, g := range c.Gateways {
 		g.Pause.ReleaseAll()
 	}
@@ -761,10 +793,22 @@ func (c *Cluster) Close() {
 	if c.S3Proxy != nil {
 		c.S3Proxy.Close()
 	}
+	if c.GCSProxy != nil {
+		c.GCSProxy.Close()
+	}
 	if c.Partner != nil {
 		c.Partner.Close()
 	}
 	if c.S3 != nil {
 		c.S3.Close()
 	}
+	if c.GCS != nil {
+		c.GCS.Close()
+	}
+}
+
+// SetStoreFault puts f in force on both stores' proxies.
+func (c *Cluster) SetStoreFault(f S3Fault) {
+	c.S3Proxy.SetFault(f)
+	c.GCSProxy.SetFault(f)
 }

@@ -14,7 +14,7 @@ import (
 // watch record is events.
 func compactedEvidence(tokens []api.Token, events []HWMEvent) Evidence {
 	var ops []Op
-	var writes []S3Write
+	var writes []StoreWrite
 	replaced := ""
 	for i, token := range tokens {
 		id := "w" + token.String()

@@ -7,12 +7,16 @@
 // The system under test runs on 127.0.0.1, as child processes in their
 // own process groups: three etcd members (etcdnode, a main over etcd's
 // embed package, built from the version in go.mod), three gateways (the
-// real cmd/fencegate binary) and versitygw. In-process proxies sit on
-// every link: a TCP fault proxy (Proxy: delay, blackhole, drop, reset) on
-// each etcd peer link, each gateway->etcd link and each gateway->S3 link,
-// and behind the S3 links an HTTP proxy (S3Proxy) that injects S3 faults
-// (5xx before or after committing, a reply dropped after committing) and
-// records every object write in the order S3 committed it.
+// real cmd/fencegate binary), versitygw and fake-gcs-server. In-process
+// proxies sit on every link: a TCP fault proxy (Proxy: delay, blackhole,
+// drop, reset) on each etcd peer link, each gateway->etcd link and each
+// gateway->S3 and gateway->GCS link, and behind the store links an HTTP
+// proxy per store (StoreProxy: NewS3Proxy, NewGCSProxy) that injects store
+// faults (5xx before or after committing, a reply dropped after
+// committing) and records every object write in the order the store
+// committed it. A seeded third of the histories write to GCS (the bucket
+// GCSBucket, which the gateways' config maps to the gcs store), the others
+// to S3.
 //
 // The workload (Workload) is clients that take an etcd lock per object
 // (concurrency.Mutex; the token is the create revision of the holder's
@@ -26,8 +30,10 @@
 // faults, and etcd compaction. Check runs the checkers. One documented
 // limit, the ETag ABA shape of the S3 route (a stale write conditional on
 // an ETag lands because the object went back to those exact bytes), is a
-// named finding (etag-aba), not a violation; the workload cannot produce
-// it, since every body names its own operation.
+// named finding (etag-aba), not a violation, in an S3 history only; the
+// workload produces it in histories whose writers write identical bytes
+// (WorkloadConfig.SameBytes), and on GCS, whose conditions name
+// generations, the same shape is a violation.
 //
 // A seeded third of the histories run with aggressive compaction
 // (Compactor): etcd compacted at its current revision every 100 ms, so

@@ -123,7 +123,7 @@ func TestLeaderKilledMidWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := gatherEvidence(ctx, cluster, watcher, clock, objects, workload)
+	ev, err := gatherEvidence(ctx, cluster, watcher, clock, objects, newGCSObjectReader(cluster), workload)
 	if err != nil {
 		t.Fatal(err)
 	}

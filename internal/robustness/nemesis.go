@@ -221,8 +221,8 @@ func (n *Nemesis) inject(ctx context.Context, f Fault) (undo func(), ok bool) {
 			links = gw.EtcdLinks
 			n.note("%s: %s on %s's etcd links for %v", f.Kind, delay, gw.Name, f.For)
 		default:
-			links = []*Proxy{gw.S3Link}
-			n.note("%s: %s on %s's S3 link for %v", f.Kind, delay, gw.Name, f.For)
+			links = []*Proxy{gw.S3Link, gw.GCSLink}
+			n.note("%s: %s on %s's S3 and GCS links for %v", f.Kind, delay, gw.Name, f.For)
 		}
 		for _, p := range links {
 			p.SetFault(delay)
@@ -233,12 +233,13 @@ func (n *Nemesis) inject(ctx context.Context, f Fault) (undo func(), ok bool) {
 			}
 		}, true
 	case LinkDrop:
-		n.note("%s: %s's S3 link refuses connections for %v", f.Kind, gw.Name, f.For)
+		n.note("%s: %s's S3 and GCS links refuse connections for %v", f.Kind, gw.Name, f.For)
 		gw.S3Link.SetFault(LinkFault{Drop: true})
-		return gw.S3Link.Heal, true
+		gw.GCSLink.SetFault(LinkFault{Drop: true})
+		return func() { gw.S3Link.Heal(); gw.GCSLink.Heal() }, true
 	case LinkReset:
 		n.note("%s: RST every connection of %s", f.Kind, gw.Name)
-		for _, p := range append([]*Proxy{gw.S3Link}, gw.EtcdLinks...) {
+		for _, p := range append([]*Proxy{gw.S3Link, gw.GCSLink}, gw.EtcdLinks...) {
 			p.SetFault(LinkFault{Reset: true})
 		}
 		return nil, true
@@ -247,13 +248,13 @@ func (n *Nemesis) inject(ctx context.Context, f Fault) (undo func(), ok bool) {
 		gw.Pause.Arm(n.holdWrite)
 		return gw.Pause.ReleaseAll, true
 	case S3Errors:
-		n.note("%s: S3 proxy answers 5xx to 40%% of writes (15%% before, 25%% after committing) for %v", f.Kind, f.For)
-		c.S3Proxy.SetFault(S3Fault{ErrorBefore: 0.15, ErrorAfter: 0.25})
-		return func() { c.S3Proxy.SetFault(S3Fault{}) }, true
+		n.note("%s: the store proxies answer 5xx to 40%% of writes (15%% before, 25%% after committing) for %v", f.Kind, f.For)
+		c.SetStoreFault(S3Fault{ErrorBefore: 0.15, ErrorAfter: 0.25})
+		return func() { c.SetStoreFault(S3Fault{}) }, true
 	case S3DropReply:
-		n.note("%s: S3 proxy drops the reply of 30%% of committed writes for %v", f.Kind, f.For)
-		c.S3Proxy.SetFault(S3Fault{DropAfter: 0.3})
-		return func() { c.S3Proxy.SetFault(S3Fault{}) }, true
+		n.note("%s: the store proxies drop the reply of 30%% of committed writes for %v", f.Kind, f.For)
+		c.SetStoreFault(S3Fault{DropAfter: 0.3})
+		return func() { c.SetStoreFault(S3Fault{}) }, true
 	case Compaction:
 		rev, err := n.compactionRevision(ctx)
 		if err != nil {
@@ -299,7 +300,7 @@ func (n *Nemesis) compactionRevision(ctx context.Context) (int64, error) {
 // lock passes on, and wait until a write with a larger token to the same
 // object is acked (or the controller's bound, or release).
 func (n *Nemesis) holdWrite(resource api.Resource, token api.Token, release <-chan struct{}) {
-	key, ok := strings.CutPrefix(string(resource), "s3/"+Bucket+"/")
+	key, ok := strings.CutPrefix(string(resource), n.workload.resourcePrefix())
 	if !ok {
 		return
 	}

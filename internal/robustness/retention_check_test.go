@@ -26,8 +26,8 @@ func at(s float64) time.Time { return retentionT0.Add(time.Duration(s * float64(
 
 // timedWrite is a committed version of "k": the S3 proxy received it at
 // start and S3 answered 0.1 s later.
-func timedWrite(seq int64, op string, token api.Token, condition, etag string, start float64) S3Write {
-	return S3Write{Seq: seq, Key: Bucket + "/k", Op: op, Token: token, Condition: condition, Forwarded: true, Status: 200,
+func timedWrite(seq int64, op string, token api.Token, condition, etag string, start float64) StoreWrite {
+	return StoreWrite{Seq: seq, Key: Bucket + "/k", Op: op, Token: token, Condition: condition, Forwarded: true, Status: 200,
 		Committed: true, ETag: etag, At: at(start), Done: at(start + 0.1)}
 }
 
@@ -46,12 +46,12 @@ func evicted(rev int64, s float64) HWMEvent {
 // it with token 5 at 0 s, y replaces it with token 7 at 1 s (both acked),
 // each after its fence check raised the mark; extra ops, writes and mark
 // events follow, and the object ends as final with the mark finalHWM.
-func retentionEvidence(extraOps []Op, extraWrites []S3Write, extraEvents []HWMEvent, final ObjectState, finalHWM api.Token) Evidence {
+func retentionEvidence(extraOps []Op, extraWrites []StoreWrite, extraEvents []HWMEvent, final ObjectState, finalHWM api.Token) Evidence {
 	ops := append([]Op{
 		writeOp("x", 0, 5, 0, 10, http.StatusCreated, ""),
 		writeOp("y", 1, 7, 20, 30, http.StatusOK, "e-x"),
 	}, extraOps...)
-	writes := append([]S3Write{
+	writes := append([]StoreWrite{
 		timedWrite(1, "x", 5, "If-None-Match: *", "e-x", 0),
 		timedWrite(2, "y", 7, "If-Match: e-x", "e-y", 1),
 	}, extraWrites...)
@@ -112,14 +112,14 @@ func TestCheckUnderMarkRetention(t *testing.T) {
 				[]HWMEvent{mark(6, 8, 2), evicted(10, 4)}, yFinal, 0), []string{"hwm-covers", "hwm-monotonic"}, nil, 0},
 		{"a tombstone deleted: the object was deleted before its mark (by a delete whose fence check wrote nothing)",
 			retentionEvidence([]Op{deleteOp("del", 2, 7, 40, 50, http.StatusNoContent), writeOp("z", 3, 9, 60, 70, http.StatusCreated, "")},
-				[]S3Write{
+				[]StoreWrite{
 					{Seq: 3, Key: Bucket + "/k", Deleted: true, Condition: "If-Match: e-y", Forwarded: true, Status: 204, Committed: true, At: at(2), Done: at(2.1)},
 					timedWrite(4, "z", 9, "If-None-Match: *", "e-z", 6),
 				},
 				[]HWMEvent{evicted(10, 4), mark(12, 9, 5.8)}, ObjectState{Exists: true, Op: "z", Token: 9}, 9), []string{"hwm-monotonic"}, nil, 0},
 		{"a stale write lands after an eviction",
 			retentionEvidence([]Op{writeOp("stale", 2, 6, 40, 50, http.StatusOK, "e-y")},
-				[]S3Write{timedWrite(3, "stale", 6, "If-Match: e-y", "e-stale", 5)},
+				[]StoreWrite{timedWrite(3, "stale", 6, "If-Match: e-y", "e-stale", 5)},
 				[]HWMEvent{evicted(10, 4), mark(12, 6, 4.5)}, ObjectState{Exists: true, Op: "stale", Token: 6}, 6),
 			[]string{"acked-committed", "linearizability", "versions-monotonic"}, nil, 1},
 		{"a stale write lands after an eviction by the ETag ABA shape",
@@ -132,7 +132,7 @@ func TestCheckUnderMarkRetention(t *testing.T) {
 				stale := writeOp("stale", 2, 6, 12, 50, http.StatusOK, "e-x")
 				stale.Stale = true
 				return retentionEvidence([]Op{w, stale, readOp(4, 60, 70, "stale", 6)},
-					[]S3Write{timedWrite(3, "w", 8, "If-Match: e-y", "e-x", 2), timedWrite(4, "stale", 6, "If-Match: e-x", "e-stale", 5)},
+					[]StoreWrite{timedWrite(3, "w", 8, "If-Match: e-y", "e-x", 2), timedWrite(4, "stale", 6, "If-Match: e-x", "e-stale", 5)},
 					[]HWMEvent{mark(6, 8, 1.8), evicted(10, 4), mark(12, 6, 4.5)}, ObjectState{Exists: true, Op: "stale", Token: 6}, 6)
 			}(), nil, []string{"etag-aba"}, 1},
 	} {

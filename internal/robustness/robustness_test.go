@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"fencegate/api"
 	"fencegate/internal/devstack"
 )
 
@@ -51,16 +52,16 @@ func suiteHistories(t *testing.T) int {
 }
 
 // suiteWorkload returns DefaultWorkload with the shapes that
-// ROBUSTNESS_SHAPES lists (comma-separated: etagless, partners; "all", the
-// default when it is unset or empty, for both; "none" for neither), each
-// in half the histories.
+// ROBUSTNESS_SHAPES lists (comma-separated: etagless, partners,
+// same-bytes; "all", the default when it is unset or empty, for all three;
+// "none" for none), each in half the histories.
 func suiteWorkload(t *testing.T) WorkloadConfig {
 	t.Helper()
 	shapes := os.Getenv("ROBUSTNESS_SHAPES")
 	if strings.TrimSpace(shapes) == "" {
 		shapes = "all"
 	}
-	var etagless, partners bool
+	var etagless, partners, sameBytes bool
 	for item := range strings.SplitSeq(shapes, ",") {
 		switch strings.TrimSpace(item) {
 		case "none":
@@ -68,19 +69,38 @@ func suiteWorkload(t *testing.T) WorkloadConfig {
 			etagless = true
 		case "partners":
 			partners = true
+		case "same-bytes":
+			sameBytes = true
 		case "all":
-			etagless, partners = true, true
+			etagless, partners, sameBytes = true, true, true
 		default:
-			t.Fatalf("ROBUSTNESS_SHAPES: unknown shape %q (want etagless, partners, all or none)", item)
+			t.Fatalf("ROBUSTNESS_SHAPES: unknown shape %q (want etagless, partners, same-bytes, all or none)", item)
 		}
 	}
-	return DefaultWorkload.WithShapes(etagless, partners)
+	return DefaultWorkload.WithShapes(etagless, partners).WithSameBytes(sameBytes)
 }
 
-// needVersityGW skips nothing: it fails, saying how to build versitygw.
+// suiteStore returns the store that ROBUSTNESS_STORE puts every history
+// on (s3 or gcs), or "" when it is unset: a seeded third on GCS.
+func suiteStore(t *testing.T) string {
+	t.Helper()
+	switch s := os.Getenv("ROBUSTNESS_STORE"); s {
+	case "", api.StoreS3, api.StoreGCS:
+		return s
+	default:
+		t.Fatalf("ROBUSTNESS_STORE=%q: want s3 or gcs", s)
+		return ""
+	}
+}
+
+// needVersityGW skips nothing: it fails, saying how to build versitygw
+// (or fake-gcs-server, which the cluster runs too).
 func needVersityGW(t *testing.T) {
 	t.Helper()
 	if _, err := devstack.FindVersityGW(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := devstack.FindFakeGCS(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -105,7 +125,7 @@ func runSuite(t *testing.T, cfg SuiteConfig) SuiteReport {
 // history must pass every checker.
 func TestRobustness(t *testing.T) {
 	seed := suiteSeed(t)
-	report := runSuite(t, SuiteConfig{Histories: suiteHistories(t), Seed: seed, Workload: suiteWorkload(t)})
+	report := runSuite(t, SuiteConfig{Histories: suiteHistories(t), Seed: seed, Workload: suiteWorkload(t), Store: suiteStore(t)})
 	if report.Violations > 0 {
 		t.Fatalf("%d violations (seed %d); logs and visualizations in %s", report.Violations, seed, report.Dir)
 	}
@@ -116,8 +136,9 @@ func TestRobustness(t *testing.T) {
 }
 
 // testMutation runs a few histories of pauses between fence check and PUT
-// against gateways with an unsafe hook, and wants a checker to fail.
-func testMutation(t *testing.T, hook string) {
+// against gateways with an unsafe hook, on store (empty: the seeded mix),
+// with workload (zero: DefaultWorkload), and wants a checker to fail.
+func testMutation(t *testing.T, hook, store string, workload WorkloadConfig) {
 	seed := suiteSeed(t)
 	report := runSuite(t, SuiteConfig{
 		Histories:        4,
@@ -126,6 +147,8 @@ func testMutation(t *testing.T, hook string) {
 		Kinds:            []FaultKind{PauseAfterFence},
 		FaultsPerHistory: 4,
 		StopAtViolation:  true,
+		Store:            store,
+		Workload:         workload,
 	})
 	defer os.RemoveAll(report.Dir)
 	if report.Violations == 0 {
@@ -133,6 +156,9 @@ func testMutation(t *testing.T, hook string) {
 	}
 	checks := map[string]int{}
 	for _, h := range report.Histories {
+		if store != "" && h.Store != store {
+			t.Errorf("history %d ran on %s; want %s", h.Index, h.Store, store)
+		}
 		for _, v := range h.Check.Violations {
 			checks[v.Check]++
 		}
@@ -148,9 +174,21 @@ func testMutation(t *testing.T, hook string) {
 	t.Logf("with %s: %d histories, checkers that failed: %v", hook, len(report.Histories), checks)
 }
 
-func TestMutationSwapOrderIsCaught(t *testing.T) { testMutation(t, "swap-order") }
+func TestMutationSwapOrderIsCaught(t *testing.T) { testMutation(t, "swap-order", "", WorkloadConfig{}) }
 
-func TestMutationUnconditionalWriteIsCaught(t *testing.T) { testMutation(t, "unconditional-write") }
+func TestMutationUnconditionalWriteIsCaught(t *testing.T) {
+	testMutation(t, "unconditional-write", "", WorkloadConfig{})
+}
+
+// TestMutationUnconditionalGCSWriteIsCaught: on GCS, with writers of
+// identical bytes (the ETag ABA shape, which the checkers excuse on S3
+// only), a gateway that drops ifGenerationMatch is caught: the checkers do
+// not take a stale write that lands there for the documented S3 limit.
+func TestMutationUnconditionalGCSWriteIsCaught(t *testing.T) {
+	sameBytes := DefaultWorkload
+	sameBytes.SameBytes = true
+	testMutation(t, "unconditional-write", api.StoreGCS, sameBytes)
+}
 
 // TestMutationRogueEvictionIsCaught: with marks deleted behind the
 // gateways' backs, whether or not their objects record them, in histories

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"mime"
 	"net"
 	"net/http"
 	"strings"
@@ -31,33 +32,42 @@ type S3Fault struct {
 	DropAfter float64
 }
 
-// S3Write is one object write (or delete) that reached the S3 proxy, in
-// the order S3 committed them: the proxy serializes writes to the same
-// key, so the order of the record is S3's order for each key.
-type S3Write struct {
+// StoreWrite is one object write (or delete) that reached a store's proxy
+// (the S3 proxy or the GCS proxy), in the order the store committed them:
+// the proxy serializes writes to the same key, so the order of the record
+// is the store's order for each key.
+type StoreWrite struct {
 	// Seq numbers every write the proxy saw, from 1.
 	Seq int64
 	// Gateway is the gateway whose link the write came through.
 	Gateway string
 	// Key is "bucket/key".
 	Key string
-	// Token is the write's x-amz-meta-fence-token (zero if none or bad).
+	// Token is the write's fence-token metadata (zero if none or bad).
 	Token api.Token
 	// Deleted says it was a DELETE of the object: it carries no token
 	// and names no operation (Token zero, Op "").
 	Deleted bool
-	// Op is the workload operation that wrote the body ("" if unknown).
+	// Op is the workload operation that wrote the body ("" if unknown):
+	// the op parameter of its Content-Type, else the op its body names
+	// (opOf).
 	Op string
-	// Condition is the write's precondition as sent: `If-Match: "etag"`,
-	// `If-None-Match: *`, or "" for none.
+	// Condition is the write's precondition as sent: on S3
+	// `If-Match: "etag"`, `If-None-Match: *`; on GCS
+	// `ifGenerationMatch=N` (0: the object does not exist); "" for none.
 	Condition string
 	// Forwarded says the write was sent to S3; Status is S3's answer.
 	Forwarded bool
 	Status    int
 	// Committed says S3 answered 2xx: the write is a version.
 	Committed bool
-	// ETag is the new version's, when committed.
+	// ETag is the new version's, when committed: S3's ETag, or on GCS
+	// the generation as the gateway names it (a quoted decimal).
 	ETag string
+	// BodyETag is the quoted MD5 of the write's bytes (S3's ETag of a
+	// single-part body), on either store: what tells, on GCS, that an
+	// object went back to bytes it had.
+	BodyETag string
 	// Fault is the fault injected on the write, or "".
 	Fault string
 	// At is when the proxy received the write, before it forwarded it;
@@ -66,11 +76,13 @@ type S3Write struct {
 	At, Done time.Time
 }
 
-// S3Proxy is an HTTP proxy in front of the S3 server, with one listener
-// per gateway. It records every object write (the per-object version
-// history the checkers read), and injects S3Fault into writes.
-type S3Proxy struct {
-	upstream  string // http://host:port of versitygw
+// StoreProxy is an HTTP proxy in front of a store (versitygw, or
+// fake-gcs-server), with one listener per gateway. It records every object
+// write (the per-object version history the checkers read), and injects
+// S3Fault into writes (on GCS, the same faults with GCS's error bodies).
+// NewS3Proxy and NewGCSProxy make one for each store.
+type StoreProxy struct {
+	upstream  string // http://host:port of the store
 	transport *http.Transport
 	servers   []*http.Server
 	listeners map[string]net.Listener
@@ -80,16 +92,22 @@ type S3Proxy struct {
 	fault  S3Fault
 	rnd    *rand.Rand
 	seq    int64
-	writes []S3Write
+	writes []StoreWrite
 	keys   map[string]*sync.Mutex
 	// faults counts the injected faults by name.
 	faults map[string]int
 }
 
 // NewS3Proxy starts one listener on 127.0.0.1 for each gateway name, all
-// forwarding to upstream. Close it.
-func NewS3Proxy(upstream string, gateways []string, seed uint64) (*S3Proxy, error) {
-	p := &S3Proxy{
+// forwarding to upstream, an S3 server. Close it.
+func NewS3Proxy(upstream string, gateways []string, seed uint64) (*StoreProxy, error) {
+	return newStoreProxy(upstream, gateways, seed, (*StoreProxy).handler)
+}
+
+// newStoreProxy starts one listener on 127.0.0.1 for each gateway name,
+// each serving handler(p, gateway) in front of upstream.
+func newStoreProxy(upstream string, gateways []string, seed uint64, handler func(p *StoreProxy, gateway string) http.Handler) (*StoreProxy, error) {
+	p := &StoreProxy{
 		upstream:  strings.TrimRight(upstream, "/"),
 		transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second, ResponseHeaderTimeout: 30 * time.Second},
 		listeners: make(map[string]net.Listener),
@@ -104,7 +122,7 @@ func NewS3Proxy(upstream string, gateways []string, seed uint64) (*S3Proxy, erro
 			return nil, fmt.Errorf("s3 proxy: %w", err)
 		}
 		p.listeners[gw] = ln
-		srv := &http.Server{Handler: p.handler(gw), ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: handler(p, gw), ReadHeaderTimeout: 10 * time.Second}
 		p.servers = append(p.servers, srv)
 		p.wg.Add(1)
 		go func() {
@@ -116,20 +134,20 @@ func NewS3Proxy(upstream string, gateways []string, seed uint64) (*S3Proxy, erro
 }
 
 // Addr returns the host:port of gateway's listener.
-func (p *S3Proxy) Addr(gateway string) string { return p.listeners[gateway].Addr().String() }
+func (p *StoreProxy) Addr(gateway string) string { return p.listeners[gateway].Addr().String() }
 
 // SetFault puts f in force for the writes that arrive from now on.
-func (p *S3Proxy) SetFault(f S3Fault) {
+func (p *StoreProxy) SetFault(f S3Fault) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.fault = f
 }
 
 // Writes returns the writes recorded so far whose key starts with prefix.
-func (p *S3Proxy) Writes(prefix string) []S3Write {
+func (p *StoreProxy) Writes(prefix string) []StoreWrite {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []S3Write
+	var out []StoreWrite
 	for _, w := range p.writes {
 		if strings.HasPrefix(w.Key, prefix) {
 			out = append(out, w)
@@ -139,7 +157,7 @@ func (p *S3Proxy) Writes(prefix string) []S3Write {
 }
 
 // InjectedFaults returns how many writes got each S3 fault.
-func (p *S3Proxy) InjectedFaults() map[string]int {
+func (p *StoreProxy) InjectedFaults() map[string]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make(map[string]int, len(p.faults))
@@ -150,7 +168,7 @@ func (p *S3Proxy) InjectedFaults() map[string]int {
 }
 
 // Close stops the listeners and waits for requests in flight.
-func (p *S3Proxy) Close() {
+func (p *StoreProxy) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, srv := range p.servers {
@@ -166,7 +184,7 @@ func (p *S3Proxy) Close() {
 }
 
 // keyLock returns the mutex that serializes writes to key.
-func (p *S3Proxy) keyLock(key string) *sync.Mutex {
+func (p *StoreProxy) keyLock(key string) *sync.Mutex {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	m, ok := p.keys[key]
@@ -178,7 +196,7 @@ func (p *S3Proxy) keyLock(key string) *sync.Mutex {
 }
 
 // drawFault picks the fault for one write.
-func (p *S3Proxy) drawFault() string {
+func (p *StoreProxy) drawFault() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	x := p.rnd.Float64()
@@ -194,7 +212,7 @@ func (p *S3Proxy) drawFault() string {
 }
 
 // record appends w, numbered.
-func (p *S3Proxy) record(w S3Write) {
+func (p *StoreProxy) record(w StoreWrite) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.seq++
@@ -229,7 +247,7 @@ func isObjectWrite(r *http.Request) bool {
 	return true
 }
 
-func (p *S3Proxy) handler(gateway string) http.Handler {
+func (p *StoreProxy) handler(gateway string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isObjectDelete(r) {
 			p.delete(w, r, gateway)
@@ -244,11 +262,12 @@ func (p *S3Proxy) handler(gateway string) http.Handler {
 			http.Error(w, "s3 proxy: reading body: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		rec := S3Write{
+		rec := StoreWrite{
 			Gateway:   gateway,
 			Key:       objectKey(r),
 			Token:     metadataToken(r.Header),
-			Op:        bodyOp(body),
+			Op:        opOf(body, r.Header.Get("Content-Type")),
+			BodyETag:  bodyETag(body),
 			Condition: condition(r.Header),
 			Fault:     p.drawFault(),
 			At:        time.Now(),
@@ -292,8 +311,8 @@ func (p *S3Proxy) handler(gateway string) http.Handler {
 
 // delete forwards an object DELETE and records it, in S3's order for its
 // key. It injects no faults.
-func (p *S3Proxy) delete(w http.ResponseWriter, r *http.Request, gateway string) {
-	rec := S3Write{Gateway: gateway, Key: objectKey(r), Deleted: true, Condition: condition(r.Header), At: time.Now()}
+func (p *StoreProxy) delete(w http.ResponseWriter, r *http.Request, gateway string) {
+	rec := StoreWrite{Gateway: gateway, Key: objectKey(r), Deleted: true, Condition: condition(r.Header), At: time.Now()}
 	lock := p.keyLock(rec.Key)
 	lock.Lock()
 	resp, respBody, err := p.roundTrip(r, nil)
@@ -327,7 +346,7 @@ func isObjectDelete(r *http.Request) bool {
 }
 
 // roundTrip sends r, with body, to S3 and reads the whole answer.
-func (p *S3Proxy) roundTrip(r *http.Request, body []byte) (*http.Response, []byte, error) {
+func (p *StoreProxy) roundTrip(r *http.Request, body []byte) (*http.Response, []byte, error) {
 	out, err := http.NewRequestWithContext(context.WithoutCancel(r.Context()), r.Method, p.upstream+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		return nil, nil, err
@@ -349,7 +368,7 @@ func (p *S3Proxy) roundTrip(r *http.Request, body []byte) (*http.Response, []byt
 }
 
 // forward passes a request other than an object write through.
-func (p *S3Proxy) forward(w http.ResponseWriter, r *http.Request, _ []byte) {
+func (p *StoreProxy) forward(w http.ResponseWriter, r *http.Request, _ []byte) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 	if err != nil {
 		http.Error(w, "s3 proxy: reading body: "+err.Error(), http.StatusBadRequest)
@@ -447,6 +466,17 @@ func condition(h http.Header) string {
 		parts = append(parts, "If-None-Match: "+strings.Join(vs, ","))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// opOf returns the op id of a workload write: the op parameter of its
+// Content-Type ("text/plain; op=ID"), which the writes of identical bytes
+// carry (WorkloadConfig.SameBytesShare), else the op its body names
+// (bodyOp).
+func opOf(body []byte, contentType string) string {
+	if _, params, err := mime.ParseMediaType(contentType); err == nil && params["op"] != "" {
+		return params["op"]
+	}
+	return bodyOp(body)
 }
 
 // errNoOp says a body names no workload operation.

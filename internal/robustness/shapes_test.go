@@ -137,7 +137,7 @@ func TestRegisterModelEtagless(t *testing.T) {
 
 // seededEvidence is the evidence of one seeded object "k" after ops, with
 // S3's record writes, and final what versitygw holds at the end.
-func seededEvidence(ops []Op, writes []S3Write, final ObjectState) Evidence {
+func seededEvidence(ops []Op, writes []StoreWrite, final ObjectState) Evidence {
 	ev := Evidence{
 		Ops: ops, Keys: []string{"k"}, Writes: writes,
 		HWMEvents: map[string][]HWMEvent{}, FinalHWM: map[string]api.Token{},
@@ -156,8 +156,8 @@ func seededEvidence(ops []Op, writes []S3Write, final ObjectState) Evidence {
 	return ev
 }
 
-func s3Write(seq int64, op string, token api.Token) S3Write {
-	return S3Write{Seq: seq, Key: Bucket + "/k", Op: op, Token: token, Condition: "If-Match: ", Forwarded: true, Status: 200, Committed: true, ETag: "e-" + op}
+func s3Write(seq int64, op string, token api.Token) StoreWrite {
+	return StoreWrite{Seq: seq, Key: Bucket + "/k", Op: op, Token: token, Condition: "If-Match: ", Forwarded: true, Status: 200, Committed: true, ETag: "e-" + op}
 }
 
 func checkNames(res CheckResult) []string {
@@ -187,7 +187,7 @@ func TestCheckSeededObjects(t *testing.T) {
 		), nil},
 		{"written over once, then as usual", seededEvidence(
 			[]Op{seedOp("seed"), writeOp("a", 0, 5, 0, 10, http.StatusOK, ""), writeOp("b", 1, 7, 20, 30, http.StatusOK, "e-a"), readOp(2, 40, 50, "b", 7)},
-			[]S3Write{s3Write(1, "a", 5), s3Write(2, "b", 7)},
+			[]StoreWrite{s3Write(1, "a", 5), s3Write(2, "b", 7)},
 			ObjectState{Exists: true, Op: "b", Token: 7},
 		), nil},
 		{"S3 holds something else than the seed", seededEvidence(
@@ -196,22 +196,22 @@ func TestCheckSeededObjects(t *testing.T) {
 		), []string{"final-state"}},
 		{"a 502 on a seed that S3 committed", seededEvidence(
 			[]Op{seedOp("seed"), writeOp("a", 0, 5, 0, 10, http.StatusBadGateway, ""), readOp(1, 20, 30, "a", 5)},
-			[]S3Write{s3Write(1, "a", 5)},
+			[]StoreWrite{s3Write(1, "a", 5)},
 			ObjectState{Exists: true, Op: "a", Token: 5},
 		), []string{"linearizability"}},
 		{"deleted, and S3 holds nothing", seededEvidence(
 			[]Op{seedOp("seed"), deleteOp("a", 0, 5, 0, 10, http.StatusNoContent), readOp(1, 20, 30, "", 0)},
-			[]S3Write{{Seq: 1, Key: Bucket + "/k", Deleted: true, Forwarded: true, Status: 204, Committed: true}},
+			[]StoreWrite{{Seq: 1, Key: Bucket + "/k", Deleted: true, Forwarded: true, Status: 204, Committed: true}},
 			ObjectState{},
 		), nil},
 		{"deleted, yet S3 holds the seed", seededEvidence(
 			[]Op{seedOp("seed"), deleteOp("a", 0, 5, 0, 10, http.StatusNoContent), readOp(1, 20, 30, "", 0)},
-			[]S3Write{{Seq: 1, Key: Bucket + "/k", Deleted: true, Forwarded: true, Status: 204, Committed: true}},
+			[]StoreWrite{{Seq: 1, Key: Bucket + "/k", Deleted: true, Forwarded: true, Status: 204, Committed: true}},
 			ObjectState{Exists: true, Op: "seed"},
 		), []string{"final-state"}},
 		{"a held stale write lands on a blind write (today's ETag-less race)", seededEvidence(
 			[]Op{seedOp("seed"), writeOp("stale", 0, 5, 0, 100, http.StatusOK, ""), writeOp("newer", 1, 7, 20, 30, http.StatusOK, ""), readOp(2, 110, 120, "stale", 5)},
-			[]S3Write{s3Write(1, "newer", 7), s3Write(2, "stale", 5)},
+			[]StoreWrite{s3Write(1, "newer", 7), s3Write(2, "stale", 5)},
 			ObjectState{Exists: true, Op: "stale", Token: 5},
 		), []string{"acked-committed", "linearizability", "versions-monotonic"}},
 	} {
@@ -231,7 +231,7 @@ func TestShapeFiguresCountEtaglessRefusals(t *testing.T) {
 		writeOp("s3-failed", 1, 6, 0, 10, http.StatusBadGateway, ""),
 		writeOp("acked", 2, 7, 20, 30, http.StatusOK, ""),
 	}
-	ev := Evidence{Ops: ops, Writes: []S3Write{{Op: "s3-failed", Fault: "s3-error-before"}, s3Write(2, "acked", 7)}}
+	ev := Evidence{Ops: ops, Writes: []StoreWrite{{Op: "s3-failed", Fault: "s3-error-before"}, s3Write(2, "acked", 7)}}
 	got := shapeFigures(ev, 1)
 	if want := (ShapeFigures{Etagless: 1, EtaglessHeld: 1, EtaglessRefused: 1}); got != want {
 		t.Errorf("shapeFigures = %+v; want %+v", got, want)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +37,10 @@ type SuiteConfig struct {
 	Hooks []string
 	// Workload shapes the traffic. Zero means DefaultWorkload.
 	Workload WorkloadConfig
+	// Store puts every history's objects in one store: api.StoreS3 or
+	// api.StoreGCS. Empty means a seeded third of the histories on GCS
+	// (gcsHistory), the others on S3.
+	Store string
 	// StopAtViolation ends the run after the first history that breaks a
 	// guarantee (for mutation runs, which expect one).
 	StopAtViolation bool
@@ -56,14 +61,19 @@ type SuiteConfig struct {
 
 // HistoryReport is one history's figures and verdict.
 type HistoryReport struct {
-	Index    int
-	Seed     uint64
-	Plan     Plan
-	Summary  Summary
-	Faults   map[FaultKind]int
-	Check    CheckResult
-	Notes    []string
-	Duration time.Duration
+	Index int
+	Seed  uint64
+	// Store is the store of the history's objects (api.StoreS3 or
+	// api.StoreGCS); SameBytes says its writers wrote identical bytes
+	// (WorkloadConfig.SameBytes).
+	Store     string
+	SameBytes bool
+	Plan      Plan
+	Summary   Summary
+	Faults    map[FaultKind]int
+	Check     CheckResult
+	Notes     []string
+	Duration  time.Duration
 	// Shapes counts what the ETag-less and partner shapes did.
 	Shapes ShapeFigures
 	// Compaction says the history ran with a Compactor (a seeded third
@@ -167,9 +177,23 @@ func shapeFigures(ev Evidence, etaglessHeld int) ShapeFigures {
 	return f
 }
 
+// StoreFigures counts one store's histories, and what the checkers found
+// in them.
+type StoreFigures struct {
+	Histories, Violations, ABA int
+	// ABARefused counts the writes refused in the ETag ABA shape
+	// (CheckResult.ABARefused; GCS only).
+	ABARefused int
+}
+
 // SuiteReport sums up a run.
 type SuiteReport struct {
-	Histories    []HistoryReport
+	Histories []HistoryReport
+	// Stores counts the histories, violations and etag-aba findings of
+	// each store (api.StoreS3, api.StoreGCS).
+	Stores map[string]*StoreFigures
+	// SameBytes counts the histories whose writers wrote identical bytes.
+	SameBytes    int
 	Faults       map[FaultKind]int
 	S3Injections map[string]int
 	Ops          int
@@ -197,11 +221,44 @@ func (r SuiteReport) FinalLine() string {
 	for _, n := range r.Faults {
 		faults += n
 	}
-	return fmt.Sprintf("robustness: histories=%d faults=%d ops=%d stale_refused=%d ambiguous=%d "+
-		"etagless=%d etagless_refused=%d partner_requests=%d partner_forwarded=%d implausible_refused=%d compacted=%d retention=%d evicted=%d aba=%d violations=%d",
-		len(r.Histories), faults, r.Ops, r.StaleRefused, r.Ambiguous,
+	s3, gcs := r.store(api.StoreS3), r.store(api.StoreGCS)
+	return fmt.Sprintf("robustness: histories=%d s3=%d gcs=%d same_bytes=%d faults=%d ops=%d stale_refused=%d ambiguous=%d "+
+		"etagless=%d etagless_refused=%d partner_requests=%d partner_forwarded=%d implausible_refused=%d compacted=%d retention=%d evicted=%d "+
+		"aba=%d s3_aba=%d gcs_aba=%d gcs_aba_refused=%d violations=%d s3_violations=%d gcs_violations=%d",
+		len(r.Histories), s3.Histories, gcs.Histories, r.SameBytes, faults, r.Ops, r.StaleRefused, r.Ambiguous,
 		r.Shapes.Etagless, r.Shapes.EtaglessRefused, r.Shapes.PartnerRequests, r.Shapes.PartnerForwarded, r.Shapes.ImplausibleRefused,
-		r.Compacted, r.Retained, r.Evicted, r.Findings["etag-aba"], r.Violations)
+		r.Compacted, r.Retained, r.Evicted, r.Findings["etag-aba"], s3.ABA, gcs.ABA, gcs.ABARefused, r.Violations, s3.Violations, gcs.Violations)
+}
+
+// store returns the figures of store (zero if it ran no history).
+func (r SuiteReport) store(name string) StoreFigures {
+	if f := r.Stores[name]; f != nil {
+		return *f
+	}
+	return StoreFigures{}
+}
+
+// add counts h in the figures of its store.
+func (r *SuiteReport) add(h HistoryReport) {
+	if r.Stores == nil {
+		r.Stores = make(map[string]*StoreFigures)
+	}
+	f := r.Stores[h.Store]
+	if f == nil {
+		f = &StoreFigures{}
+		r.Stores[h.Store] = f
+	}
+	f.Histories++
+	f.Violations += len(h.Check.Violations)
+	f.ABARefused += h.Check.ABARefused
+	for _, finding := range h.Check.Findings {
+		if finding.Name == "etag-aba" {
+			f.ABA++
+		}
+	}
+	if h.SameBytes {
+		r.SameBytes++
+	}
 }
 
 // FaultsLine lists the faults injected by kind, and the writes the S3
@@ -254,7 +311,7 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 	if cfg.Out == nil {
 		cfg.Out = os.Stdout
 	}
-	report := SuiteReport{Faults: make(map[FaultKind]int), Findings: make(map[string]int)}
+	report := SuiteReport{Faults: make(map[FaultKind]int), Findings: make(map[string]int), Stores: make(map[string]*StoreFigures)}
 	dir := cfg.Dir
 	if dir == "" {
 		var err error
@@ -288,17 +345,20 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 	if err != nil {
 		return report, err
 	}
+	gcsObjects := newGCSObjectReader(cluster)
+	defer gcsObjects.http.CloseIdleConnections()
 	cfg.Logf("robustness: %d histories from seed %d; cluster and logs in %s", cfg.Histories, cfg.Seed, dir)
 
 	for i := range cfg.Histories {
 		if ctx.Err() != nil {
 			return report, ctx.Err()
 		}
-		h, err := runHistory(ctx, cfg, cluster, historyEnv{watcher, clock, turn}, objects, i, cfg.Seed+uint64(i), dir)
+		h, err := runHistory(ctx, cfg, cluster, historyEnv{watcher, clock, turn, gcsObjects}, objects, i, cfg.Seed+uint64(i), dir)
 		if err != nil {
 			return report, fmt.Errorf("history %d (seed %d): %w", i, cfg.Seed+uint64(i), err)
 		}
 		report.Histories = append(report.Histories, h)
+		report.add(h)
 		for k, n := range h.Faults {
 			report.Faults[k] += n
 		}
@@ -324,8 +384,11 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 		if s := findingsString(h.Check.Findings); s != "" {
 			shapes += " findings: " + s
 		}
-		fmt.Fprintf(cfg.Out, "robustness: history %d seed=%d ops=%d acked=%d stale_refused=%d refused=%d ambiguous=%d reads=%d porcupine=%s violations=%d %s (%v, acked writes %v) faults: %s%s\n",
-			i, h.Seed, h.Summary.Ops, h.Summary.Acked, h.Summary.StaleRefused, h.Summary.Refused, h.Summary.Ambiguous,
+		if h.Check.ABARefused > 0 {
+			shapes += fmt.Sprintf(" aba_refused=%d", h.Check.ABARefused)
+		}
+		fmt.Fprintf(cfg.Out, "robustness: history %d seed=%d store=%s same_bytes=%s ops=%d acked=%d stale_refused=%d refused=%d ambiguous=%d reads=%d porcupine=%s violations=%d %s (%v, acked writes %v) faults: %s%s\n",
+			i, h.Seed, h.Store, yesNo(h.SameBytes), h.Summary.Ops, h.Summary.Acked, h.Summary.StaleRefused, h.Summary.Refused, h.Summary.Ambiguous,
 			h.Summary.Reads, h.Check.Linearizability, len(h.Check.Violations), h.compactionString()+" "+h.retentionString(), h.Duration.Round(time.Millisecond),
 			h.Summary.AckedLatency.Round(time.Millisecond), h.Plan, shapes)
 		for _, f := range h.Check.Findings {
@@ -345,8 +408,11 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 		}
 	}
 	report.S3Injections = cluster.S3Proxy.InjectedFaults()
+	for k, n := range cluster.GCSProxy.InjectedFaults() {
+		report.S3Injections[k] += n
+	}
 	report.Duration = time.Since(start)
-	fmt.Fprintf(cfg.Out, "robustness: seed=%d wall=%v cluster=%d etcd members, %d gateways, versitygw; logs in %s (kept when a history fails)\n",
+	fmt.Fprintf(cfg.Out, "robustness: seed=%d wall=%v cluster=%d etcd members, %d gateways, versitygw, fake-gcs-server; logs in %s (kept when a history fails)\n",
 		cfg.Seed, report.Duration.Round(time.Second), len(cluster.Members), len(cluster.Gateways), dir)
 	fmt.Fprintln(cfg.Out, report.FaultsLine())
 	fmt.Fprintln(cfg.Out, report.FinalLine())
@@ -354,12 +420,53 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 }
 
 // historyEnv is what the suite keeps across histories besides the
-// cluster: the HWM watcher, etcd's revision clock, and the switch of mark
-// eviction.
+// cluster: the HWM watcher, etcd's revision clock, the switch of mark
+// eviction, and the reader of GCS objects.
 type historyEnv struct {
-	watcher *Watcher
-	clock   *RevisionClock
-	turn    *EvictorTurn
+	watcher    *Watcher
+	clock      *RevisionClock
+	turn       *EvictorTurn
+	gcsObjects *gcsObjectReader
+}
+
+// yesNo is b in a history's line.
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// withPause returns plan with its first fault a pause after a fence check
+// (PauseAfterFence), if it has none and kinds (empty: every kind) allows
+// it: a history of identical bytes holds at least one write after its
+// fence check, the ABA shape's stall.
+func withPause(plan Plan, kinds []FaultKind) Plan {
+	if len(plan) == 0 || len(kinds) > 0 && !slices.Contains(kinds, PauseAfterFence) ||
+		slices.ContainsFunc(plan, func(f Fault) bool { return f.Kind == PauseAfterFence }) {
+		return plan
+	}
+	plan = slices.Clone(plan)
+	plan[0].Kind = PauseAfterFence
+	return plan
+}
+
+// gcsHistory reports whether the history of seed writes to GCS, not S3: a
+// seeded third do.
+func gcsHistory(seed uint64) bool {
+	return rand.New(rand.NewPCG(seed, 0x6c5)).IntN(3) == 0
+}
+
+// historyStore is the store of the history of seed: cfg.Store, or by
+// gcsHistory.
+func historyStore(cfg SuiteConfig, seed uint64) string {
+	switch {
+	case cfg.Store != "":
+		return cfg.Store
+	case gcsHistory(seed):
+		return api.StoreGCS
+	}
+	return api.StoreS3
 }
 
 // runHistory runs one history: the workload and the nemesis together,
@@ -368,7 +475,10 @@ func runHistory(ctx context.Context, cfg SuiteConfig, cluster *Cluster, env hist
 	start := time.Now()
 	watcher := env.watcher
 	env.clock.Forget(start.Add(-10 * time.Second))
-	retention := retentionHistory(seed)
+	store := historyStore(cfg, seed)
+	// Mark retention evicts the marks of S3 objects only (package
+	// retention reads S3): a GCS history runs with eviction off.
+	retention := retentionHistory(seed) && store == api.StoreS3
 	switchTurn := env.turn.Off
 	if retention {
 		switchTurn = env.turn.On
@@ -381,10 +491,13 @@ func runHistory(ctx context.Context, cfg SuiteConfig, cluster *Cluster, env hist
 	prefix := fmt.Sprintf("h%d-%d/", index, seed)
 	// The shapes are drawn from a source of their own, so that a seed
 	// draws the same plan with or without them.
-	workload := NewWorkload(cfg.Workload.forHistory(rand.New(rand.NewPCG(seed, 0x5ba9e))), cluster, prefix)
+	workload := NewWorkload(cfg.Workload.forHistory(rand.New(rand.NewPCG(seed, 0x5ba9e))).onStore(store), cluster, prefix)
 	defer workload.Close()
 	if err := workload.PlaceEtagless(); err != nil {
 		return HistoryReport{}, err
+	}
+	if workload.cfg.SameBytes {
+		plan = withPause(plan, cfg.Kinds)
 	}
 	nemesis := NewNemesis(cluster, workload, watcher, cfg.Logf)
 	compaction := compactionHistory(seed)
@@ -442,14 +555,14 @@ func runHistory(ctx context.Context, cfg SuiteConfig, cluster *Cluster, env hist
 		probes = probeEvicted(ctx, cluster, objects, workload)
 	}
 	workload.FinalReads(ctx)
-	ev, err := gatherEvidence(ctx, cluster, watcher, env.clock, objects, workload)
+	ev, err := gatherEvidence(ctx, cluster, watcher, env.clock, objects, env.gcsObjects, workload)
 	if err != nil {
 		return HistoryReport{}, err
 	}
 	ev.Retention = retention
 	check := Check(ev, CheckConfig{ArtifactDir: filepath.Join(dir, "artifacts"), Name: fmt.Sprintf("history-%d-seed-%d", index, seed)})
 	return HistoryReport{
-		Index: index, Seed: seed, Plan: plan,
+		Index: index, Seed: seed, Store: store, SameBytes: workload.cfg.SameBytes, Plan: plan,
 		Summary: Summarize(ev.Ops), Faults: nemesis.Injected(), Check: check, Notes: nemesis.Notes(),
 		Duration: time.Since(start), Shapes: shapeFigures(ev, workload.EtaglessHeld()),
 		Compaction: compaction, Compactions: compactions, WatchResyncs: watcher.Resyncs() - resyncs,
@@ -465,7 +578,7 @@ func runHistory(ctx context.Context, cfg SuiteConfig, cluster *Cluster, env hist
 // members' views at that same revision, and the watch record up to it.
 // Each watch event gets the bounds of when it happened (HWMEvent.After
 // and Before) from clock.
-func gatherEvidence(ctx context.Context, cluster *Cluster, watcher *Watcher, clock *RevisionClock, objects *minio.Client, workload *Workload) (Evidence, error) {
+func gatherEvidence(ctx context.Context, cluster *Cluster, watcher *Watcher, clock *RevisionClock, objects *minio.Client, gcsObjects *gcsObjectReader, workload *Workload) (Evidence, error) {
 	ev := Evidence{
 		Ops:       workload.History().Ops(),
 		Keys:      workload.Keys(),
@@ -473,9 +586,14 @@ func gatherEvidence(ctx context.Context, cluster *Cluster, watcher *Watcher, clo
 		FinalHWM:  make(map[string]api.Token),
 		MemberHWM: make(map[string]map[string]api.Token),
 		Final:     make(map[string]ObjectState),
+		Store:     workload.cfg.store(),
 	}
-	ev.Writes = cluster.S3Proxy.Writes(Bucket + "/" + workload.prefix)
-	markPrefix := HWMPrefix + "s3/" + Bucket + "/"
+	proxy := cluster.S3Proxy
+	if ev.gcs() {
+		proxy = cluster.GCSProxy
+	}
+	ev.Writes = proxy.Writes(ev.bucket() + "/" + workload.prefix)
+	markPrefix := HWMPrefix + workload.resourcePrefix()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := cluster.Client.Get(rctx, markPrefix+workload.prefix, clientv3.WithPrefix())
@@ -518,7 +636,12 @@ func gatherEvidence(ctx context.Context, cluster *Cluster, watcher *Watcher, clo
 		}
 	}
 	for _, key := range ev.Keys {
-		state, err := readObject(rctx, objects, key)
+		var state ObjectState
+		if ev.gcs() {
+			state, err = gcsObjects.read(rctx, key)
+		} else {
+			state, err = readObject(rctx, objects, key)
+		}
 		if err != nil {
 			return ev, err
 		}
@@ -589,6 +712,12 @@ func newObjectReader(cluster *Cluster) (*minio.Client, error) {
 	})
 }
 
+// newGCSObjectReader returns a reader of GCSBucket's objects straight
+// from fake-gcs-server, with plain HTTP requests.
+func newGCSObjectReader(cluster *Cluster) *gcsObjectReader {
+	return &gcsObjectReader{base: "http://" + cluster.GCS.Host(), bucket: GCSBucket, http: &http.Client{Timeout: 10 * time.Second}}
+}
+
 // readObject reads key straight from versitygw, not through a gateway.
 func readObject(ctx context.Context, objects *minio.Client, key string) (ObjectState, error) {
 	obj, err := objects.GetObject(ctx, Bucket, key, minio.GetObjectOptions{})
@@ -607,7 +736,7 @@ func readObject(ctx context.Context, objects *minio.Client, key string) (ObjectS
 	if err != nil {
 		return ObjectState{}, fmt.Errorf("read %s: %w", key, err)
 	}
-	state := ObjectState{Exists: true, Op: bodyOp(body)}
+	state := ObjectState{Exists: true, Op: opOf(body, info.ContentType)}
 	for k, v := range info.UserMetadata {
 		if strings.EqualFold(k, api.MetadataFenceToken) {
 			state.Token, _ = api.ParseToken(v)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"mime"
 	"net/http"
 	"strings"
 	"sync"
@@ -54,6 +55,20 @@ type WorkloadConfig struct {
 	// --token-checks to be "*=plausible" (the suite sets it when
 	// PartnerShare is above zero).
 	EtaglessShare, PartnerShare float64
+	// SameBytesShare is the share of histories whose writers write
+	// identical bytes (SameBytes), drawn from each history's seed. Zero
+	// means none.
+	SameBytesShare float64
+	// SameBytes makes every write's body one of two fixed byte strings,
+	// so that an object often goes back to bytes it had before: the
+	// shape of the ETag ABA limit on S3 (two versions with the same bytes
+	// have the same ETag), which GCS's generations do not have. The
+	// operation is named by the op parameter of the Content-Type, which
+	// is metadata, outside the bytes that S3's ETag hashes.
+	SameBytes bool
+	// Store is the store of the history's bucket: api.StoreS3 (Bucket;
+	// empty means it) or api.StoreGCS (GCSBucket).
+	Store string
 }
 
 // DefaultWorkload is the workload of the suite's histories. The two newer
@@ -75,6 +90,15 @@ func (cfg WorkloadConfig) WithShapes(etagless, partners bool) WorkloadConfig {
 	return cfg
 }
 
+// WithSameBytes returns cfg with writes of identical bytes (SameBytes) in
+// half the histories if on.
+func (cfg WorkloadConfig) WithSameBytes(on bool) WorkloadConfig {
+	if on {
+		cfg.SameBytesShare = 0.5
+	}
+	return cfg
+}
+
 // forHistory returns the workload of one history: the shapes that rnd does
 // not draw for it are left out.
 func (cfg WorkloadConfig) forHistory(rnd *rand.Rand) WorkloadConfig {
@@ -84,7 +108,38 @@ func (cfg WorkloadConfig) forHistory(rnd *rand.Rand) WorkloadConfig {
 	if !(rnd.Float64() < cfg.PartnerShare) {
 		cfg.PartnerClients = 0
 	}
+	cfg.SameBytes = cfg.SameBytes || rnd.Float64() < cfg.SameBytesShare
 	return cfg
+}
+
+// onStore returns cfg for a history on store (api.StoreS3 or
+// api.StoreGCS). The ETag-less shape is S3's only: it places files in
+// versitygw's bucket directory.
+func (cfg WorkloadConfig) onStore(store string) WorkloadConfig {
+	cfg.Store = store
+	if store == api.StoreGCS {
+		cfg.EtaglessObjects = 0
+	}
+	return cfg
+}
+
+// gcs reports whether the workload's bucket is in GCS.
+func (cfg WorkloadConfig) gcs() bool { return cfg.Store == api.StoreGCS }
+
+// bucket is the bucket of the workload's objects.
+func (cfg WorkloadConfig) bucket() string {
+	if cfg.gcs() {
+		return GCSBucket
+	}
+	return Bucket
+}
+
+// store is the store of the workload's objects.
+func (cfg WorkloadConfig) store() string {
+	if cfg.gcs() {
+		return api.StoreGCS
+	}
+	return api.StoreS3
 }
 
 // lockTTL is the lease of every lock session, in seconds: etcd's minimum
@@ -131,6 +186,15 @@ func NewWorkload(cfg WorkloadConfig, cluster *Cluster, prefix string) *Workload 
 		leases:       make(map[string]clientv3.LeaseID),
 		etaglessDone: make(chan struct{}),
 	}
+}
+
+// resourcePrefix starts the resource names of the workload's objects:
+// "s3/robustness/" or "gcs/robustness-gcs/".
+func (w *Workload) resourcePrefix() string { return w.cfg.store() + "/" + w.cfg.bucket() + "/" }
+
+// objectURL is key's URL at gateway g.
+func (w *Workload) objectURL(g *Gateway, key string) string {
+	return g.URL + "/v1/objects/" + w.cfg.bucket() + "/" + key
 }
 
 // History returns the history recorded so far.
@@ -312,6 +376,11 @@ func (w *Workload) waitGone(ctx context.Context, key string, bound time.Duration
 	}
 }
 
+// sameBytes are the bodies of the writes of identical bytes
+// (WorkloadConfig.SameBytes): two, so that an object often goes back to
+// bytes it had.
+var sameBytes = []string{"same bytes: A\n", "same bytes: B\n"}
+
 // problem is the part of a problem+json answer the workload reads.
 type problem struct {
 	Type          string    `json:"type"`
@@ -394,15 +463,20 @@ func (w *Workload) writeVia(ctx context.Context, cs *clientState, g *Gateway, ke
 	cs.ops++
 	id := fmt.Sprintf("%sc%d-%d", strings.ReplaceAll(w.prefix, "/", "-"), cs.id, cs.ops)
 	body := fmt.Sprintf("op=%s token=%d client=%d stale=%t retry=%t\n", id, token, cs.id, stale, retry)
-	op := Op{ID: id, Client: cs.id, Process: cs.process, Kind: OpWrite, Key: key, Token: token, Gateway: g.Name, Stale: stale, Retry: retry,
-		ETag: bodyETag([]byte(body))}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, g.URL+"/v1/objects/"+Bucket+"/"+key, strings.NewReader(body))
+	if w.cfg.SameBytes {
+		body = sameBytes[cs.rnd.IntN(len(sameBytes))]
+	}
+	op := Op{ID: id, Client: cs.id, Process: cs.process, Kind: OpWrite, Key: key, Token: token, Gateway: g.Name, Stale: stale, Retry: retry}
+	if !w.cfg.gcs() {
+		op.ETag = bodyETag([]byte(body)) // on GCS, the generation: known from the answer, or from the record (Check)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, w.objectURL(g, key), strings.NewReader(body))
 	if err != nil {
 		panic(err) // a bug in the workload
 	}
 	req.Header.Set(api.HeaderFenceToken, token.String())
 	req.Header.Set("X-Request-Id", id)
-	req.Header.Set("Content-Type", "text/plain")
+	req.Header.Set("Content-Type", mime.FormatMediaType("text/plain", map[string]string{"op": id}))
 	op.Call = w.history.Now()
 	w.history.Invoke(token, op.Call)
 	resp, err := w.http.Do(req)
@@ -416,7 +490,9 @@ func (w *Workload) writeVia(ctx context.Context, cs *clientState, g *Gateway, ke
 			var result writeResult
 			if err := json.Unmarshal(data, &result); err == nil && result.ETag != "" {
 				op.ReplacedKnown, op.Created, op.Replaced = true, result.Created, result.ReplacedETag
-				if result.ETag != op.ETag {
+				if w.cfg.gcs() {
+					op.ETag = result.ETag
+				} else if result.ETag != op.ETag {
 					op.Err = fmt.Sprintf("unexpected answer: ETag %s, want the MD5 of the body %s", result.ETag, op.ETag)
 				}
 			}
@@ -453,7 +529,7 @@ func (w *Workload) deleteVia(ctx context.Context, cs *clientState, g *Gateway, k
 	cs.ops++
 	id := fmt.Sprintf("%sc%d-%d", strings.ReplaceAll(w.prefix, "/", "-"), cs.id, cs.ops)
 	op := Op{ID: id, Client: cs.id, Process: cs.process, Kind: OpDelete, Key: key, Token: token, Gateway: g.Name, Stale: stale}
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, g.URL+"/v1/objects/"+Bucket+"/"+key, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, w.objectURL(g, key), nil)
 	if err != nil {
 		panic(err) // a bug in the workload
 	}
@@ -538,7 +614,7 @@ func (w *Workload) read(ctx context.Context, client, process int, g *Gateway, ke
 		w.history.mu.Unlock()
 	}
 	op := Op{ID: fmt.Sprintf("read-%d", w.history.Now()), Client: client, Process: process, Kind: OpRead, Key: key, Gateway: g.Name}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.URL+"/v1/objects/"+Bucket+"/"+key, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.objectURL(g, key), nil)
 	if err != nil {
 		panic(err)
 	}
@@ -554,7 +630,7 @@ func (w *Workload) read(ctx context.Context, client, process int, g *Gateway, ke
 			op.Outcome, op.Err = Failed, readErr.Error()
 		case resp.StatusCode == http.StatusOK:
 			op.ReadExists = true
-			op.ReadValue = bodyOp(data)
+			op.ReadValue = opOf(data, resp.Header.Get("Content-Type"))
 			op.ReadToken, _ = api.ParseToken(resp.Header.Get(api.HeaderFenceToken))
 		case resp.StatusCode == http.StatusNotFound:
 		default:
