@@ -136,7 +136,8 @@ func gcsGeneration(resource []byte) (string, error) {
 func (p *StoreProxy) gcsHandler(gateway string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if bucket, object, ok := gcsObjectPath(r.URL.Path); ok && r.Method == http.MethodDelete {
-			p.gcsDelete(w, r, gateway, bucket+"/"+object)
+			rec := StoreWrite{Gateway: gateway, Key: bucket + "/" + object, Deleted: true, Condition: gcsCondition(r.URL.Query()), At: time.Now()}
+			p.forwardRecorded(w, r, rec, nil, gcsDialect)
 			return
 		}
 		if !isGCSUpload(r) {
@@ -156,66 +157,24 @@ func (p *StoreProxy) gcsHandler(gateway string) http.Handler {
 			return
 		}
 		rec := StoreWrite{Gateway: gateway, Key: up.key, Token: up.token, Op: up.op, Condition: up.condition, BodyETag: up.bodyETag, Fault: p.drawFault(), At: time.Now()}
-		if rec.Fault == "s3-error-before" {
-			p.record(rec)
-			writeGCSError(w, http.StatusServiceUnavailable, "injected by the robustness suite before forwarding")
-			return
-		}
-		lock := p.keyLock(rec.Key)
-		lock.Lock()
-		resp, respBody, err := p.roundTrip(r, body)
-		rec.Forwarded = true
-		if err == nil {
-			rec.Status = resp.StatusCode
-			rec.Committed = resp.StatusCode/100 == 2
-			if rec.Committed {
-				if rec.ETag, err = gcsGeneration(respBody); err != nil {
-					rec.ETag, err = "unknown generation: "+err.Error(), nil
-				}
-			}
-		}
-		if !rec.Committed && rec.Fault != "" {
-			rec.Fault = "" // the after-commit faults apply to commits only
-		}
-		rec.Done = time.Now()
-		p.record(rec) // before the key is unlocked: the record is GCS's order
-		lock.Unlock()
-		if err != nil {
-			writeGCSError(w, http.StatusBadGateway, "gcs proxy: "+err.Error())
-			return
-		}
-		switch {
-		case rec.Committed && rec.Fault == "s3-error-after":
-			writeGCSError(w, http.StatusInternalServerError, "injected by the robustness suite after the write committed")
-		case rec.Committed && rec.Fault == "s3-drop-after":
-			dropConnection(w)
-		default:
-			copyResponse(w, resp, respBody)
-		}
+		p.forwardRecorded(w, r, rec, body, gcsDialect)
 	})
 }
 
-// gcsDelete forwards an object DELETE and records it, in GCS's order for
-// its key. It injects no faults. (The suite's GCS histories send no
-// deletes: fake-gcs-server v1.56.1 ignores their ifGenerationMatch.)
-func (p *StoreProxy) gcsDelete(w http.ResponseWriter, r *http.Request, gateway, key string) {
-	rec := StoreWrite{Gateway: gateway, Key: key, Deleted: true, Condition: gcsCondition(r.URL.Query()), At: time.Now()}
-	lock := p.keyLock(rec.Key)
-	lock.Lock()
-	resp, respBody, err := p.roundTrip(r, nil)
-	rec.Forwarded = true
-	if err == nil {
-		rec.Status = resp.StatusCode
-		rec.Committed = resp.StatusCode/100 == 2
-	}
-	rec.Done = time.Now()
-	p.record(rec)
-	lock.Unlock()
-	if err != nil {
-		writeGCSError(w, http.StatusBadGateway, "gcs proxy: "+err.Error())
-		return
-	}
-	copyResponse(w, resp, respBody)
+// gcsDialect answers as GCS's JSON API does, and names a committed
+// version by the generation in the object resource it returns. (The
+// suite's GCS histories send no deletes: fake-gcs-server v1.56.1 ignores
+// their ifGenerationMatch.)
+var gcsDialect = storeDialect{
+	name: "gcs",
+	fail: writeGCSError,
+	version: func(_ *http.Response, body []byte) string {
+		generation, err := gcsGeneration(body)
+		if err != nil {
+			return "unknown generation: " + err.Error()
+		}
+		return generation
+	},
 }
 
 // writeGCSError answers a JSON API error.

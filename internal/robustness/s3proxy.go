@@ -250,7 +250,8 @@ func isObjectWrite(r *http.Request) bool {
 func (p *StoreProxy) handler(gateway string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isObjectDelete(r) {
-			p.delete(w, r, gateway)
+			rec := StoreWrite{Gateway: gateway, Key: objectKey(r), Deleted: true, Condition: condition(r.Header), At: time.Now()}
+			p.forwardRecorded(w, r, rec, nil, s3Dialect)
 			return
 		}
 		if !isObjectWrite(r) {
@@ -272,63 +273,72 @@ func (p *StoreProxy) handler(gateway string) http.Handler {
 			Fault:     p.drawFault(),
 			At:        time.Now(),
 		}
-		if rec.Fault == "s3-error-before" {
-			p.record(rec)
-			writeS3Error(w, http.StatusServiceUnavailable, "SlowDown", "injected by the robustness suite before forwarding")
-			return
-		}
-		lock := p.keyLock(rec.Key)
-		lock.Lock()
-		resp, respBody, err := p.roundTrip(r, body)
-		rec.Forwarded = true
-		if err == nil {
-			rec.Status = resp.StatusCode
-			rec.Committed = resp.StatusCode/100 == 2
-			if rec.Committed {
-				rec.ETag = resp.Header.Get("ETag")
-			}
-		}
-		if !rec.Committed && rec.Fault != "" {
-			rec.Fault = "" // the after-commit faults apply to commits only
-		}
-		rec.Done = time.Now()
-		p.record(rec) // before the key is unlocked: the record is S3's order
-		lock.Unlock()
-		if err != nil {
-			writeS3Error(w, http.StatusBadGateway, "InternalError", "s3 proxy: "+err.Error())
-			return
-		}
-		switch {
-		case rec.Committed && rec.Fault == "s3-error-after":
-			writeS3Error(w, http.StatusInternalServerError, "InternalError", "injected by the robustness suite after the write committed")
-		case rec.Committed && rec.Fault == "s3-drop-after":
-			dropConnection(w)
-		default:
-			copyResponse(w, resp, respBody)
-		}
+		p.forwardRecorded(w, r, rec, body, s3Dialect)
 	})
 }
 
-// delete forwards an object DELETE and records it, in S3's order for its
-// key. It injects no faults.
-func (p *StoreProxy) delete(w http.ResponseWriter, r *http.Request, gateway string) {
-	rec := StoreWrite{Gateway: gateway, Key: objectKey(r), Deleted: true, Condition: condition(r.Header), At: time.Now()}
+// s3Dialect answers as S3 does, and names a committed version by its
+// ETag.
+var s3Dialect = storeDialect{
+	name: "s3",
+	fail: func(w http.ResponseWriter, status int, message string) {
+		code := "InternalError"
+		if status == http.StatusServiceUnavailable {
+			code = "SlowDown"
+		}
+		writeS3Error(w, status, code, message)
+	},
+	version: func(resp *http.Response, _ []byte) string { return resp.Header.Get("ETag") },
+}
+
+// storeDialect is what the S3 and GCS proxies do differently around a
+// recorded write: how they answer an error, and how they read the version
+// a committed write made.
+type storeDialect struct {
+	name    string
+	fail    func(w http.ResponseWriter, status int, message string)
+	version func(resp *http.Response, body []byte) string
+}
+
+// forwardRecorded forwards a write (or a delete: rec.Deleted, body nil)
+// and records it in the store's order for its key: the record is taken
+// before the key is unlocked. It injects rec.Fault, which deletes never
+// draw; the after-commit faults apply to commits only.
+func (p *StoreProxy) forwardRecorded(w http.ResponseWriter, r *http.Request, rec StoreWrite, body []byte, d storeDialect) {
+	if rec.Fault == "s3-error-before" {
+		p.record(rec)
+		d.fail(w, http.StatusServiceUnavailable, "injected by the robustness suite before forwarding")
+		return
+	}
 	lock := p.keyLock(rec.Key)
 	lock.Lock()
-	resp, respBody, err := p.roundTrip(r, nil)
+	resp, respBody, err := p.roundTrip(r, body)
 	rec.Forwarded = true
 	if err == nil {
 		rec.Status = resp.StatusCode
 		rec.Committed = resp.StatusCode/100 == 2
+		if rec.Committed && !rec.Deleted {
+			rec.ETag = d.version(resp, respBody)
+		}
+	}
+	if !rec.Committed && rec.Fault != "" {
+		rec.Fault = ""
 	}
 	rec.Done = time.Now()
 	p.record(rec)
 	lock.Unlock()
 	if err != nil {
-		writeS3Error(w, http.StatusBadGateway, "InternalError", "s3 proxy: "+err.Error())
+		d.fail(w, http.StatusBadGateway, d.name+" proxy: "+err.Error())
 		return
 	}
-	copyResponse(w, resp, respBody)
+	switch {
+	case rec.Committed && rec.Fault == "s3-error-after":
+		d.fail(w, http.StatusInternalServerError, "injected by the robustness suite after the write committed")
+	case rec.Committed && rec.Fault == "s3-drop-after":
+		dropConnection(w)
+	default:
+		copyResponse(w, resp, respBody)
+	}
 }
 
 // isObjectDelete reports whether r deletes one object (not a version, nor
