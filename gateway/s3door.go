@@ -202,6 +202,20 @@ func (g *Gateway) ReadObject(ctx context.Context, in api.GetObjectInput, head bo
 	return g.objects.Get(ctx, in)
 }
 
+// WatchBody puts r's body under the gateway's transfer deadlines, as a
+// PUT of /v1/objects/... is: each chunk must arrive within
+// Config.TransferChunkTimeout, counted from its first read, so that a
+// sender that stalls is cut off (its read fails, and PutFenced answers
+// api.ErrInvalidRequest) rather than hold an S3 connection. It replaces
+// the server's whole-request read timeout for the body. A front door calls
+// it before anything reads the body; where the connection takes no
+// deadlines it changes nothing.
+func (g *Gateway) WatchBody(w http.ResponseWriter, r *http.Request) {
+	if client := g.newClientBody(w, r); client != nil {
+		r.Body = client
+	}
+}
+
 // CopyToClient copies an object's body to w under the gateway's
 // transfer deadlines (Config.TransferChunkTimeout), as GET of
 // /v1/objects/... does: a client that stops reading is cut off.

@@ -126,6 +126,12 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, rq *request,
 		body.FenceToken = stale.Token.String()
 		body.HighWaterMark = stale.HighWaterMark.String()
 	}
+	if r.Method == http.MethodPut || r.Method == http.MethodPost {
+		// The body may be unread (a refusal before it, a sender that
+		// stalled): close the connection after the answer rather than
+		// let net/http read up to 256 KiB of it first.
+		w.Header().Set("Connection", "close")
+	}
 	if c.status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}

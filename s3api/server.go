@@ -124,6 +124,9 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, rq, fmt.Errorf("%w: temporary credentials (X-Amz-Security-Token) are not accepted; use an access key of the gateway's auth config", errInvalidToken))
 		return
 	}
+	if r.Method == http.MethodPut || r.Method == http.MethodPost {
+		s.gw.WatchBody(w, r)
+	}
 	res, err := s.verifier.Verify(r.Context(), r)
 	if err != nil {
 		s.writeError(w, r, rq, err)
