@@ -10,8 +10,10 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -241,4 +243,51 @@ func (a *authenticator) identityNamed(name string) *Identity {
 		}
 	}
 	return nil
+}
+
+// NoteRefusal records a refusal that another front door answered, as
+// writeError does for the REST API: a stale token counts in
+// fencegate_stale_refusals_total (by where it was found), and a write
+// refused for an audited reason (a stale token, a token check, 401, 403)
+// counts in fencegate_refused_writes_total and gets the audit line
+// ("write refused", at WARN) with the resource, the token, the mark, the
+// problem type, the request id and the identity. write says whether the
+// request was a write; resource and token are what it named (either may
+// be zero). ctx is the request's, from WithIdentity.
+func (g *Gateway) NoteRefusal(ctx context.Context, write bool, resource api.Resource, token api.Token, err error) {
+	p := api.ProblemFor(err)
+	x := exchangeOf(ctx)
+	if errors.Is(err, api.ErrStaleToken) {
+		source := staleFromEtcd
+		if x != nil && x.staleSource != "" {
+			source = x.staleSource
+		}
+		g.metrics.staleRefusals.WithLabelValues(source).Inc()
+	}
+	if !write || !audited(p, err) {
+		return
+	}
+	slug := strings.TrimPrefix(p.Type, api.ProblemTypePrefix)
+	g.metrics.refusedWrites.WithLabelValues(slug).Inc()
+	if p.Resource != "" {
+		resource, token = p.Resource, p.Token
+	}
+	suppressed, ok := g.authLines.allow(p.Status) // 401 and 403 cost the sender nothing
+	if !ok {
+		g.metrics.suppressedLines.WithLabelValues(slug).Inc()
+		return
+	}
+	attrs := []slog.Attr{slog.String("resource", string(resource))}
+	if token != 0 {
+		attrs = append(attrs, slog.Uint64("token", uint64(token)))
+	}
+	if p.HighWaterMark != 0 {
+		attrs = append(attrs, slog.Uint64("high_water_mark", uint64(p.HighWaterMark)))
+	}
+	attrs = append(attrs, slog.String("problem_type", p.Type), slog.String("detail", api.Truncate(p.Detail, api.MaxEchoBytes)),
+		slog.String("request_id", requestID(ctx)), slog.String("identity", callerName(ctx)), slog.String("api", "s3"))
+	if suppressed > 0 {
+		attrs = append(attrs, slog.Uint64("suppressed", suppressed))
+	}
+	g.log.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn, auditMessage, attrs...)
 }

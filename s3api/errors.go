@@ -2,6 +2,7 @@ package s3api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
 	"fencegate/api"
@@ -113,6 +114,7 @@ type errorBody struct {
 // answered 500 are logged with their details.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, rq *request, err error) {
 	c, message := s3ErrorOf(err)
+	s.noteRefusal(r, rq, err)
 	if c.status >= 500 {
 		s.log.ErrorContext(r.Context(), "s3 request failed", "request_id", rq.id, "op", rq.op, "status", c.status, "err", err)
 	} else {
@@ -145,3 +147,19 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, rq *request,
 // headerHighWaterMark carries the resource's high-water mark on a stale
 // refusal, as the REST API's problem body does.
 const headerHighWaterMark = "X-Fence-High-Water-Mark"
+
+// noteRefusal has the gateway count and audit the refusal of a write, as
+// for the REST API. A refusal of the signature counts as a failed
+// authentication (api.ErrUnauthorized).
+func (s *server) noteRefusal(r *http.Request, rq *request, err error) {
+	var refusal *sigv4.Error
+	if errors.As(err, &refusal) && refusal.Status == http.StatusForbidden {
+		err = fmt.Errorf("%w: %w", api.ErrUnauthorized, err)
+	}
+	write := writeOps[rq.op]
+	var resource api.Resource
+	if write && rq.bucket != "" {
+		resource = api.ObjectResource(rq.bucket, rq.key)
+	}
+	s.gw.NoteRefusal(r.Context(), write, resource, rq.token, err)
+}

@@ -93,7 +93,13 @@ type request struct {
 	bucket string // "" for the service
 	key    string // "" for a bucket or the service
 	auth   *sigv4.Result
+	// token is the fencing token the request carries, once read.
+	token api.Token
 }
+
+// writeOps are the operations that write: their refusals are audited
+// (gateway.NoteRefusal).
+var writeOps = map[string]bool{"PutObject": true, "DeleteObject": true, "DeleteObjects": true, "CopyObject": true}
 
 // headerRequestID is S3's request id header; X-Request-Id carries the
 // same id, as on the REST API.
