@@ -159,3 +159,23 @@ func TestBucketReads(t *testing.T) {
 		t.Errorf("listing a missing bucket: %v; want NoSuchBucket", err)
 	}
 }
+
+// TestEmptyObject: a zero-byte PutObject (the SDK sends it unsigned, with
+// a checksum header) is fenced and stored, and reads back empty.
+func TestEmptyObject(t *testing.T) {
+	d := newDoor(t, doorOptions{})
+	if _, err := d.put(t, d.client(writerKey), "empty", 4, ""); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	if body, token, ok := d.stored(t, "empty"); !ok || body != "" || token != "4" {
+		t.Fatalf("stored %q token %q exists %v", body, token, ok)
+	}
+	o, err := d.client(readerKey).GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(d.bucket), Key: aws.String("empty")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Body.Close()
+	if b, _ := io.ReadAll(o.Body); len(b) != 0 || aws.ToInt64(o.ContentLength) != 0 {
+		t.Fatalf("read back %d bytes", len(b))
+	}
+}
