@@ -20,6 +20,17 @@ import (
 	"fencegate/api"
 )
 
+// CheckRequestSize applies the REST API's bounds on a request's target
+// (Config.MaxTargetBytes: api.ErrTargetTooLong) and header block
+// (Config.MaxHeaderBytes: api.ErrHeadersTooLarge), which a front door
+// checks first, before it reads anything else of the request.
+func (g *Gateway) CheckRequestSize(r *http.Request) error {
+	if err := g.checkTarget(r); err != nil {
+		return err
+	}
+	return g.checkHeaders(r)
+}
+
 // ObjectPath validates bucket and key (api.ParseObjectPath) and names the
 // bucket's store, as the REST routes do for /v1/objects/{bucket}/{key}.
 // Failures are api.ErrInvalidObjectPath.

@@ -71,6 +71,8 @@ var s3Codes = []s3Code{
 	{api.ErrUnauthorized, "AccessDenied", http.StatusForbidden},
 	{api.ErrForbidden, "AccessDenied", http.StatusForbidden},
 	{api.ErrMethodNotAllowed, "MethodNotAllowed", http.StatusMethodNotAllowed},
+	{api.ErrHeadersTooLarge, "RequestHeaderSectionTooLarge", http.StatusBadRequest},
+	{api.ErrTargetTooLong, "RequestURITooLong", http.StatusRequestURITooLong},
 }
 
 // internalError answers errors of no known class.

@@ -117,6 +117,10 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rq := &request{id: newRequestID()}
 	w.Header().Set(headerRequestID, rq.id)
 	w.Header().Set("X-Request-Id", rq.id)
+	if err := s.gw.CheckRequestSize(r); err != nil {
+		s.writeError(w, r, rq, err)
+		return
+	}
 	if err := s.address(r, rq); err != nil {
 		s.writeError(w, r, rq, err)
 		return
