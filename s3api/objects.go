@@ -369,14 +369,23 @@ func (s *server) deleteObjects(w http.ResponseWriter, r *http.Request, rq *reque
 		return
 	}
 	results := make([]error, len(req.Objects))
+	// Each worker has a request context of its own: the gateway notes
+	// what a request checked in its context, one goroutine per context.
+	workerCtxs := make([]context.Context, min(deleteWorkers, len(req.Objects)))
+	for i := range workerCtxs {
+		if workerCtxs[i], err = s.gw.WithIdentity(ctx, rq.auth.Identity, rq.id); err != nil {
+			s.writeError(w, r, rq, err)
+			return
+		}
+	}
 	var wg sync.WaitGroup
 	next := make(chan int)
-	for range min(deleteWorkers, len(req.Objects)) {
+	for _, workerCtx := range workerCtxs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				results[i] = s.deleteOne(ctx, rq.bucket, req.Objects[i].Key, req.Objects[i].VersionID, token)
+				results[i] = s.deleteOne(workerCtx, rq.bucket, req.Objects[i].Key, req.Objects[i].VersionID, token)
 			}
 		}()
 	}
