@@ -170,3 +170,23 @@ func TestStalledUpload(t *testing.T) {
 		t.Fatalf("a stalled upload was stored")
 	}
 }
+
+// TestUnknownIdentityFailsClosed: a key whose identity the gateway's auth
+// config does not define is refused (AccessDenied) before anything
+// reaches S3 or etcd: a key store and an auth config that disagree never
+// grant anything.
+func TestUnknownIdentityFailsClosed(t *testing.T) {
+	d := newDoor(t, doorOptions{})
+	d.keys["AKIAGHOST"] = [2]string{secretOf + "AKIAGHOST", "ghost"}
+	d.s3.Reset()
+	_, err := d.put(t, d.client("AKIAGHOST"), "k", 5, "x")
+	wantAPIError(t, err, http.StatusForbidden, "AccessDenied")
+	_, err = d.client("AKIAGHOST").ListBuckets(context.Background(), &s3.ListBucketsInput{})
+	wantAPIError(t, err, http.StatusForbidden, "AccessDenied")
+	if n := d.s3.Count(); n != 0 {
+		t.Errorf("%d requests reached S3", n)
+	}
+	if hwm := d.mark(t, "k"); hwm != 0 {
+		t.Errorf("mark raised to %d", hwm)
+	}
+}
