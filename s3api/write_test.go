@@ -183,8 +183,15 @@ func TestCopyObject(t *testing.T) {
 	if body, token, _ := d.stored(t, "logs/dst"); body != "source bytes" || token != "41" {
 		t.Fatalf("after the refusals dst = %q token %q; want token 41's copy", body, token)
 	}
+	// The source's conditions: a failed one is 412, and nothing is copied.
+	_, err := w.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(d.bucket), Key: aws.String("logs/dst"), CopySource: aws.String(source),
+		CopySourceIfMatch: aws.String(`"0123456789abcdef0123456789abcdef"`), Metadata: map[string]string{"fence-token": "43"}})
+	wantAPIError(t, err, http.StatusPreconditionFailed, "PreconditionFailed")
+	if hwm := d.mark(t, "logs/dst"); hwm != 41 {
+		t.Fatalf("a copy whose source condition failed raised the mark to %d", hwm)
+	}
 	// A copy with no token.
-	_, err := w.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(d.bucket), Key: aws.String("logs/dst"), CopySource: aws.String(source)})
+	_, err = w.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(d.bucket), Key: aws.String("logs/dst"), CopySource: aws.String(source)})
 	wantAPIError(t, err, http.StatusPreconditionRequired, "MissingFenceToken")
 	got, err := w.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(d.bucket), Key: aws.String("logs/dst")})
 	if err != nil {
