@@ -182,6 +182,17 @@ func (g *Gateway) DeleteFenced(ctx context.Context, path api.ObjectPath, token a
 	return g.deleteFenced(ctx, fr)
 }
 
+// FastReject runs the checks that precede a fenced write's body, with
+// no etcd or S3 request: that the identity of ctx may do op to path, that
+// there is a token, and that the cache does not already know it to be
+// stale (an *api.StaleTokenError). A front door that must read something
+// before the write (CopyObject's source) calls it first; PutFenced and
+// DeleteFenced run it again themselves.
+func (g *Gateway) FastReject(ctx context.Context, op Operation, path api.ObjectPath, token api.Token) error {
+	_, err := g.admit(ctx, op, path, token)
+	return err
+}
+
 // admit is what precedes every fenced write of a front door other than
 // REST: authorization, a token (zero is missing), the fast reject.
 func (g *Gateway) admit(ctx context.Context, op Operation, path api.ObjectPath, token api.Token) (fencedRequest, error) {

@@ -461,6 +461,10 @@ func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 			err = fmt.Errorf("%w: the gateway does not honour %s", errNotImplemented, name)
 		}
 	}
+	if err == nil {
+		// A stale token is refused before the source is read.
+		err = s.gw.FastReject(ctx, gateway.OpWrite, dst, token)
+	}
 	var obj *api.Object
 	if err == nil {
 		obj, err = s.gw.ReadObject(ctx, src, false)

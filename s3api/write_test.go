@@ -174,7 +174,11 @@ func TestCopyObject(t *testing.T) {
 	if body, token, _ := d.stored(t, "logs/dst"); body != "source bytes" || token != "41" {
 		t.Fatalf("dst = %q token %q; want the source's bytes with token 41", body, token)
 	}
+	d.s3.Reset()
 	wantAPIError(t, copyAs(w, "40", source, "logs/dst"), http.StatusConflict, "StaleFenceToken")
+	if n := d.s3.Count(); n != 0 {
+		t.Errorf("a stale copy sent %d requests to S3; want 0 (refused from the cache)", n)
+	}
 	// logs may write logs/dst but not read the source.
 	wantAPIError(t, copyAs(d.client(logsKey), "42", source, "logs/dst"), http.StatusForbidden, "AccessDenied")
 	wantAPIError(t, copyAs(w, "42", source+"?versionId=abc", "logs/dst"), http.StatusNotImplemented, "NotImplemented")
