@@ -209,3 +209,28 @@ func TestListPrefixDotSegments(t *testing.T) {
 		}
 	}
 }
+
+// TestListPrefixNeedsEscaping lists under prefixes whose characters SigV4
+// escapes in its own way (a space as %20, never '+'; '+', '~', '=', '&'
+// and UTF-8): the door signs the upstream listing in canonical form, so S3
+// accepts the signature and answers the keys under the prefix alone.
+func TestListPrefixNeedsEscaping(t *testing.T) {
+	d := newDoor(t, doorOptions{})
+	ctx := context.Background()
+	w := d.client(writerKey)
+	prefixes := []string{"sp ace/", "plus+sign/", "tilde~eq=amp&/", "ünï cödé/"}
+	for _, p := range prefixes {
+		if _, err := d.put(t, w, p+"k", 3, "x"); err != nil {
+			t.Fatalf("put %q: %v", p+"k", err)
+		}
+	}
+	for _, p := range prefixes {
+		out, err := w.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(d.bucket), Prefix: aws.String(p)})
+		if err != nil {
+			t.Fatalf("list %q: %v", p, err)
+		}
+		if len(out.Contents) != 1 || aws.ToString(out.Contents[0].Key) != p+"k" {
+			t.Fatalf("list %q = %d keys; want exactly %q", p, len(out.Contents), p+"k")
+		}
+	}
+}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 
 	"fencegate/api"
@@ -35,9 +38,10 @@ func (c *Client) BucketRequest(ctx context.Context, method, bucket string, query
 	if path == "" {
 		path, rawPath = "/", "/"
 	}
+	rawQuery := canonicalQuery(query)
 	req := &http.Request{
 		Method:     method,
-		URL:        &url.URL{Scheme: ep.scheme, Host: ep.host, Path: path, RawPath: rawPath, RawQuery: query.Encode()},
+		URL:        &url.URL{Scheme: ep.scheme, Host: ep.host, Path: path, RawPath: rawPath, RawQuery: rawQuery},
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1,
 		ProtoMinor: 1,
@@ -49,7 +53,7 @@ func (c *Client) BucketRequest(ctx context.Context, method, bucket string, query
 	req.Header["X-Amz-Content-Sha256"] = []string{unsignedPayload}
 	creds, err := c.signed.creds.Retrieve(ctx)
 	if err == nil {
-		err = c.signed.signer.SignHTTP(ctx, creds, req, unsignedPayload, "s3", ep.region, time.Now().Add(time.Duration(c.signed.clockSkew.Load())).UTC())
+		c.signed.signer.sign(creds, req, rawQuery, ep.region, time.Now().Add(time.Duration(c.signed.clockSkew.Load())))
 	}
 	if err != nil {
 		release()
@@ -66,6 +70,28 @@ func (c *Client) BucketRequest(ctx context.Context, method, bucket string, query
 	}
 	resp.Body = &releasingBody{ReadCloser: resp.Body, release: release}
 	return resp, nil
+}
+
+// canonicalQuery is query in SigV4's canonical form, which the signer
+// signs as given: parameters sorted by name, then by value, each name and
+// value escaped as RFC 3986 unreserved characters allow (a space is %20,
+// never '+'). url.QueryEscape escapes exactly those characters, and a '+'
+// it writes can only stand for a space (a literal '+' becomes %2B).
+func canonicalQuery(query url.Values) string {
+	keys := slices.Sorted(maps.Keys(query))
+	var b strings.Builder
+	for _, k := range keys {
+		values := slices.Sorted(slices.Values(query[k]))
+		for _, v := range values {
+			if b.Len() > 0 {
+				b.WriteByte('&')
+			}
+			b.WriteString(strings.ReplaceAll(url.QueryEscape(k), "+", "%20"))
+			b.WriteByte('=')
+			b.WriteString(strings.ReplaceAll(url.QueryEscape(v), "+", "%20"))
+		}
+	}
+	return b.String()
 }
 
 // serviceEndpoint is endpoint for bucket, or for the service itself
