@@ -283,6 +283,10 @@ type apiKeyEntry struct {
 type authenticator struct {
 	keyIndex map[keyPrefix][]apiKeyEntry
 	certs    map[string]*Identity // by subject common name
+	// byName holds every identity, by name, those whose only credentials
+	// are S3 access keys included: the S3 API names the identity that a
+	// key's signature authenticated.
+	byName map[string]*Identity
 }
 
 func newAuthenticator(a Auth) (*authenticator, error) {
@@ -294,7 +298,7 @@ func newAuthenticator(a Auth) (*authenticator, error) {
 		id.Grants = slices.Clone(id.Grants) // a later change to a must not change the gateway
 		byName[id.Name] = &id
 	}
-	auth := &authenticator{keyIndex: map[keyPrefix][]apiKeyEntry{}, certs: map[string]*Identity{}}
+	auth := &authenticator{keyIndex: map[keyPrefix][]apiKeyEntry{}, certs: map[string]*Identity{}, byName: byName}
 	for _, k := range a.APIKeys {
 		p := prefixOf(k.SHA256)
 		auth.keyIndex[p] = append(auth.keyIndex[p], apiKeyEntry{sum: k.SHA256, identity: byName[k.Identity]})

@@ -53,6 +53,13 @@ func serve(ctx context.Context, cfg config.Serve, logger *slog.Logger) error {
 		return err
 	}
 	defer ln.Close()
+	s3ln, err := listenS3API(cfg.S3API)
+	if err != nil {
+		return err
+	}
+	if s3ln != nil {
+		defer s3ln.Close()
+	}
 	traces, err := tracing.Start(ctx, cfg.Tracing, buildVersion())
 	if err != nil {
 		return err
@@ -80,9 +87,13 @@ func serve(ctx context.Context, cfg config.Serve, logger *slog.Logger) error {
 	stopEvictor := gw.startEvictor(ctx)
 	defer stopEvictor()
 	gw.probe(ctx)
-	logger.Info("listening", "addr", ln.Addr().String(), "tls", cfg.HTTP.TLS != nil, "etcd", cfg.Etcd.Endpoints, "s3", config.S3EndpointForLog(cfg.S3.Endpoint),
+	endpoints, err := withS3API([]endpoint{{name: "http", ln: ln, handler: gw}}, s3ln, cfg.S3API, gw, logger)
+	if err != nil {
+		return err
+	}
+	logger.Info("listening", "addr", ln.Addr().String(), "s3_api_addr", addrOf(s3ln), "tls", cfg.HTTP.TLS != nil, "etcd", cfg.Etcd.Endpoints, "s3", config.S3EndpointForLog(cfg.S3.Endpoint),
 		"gcs_buckets", len(cfg.GCSBuckets()), "partner_routes", len(cfg.Partners), "auth", cfg.Auth != nil, "otlp_endpoint", cfg.Tracing.Endpoint)
-	return serveHTTP(ctx, logger, ln, cfg.HTTP, gw)
+	return serveHTTP(ctx, logger, cfg.HTTP, gw, endpoints...)
 }
 
 // wiredGateway is a gateway with the stores it was built on.
