@@ -500,7 +500,7 @@ func (g *Gateway) readBodyFrom(from io.Reader, n int64, client *clientBody) (*re
 		if client != nil && client.stalled {
 			return fmt.Errorf("%w: %w", api.ErrInvalidRequest, errBodyStalled(g.cfg.TransferChunkTimeout))
 		}
-		return fmt.Errorf("%w: reading body: %v", api.ErrInvalidRequest, err)
+		return fmt.Errorf("%w: reading body: %w", api.ErrInvalidRequest, err)
 	}
 	switch {
 	case n > g.cfg.BufferBytes:

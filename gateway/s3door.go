@@ -126,12 +126,35 @@ func (g *Gateway) PutFenced(ctx context.Context, in PutRequest) (WriteResult, er
 	if err != nil {
 		return WriteResult{}, err
 	}
-	body, err := g.readBodyFrom(in.Body, in.Size, nil)
+	from := &bodyErr{r: in.Body}
+	body, err := g.readBodyFrom(from, in.Size, nil)
 	if err != nil {
 		return WriteResult{}, err
 	}
 	defer body.release()
-	return g.putFenced(ctx, fr, body, in.ContentType)
+	res, err := g.putFenced(ctx, fr, body, in.ContentType)
+	if err != nil && from.err != nil {
+		// A body that failed while it streamed to the store (a checksum
+		// the door verifies at its end, a client that went away) is why
+		// the write failed: say so, rather than the store's refusal of
+		// a short body.
+		err = fmt.Errorf("%w: reading body: %w", api.ErrInvalidRequest, from.err)
+	}
+	return res, err
+}
+
+// bodyErr records the first error, other than io.EOF, of a body's reads.
+type bodyErr struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyErr) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF && b.err == nil {
+		b.err = err
+	}
+	return n, err
 }
 
 // DeleteFenced is the fenced delete that DELETE /v1/objects/... runs, for

@@ -261,7 +261,7 @@ var readParams = []string{"partNumber", "versionId", "response-cache-control", "
 // names.
 func onlyParams(q url.Values, names ...string) bool {
 	for name := range q {
-		if commonParams[name] {
+		if commonParams[name] || isMetadataParam(name) {
 			continue
 		}
 		found := false
@@ -276,6 +276,14 @@ func onlyParams(q url.Values, names ...string) bool {
 		}
 	}
 	return true
+}
+
+// isMetadataParam reports whether a query parameter is user metadata
+// (x-amz-meta-*), which a presigned URL may carry in its query rather
+// than as a header. Other headers hoisted into the query are not read,
+// so their requests are refused (NotImplemented) rather than half served.
+func isMetadataParam(name string) bool {
+	return len(name) > len("x-amz-meta-") && strings.EqualFold(name[:len("x-amz-meta-")], "x-amz-meta-")
 }
 
 // notImplemented answers every operation the door does not implement:
