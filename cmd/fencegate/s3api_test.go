@@ -200,6 +200,10 @@ func TestServeS3API(t *testing.T) {
 	if res := goCurl(t, "curl -s -H 'Authorization: Bearer etl-rest-key' "+base+"/v1/fences/s3/etl/day-1"); !strings.Contains(res.body, `"high_water_mark":7`) {
 		t.Errorf("the mark after the S3 writes: %d %s; want 7", res.status, res.body)
 	}
+	list, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("etl")})
+	if err != nil || len(list.Contents) != 1 || aws.ToString(list.Contents[0].Key) != "day-1" {
+		t.Errorf("ListObjectsV2 = %+v, %v; want day-1 (listings go through the gateway's S3 client)", list, err)
+	}
 	obj, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("etl"), Key: aws.String("day-1")})
 	if err != nil {
 		t.Fatalf("GetObject: %v", err)

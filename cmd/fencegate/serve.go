@@ -103,6 +103,9 @@ type wiredGateway struct {
 	fences *tokenstore.Store
 	// stores are the object stores, S3's and any in GCS.
 	stores *objectStores
+	// s3 is the S3 client of stores, which the S3 API's bucket reads
+	// (listings) go through.
+	s3 *s3.Client
 	// probes are the readiness probes of etcd and every store.
 	probes []gateway.Probe
 	// evictor removes the marks that their objects record (package
@@ -203,7 +206,7 @@ func newGatewayOn(ctx context.Context, logger *slog.Logger, store *tokenstore.St
 	if err := gw.Registry().Register(evictor); err != nil {
 		return nil, fmt.Errorf("mark evictor metrics: %w", err)
 	}
-	return &wiredGateway{Gateway: gw, logger: logger, fences: store, stores: stores, probes: probes, evictor: evictor, maxHeaderBytes: gwCfg.MaxHeaderBytes}, nil
+	return &wiredGateway{Gateway: gw, logger: logger, fences: store, stores: stores, s3: objects, probes: probes, evictor: evictor, maxHeaderBytes: gwCfg.MaxHeaderBytes}, nil
 }
 
 // closeStores closes the GCS clients, once the gateway no longer serves.
