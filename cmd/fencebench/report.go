@@ -208,6 +208,9 @@ type summary struct {
 	RaiseC64RatioVsClientSide           *float64 `json:"raise_c64_ratio_vs_clientside"`
 	RaiseC64RatioVsDirect               *float64 `json:"raise_c64_ratio_vs_direct"`
 	RaiseCeilingRatioBatchedVsUnbatched *float64 `json:"raise_ceiling_ratio_batched_vs_unbatched"`
+	// S3APIC64RatioVsDirectSDK is PutObject through the S3 API over the
+	// same SDK writing straight to S3 (s3api.go).
+	S3APIC64RatioVsDirectSDK *float64 `json:"s3api_c64_ratio_vs_direct_sdk"`
 }
 
 // finish fills in the ratios and the summary.
@@ -259,6 +262,7 @@ func (r *report) finish(cfg config) {
 	s.RaiseCeilingRatioBatchedVsUnbatched = ratio(
 		find(modeStoreRaise, patternRaise, 0, raiseCeilingConcurrency),
 		find(modeStoreRaiseUnbatched, patternRaise, 0, raiseCeilingConcurrency))
+	s.S3APIC64RatioVsDirectSDK = ratio(find(modeS3API, s3APIPattern, s3APISize, s3APIConcurrency), find(modeDirectSDK, s3APIPattern, s3APISize, s3APIConcurrency))
 	for _, u := range r.Uploads {
 		if u.Gateway == modeGateway && u.Bytes == 1<<30 {
 			v := u.RSSGrowthMiB
@@ -275,6 +279,7 @@ func (r *report) finish(cfg config) {
 		"raise_c64_ratio_vs_clientside=" + format(s.RaiseC64RatioVsClientSide, 2),
 		"raise_c64_ratio_vs_direct=" + format(s.RaiseC64RatioVsDirect, 2),
 		"raise_ceiling_ratio_batched_vs_unbatched=" + format(s.RaiseCeilingRatioBatchedVsUnbatched, 2),
+		"s3api_c64_ratio_vs_direct_sdk=" + format(s.S3APIC64RatioVsDirectSDK, 2),
 	}, " ")
 }
 
