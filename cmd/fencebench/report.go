@@ -233,7 +233,7 @@ func (r *report) finish(cfg config) {
 	}
 	for i := range r.Cells {
 		c := &r.Cells[i]
-		if c.Mode != modeGateway && c.Mode != modeBaseline {
+		if c.Mode != modeGateway && c.Mode != modeBaseline && c.Mode != modeS3API {
 			continue
 		}
 		c.RatioVsDirect = ratio(c, find(modeDirect, c.Pattern, c.SizeBytes, c.Concurrency))
