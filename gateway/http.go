@@ -49,34 +49,50 @@ func newRequestID() string {
 // logExchange).
 func (g *Gateway) limitTarget(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		target := r.RequestURI
-		if target == "" { // a request not read by a server, as in tests
-			target = r.URL.RequestURI()
-		}
-		if len(target) > g.cfg.MaxTargetBytes {
-			g.writeError(w, r, fmt.Errorf("%w: %d bytes, limit %d", api.ErrTargetTooLong, len(target), g.cfg.MaxTargetBytes))
+		if err := g.checkTarget(r); err != nil {
+			g.writeError(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
+// checkTarget is limitTarget's check: api.ErrTargetTooLong, or nil.
+func (g *Gateway) checkTarget(r *http.Request) error {
+	target := r.RequestURI
+	if target == "" { // a request not read by a server, as in tests
+		target = r.URL.RequestURI()
+	}
+	if len(target) > g.cfg.MaxTargetBytes {
+		return fmt.Errorf("%w: %d bytes, limit %d", api.ErrTargetTooLong, len(target), g.cfg.MaxTargetBytes)
+	}
+	return nil
+}
+
 // limitHeaders answers 431 with a problem body when the request's header
 // block exceeds Config.MaxHeaderBytes.
 func (g *Gateway) limitHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		size := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
-		for name, values := range r.Header {
-			for _, v := range values {
-				size += len(name) + len(v) + 4 // ": " and CRLF
-			}
-		}
-		if size > g.cfg.MaxHeaderBytes {
-			g.writeError(w, r, fmt.Errorf("%w: %d bytes, limit %d", api.ErrHeadersTooLarge, size, g.cfg.MaxHeaderBytes))
+		if err := g.checkHeaders(r); err != nil {
+			g.writeError(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// checkHeaders is limitHeaders' check: api.ErrHeadersTooLarge, or nil.
+func (g *Gateway) checkHeaders(r *http.Request) error {
+	size := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+	for name, values := range r.Header {
+		for _, v := range values {
+			size += len(name) + len(v) + 4 // ": " and CRLF
+		}
+	}
+	if size > g.cfg.MaxHeaderBytes {
+		return fmt.Errorf("%w: %d bytes, limit %d", api.ErrHeadersTooLarge, size, g.cfg.MaxHeaderBytes)
+	}
+	return nil
 }
 
 // writeError answers err as problem+json. The status comes from the one

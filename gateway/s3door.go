@@ -10,13 +10,26 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 
 	"fencegate/api"
 )
+
+// CheckRequestSize applies the REST API's bounds on a request's target
+// (Config.MaxTargetBytes: api.ErrTargetTooLong) and header block
+// (Config.MaxHeaderBytes: api.ErrHeadersTooLarge), which a front door
+// checks first, before it reads anything else of the request.
+func (g *Gateway) CheckRequestSize(r *http.Request) error {
+	if err := g.checkTarget(r); err != nil {
+		return err
+	}
+	return g.checkHeaders(r)
+}
 
 // ObjectPath validates bucket and key (api.ParseObjectPath) and names the
 // bucket's store, as the REST routes do for /v1/objects/{bucket}/{key}.
@@ -202,6 +215,20 @@ func (g *Gateway) ReadObject(ctx context.Context, in api.GetObjectInput, head bo
 	return g.objects.Get(ctx, in)
 }
 
+// WatchBody puts r's body under the gateway's transfer deadlines, as a
+// PUT of /v1/objects/... is: each chunk must arrive within
+// Config.TransferChunkTimeout, counted from its first read, so that a
+// sender that stalls is cut off (its read fails, and PutFenced answers
+// api.ErrInvalidRequest) rather than hold an S3 connection. It replaces
+// the server's whole-request read timeout for the body. A front door calls
+// it before anything reads the body; where the connection takes no
+// deadlines it changes nothing.
+func (g *Gateway) WatchBody(w http.ResponseWriter, r *http.Request) {
+	if client := g.newClientBody(w, r); client != nil {
+		r.Body = client
+	}
+}
+
 // CopyToClient copies an object's body to w under the gateway's
 // transfer deadlines (Config.TransferChunkTimeout), as GET of
 // /v1/objects/... does: a client that stops reading is cut off.
@@ -227,4 +254,51 @@ func (a *authenticator) identityNamed(name string) *Identity {
 		}
 	}
 	return nil
+}
+
+// NoteRefusal records a refusal that another front door answered, as
+// writeError does for the REST API: a stale token counts in
+// fencegate_stale_refusals_total (by where it was found), and a write
+// refused for an audited reason (a stale token, a token check, 401, 403)
+// counts in fencegate_refused_writes_total and gets the audit line
+// ("write refused", at WARN) with the resource, the token, the mark, the
+// problem type, the request id and the identity. write says whether the
+// request was a write; resource and token are what it named (either may
+// be zero). ctx is the request's, from WithIdentity.
+func (g *Gateway) NoteRefusal(ctx context.Context, write bool, resource api.Resource, token api.Token, err error) {
+	p := api.ProblemFor(err)
+	x := exchangeOf(ctx)
+	if errors.Is(err, api.ErrStaleToken) {
+		source := staleFromEtcd
+		if x != nil && x.staleSource != "" {
+			source = x.staleSource
+		}
+		g.metrics.staleRefusals.WithLabelValues(source).Inc()
+	}
+	if !write || !audited(p, err) {
+		return
+	}
+	slug := strings.TrimPrefix(p.Type, api.ProblemTypePrefix)
+	g.metrics.refusedWrites.WithLabelValues(slug).Inc()
+	if p.Resource != "" {
+		resource, token = p.Resource, p.Token
+	}
+	suppressed, ok := g.authLines.allow(p.Status) // 401 and 403 cost the sender nothing
+	if !ok {
+		g.metrics.suppressedLines.WithLabelValues(slug).Inc()
+		return
+	}
+	attrs := []slog.Attr{slog.String("resource", string(resource))}
+	if token != 0 {
+		attrs = append(attrs, slog.Uint64("token", uint64(token)))
+	}
+	if p.HighWaterMark != 0 {
+		attrs = append(attrs, slog.Uint64("high_water_mark", uint64(p.HighWaterMark)))
+	}
+	attrs = append(attrs, slog.String("problem_type", p.Type), slog.String("detail", api.Truncate(p.Detail, api.MaxEchoBytes)),
+		slog.String("request_id", requestID(ctx)), slog.String("identity", callerName(ctx)), slog.String("api", "s3"))
+	if suppressed > 0 {
+		attrs = append(attrs, slog.Uint64("suppressed", suppressed))
+	}
+	g.log.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn, auditMessage, attrs...)
 }

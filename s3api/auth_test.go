@@ -5,11 +5,14 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/base64"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -138,5 +141,32 @@ func TestPayloadHashMismatch(t *testing.T) {
 		if _, _, ok := d.stored(t, key); ok {
 			t.Errorf("%d bytes: stored", size)
 		}
+	}
+}
+
+// TestStalledUpload: a client that stops sending its body is cut off
+// after the gateway's TransferChunkTimeout, and nothing is stored.
+func TestStalledUpload(t *testing.T) {
+	d := newDoor(t, doorOptions{gateway: gateway.Config{TransferChunkTimeout: 300 * time.Millisecond}})
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	req, _ := http.NewRequest(http.MethodPut, d.url+"/"+d.bucket+"/stalled", pr)
+	req.ContentLength = 10
+	req.Header.Set("X-Amz-Meta-Fence-Token", "2")
+	req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
+	signer := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })
+	if err := signer.SignHTTP(context.Background(), aws.Credentials{AccessKeyID: writerKey, SecretAccessKey: secretOf + writerKey}, req, "UNSIGNED-PAYLOAD", "s3", "us-east-1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = pw.Write([]byte("12345")) }() // half the body, then nothing
+	resp, err := d.srv.Client().Do(req)
+	if err == nil {
+		defer resp.Body.Close()
+		if resp.StatusCode/100 == 2 {
+			t.Fatalf("a stalled upload got %d", resp.StatusCode)
+		}
+	}
+	if _, _, ok := d.stored(t, "stalled"); ok {
+		t.Fatalf("a stalled upload was stored")
 	}
 }

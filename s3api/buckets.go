@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"fencegate/api"
 	"fencegate/gateway"
@@ -71,6 +72,9 @@ func (s *server) listObjects(w http.ResponseWriter, r *http.Request, rq *request
 			"fetch-owner", "max-keys", "prefix", "start-after", "marker")
 	}
 	if err == nil {
+		err = checkPrefix(query.Get("prefix"))
+	}
+	if err == nil {
 		// Every key the listing can show starts with the prefix.
 		err = s.gw.Authorize(ctx, gateway.OpRead, api.Resource(api.StoreS3+"/"+rq.bucket+"/"+query.Get("prefix")))
 	}
@@ -79,6 +83,19 @@ func (s *server) listObjects(w http.ResponseWriter, r *http.Request, rq *request
 		return
 	}
 	s.passThrough(w, r, rq, http.MethodGet, rq.bucket, query)
+}
+
+// checkPrefix refuses a listing prefix with a "." or ".." segment: the
+// grant check compares the prefix as written, and a store that keeps
+// objects in files could resolve it to another directory. (S3 keys may
+// have such segments; the gateway's keys may not, see api.ParseObjectPath.)
+func checkPrefix(prefix string) error {
+	for _, seg := range strings.Split(prefix, "/") {
+		if seg == "." || seg == ".." {
+			return fmt.Errorf("%w: a listing prefix may not contain %q segments", errInvalidArgument, seg)
+		}
+	}
+	return nil
 }
 
 // headBucket is HeadBucket.

@@ -2,6 +2,7 @@ package s3api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
 	"fencegate/api"
@@ -70,6 +71,8 @@ var s3Codes = []s3Code{
 	{api.ErrUnauthorized, "AccessDenied", http.StatusForbidden},
 	{api.ErrForbidden, "AccessDenied", http.StatusForbidden},
 	{api.ErrMethodNotAllowed, "MethodNotAllowed", http.StatusMethodNotAllowed},
+	{api.ErrHeadersTooLarge, "RequestHeaderSectionTooLarge", http.StatusBadRequest},
+	{api.ErrTargetTooLong, "RequestURITooLong", http.StatusRequestURITooLong},
 }
 
 // internalError answers errors of no known class.
@@ -113,6 +116,7 @@ type errorBody struct {
 // answered 500 are logged with their details.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, rq *request, err error) {
 	c, message := s3ErrorOf(err)
+	s.noteRefusal(r, rq, err)
 	if c.status >= 500 {
 		s.log.ErrorContext(r.Context(), "s3 request failed", "request_id", rq.id, "op", rq.op, "status", c.status, "err", err)
 	} else {
@@ -125,6 +129,12 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, rq *request,
 		body.FenceResource = string(stale.Resource)
 		body.FenceToken = stale.Token.String()
 		body.HighWaterMark = stale.HighWaterMark.String()
+	}
+	if r.Method == http.MethodPut || r.Method == http.MethodPost {
+		// The body may be unread (a refusal before it, a sender that
+		// stalled): close the connection after the answer rather than
+		// let net/http read up to 256 KiB of it first.
+		w.Header().Set("Connection", "close")
 	}
 	if c.status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
@@ -139,3 +149,19 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, rq *request,
 // headerHighWaterMark carries the resource's high-water mark on a stale
 // refusal, as the REST API's problem body does.
 const headerHighWaterMark = "X-Fence-High-Water-Mark"
+
+// noteRefusal has the gateway count and audit the refusal of a write, as
+// for the REST API. A refusal of the signature counts as a failed
+// authentication (api.ErrUnauthorized).
+func (s *server) noteRefusal(r *http.Request, rq *request, err error) {
+	var refusal *sigv4.Error
+	if errors.As(err, &refusal) && refusal.Status == http.StatusForbidden {
+		err = fmt.Errorf("%w: %w", api.ErrUnauthorized, err)
+	}
+	write := writeOps[rq.op]
+	var resource api.Resource
+	if write && rq.bucket != "" {
+		resource = api.ObjectResource(rq.bucket, rq.key)
+	}
+	s.gw.NoteRefusal(r.Context(), write, resource, rq.token, err)
+}

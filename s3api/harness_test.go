@@ -60,6 +60,7 @@ type door struct {
 	url    string
 	srv    *httptest.Server
 	keys   keys
+	gw     *gateway.Gateway
 }
 
 // doorOptions change a door from its defaults.
@@ -102,7 +103,9 @@ func newDoor(tb testing.TB, o doorOptions) *door {
 		tb.Fatal(err)
 	}
 	cfg := o.gateway
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	var opts []gateway.Option
 	if !o.noAuth {
 		rw := []gateway.Operation{gateway.OpRead, gateway.OpWrite, gateway.OpDelete}
@@ -123,6 +126,7 @@ func newDoor(tb testing.TB, o doorOptions) *door {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	d.gw = gw
 	d.keys = keys{
 		writerKey: {secretOf + writerKey, "writer"},
 		readerKey: {secretOf + readerKey, "reader"},

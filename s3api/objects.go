@@ -147,6 +147,7 @@ func (s *server) fencedTarget(ctx context.Context, r *http.Request, rq *request,
 		return api.ObjectPath{}, 0, err
 	}
 	token, err := fenceToken(r, rq.auth.SignedHeaders)
+	rq.token = token
 	return path, token, err
 }
 
@@ -343,6 +344,7 @@ func (s *server) deleteObjects(w http.ResponseWriter, r *http.Request, rq *reque
 		s.writeError(w, r, rq, err)
 		return
 	}
+	rq.token = token
 	body, err := contentMD5(r.Header, rq.auth.Body)
 	if err != nil {
 		s.writeError(w, r, rq, err)
@@ -396,6 +398,7 @@ func (s *server) deleteObjects(w http.ResponseWriter, r *http.Request, rq *reque
 		if c.status >= 500 {
 			s.log.ErrorContext(ctx, "s3 delete of one key failed", "request_id", rq.id, "key", o.Key, "err", err)
 		}
+		s.gw.NoteRefusal(ctx, true, api.ObjectResource(rq.bucket, o.Key), token, err)
 		e := deleteError{Key: o.Key, Code: c.code, Message: message}
 		var stale *api.StaleTokenError
 		if errors.As(err, &stale) {

@@ -159,3 +159,53 @@ func TestBucketReads(t *testing.T) {
 		t.Errorf("listing a missing bucket: %v; want NoSuchBucket", err)
 	}
 }
+
+// TestEmptyObject: a zero-byte PutObject (the SDK sends it unsigned, with
+// a checksum header) is fenced and stored, and reads back empty.
+func TestEmptyObject(t *testing.T) {
+	d := newDoor(t, doorOptions{})
+	if _, err := d.put(t, d.client(writerKey), "empty", 4, ""); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	if body, token, ok := d.stored(t, "empty"); !ok || body != "" || token != "4" {
+		t.Fatalf("stored %q token %q exists %v", body, token, ok)
+	}
+	o, err := d.client(readerKey).GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(d.bucket), Key: aws.String("empty")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Body.Close()
+	if b, _ := io.ReadAll(o.Body); len(b) != 0 || aws.ToInt64(o.ContentLength) != 0 {
+		t.Fatalf("read back %d bytes", len(b))
+	}
+}
+
+// TestListPrefixDotSegments: a listing prefix with a "." or ".." segment
+// is refused: the grant check compares the prefix as written, and a
+// file-backed store could resolve it to another directory.
+func TestListPrefixDotSegments(t *testing.T) {
+	d := newDoor(t, doorOptions{})
+	ctx := context.Background()
+	if _, err := d.put(t, d.client(writerKey), "secret", 3, "not for logs"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.put(t, d.client(writerKey), "logs/1", 3, "x"); err != nil {
+		t.Fatal(err)
+	}
+	for _, prefix := range []string{"logs/../", "logs/..", "logs/./../se", "logs//../"} {
+		d.s3.Reset()
+		out, err := d.client(logsKey).ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(d.bucket), Prefix: aws.String(prefix)})
+		if err == nil {
+			var keys []string
+			for _, o := range out.Contents {
+				keys = append(keys, aws.ToString(o.Key))
+			}
+			t.Errorf("prefix %q listed %v; want a refusal", prefix, keys)
+			continue
+		}
+		wantAPIError(t, err, http.StatusBadRequest, "InvalidArgument")
+		if n := d.s3.Count(); n != 0 {
+			t.Errorf("prefix %q: %d requests reached S3", prefix, n)
+		}
+	}
+}

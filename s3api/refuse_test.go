@@ -3,6 +3,7 @@ package s3api_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -216,4 +217,37 @@ func TestVirtualHostedStyle(t *testing.T) {
 	if resp := d.rawRequest(t, writerKey, req, []byte("path")); resp.StatusCode != http.StatusOK {
 		t.Fatalf("path-style put on the domain: %d", resp.StatusCode)
 	}
+}
+
+// TestOversizeRequests: a header block over the gateway's MaxHeaderBytes
+// and a target over its MaxTargetBytes are refused before anything else,
+// and nothing reaches S3.
+func TestOversizeRequests(t *testing.T) {
+	d := newDoor(t, doorOptions{})
+	t.Run("headers", func(t *testing.T) {
+		d.s3.Reset()
+		req, _ := http.NewRequest(http.MethodPut, d.url+"/"+d.bucket+"/k", strings.NewReader("x"))
+		req.Header.Set("X-Amz-Meta-Fence-Token", "1")
+		for i := range 20 {
+			req.Header.Set(fmt.Sprintf("X-Amz-Meta-Pad%d", i), strings.Repeat("p", 4000))
+		}
+		resp := d.rawRequest(t, writerKey, req, []byte("x"))
+		if e := readS3Error(t, resp); resp.StatusCode != http.StatusBadRequest || e.Code != "RequestHeaderSectionTooLarge" {
+			t.Fatalf("got %d %s; want 400 RequestHeaderSectionTooLarge", resp.StatusCode, e.Code)
+		}
+		if n := d.s3.Count(); n != 0 {
+			t.Fatalf("%d requests reached S3", n)
+		}
+	})
+	t.Run("target", func(t *testing.T) {
+		d.s3.Reset()
+		req, _ := http.NewRequest(http.MethodGet, d.url+"/"+d.bucket+"?list-type=2&prefix="+strings.Repeat("a", 9000), nil)
+		resp := d.rawRequest(t, writerKey, req, nil)
+		if e := readS3Error(t, resp); resp.StatusCode != http.StatusRequestURITooLong || e.Code != "RequestURITooLong" {
+			t.Fatalf("got %d %s; want 414 RequestURITooLong", resp.StatusCode, e.Code)
+		}
+		if n := d.s3.Count(); n != 0 {
+			t.Fatalf("%d requests reached S3", n)
+		}
+	})
 }

@@ -93,7 +93,13 @@ type request struct {
 	bucket string // "" for the service
 	key    string // "" for a bucket or the service
 	auth   *sigv4.Result
+	// token is the fencing token the request carries, once read.
+	token api.Token
 }
+
+// writeOps are the operations that write: their refusals are audited
+// (gateway.NoteRefusal).
+var writeOps = map[string]bool{"PutObject": true, "DeleteObject": true, "DeleteObjects": true, "CopyObject": true}
 
 // headerRequestID is S3's request id header; X-Request-Id carries the
 // same id, as on the REST API.
@@ -111,6 +117,10 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rq := &request{id: newRequestID()}
 	w.Header().Set(headerRequestID, rq.id)
 	w.Header().Set("X-Request-Id", rq.id)
+	if err := s.gw.CheckRequestSize(r); err != nil {
+		s.writeError(w, r, rq, err)
+		return
+	}
 	if err := s.address(r, rq); err != nil {
 		s.writeError(w, r, rq, err)
 		return
@@ -123,6 +133,9 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("X-Amz-Security-Token") != "" || r.URL.Query().Has("X-Amz-Security-Token") {
 		s.writeError(w, r, rq, fmt.Errorf("%w: temporary credentials (X-Amz-Security-Token) are not accepted; use an access key of the gateway's auth config", errInvalidToken))
 		return
+	}
+	if r.Method == http.MethodPut || r.Method == http.MethodPost {
+		s.gw.WatchBody(w, r)
 	}
 	res, err := s.verifier.Verify(r.Context(), r)
 	if err != nil {
