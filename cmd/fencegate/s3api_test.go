@@ -295,3 +295,42 @@ func TestServeS3APIWithTLS(t *testing.T) {
 		t.Fatalf("serve = %v; want nil", err)
 	}
 }
+
+// TestServeS3APIIdentityWithS3KeysOnly: an identity whose only credential
+// is an S3 access key (valid: docs/configuration.md, "S3 access keys")
+// writes through the S3 API as that identity, with its grants; the REST
+// API authenticates no one as it (401).
+func TestServeS3APIIdentityWithS3KeysOnly(t *testing.T) {
+	st := startStack(t, "etl")
+	dir := t.TempDir()
+	const secret = "etl-only-secret-wJalrXUtnFEMI"
+	if err := os.WriteFile(filepath.Join(dir, "etl.secret"), []byte(secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "fencegate.yaml")
+	data := `auth:
+  identities:
+    - name: etl
+      grants: [{prefix: s3/etl/, operations: [read, write]}]
+      s3_keys: [{access_key_id: etl-only, secret_file: etl.secret}]
+`
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr, s3Addr := freeAddr(t), freeAddr(t)
+	r := startRun(t, st.serveArgs(addr, "--config", path, "--s3-listen", s3Addr)...)
+	r.waitReady(t, "http://"+addr)
+	c := s3Client("http://"+s3Addr, "etl-only", secret, nil)
+	if err := putToken(t.Context(), c, "etl", "k", "two", 2); err != nil {
+		t.Errorf("PutObject as an identity with only an S3 key: %v; want it accepted", err)
+	}
+	if err := putToken(t.Context(), c, "other", "k", "two", 2); errorCode(err) != "AccessDenied" {
+		t.Errorf("PutObject outside the identity's grants: %v; want AccessDenied", err)
+	}
+	if res := goCurl(t, "curl -s http://"+addr+"/v1/fences/s3/etl/k"); res.status != http.StatusUnauthorized {
+		t.Errorf("REST API: %d; want 401", res.status)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatalf("serve = %v; want nil", err)
+	}
+}
