@@ -24,11 +24,11 @@ ABUSE_ARGS ?=
 FOOTPRINT_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help tools build run test check fuzz bench abuse soak-footprint postgres mariadb zookeeper redis awscli clean distclean robustness soak
+.PHONY: help tools build run test check fuzz bench abuse soak-footprint postgres mariadb zookeeper redis awscli rclone s3cmd boto3 clean distclean robustness soak
 
 help: ## list the targets
 	@echo 'Targets:'
-	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-15s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z0-9-]*:.*## / { printf "  %-15s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 tools: $(BIN)/versitygw $(BIN)/fake-gcs-server $(BIN)/staticcheck ## build the tools into bin/ if missing: versitygw (S3 server), fake-gcs-server (GCS emulator), staticcheck
 
@@ -50,7 +50,7 @@ run: build $(BIN)/versitygw $(if $(findstring gcs,$(ARGS)),$(BIN)/fake-gcs-serve
 
 # The second command runs the unit tests of the unsafe test hooks, which only a
 # build with their tag has (cmd/fencegate/testhooks.go).
-test: $(BIN)/versitygw $(BIN)/fake-gcs-server postgres mariadb zookeeper redis awscli ## run every test with the race detector, against real etcd, versitygw, fake-gcs-server, PostgreSQL, MariaDB, ZooKeeper, Redis and aws-cli
+test: $(BIN)/versitygw $(BIN)/fake-gcs-server postgres mariadb zookeeper redis awscli rclone s3cmd boto3 ## run every test with the race detector, against real etcd, versitygw, fake-gcs-server, PostgreSQL, MariaDB, ZooKeeper, Redis, aws-cli, rclone, s3cmd and boto3
 	FENCEGATE_VERSITYGW=$(BIN)/versitygw FENCEGATE_FAKE_GCS=$(BIN)/fake-gcs-server $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -race -count=1 -tags fencegate_unsafe_hooks -run 'UnsafeTestHooks|PauseAfterFence' ./cmd/fencegate
 
@@ -103,6 +103,35 @@ awscli: ## install aws-cli from Debian's packages if /usr/bin/aws is missing (th
 	else \
 		echo "aws-cli is missing: apt-get install -y awscli"; \
 		DEBIAN_FRONTEND=noninteractive apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y awscli; \
+	fi
+
+# The S3 front door's client tests (s3api/clients) run these unmodified S3
+# clients from Debian's packages as child processes; each target installs its
+# package when the program is missing (with sudo when not run as root).
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+rclone: ## install rclone from Debian's packages if /usr/bin/rclone is missing (the S3 front door's client tests run it; FENCEGATE_RCLONE picks another)
+	@if [ -x /usr/bin/rclone ]; then \
+		echo "rclone: /usr/bin/rclone ($$(/usr/bin/rclone --version 2>&1 | head -n 1))"; \
+	else \
+		echo "rclone is missing: apt-get install -y rclone"; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y rclone; \
+	fi
+
+s3cmd: ## install s3cmd from Debian's packages if /usr/bin/s3cmd is missing (the S3 front door's client tests run it; FENCEGATE_S3CMD picks another)
+	@if [ -x /usr/bin/s3cmd ]; then \
+		echo "s3cmd: /usr/bin/s3cmd ($$(/usr/bin/s3cmd --version 2>&1))"; \
+	else \
+		echo "s3cmd is missing: apt-get install -y s3cmd"; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y s3cmd; \
+	fi
+
+boto3: ## install boto3 from Debian's packages if /usr/bin/python3 cannot import it (the S3 front door's client tests run a boto3 script; FENCEGATE_PYTHON3 picks another python3)
+	@if /usr/bin/python3 -c 'import boto3' >/dev/null 2>&1; then \
+		echo "boto3: /usr/bin/python3 ($$(/usr/bin/python3 -c 'import boto3; print("boto3", boto3.__version__)'))"; \
+	else \
+		echo "boto3 is missing: apt-get install -y python3-boto3"; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y python3-boto3; \
 	fi
 
 # The token-source tests run these servers from Debian's packages as child

@@ -14,9 +14,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"fencegate/api"
@@ -53,7 +55,42 @@ type Grant struct {
 type Identity struct {
 	Name   string
 	Grants []Grant
+	// S3Keys are the identity's access keys for the S3 API (AWS Signature
+	// Version 4); nil: it has none. Its grants apply there as on the REST
+	// API.
+	S3Keys []S3Key
 }
+
+// S3Key is an access key of the S3 API: a client names it by AccessKeyID
+// and signs its requests with SecretAccessKey.
+type S3Key struct {
+	AccessKeyID     string
+	SecretAccessKey Secret
+}
+
+// Secret is a credential that formatting, logs and JSON never show: they
+// print [REDACTED]. string(s) is the secret itself.
+type Secret string
+
+// redacted is what a Secret prints.
+const redacted = "[REDACTED]"
+
+// String returns [REDACTED], never the secret.
+func (Secret) String() string { return redacted }
+
+// GoString returns [REDACTED], for %#v.
+func (Secret) GoString() string { return redacted }
+
+// LogValue returns [REDACTED], for log/slog.
+func (Secret) LogValue() slog.Value { return slog.StringValue(redacted) }
+
+// MarshalText returns [REDACTED], for encoding/json and the like.
+func (Secret) MarshalText() ([]byte, error) { return []byte(redacted), nil }
+
+// s3AccessKeyIDPattern is the syntax of an S3 access key id: it is part
+// of a signature's credential scope (ID/date/region/s3/aws4_request), so
+// it has no '/', and logs may name it.
+var s3AccessKeyIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{2,127}$`)
 
 // APIKey is a bearer key, stored as the SHA-256 of the key, that
 // authenticates as the identity named Identity.
@@ -77,9 +114,13 @@ type Auth struct {
 	ClientCerts []ClientCert
 }
 
-// Enabled reports whether a configures any credential, that is, whether
-// WithAuth(a) authenticates requests at all.
-func (a Auth) Enabled() bool { return len(a.APIKeys) > 0 || len(a.ClientCerts) > 0 }
+// Enabled reports whether a configures any credential (an API key, a
+// client certificate or an S3 access key), that is, whether WithAuth(a)
+// authenticates requests at all. With S3 access keys only, every request
+// of the REST API is refused (401): none can authenticate.
+func (a Auth) Enabled() bool {
+	return len(a.APIKeys) > 0 || len(a.ClientCerts) > 0 || slices.ContainsFunc(a.Identities, func(id Identity) bool { return len(id.S3Keys) > 0 })
+}
 
 // identityNamePattern is the syntax of an identity's name, which logs and
 // audit lines show and idempotency keys are scoped by.
@@ -88,20 +129,24 @@ var identityNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$
 // Validate checks that a is consistent: identities have unique names of
 // letters, digits, '.', '_', '@' and '-'; every grant names known
 // operations, and its prefix has no control characters; every key and
-// certificate names a known identity; no key hash or common name is
-// configured twice, and no common name has control characters; and
-// identities come with a credential. Errors are *FieldError, joined, with
-// paths such as identities[0].name or api_keys[2]; they never quote a
-// key.
+// certificate names a known identity; no key hash, S3 access key id or
+// common name is configured twice, and no common name has control
+// characters; S3 access key ids are 3 to 128 letters, digits, '.', '_'
+// and '-', and their secrets are not empty and have no spaces or control
+// characters; and identities come with a credential. Errors are
+// *FieldError, joined, with paths such as identities[0].name, api_keys[2]
+// or identities[1].s3_keys[0].secret; they never quote a key or a
+// secret.
 func (a Auth) Validate() error {
 	var errs []error
 	bad := func(field, first, format string, args ...any) {
 		errs = append(errs, &FieldError{Field: field, First: first, Err: fmt.Errorf(format, args...)})
 	}
 	if len(a.Identities) > 0 && !a.Enabled() {
-		bad("identities", "", "configured, but no API key or client certificate authenticates as any of them")
+		bad("identities", "", "configured, but no API key, client certificate or S3 access key authenticates as any of them")
 	}
 	names := make(map[string]int, len(a.Identities))
+	s3IDs := map[string]string{} // access key id to its path
 	for i, id := range a.Identities {
 		path := fmt.Sprintf("identities[%d]", i)
 		switch j, dup := names[id.Name]; {
@@ -126,6 +171,24 @@ func (a Auth) Validate() error {
 				if !slices.Contains(operations, op) {
 					bad(fmt.Sprintf("%s.operations[%d]", grant, k), "", "unknown operation %q (want one of %s)", op, operationList())
 				}
+			}
+		}
+		for j, k := range id.S3Keys {
+			key := fmt.Sprintf("%s.s3_keys[%d]", path, j)
+			first, dup := s3IDs[k.AccessKeyID]
+			switch {
+			case !s3AccessKeyIDPattern.MatchString(k.AccessKeyID):
+				bad(key+".access_key_id", "", "%s: want 3 to 128 letters, digits, '.', '_' and '-', starting with a letter or digit", quoteID(k.AccessKeyID))
+			case dup:
+				bad(key+".access_key_id", first, "access key id %q is configured twice", k.AccessKeyID)
+			default:
+				s3IDs[k.AccessKeyID] = key + ".access_key_id"
+			}
+			switch {
+			case k.SecretAccessKey == "":
+				bad(key+".secret", "", "empty secret access key")
+			case strings.ContainsFunc(string(k.SecretAccessKey), func(r rune) bool { return r <= ' ' || r == 0x7f }):
+				bad(key+".secret", "", "the secret access key has spaces or control characters")
 			}
 		}
 	}
@@ -164,6 +227,15 @@ func (a Auth) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// quoteID quotes an access key id for an error, unless it is too long or
+// not printable: then it may be something else pasted by mistake.
+func quoteID(id string) string {
+	if len(id) > 128 || hasControl(id) {
+		return fmt.Sprintf("an access key id of %d bytes", len(id))
+	}
+	return strconv.Quote(id)
 }
 
 // operationList names the operations a grant may name, for errors.
@@ -211,6 +283,10 @@ type apiKeyEntry struct {
 type authenticator struct {
 	keyIndex map[keyPrefix][]apiKeyEntry
 	certs    map[string]*Identity // by subject common name
+	// byName holds every identity, by name, those whose only credentials
+	// are S3 access keys included: the S3 API names the identity that a
+	// key's signature authenticated.
+	byName map[string]*Identity
 }
 
 func newAuthenticator(a Auth) (*authenticator, error) {
@@ -222,7 +298,7 @@ func newAuthenticator(a Auth) (*authenticator, error) {
 		id.Grants = slices.Clone(id.Grants) // a later change to a must not change the gateway
 		byName[id.Name] = &id
 	}
-	auth := &authenticator{keyIndex: map[keyPrefix][]apiKeyEntry{}, certs: map[string]*Identity{}}
+	auth := &authenticator{keyIndex: map[keyPrefix][]apiKeyEntry{}, certs: map[string]*Identity{}, byName: byName}
 	for _, k := range a.APIKeys {
 		p := prefixOf(k.SHA256)
 		auth.keyIndex[p] = append(auth.keyIndex[p], apiKeyEntry{sum: k.SHA256, identity: byName[k.Identity]})

@@ -1,16 +1,20 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"go/types"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -285,7 +289,14 @@ func TestAuthValidate(t *testing.T) {
 		{"key twice", Auth{Identities: []Identity{alice}, APIKeys: []APIKey{aliceKey, aliceKey}}, "api_keys[1]: the same key is configured twice (first at api_keys[0])"},
 		{"empty common name", Auth{Identities: []Identity{alice}, ClientCerts: []ClientCert{{Identity: "alice"}}}, "client_certs[0]: empty common name"},
 		{"common name twice", Auth{Identities: []Identity{alice}, ClientCerts: []ClientCert{{CommonName: "c", Identity: "alice"}, {CommonName: "c", Identity: "alice"}}}, `client_certs[1]: common name "c" is mapped twice`},
-		{"identities without credentials", Auth{Identities: []Identity{alice}}, "no API key or client certificate"},
+		{"identities without credentials", Auth{Identities: []Identity{alice}}, "no API key, client certificate or S3 access key"},
+		{"S3 access key id twice", Auth{Identities: []Identity{withS3Keys(alice, "alice-s3-key", "bob-s3-key"), withS3Keys(Identity{Name: "bob"}, "bob-s3-key")}},
+			`identities[1].s3_keys[0].access_key_id: access key id "bob-s3-key" is configured twice (first at identities[0].s3_keys[1].access_key_id)`},
+		{"S3 access key id with a slash", Auth{Identities: []Identity{withS3Keys(alice, "AKIA/2026")}}, `identities[0].s3_keys[0].access_key_id: "AKIA/2026": want 3 to 128 letters`},
+		{"empty S3 access key id", Auth{Identities: []Identity{withS3Keys(alice, "")}}, `identities[0].s3_keys[0].access_key_id: "": want 3 to 128`},
+		{"S3 access key id with a control character", Auth{Identities: []Identity{withS3Keys(alice, "AKIA\x01")}}, "identities[0].s3_keys[0].access_key_id: an access key id of 5 bytes: want"},
+		{"empty S3 secret", Auth{Identities: []Identity{{Name: "alice", S3Keys: []S3Key{{AccessKeyID: "alice-s3-key"}}}}}, "identities[0].s3_keys[0].secret: empty secret access key"},
+		{"S3 secret with a newline", Auth{Identities: []Identity{{Name: "alice", S3Keys: []S3Key{{AccessKeyID: "alice-s3-key", SecretAccessKey: testKeyAlice + "\n"}}}}}, "identities[0].s3_keys[0].secret: the secret access key has spaces or control characters"},
 		{"identity name with a space", Auth{Identities: []Identity{{Name: "a b", Grants: alice.Grants}}, APIKeys: []APIKey{{SHA256: aliceKey.SHA256, Identity: "a b"}}}, `identities[0].name: "a b": want letters`},
 		{"common name with a control character", Auth{Identities: []Identity{alice}, ClientCerts: []ClientCert{{CommonName: "c\x01", Identity: "alice"}}}, "client_certs[0]: control characters in a common name"},
 		{"prefix with a control character", Auth{Identities: []Identity{{Name: "alice", Grants: []Grant{{Prefix: "s3/\n", Operations: []Operation{OpRead}}}}}, APIKeys: []APIKey{aliceKey}}, "identities[0].grants[0].prefix: control characters in a prefix"},
@@ -308,5 +319,45 @@ func TestAuthValidate(t *testing.T) {
 	}
 	if err := testAuth().Validate(); err != nil {
 		t.Errorf("Validate(valid) = %v", err)
+	}
+	// An identity whose only credential is an S3 access key is valid: the
+	// REST API then authenticates no one (fail closed), the S3 API does.
+	s3Only := Auth{Identities: []Identity{withS3Keys(alice, "alice-s3-key")}}
+	if err := s3Only.Validate(); err != nil || !s3Only.Enabled() {
+		t.Errorf("Validate(S3 keys only) = %v, Enabled %v; want nil, true", err, s3Only.Enabled())
+	}
+}
+
+// withS3Keys returns id with S3 access keys of the ids given, each with
+// the secret testKeyAlice.
+func withS3Keys(id Identity, accessKeyIDs ...string) Identity {
+	id.S3Keys = nil
+	for _, k := range accessKeyIDs {
+		id.S3Keys = append(id.S3Keys, S3Key{AccessKeyID: k, SecretAccessKey: testKeyAlice})
+	}
+	return id
+}
+
+// TestSecretNeverPrinted: an S3 secret formatted with every verb, logged
+// or marshalled shows [REDACTED], also inside an Identity.
+func TestSecretNeverPrinted(t *testing.T) {
+	const secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+	id := Identity{Name: "etl", S3Keys: []S3Key{{AccessKeyID: "AKIAIOSFODNN7EXAMPLE", SecretAccessKey: secret}}}
+	var logs bytes.Buffer
+	slog.New(slog.NewJSONHandler(&logs, nil)).Info("identity", "id", id, "secret", id.S3Keys[0].SecretAccessKey)
+	asJSON, err := json.Marshal(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{
+		fmt.Sprint(id), fmt.Sprintf("%v %+v %#v %s %q", id, id, id, id.S3Keys[0].SecretAccessKey, id.S3Keys[0].SecretAccessKey),
+		logs.String(), string(asJSON),
+	} {
+		if strings.Contains(out, secret) || !strings.Contains(out, "[REDACTED]") {
+			t.Errorf("printed %q; want [REDACTED] and never the secret", out)
+		}
+	}
+	if string(id.S3Keys[0].SecretAccessKey) != secret {
+		t.Errorf("string(Secret) = %q; want the secret itself", string(id.S3Keys[0].SecretAccessKey))
 	}
 }

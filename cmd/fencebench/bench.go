@@ -29,6 +29,7 @@ type bench struct {
 
 	metrics       *http.Client      // for etcd's /metrics
 	direct        *s3.Client        // modeDirectSDK's
+	s3api         *s3.Client        // modeS3API's
 	directPool    *http.Transport   // direct's
 	directObjects *s3backend.Client // modeDirect's
 	etcd          *clientv3.Client
@@ -123,6 +124,14 @@ func newBench(ctx context.Context, cfg config, st *stack, bin string, p *progres
 	}
 	if err := b.startGCS(ctx); err != nil {
 		return nil, err
+	}
+	if slices.Contains(cfg.modes, modeS3API) {
+		g, endpoint, err := startS3APIGateway(ctx, st, bin, cfg.gatewayLogLevel)
+		if err != nil {
+			return nil, err
+		}
+		b.gateways[modeS3API] = g
+		b.s3api = newS3APIClient(st, endpoint, maxPool)
 	}
 	return b, nil
 }
@@ -386,6 +395,9 @@ func (b *bench) measure(ctx context.Context, c cell, round, attempt int) (measur
 	case modeGCSDirect, modeGCSGateway:
 		op, gateway = b.gcsOperation(c)
 		storePID = b.gcs.pid
+	case modeS3API:
+		gateway = b.gateways[c.mode]
+		op = s3APIPut(b.s3api, b.st.bucket, c.size)
 	case modeStoreRaise:
 		op = storeRaise(b.groupFences, b.st.bucket)
 	case modeStoreRaiseUnbatched:

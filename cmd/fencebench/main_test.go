@@ -79,14 +79,15 @@ func TestPlanShortSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	cells := plan(cfg)
-	if len(cells) != 6*4+4+2+2 {
-		t.Fatalf("short set has %d cells; want 32", len(cells))
+	if len(cells) != 6*4+1+4+2+2 {
+		t.Fatalf("short set has %d cells; want 33", len(cells))
 	}
 	if cells[0].mode != modeDirect || cells[1].mode != modeDirectSDK || cells[2].mode != modeClientSide || cells[3].mode != modeGateway || cells[0].concurrency != cells[3].concurrency {
 		t.Fatalf("first cells %v; want direct, direct-sdk, clientside, gateway of one shape", cells[:4])
 	}
 	want := []cell{
 		{modeGateway, patternDistinct, 1 << 10, 64}, {modeDirect, patternDistinct, 1 << 10, 1},
+		{modeS3API, patternDistinct, 1 << 10, 64}, {modeDirectSDK, patternDistinct, 1 << 10, 64},
 		{modeStale, patternDistinct, 1 << 10, cfg.staleSummaryC},
 		{modeGateway, patternRaise, 1 << 10, 64}, {modeClientSide, patternRaise, 1 << 10, 64}, {modeDirect, patternRaise, 1 << 10, 64},
 		{modeStoreRaise, patternRaise, 0, raiseCeilingConcurrency}, {modeStoreRaiseUnbatched, patternRaise, 0, raiseCeilingConcurrency},
@@ -164,6 +165,8 @@ func TestSummaryLine(t *testing.T) {
 			{Mode: modeClientSide, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 2000},
 			{Mode: modeGateway, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 2400, OK: 1000,
 				CPUPer1000: perProcess{Gateway: ptr(0.2), Etcd: ptr(0.05), S3: ptr(0.3)}},
+			{Mode: modeDirectSDK, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 3000},
+			{Mode: modeS3API, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 2550},
 			{Mode: modeStale, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 4, RPS: 23456.7, P99: 1.42},
 			{Mode: modeDirect, Pattern: patternRaise, SizeBytes: 1 << 10, Concurrency: 64, RPS: 1500},
 			{Mode: modeClientSide, Pattern: patternRaise, SizeBytes: 1 << 10, Concurrency: 64, RPS: 1000},
@@ -180,14 +183,15 @@ func TestSummaryLine(t *testing.T) {
 	want := "summary: c64_ratio_vs_direct=0.60 c64_ratio_vs_clientside=1.20 serial_p50_overhead_ms=1.10 stale_rps=23457 stale_p99_ms=1.42 upload_1g_rss_mib=3" +
 		" raise_c64_ratio_vs_clientside=1.20 raise_c64_ratio_vs_direct=0.80 raise_ceiling_ratio_batched_vs_unbatched=2.00" +
 		" gw_cpu_ms_per_write=0.200 etcd_cpu_ms_per_write=0.050 s3_cpu_ms_per_write=0.300" +
-		" raise_gw_cpu_ms_per_write=0.250 raise_etcd_cpu_ms_per_write=0.100 raise_s3_cpu_ms_per_write=0.400 gcs_c64_ratio_vs_direct=0.95"
+		" raise_gw_cpu_ms_per_write=0.250 raise_etcd_cpu_ms_per_write=0.100 raise_s3_cpu_ms_per_write=0.400 gcs_c64_ratio_vs_direct=0.95" +
+		" s3api_c64_ratio_vs_direct_sdk=0.85"
 	if r.SummaryLine != want {
 		t.Fatalf("summary line\n%s\nwant\n%s", r.SummaryLine, want)
 	}
 	form := regexp.MustCompile(`^summary: c64_ratio_vs_direct=\S+ c64_ratio_vs_clientside=\S+ serial_p50_overhead_ms=\S+ stale_rps=\S+ stale_p99_ms=\S+ upload_1g_rss_mib=\S+ ` +
 		`raise_c64_ratio_vs_clientside=\S+ raise_c64_ratio_vs_direct=\S+ raise_ceiling_ratio_batched_vs_unbatched=\S+ ` +
 		`gw_cpu_ms_per_write=\S+ etcd_cpu_ms_per_write=\S+ s3_cpu_ms_per_write=\S+ ` +
-		`raise_gw_cpu_ms_per_write=\S+ raise_etcd_cpu_ms_per_write=\S+ raise_s3_cpu_ms_per_write=\S+ gcs_c64_ratio_vs_direct=\S+$`)
+		`raise_gw_cpu_ms_per_write=\S+ raise_etcd_cpu_ms_per_write=\S+ raise_s3_cpu_ms_per_write=\S+ gcs_c64_ratio_vs_direct=\S+ s3api_c64_ratio_vs_direct_sdk=\S+$`)
 	if !form.MatchString((&report{}).withSummary().SummaryLine) {
 		t.Fatal("the summary of an empty report does not have the summary's form")
 	}
@@ -218,6 +222,8 @@ func TestShapes(t *testing.T) {
 	for _, s := range shapes {
 		want := 5 // direct, direct-sdk, clientside, gateway, baseline
 		switch {
+		case s3APIShape(s[0].pattern, s[0].size, s[0].concurrency) && !s[0].stale():
+			want = 6 // and s3api
 		case s[0].stale():
 			want = 2 // stale, stale-baseline
 		case storeMode(s[0].mode):

@@ -223,6 +223,9 @@ type summary struct {
 	// GCSC64RatioVsDirect is the gateway over direct conditional writes
 	// to fake-gcs-server, at 64 writers (gcs.go).
 	GCSC64RatioVsDirect *float64 `json:"gcs_c64_ratio_vs_direct"`
+	// S3APIC64RatioVsDirectSDK is PutObject through the S3 API over the
+	// same SDK writing straight to S3 (s3api.go).
+	S3APIC64RatioVsDirectSDK *float64 `json:"s3api_c64_ratio_vs_direct_sdk"`
 }
 
 // finish fills in the ratios and the summary.
@@ -245,7 +248,7 @@ func (r *report) finish(cfg config) {
 	}
 	for i := range r.Cells {
 		c := &r.Cells[i]
-		if c.Mode != modeGateway && c.Mode != modeBaseline {
+		if c.Mode != modeGateway && c.Mode != modeBaseline && c.Mode != modeS3API {
 			continue
 		}
 		c.RatioVsDirect = ratio(c, find(modeDirect, c.Pattern, c.SizeBytes, c.Concurrency))
@@ -282,6 +285,7 @@ func (r *report) finish(cfg config) {
 		g.RatioVsDirect = ratio(g, find(modeGCSDirect, patternDistinct, 1<<10, gcsCellConcurrency))
 		s.GCSC64RatioVsDirect = g.RatioVsDirect
 	}
+	s.S3APIC64RatioVsDirectSDK = ratio(find(modeS3API, s3APIPattern, s3APISize, s3APIConcurrency), find(modeDirectSDK, s3APIPattern, s3APISize, s3APIConcurrency))
 	for _, u := range r.Uploads {
 		if u.Gateway == modeGateway && u.Bytes == 1<<30 {
 			v := u.RSSGrowthMiB
@@ -305,6 +309,7 @@ func (r *report) finish(cfg config) {
 		"raise_etcd_cpu_ms_per_write=" + format(s.RaiseEtcdCPUMsPerWrite, 3),
 		"raise_s3_cpu_ms_per_write=" + format(s.RaiseS3CPUMsPerWrite, 3),
 		"gcs_c64_ratio_vs_direct=" + format(s.GCSC64RatioVsDirect, 2),
+		"s3api_c64_ratio_vs_direct_sdk=" + format(s.S3APIC64RatioVsDirectSDK, 2),
 	}, " ")
 }
 

@@ -87,7 +87,7 @@ func TestConfigCheckNamesFieldAndLine(t *testing.T) {
 			want: "10: auth.identities[1].api_keys[0]: the same key is configured twice (first at line 6)"},
 		{name: "client certificate twice", file: identity + "      client_certs: [runner, runner]\n", want: `7: auth.identities[0].client_certs[1]: common name "runner" is mapped twice (first at line 7)`},
 		{name: "client certificate name", file: identity + `      client_certs: ["run\u0001ner"]` + "\n", want: "7: auth.identities[0].client_certs[0]: control characters in a common name"},
-		{name: "identity without credentials", file: strings.Replace(identity, `      api_keys: ["sha256:0000000000000000000000000000000000000000000000000000000000000001"]`+"\n", "", 1), want: "3: auth.identities[0]: no api_keys and no client_certs"},
+		{name: "identity without credentials", file: strings.Replace(identity, `      api_keys: ["sha256:0000000000000000000000000000000000000000000000000000000000000001"]`+"\n", "", 1), want: "3: auth.identities[0]: no api_keys, client_certs or s3_keys"},
 
 		// Limits: the flags' bounds and gateway.Config.Validate.
 		{name: "buffer bytes", file: "limits:\n  buffer_bytes: 0\n", want: "2: limits.buffer_bytes: 0: must be at least 1",

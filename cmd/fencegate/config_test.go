@@ -30,7 +30,7 @@ var badConfigs = []struct {
 	{"empty.yaml", "empty.yaml:1: the file is empty"},
 	{"etcd-endpoint.yaml", `etcd-endpoint.yaml:4: etcd.endpoints[1]: "unix:///var/run/etcd.sock": want a URL`},
 	{"identity-duplicate.yaml", `identity-duplicate.yaml:6: auth.identities[1].name: identity "ci" is defined twice (first at line 3)`},
-	{"identity-no-credentials.yaml", "identity-no-credentials.yaml:3: auth.identities[0]: no api_keys and no client_certs"},
+	{"identity-no-credentials.yaml", "identity-no-credentials.yaml:3: auth.identities[0]: no api_keys, client_certs or s3_keys"},
 	{"listen.yaml", `listen.yaml:2: http.listen: "8080": want host:port`},
 	{"log-level.yaml", `log-level.yaml:2: log.level: "loud": want debug, info, warn or error`},
 	{"operation.yaml", `operation.yaml:6: auth.identities[0].grants[0].operations[1]: unknown operation "upload"`},
@@ -48,6 +48,8 @@ var badConfigs = []struct {
 	{"partner-upstream-userinfo.yaml", "partner-upstream-userinfo.yaml:3: partners[0].upstream: \"https://user:xxxxx@api.payments.example/v1\" has user info"},
 	{"password-twice.yaml", "password-twice.yaml:5: etcd.password_env: set etcd.password or etcd.password_env, not both"},
 	{"repeated-key.yaml", "repeated-key.yaml:4: log.level: repeated (first at line 2)"},
+	{"s3-key-duplicate.yaml", `s3-key-duplicate.yaml:12: auth.identities[1].s3_keys[0].access_key_id: access key id "AKIAETL0000000000001" is configured twice (first at line 7)`},
+	{"s3-key-two-secrets.yaml", "s3-key-two-secrets.yaml:9: auth.identities[0].s3_keys[0].secret_env: set secret_file or secret_env, not both"},
 	{"size.yaml", `size.yaml:2: limits.max_body_bytes: "5GB": want a number of bytes`},
 	{"count.yaml", `count.yaml:2: limits.max_lock_waiters: "-5": want a whole number, 0 or more`},
 	{"tls-cert-without-key.yaml", "tls-cert-without-key.yaml:3: http.tls.cert_file: needs http.tls.key_file"},
@@ -115,6 +117,7 @@ var goodEnv = map[string]string{
 	"S3_SECRET_KEY":    "s3-secret",
 	"PAYMENTS_API_KEY": "pay-123",
 	"ECHO_API_KEY":     "echo-456",
+	"CI_S3_SECRET":     "ci-s3-secret-wJalrXUtnFEMI",
 }
 
 // TestGoodConfigs: every file in testdata/config/good loads, passes

@@ -32,8 +32,10 @@ const (
 	devBucket = "dev"
 	// devAnswers keeps partner answers' bodies, unless the config file
 	// names another bucket.
-	devAnswers   = "fencegate-answers"
-	devKey       = "greeting"
+	devAnswers = "fencegate-answers"
+	devKey     = "greeting"
+	// devS3Key is the object of the S3 API's aws-cli example.
+	devS3Key     = "hello.txt"
 	devAccessKey = "fencegate-dev"
 	devSecretKey = "fencegate-dev-secret"
 	devPrefix    = "fencegate/"
@@ -82,6 +84,13 @@ func dev(ctx context.Context, cfg config.Dev, logger *slog.Logger, stdout io.Wri
 		return err
 	}
 	defer ln.Close()
+	s3ln, err := listenS3API(cfg.S3API)
+	if err != nil {
+		return err
+	}
+	if s3ln != nil {
+		defer s3ln.Close()
+	}
 	etcd, err := devstack.StartEtcd(ctx, devstack.EtcdConfig{
 		Dir:    filepath.Join(data, "etcd"),
 		Logger: logger.With("component", "etcd"),
@@ -157,14 +166,29 @@ func dev(ctx context.Context, cfg config.Dev, logger *slog.Logger, stdout io.Wri
 	defer gw.closeStores()
 	stopEvictor := gw.startEvictor(ctx)
 	defer stopEvictor()
-	session, err := newDevSession(ctx, gw, withGCS)
+	endpoints, err := withS3API([]endpoint{{name: "http", ln: ln, handler: gw}}, s3ln, cfg.S3API, gw, logger)
 	if err != nil {
 		return err
 	}
-	session.Gateway = "http://" + reachableAddr(ln.Addr())
-	if cfg.HTTP.TLS != nil {
-		session.Gateway = "https://" + reachableAddr(ln.Addr())
+	session, err := newDevSession(ctx, gw, withGCS, s3ln != nil)
+	if err != nil {
+		return err
 	}
+	scheme := "http://"
+	if cfg.HTTP.TLS != nil {
+		scheme = "https://"
+	}
+	session.Gateway = scheme + reachableAddr(ln.Addr())
+	if session.S3API != nil {
+		session.S3API.Endpoint = scheme + reachableAddr(s3ln.Addr())
+		session.S3API.Region = cfg.S3API.Region
+		session.S3API.AccessKey, session.S3API.SecretKey = "ID", "SECRET"
+		session.S3API.FileKeys = cfg.Auth != nil
+		if !session.S3API.FileKeys {
+			session.S3API.AccessKey, session.S3API.SecretKey = config.DevS3Key.AccessKeyID, string(config.DevS3Key.SecretAccessKey)
+		}
+	}
+	session.S3APINote = cfg.S3APINote
 	session.Auth = cfg.Auth != nil
 	session.Etcd = etcd.Endpoints()[0]
 	session.EtcdDir = filepath.Join(cfg.Data, "etcd")
@@ -201,7 +225,7 @@ func dev(ctx context.Context, cfg config.Dev, logger *slog.Logger, stdout io.Wri
 		case <-serveCtx.Done():
 		}
 	}()
-	err = serveHTTP(serveCtx, logger, ln, cfg.HTTP, gw)
+	err = serveHTTP(serveCtx, logger, cfg.HTTP, gw, endpoints...)
 	if cause := context.Cause(serveCtx); errors.Is(cause, errS3Exited) || errors.Is(cause, errGCSExited) {
 		return errors.Join(cause, err)
 	}
@@ -223,6 +247,22 @@ type devSession struct {
 	// Auth says that the config file turned auth on: the curl commands
 	// then need a key.
 	Auth bool
+	// S3API is the S3 API's aws-cli example; nil when it is off, and
+	// S3APINote then may say why.
+	S3API     *devS3API
+	S3APINote string
+}
+
+// devS3API is what the aws-cli example of the S3 API needs.
+type devS3API struct {
+	Endpoint, Region string
+	// AccessKey and SecretKey are dev's own key, or with FileKeys the
+	// placeholders ID and SECRET: the config file's keys are never
+	// printed.
+	AccessKey, SecretKey string
+	FileKeys             bool
+	// devObject is the object the example writes, and its tokens.
+	devObject
 }
 
 // devObject is an object of the session and the tokens it uses.
@@ -238,9 +278,10 @@ type devObject struct {
 	Exists bool
 }
 
-// newDevSession picks the session's tokens of the greeting in S3, and
-// with withGCS of the greeting in GCS too.
-func newDevSession(ctx context.Context, gw *wiredGateway, withGCS bool) (devSession, error) {
+// newDevSession picks the session's tokens of the greeting in S3, with
+// withS3API of the S3 API's example object, and with withGCS of the
+// greeting in GCS too.
+func newDevSession(ctx context.Context, gw *wiredGateway, withGCS, withS3API bool) (devSession, error) {
 	s := devSession{
 		AccessKey: devAccessKey,
 		SecretKey: devSecretKey,
@@ -248,8 +289,18 @@ func newDevSession(ctx context.Context, gw *wiredGateway, withGCS bool) (devSess
 	}
 	var err error
 	s.devObject, err = newDevObject(ctx, gw, api.ObjectPath{Store: api.StoreS3, Bucket: devBucket, Key: devKey})
-	if err != nil || !withGCS {
+	if err != nil {
 		return s, err
+	}
+	if withS3API {
+		s.S3API = &devS3API{}
+		s.S3API.devObject, err = newDevObject(ctx, gw, api.ObjectPath{Store: api.StoreS3, Bucket: devBucket, Key: devS3Key})
+		if err != nil {
+			return s, err
+		}
+	}
+	if !withGCS {
+		return s, nil
 	}
 	o, err := newDevObject(ctx, gw, api.ObjectPath{Store: api.StoreGCS, Bucket: config.DevGCSBucket, Key: devKey})
 	s.GCS = &o
@@ -313,6 +364,9 @@ const devSessionText = `
 fencegate dev is running.
 
   gateway  {{.Gateway}}
+{{- with .S3API}}
+  S3 API   {{.Endpoint}}  (region {{.Region}}; {{if .FileKeys}}the s3_keys of the config file's identities{{else}}access key {{.AccessKey}}, secret key {{.SecretKey}}{{end}})
+{{- end}}
   etcd     {{.Etcd}}  (data in {{.EtcdDir}})
   S3       {{.S3}}  (versitygw; objects in {{.S3Dir}})
            access key {{.AccessKey}}, secret key {{.SecretKey}}, region {{.Region}}, bucket {{.Bucket}}
@@ -338,6 +392,29 @@ whose hash the file lists, or each command gets 401.{{end}}
 
   # The high-water mark: {{.Token}}.
   curl -s {{.Gateway}}/v1/fences/{{.Resource}}
+
+{{- with .S3API}}
+
+The S3 API speaks S3 to unmodified clients, fenced the same way: the token is the object's
+metadata fence-token. The high-water mark of {{.Resource}} is {{.HighWaterMark}}{{if .Exists}}, and the object exists{{end}}.
+{{- if .FileKeys}}
+Put one of the config file's s3_keys (an access key id and its secret) in place of ID and SECRET.{{end}}
+
+  echo 'hello from {{.Token}}' > {{.Key}}
+
+  # Write with token {{.Token}}: accepted, and the high-water mark becomes {{.Token}}.
+  AWS_ACCESS_KEY_ID={{.AccessKey}} AWS_SECRET_ACCESS_KEY={{.SecretKey}} aws --endpoint-url {{.Endpoint}} --region {{.Region}} s3 cp {{.Key}} s3://{{.Bucket}}/{{.Key}} --metadata fence-token={{.Token}}
+
+  # Write with the older token {{.Stale}}: refused, aws prints StaleFenceToken (409) and exits non-zero.
+  AWS_ACCESS_KEY_ID={{.AccessKey}} AWS_SECRET_ACCESS_KEY={{.SecretKey}} aws --endpoint-url {{.Endpoint}} --region {{.Region}} s3 cp {{.Key}} s3://{{.Bucket}}/{{.Key}} --metadata fence-token={{.Stale}}
+
+  # Read it back: "hello from {{.Token}}".
+  AWS_ACCESS_KEY_ID={{.AccessKey}} AWS_SECRET_ACCESS_KEY={{.SecretKey}} aws --endpoint-url {{.Endpoint}} --region {{.Region}} s3 cp s3://{{.Bucket}}/{{.Key}} -
+{{- end}}
+{{- with .S3APINote}}
+
+The S3 API: {{.}}.
+{{- end}}
 
 {{- with .GCS}}
 

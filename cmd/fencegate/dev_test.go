@@ -239,7 +239,7 @@ func TestDevSession(t *testing.T) {
 	base := "http://" + addr
 
 	// A fresh --data: tokens 5 and 4, and the write creates the object.
-	first := startRun(t, "dev", "--listen", addr, "--data", data, "--log-level", "warn")
+	first := startRun(t, "dev", "--listen", addr, "--s3-listen", "127.0.0.1:0", "--data", data, "--log-level", "warn")
 	first.waitReady(t, base)
 	out := first.waitOutput(t, "Ctrl-C stops everything")
 	for _, want := range []string{"access key fencegate-dev", "secret key fencegate-dev-secret", "bucket dev", "The high-water mark of s3/dev/greeting is 0."} {
@@ -261,7 +261,7 @@ func TestDevSession(t *testing.T) {
 
 	// The same --data again: etcd and the objects persisted, so the
 	// session continues from the high-water mark 41, and the object exists.
-	second := startRun(t, "dev", "--listen", addr, "--data", data, "--log-level", "warn")
+	second := startRun(t, "dev", "--listen", addr, "--s3-listen", "127.0.0.1:0", "--data", data, "--log-level", "warn")
 	second.waitReady(t, base)
 	out = second.waitOutput(t, "Ctrl-C stops everything")
 	if !strings.Contains(out, "The high-water mark of s3/dev/greeting is 41, and the object exists.") {
@@ -290,7 +290,7 @@ func TestDevMissingVersityGW(t *testing.T) {
 func TestDevInterruptedDuringStart(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel() // as a Ctrl-C during start does
-	if err := run(ctx, []string{"dev", "--listen", freeAddr(t), "--data", t.TempDir()}, io.Discard, io.Discard); err != nil {
+	if err := run(ctx, []string{"dev", "--listen", freeAddr(t), "--s3-listen", freeAddr(t), "--data", t.TempDir()}, io.Discard, io.Discard); err != nil {
 		t.Fatalf("dev interrupted during start = %v; want nil", err)
 	}
 }
@@ -319,7 +319,7 @@ func TestListenAddressTaken(t *testing.T) {
 func TestDevWithGCS(t *testing.T) {
 	addr := freeAddr(t)
 	base := "http://" + addr
-	r := startRun(t, "dev", "--stores", "s3,gcs", "--listen", addr, "--data", filepath.Join(t.TempDir(), "data"), "--log-level", "warn")
+	r := startRun(t, "dev", "--stores", "s3,gcs", "--listen", addr, "--s3-listen", "", "--data", filepath.Join(t.TempDir(), "data"), "--log-level", "warn")
 	r.waitReady(t, base)
 	out := r.waitOutput(t, "Ctrl-C stops everything")
 	for _, want := range []string{"fake-gcs-server", "bucket dev-gcs", "The high-water mark of gcs/dev-gcs/greeting is 0."} {

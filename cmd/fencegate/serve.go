@@ -53,6 +53,13 @@ func serve(ctx context.Context, cfg config.Serve, logger *slog.Logger) error {
 		return err
 	}
 	defer ln.Close()
+	s3ln, err := listenS3API(cfg.S3API)
+	if err != nil {
+		return err
+	}
+	if s3ln != nil {
+		defer s3ln.Close()
+	}
 	traces, err := tracing.Start(ctx, cfg.Tracing, buildVersion())
 	if err != nil {
 		return err
@@ -80,9 +87,13 @@ func serve(ctx context.Context, cfg config.Serve, logger *slog.Logger) error {
 	stopEvictor := gw.startEvictor(ctx)
 	defer stopEvictor()
 	gw.probe(ctx)
-	logger.Info("listening", "addr", ln.Addr().String(), "tls", cfg.HTTP.TLS != nil, "etcd", cfg.Etcd.Endpoints, "s3", config.S3EndpointForLog(cfg.S3.Endpoint),
+	endpoints, err := withS3API([]endpoint{{name: "http", ln: ln, handler: gw}}, s3ln, cfg.S3API, gw, logger)
+	if err != nil {
+		return err
+	}
+	logger.Info("listening", "addr", ln.Addr().String(), "s3_api_addr", addrOf(s3ln), "tls", cfg.HTTP.TLS != nil, "etcd", cfg.Etcd.Endpoints, "s3", config.S3EndpointForLog(cfg.S3.Endpoint),
 		"gcs_buckets", len(cfg.GCSBuckets()), "partner_routes", len(cfg.Partners), "auth", cfg.Auth != nil, "otlp_endpoint", cfg.Tracing.Endpoint)
-	return serveHTTP(ctx, logger, ln, cfg.HTTP, gw)
+	return serveHTTP(ctx, logger, cfg.HTTP, gw, endpoints...)
 }
 
 // wiredGateway is a gateway with the stores it was built on.
@@ -92,6 +103,9 @@ type wiredGateway struct {
 	fences *tokenstore.Store
 	// stores are the object stores, S3's and any in GCS.
 	stores *objectStores
+	// s3 is the S3 client of stores, which the S3 API's bucket reads
+	// (listings) go through.
+	s3 *s3.Client
 	// probes are the readiness probes of etcd and every store.
 	probes []gateway.Probe
 	// evictor removes the marks that their objects record (package
@@ -192,7 +206,7 @@ func newGatewayOn(ctx context.Context, logger *slog.Logger, store *tokenstore.St
 	if err := gw.Registry().Register(evictor); err != nil {
 		return nil, fmt.Errorf("mark evictor metrics: %w", err)
 	}
-	return &wiredGateway{Gateway: gw, logger: logger, fences: store, stores: stores, probes: probes, evictor: evictor, maxHeaderBytes: gwCfg.MaxHeaderBytes}, nil
+	return &wiredGateway{Gateway: gw, logger: logger, fences: store, stores: stores, s3: objects, probes: probes, evictor: evictor, maxHeaderBytes: gwCfg.MaxHeaderBytes}, nil
 }
 
 // closeStores closes the GCS clients, once the gateway no longer serves.

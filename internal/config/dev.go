@@ -25,6 +25,9 @@ type Dev struct {
 	// Ignored are the config file's settings that dev does not use (its
 	// etcd and S3 sections): dev runs its own.
 	Ignored []string
+	// S3APINote is what dev says about its S3 API beyond its address and
+	// key ("" for nothing), such as why it is off.
+	S3APINote string
 }
 
 const devDescription = `
@@ -42,6 +45,10 @@ tools builds it; $FENCEGATE_FAKE_GCS overrides where it is taken from),
 objects in --data/gcs, and maps the bucket dev-gcs to it: its resources
 are gcs/dev-gcs/KEY.
 
+It serves the S3 API too, on --s3-listen (default ` + DevS3Listen + `; empty: off), and
+prints an aws-cli example: without an auth section its access key is
+fencegate-dev-s3, with one the S3 keys of the file's identities.
+
 --config FILE reads the YAML config file that fencegate serve reads (to try
 partner routes and auth locally); its etcd, s3 and buckets sections are
 not used.`
@@ -58,6 +65,7 @@ func ParseDev(args []string, lookupEnv LookupEnv, stdout io.Writer, extra error)
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "`host:port` to serve the gateway on")
 	fs.StringVar(&cfg.Data, "data", ".fencegate", "`directory` of etcd's data (etcd/) and the S3 objects (s3/)")
 	fs.IntVar(&cfg.S3Port, "s3-port", 0, "`port` of the S3 server on 127.0.0.1 (0: a free one)")
+	addS3APIFlags(fs, &cfg.S3API, DevS3Listen)
 	stores := fs.String("stores", api.StoreS3, "comma-separated `stores` to run: s3, or s3,gcs to run fake-gcs-server too\n(a child process) with the bucket "+DevGCSBucket+" in it")
 	shared := addSharedFlags(cmd, &cfg.Shared)
 	if err := cmd.parse(args, lookupEnv, stdout); err != nil {
@@ -76,7 +84,10 @@ func ParseDev(args []string, lookupEnv LookupEnv, stdout io.Writer, extra error)
 	if cfg.S3Port < 0 || cfg.S3Port > 65535 {
 		errs = append(errs, fmt.Errorf("--s3-port %d: must be from 0 to 65535", cfg.S3Port))
 	}
-	errs = append(errs, shared.finish(cmd, &cfg.Shared), extra)
+	errs = append(errs, shared.finish(cmd, &cfg.Shared))
+	note, err := finishS3API(&cfg.S3API, cfg.Listen, cfg.Auth, true)
+	cfg.S3APINote = note
+	errs = append(errs, err, extra)
 	if err := errors.Join(errs...); err != nil {
 		return Dev{}, &UsageError{fmt.Errorf("dev: %w", cmd.locate(err))}
 	}

@@ -675,6 +675,7 @@ var topLevel = []field{
 	section("http", httpFields),
 	section("etcd", etcdFields),
 	section("s3", s3Fields),
+	section("s3_api", s3APIFields),
 	{"buckets", (*decoder).buckets},
 	section("limits", limitFields),
 	section("objects", objectFields),

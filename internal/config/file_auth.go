@@ -1,12 +1,16 @@
 package config
 
 // The auth section of the config file: identities, what each may do, and
-// the API keys (stored as SHA-256 hashes) and client certificates that
+// the API keys (stored as SHA-256 hashes), client certificates and S3
+// access keys (secrets read from a file or an environment variable) that
 // authenticate as each.
 
 import (
 	"encoding/hex"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -109,6 +113,16 @@ func (d *decoder) identity(st *authState, n *yaml.Node, path string) {
 				certs = append(certs, gateway.ClientCert{CommonName: cn})
 			}
 		}},
+		{"s3_keys", func(d *decoder, n *yaml.Node, path string) {
+			items, ok := d.list(n, path, "a list of S3 access keys such as {access_key_id: AKIA..., secret_env: NAME}")
+			if !ok || !d.nonEmpty(n, path, len(items), "S3 access keys such as {access_key_id: AKIA..., secret_file: FILE}") {
+				return
+			}
+			credentials += len(items)
+			for i, item := range items {
+				id.S3Keys = append(id.S3Keys, d.s3Key(item, fmt.Sprintf("%s[%d]", path, i)))
+			}
+		}},
 	})
 	if n.Kind != yaml.MappingNode {
 		return
@@ -119,7 +133,7 @@ func (d *decoder) identity(st *authState, n *yaml.Node, path string) {
 		}
 	}
 	if credentials == 0 {
-		d.errorf(n, path, "no api_keys and no client_certs: nothing authenticates as this identity")
+		d.errorf(n, path, "no api_keys, client_certs or s3_keys: nothing authenticates as this identity")
 	}
 	for i := range keys {
 		keys[i].Identity = id.Name
@@ -130,6 +144,124 @@ func (d *decoder) identity(st *authState, n *yaml.Node, path string) {
 	st.auth.Identities = append(st.auth.Identities, id)
 	st.auth.APIKeys = append(st.auth.APIKeys, keys...)
 	st.auth.ClientCerts = append(st.auth.ClientCerts, certs...)
+}
+
+// maxSecretFileBytes bounds a secret_file: it holds one secret.
+const maxSecretFileBytes = 4 << 10
+
+// s3Key decodes one S3 access key: its id, and its secret from exactly
+// one of secret_file (a file holding the secret, one trailing newline
+// allowed) and secret_env (an environment variable). Errors never quote
+// the secret. gateway.Auth.Validate checks the id and that no id is used
+// twice.
+func (d *decoder) s3Key(n *yaml.Node, path string) gateway.S3Key {
+	var (
+		k       gateway.S3Key
+		sources []string
+	)
+	d.fields(n, path, []field{
+		{"access_key_id", func(d *decoder, n *yaml.Node, path string) {
+			k.AccessKeyID, _ = d.scalar(n, path, "an access key id")
+		}},
+		{"secret_file", func(d *decoder, n *yaml.Node, path string) {
+			sources = append(sources, "secret_file")
+			name, ok := d.scalar(n, path, "the name of a file that holds the secret access key")
+			if !ok {
+				return
+			}
+			if !filepath.IsAbs(name) {
+				name = filepath.Join(d.dir, name)
+			}
+			secret, err := readSecretFile(name)
+			if err != nil {
+				d.errorf(n, path, "%v", err)
+				return
+			}
+			if d.checkSecret(n, path, secret) {
+				k.SecretAccessKey = gateway.Secret(secret)
+			}
+		}},
+		{"secret_env", func(d *decoder, n *yaml.Node, path string) {
+			sources = append(sources, "secret_env")
+			name, ok := d.scalar(n, path, "the name of an environment variable that holds the secret access key")
+			if !ok {
+				return
+			}
+			if !envNamePattern.MatchString(name) {
+				d.errorf(n, path, "%q is not an environment variable name (want letters, digits and _)", name)
+				return
+			}
+			secret, ok := d.lookupEnv(name)
+			if !ok || secret == "" {
+				d.errorf(n, path, "environment variable %s is not set", name)
+				return
+			}
+			if d.checkSecret(n, path, secret) {
+				k.SecretAccessKey = gateway.Secret(secret)
+			}
+		}},
+	})
+	if n.Kind != yaml.MappingNode {
+		return k
+	}
+	if _, ok := fieldNode(n, "access_key_id"); !ok {
+		d.errorf(n, joinPath(path, "access_key_id"), "missing (an S3 key needs access_key_id and secret_file or secret_env)")
+	}
+	switch len(sources) {
+	case 0:
+		d.errorf(n, path, "no secret: set secret_file or secret_env")
+	case 2:
+		second, _ := fieldNode(n, sources[1])
+		d.errorf(second, joinPath(path, sources[1]), "set secret_file or secret_env, not both")
+	}
+	return k
+}
+
+// fieldNode returns the key node of the mapping n's field key.
+func fieldNode(n *yaml.Node, key string) (*yaml.Node, bool) {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i], true
+		}
+	}
+	return nil, false
+}
+
+// checkSecret reports whether secret is a plausible secret access key,
+// recording the problem if not: not empty, and no spaces or control
+// characters (a file with more than the secret in it).
+func (d *decoder) checkSecret(n *yaml.Node, path, secret string) bool {
+	switch {
+	case secret == "":
+		d.errorf(n, path, "empty secret access key")
+	case strings.ContainsFunc(secret, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		d.errorf(n, path, "the secret access key has spaces, control characters or more than one line; want the secret alone")
+	default:
+		return true
+	}
+	return false
+}
+
+// readSecretFile reads a secret access key from the file name: its whole
+// content but one trailing newline. Errors never quote the content.
+func readSecretFile(name string) (string, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxSecretFileBytes+1))
+	if err != nil {
+		return "", err
+	}
+	if len(data) > maxSecretFileBytes {
+		return "", fmt.Errorf("%s: larger than %v; want a file that holds the secret access key alone", name, byteSize(maxSecretFileBytes))
+	}
+	secret := strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r")
+	if secret == "" {
+		return "", fmt.Errorf("%s is empty; want the secret access key", name)
+	}
+	return secret, nil
 }
 
 // grant decodes one grant: a resource prefix and operations.

@@ -74,6 +74,7 @@ var goodEnv = map[string]string{
 	"S3_SECRET_KEY":    "s3-secret",
 	"PAYMENTS_API_KEY": "pay-123",
 	"ECHO_API_KEY":     "echo-456",
+	"CI_S3_SECRET":     "ci-s3-secret-wJalrXUtnFEMI",
 }
 
 // TestFullConfigDecodes checks what full.yaml turns into, field by field:
@@ -129,6 +130,11 @@ func TestFullConfigDecodes(t *testing.T) {
 			{Name: "ledgers", Store: api.StoreGCS},
 			{Name: "ledgers-staging", Store: api.StoreGCS, GCS: gcs.Config{Endpoint: "http://127.0.0.1:4443/storage/v1/", WithoutAuthentication: true}},
 		}},
+		{"s3 api listen", cfg.S3API.Listen, "0.0.0.0:9443"},
+		{"s3 api domain", cfg.S3API.Domain, "s3.fencegate.example"},
+		{"s3 api region", cfg.S3API.Region, "us-east-1"},
+		{"s3 api keys", cfg.S3API.Keys != nil && cfg.S3API.Keys.Len() == 1, true},
+		{"ci's s3 key (secret_env)", cfg.Auth.Identities[0].S3Keys, []gateway.S3Key{{AccessKeyID: "AKIAFENCEGATECI00001", SecretAccessKey: "ci-s3-secret-wJalrXUtnFEMI"}}},
 		{"identities", len(cfg.Auth.Identities), 2},
 		{"api keys", len(cfg.Auth.APIKeys), 2},
 		{"client cert", cfg.Auth.ClientCerts, []gateway.ClientCert{{CommonName: "ci-runner", Identity: "ci"}}},

@@ -40,8 +40,12 @@ type Shared struct {
 	Gateway gateway.Config
 	// Marks is the mark evictor's config (--mark-retention and the
 	// file's marks section); its ETag cache bound is in Gateway.
-	Marks   retention.Config
-	HTTP    HTTP
+	Marks retention.Config
+	HTTP  HTTP
+	// S3API is the S3 API's listener and keys; its Listen is "" when it is
+	// off. It is served with HTTP's timeouts and TLS, and the gateway's
+	// limits.
+	S3API   S3API
 	Log     logging.Config
 	Tracing tracing.Config
 	Features
@@ -181,10 +185,14 @@ On SIGTERM or SIGINT, /readyz starts failing, the listener stays open for
 --drain-delay, then closes; requests in flight may finish within
 --shutdown-timeout.
 
+With --s3-listen, a second listener speaks the S3 protocol (AWS Signature
+Version 4 with the S3 access keys of the auth section's identities), so that
+unmodified S3 clients write through fencegate, fenced (docs/s3-api.md).
+
 --config FILE reads a YAML file that gives the same settings as the flags,
 plus partner routes and auth (identities, hashed API keys, client
-certificates); flags and FENCEGATE_* variables override it. Check a file
-with fencegate config check FILE.`
+certificates, S3 access keys); flags and FENCEGATE_* variables override it.
+Check a file with fencegate config check FILE.`
 
 // ParseServe reads serve's flags (args), environment and config file,
 // and checks them; extra is a problem the command found itself (nil for
@@ -216,6 +224,7 @@ func ParseServe(args []string, lookupEnv LookupEnv, stdout io.Writer, extra erro
 	fs.BoolVar(&cfg.S3.UsePathStyle, "s3-path-style", false, "address buckets as endpoint/bucket/key, as most S3-compatible servers need")
 	fs.IntVar(&cfg.S3.MaxConnsPerHost, "s3-max-conns", 256, "most connections to S3 at once; requests beyond wait for one")
 	fs.DurationVar(&cfg.S3.ConnWaitTimeout, "s3-conn-wait-timeout", 5*time.Second, "bound on a request's wait for a connection to S3 (504 upstream-timeout beyond)")
+	addS3APIFlags(fs, &cfg.S3API, "")
 	shared := addSharedFlags(cmd, &cfg.Shared)
 	if err := cmd.parse(args, lookupEnv, stdout); err != nil {
 		return Serve{}, err
@@ -260,6 +269,8 @@ func ParseServe(args []string, lookupEnv LookupEnv, stdout io.Writer, extra erro
 		report(errors.New("--s3-access-key and --s3-secret-key go together: set both or neither (neither: the AWS SDK's default chain)"))
 	}
 	report(shared.finish(cmd, &cfg.Shared))
+	_, err = finishS3API(&cfg.S3API, cfg.Listen, cfg.Auth, false)
+	report(err)
 	report(extra)
 	if len(errs) > 0 {
 		return Serve{}, &UsageError{fmt.Errorf("serve: %w", cmd.locate(errors.Join(errs...)))}

@@ -37,8 +37,12 @@ func (f *File) PrintSummary(w io.Writer) {
 		fmt.Fprintf(w, "  buckets: %s (every other bucket -> s3)\n", strings.Join(names, ", "))
 	}
 	if f.auth != nil {
-		fmt.Fprintf(w, "  auth: %d identities, %d API keys, %d client certificates\n",
-			len(f.auth.Identities), len(f.auth.APIKeys), len(f.auth.ClientCerts))
+		s3Keys := 0
+		for _, id := range f.auth.Identities {
+			s3Keys += len(id.S3Keys)
+		}
+		fmt.Fprintf(w, "  auth: %d identities, %d API keys, %d client certificates, %d S3 access keys\n",
+			len(f.auth.Identities), len(f.auth.APIKeys), len(f.auth.ClientCerts), s3Keys)
 	} else {
 		fmt.Fprintf(w, "  auth: off (no auth section: every client may do everything)\n")
 	}
