@@ -87,16 +87,24 @@ func fenceToken(r *http.Request, signedHeaders []string) (api.Token, error) {
 // refuseWriteConditions refuses the headers of a write that the door
 // cannot honour rather than drop: a client's own If-Match or
 // If-None-Match (the gateway's conditional write names the version it
-// observed, not the client's), object lock, and server-side encryption
-// with the client's key. Dropping any of them would do something else
-// than the client asked for.
+// observed, not the client's), object lock, server-side encryption,
+// tagging, grants, and any canned ACL but "private". Dropping any of them
+// would do something else than the client asked for. x-amz-acl: private
+// (rclone sends it on every upload) asks for what every object the
+// gateway writes gets anyway: its owner is the gateway's own credentials'
+// account, and nobody else is granted anything.
 func refuseWriteConditions(h http.Header) error {
 	for _, name := range []string{"If-Match", "If-None-Match", "X-Amz-Object-Lock-Mode", "X-Amz-Object-Lock-Retain-Until-Date",
 		"X-Amz-Object-Lock-Legal-Hold", "X-Amz-Server-Side-Encryption-Customer-Algorithm", "X-Amz-Server-Side-Encryption",
 		"X-Amz-Tagging", "X-Amz-Website-Redirect-Location", "X-Amz-Grant-Full-Control", "X-Amz-Grant-Read",
-		"X-Amz-Grant-Read-Acp", "X-Amz-Grant-Write-Acp", "X-Amz-Acl"} {
+		"X-Amz-Grant-Read-Acp", "X-Amz-Grant-Write-Acp"} {
 		if _, ok := h[name]; ok {
 			return fmt.Errorf("%w: the gateway does not honour %s on a write", errNotImplemented, name)
+		}
+	}
+	for _, v := range h["X-Amz-Acl"] {
+		if strings.TrimSpace(v) != "private" {
+			return fmt.Errorf("%w: the gateway does not honour X-Amz-Acl %q on a write (only private, what every object it writes gets)", errNotImplemented, v)
 		}
 	}
 	return nil

@@ -69,6 +69,8 @@ func TestEverythingElseIsRefused(t *testing.T) {
 		{method: "PUT", target: b + "/key", header: map[string]string{"If-None-Match": "*"}},
 		{method: "PUT", target: b + "/key", header: map[string]string{"If-Match": `"abc"`}},
 		{method: "PUT", target: b + "/key", header: map[string]string{"X-Amz-Acl": "public-read"}},
+		{method: "PUT", target: b + "/key", header: map[string]string{"X-Amz-Acl": "private, public-read"}},
+		{method: "PUT", target: b + "/key", header: map[string]string{"X-Amz-Acl": "bucket-owner-full-control"}},
 		{method: "PUT", target: b + "/key", header: map[string]string{"X-Amz-Object-Lock-Mode": "GOVERNANCE"}},
 		{method: "PUT", target: b + "/key", header: map[string]string{"X-Amz-Tagging": "a=b"}},
 		{method: "DELETE", target: b + "/key", header: map[string]string{"If-Match": `"abc"`}},

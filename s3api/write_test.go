@@ -207,3 +207,24 @@ func TestCopyObject(t *testing.T) {
 		t.Fatalf("read back %q", b)
 	}
 }
+
+// TestPutWithPrivateACL: x-amz-acl: private, which rclone sends on every
+// upload, asks for what the object gets anyway (the bucket owner's
+// credentials write it, no grant to anyone else), so the door accepts it;
+// any other canned ACL is refused (TestEverythingElseIsRefused).
+func TestPutWithPrivateACL(t *testing.T) {
+	d := newDoor(t, doorOptions{})
+	_, err := d.client(writerKey).PutObject(context.Background(), &s3.PutObjectInput{
+		Bucket:   aws.String(d.bucket),
+		Key:      aws.String("acl/private"),
+		Body:     strings.NewReader("private bytes"),
+		ACL:      types.ObjectCannedACLPrivate,
+		Metadata: map[string]string{"fence-token": "5"},
+	})
+	if err != nil {
+		t.Fatalf("put with x-amz-acl: private: %v", err)
+	}
+	if body, token, ok := d.stored(t, "acl/private"); !ok || body != "private bytes" || token != "5" {
+		t.Fatalf("stored %q token %q (%v); want the bytes with token 5", body, token, ok)
+	}
+}
