@@ -20,7 +20,7 @@ const (
 // created it. Every part and the completion are fenced with that token.
 type UploadBinding struct {
 	// UploadID is the store's id of the upload.
-	UploadID string `json:"upload_id"`
+	UploadID string   `json:"upload_id"`
 	Resource Resource `json:"resource"`
 	Token    Token    `json:"token"`
 }
