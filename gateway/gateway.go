@@ -147,6 +147,12 @@ type Config struct {
 	// parts (413 beyond). It may not exceed 10,000 parts. Zero means
 	// 10,000 parts of MultipartPartSize (156.25 GiB at 16 MiB).
 	MaxMultipartBodyBytes int64
+	// UploadTTL is how long the binding of a multipart upload to its
+	// resource and token lives in etcd when the upload is neither
+	// completed nor aborted: an upload abandoned longer cannot be
+	// continued or completed through the gateway (404), and takes no
+	// etcd space. Zero means 24 hours.
+	UploadTTL time.Duration
 }
 
 // TestHooks are points in the write path where tests can pause a request
@@ -205,7 +211,7 @@ const defaultMaxRequestsPerClient = 128
 // MaxRequestsPerClient 128 (half the S3 pool's default 256 connections,
 // so that no one client can hold them all), where New's zero is no
 // limit. Logger, Readiness, StoreSpace, Tracer, Now and TestHooks are
-// nil.
+// nil; MaxMultipartBodyBytes is zero (10,000 parts).
 func DefaultConfig() Config {
 	return Config{
 		BufferBytes:          defaultBufferBytes,
@@ -223,6 +229,9 @@ func DefaultConfig() Config {
 		ETagCacheMaxAge:      defaultETagCacheMaxAge,
 		ReadinessTimeout:     defaultReadinessTimeout,
 		ReadinessCache:       defaultReadinessCache,
+		MultipartThreshold:   defaultMultipartThreshold,
+		MultipartPartSize:    defaultMultipartPartSize,
+		UploadTTL:            defaultUploadTTL,
 	}
 }
 

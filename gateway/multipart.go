@@ -59,9 +59,9 @@ type MultipartStore interface {
 // UploadStore binds upload ids to the resource and token that created
 // them. tokenstore.Uploads implements it.
 type UploadStore interface {
-	// BindUpload records b until it is unbound or its TTL passes. Any
+	// BindUpload records b until it is unbound or ttl passes. Any
 	// error means the binding may not exist.
-	BindUpload(ctx context.Context, b api.UploadBinding) error
+	BindUpload(ctx context.Context, b api.UploadBinding, ttl time.Duration) error
 	// Upload returns the binding of uploadID, read linearizably, if it
 	// binds an upload of resource; otherwise api.ErrNotFound. Any other
 	// error means the store could not answer (api.ErrUnavailable).
@@ -91,6 +91,9 @@ type multipart struct {
 const (
 	defaultMultipartThreshold = 64 << 20
 	defaultMultipartPartSize  = 16 << 20
+	// A day, past which S3 users commonly let a lifecycle rule abort
+	// incomplete uploads too.
+	defaultUploadTTL = 24 * time.Hour
 )
 
 // cleanupTimeout bounds an abort and an unbind that run after the
@@ -109,6 +112,9 @@ func (cfg Config) withMultipartDefaults() Config {
 	if cfg.MultipartPartSize == 0 {
 		cfg.MultipartPartSize = defaultMultipartPartSize
 	}
+	if cfg.UploadTTL == 0 {
+		cfg.UploadTTL = defaultUploadTTL
+	}
 	if cfg.MaxMultipartBodyBytes == 0 {
 		cfg.MaxMultipartBodyBytes = cfg.MultipartPartSize * api.MaxParts
 	}
@@ -123,6 +129,8 @@ func (c Config) validateMultipart() error {
 	switch {
 	case c.MultipartPartSize < api.MinPartSize || c.MultipartPartSize > api.MaxPartSize:
 		return fieldErrorf("multipart_part_size", "%s: must be 5MiB to 5GiB, S3's limits on a part", formatSize(c.MultipartPartSize))
+	case c.UploadTTL < time.Second:
+		return fieldErrorf("upload_ttl", "%v: must be at least a second", c.UploadTTL)
 	case c.MaxMultipartBodyBytes < 0:
 		return fieldErrorf("max_multipart_body_bytes", "%d: must not be negative", c.MaxMultipartBodyBytes)
 	case c.MaxMultipartBodyBytes > c.MultipartPartSize*api.MaxParts:
@@ -183,7 +191,7 @@ func (g *Gateway) CreateUpload(ctx context.Context, path api.ObjectPath, token a
 		return api.UploadBinding{}, err
 	}
 	b := api.UploadBinding{UploadID: id, Resource: resource, Token: token}
-	if err := g.multipart.uploads.BindUpload(ctx, b); err != nil {
+	if err := g.multipart.uploads.BindUpload(ctx, b, g.cfg.UploadTTL); err != nil {
 		g.abandon(ctx, path, id, "the binding was not recorded")
 		return api.UploadBinding{}, fmt.Errorf("create upload: %w", err)
 	}

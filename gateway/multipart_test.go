@@ -29,7 +29,7 @@ func newMultipartEnv(tb testing.TB, cfg gateway.Config) (*env, *gateway.Gateway)
 	tb.Helper()
 	e := newStackEnv(tb)
 	store, backend := e.connect(tb, tokenstore.Config{RequestTimeout: time.Second})
-	uploads, err := tokenstore.NewUploads(store, time.Hour)
+	uploads, err := tokenstore.NewUploads(store)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -13,17 +13,12 @@ import (
 	"fencegate/api"
 )
 
-// DefaultUploadTTL is how long an upload binding lives when nothing
-// unbinds it: a day, past which S3 users commonly let a lifecycle rule
-// abort incomplete uploads too.
-const DefaultUploadTTL = 24 * time.Hour
-
 // Uploads binds the gateway's multipart uploads to the resource and token
 // that created them, under <prefix>uploads/<upload id>, so that any gateway
 // can fence an upload's parts and its completion with the creator's token.
 //
-// A binding is bound to an etcd lease of the upload TTL, shared by the
-// bindings made within a few minutes of each other (leasePool): an upload
+// A binding is bound to an etcd lease of the TTL its caller gives, shared
+// by the bindings of that TTL made close together (leasePool): an upload
 // abandoned without a completion or an abort loses its binding on its
 // own, and nothing accumulates in etcd. Its parts then cannot be sent or
 // completed through the gateway (an unknown upload); the store's own
@@ -31,30 +26,22 @@ const DefaultUploadTTL = 24 * time.Hour
 type Uploads struct {
 	store  *Store
 	leases *leasePool
-	ttl    time.Duration
 }
 
-// NewUploads returns the upload bindings of store, each living ttl (zero:
-// DefaultUploadTTL) unless unbound before.
-func NewUploads(store *Store, ttl time.Duration) (*Uploads, error) {
+// NewUploads returns the upload bindings of store.
+func NewUploads(store *Store) (*Uploads, error) {
 	if store == nil {
 		return nil, errors.New("tokenstore: nil store")
 	}
-	if ttl == 0 {
-		ttl = DefaultUploadTTL
-	}
-	if ttl < time.Second {
-		return nil, fmt.Errorf("tokenstore: upload TTL %v is under a second", ttl)
-	}
-	return &Uploads{store: store, leases: newLeasePool(store.client, store.timeout), ttl: ttl}, nil
+	return &Uploads{store: store, leases: newLeasePool(store.client, store.timeout)}, nil
 }
 
 func (u *Uploads) key(uploadID string) string { return u.store.prefix + "uploads/" + uploadID }
 
-// leaseReuse is how much longer than the TTL a binding may live, so that
+// leaseReuse is how much longer than its TTL a binding may live, so that
 // bindings made close together share a lease: a tenth of the TTL, at most
 // ten minutes.
-func (u *Uploads) leaseReuse() time.Duration { return min(u.ttl/10, 10*time.Minute) }
+func leaseReuse(ttl time.Duration) time.Duration { return min(ttl/10, 10*time.Minute) }
 
 // uploadRecord is a binding's value.
 type uploadRecord struct {
@@ -62,18 +49,22 @@ type uploadRecord struct {
 	Token    api.Token    `json:"token"`
 }
 
-// BindUpload records b, for the TTL, in one transaction that creates the
+// BindUpload records b for ttl (at least a second; it may live up to a
+// tenth longer, so that bindings share leases), in one transaction that creates the
 // key only if it is absent: an upload id is bound once, and a second bind
 // of it is an error that changes nothing. An error wrapping
 // api.ErrUnavailable means etcd could not be reached; the binding may or
 // may not exist then, and the caller aborts the upload.
-func (u *Uploads) BindUpload(ctx context.Context, b api.UploadBinding) error {
+func (u *Uploads) BindUpload(ctx context.Context, b api.UploadBinding, ttl time.Duration) error {
+	if ttl < time.Second {
+		return fmt.Errorf("bind upload: TTL %v is under a second", ttl)
+	}
 	value, err := json.Marshal(uploadRecord{Resource: b.Resource, Token: b.Token})
 	if err != nil {
 		return fmt.Errorf("bind upload: %w", err)
 	}
 	for attempt := 1; ; attempt++ {
-		lease, err := u.leases.lease(ctx, u.ttl, u.leaseReuse())
+		lease, err := u.leases.lease(ctx, ttl, leaseReuse(ttl))
 		if err != nil {
 			return fmt.Errorf("bind upload %s: %w: %w", b.Resource, api.ErrUnavailable, err)
 		}

@@ -13,9 +13,9 @@ import (
 	"fencegate/tokenstore"
 )
 
-func newUploads(tb testing.TB, s *tokenstore.Store, ttl time.Duration) *tokenstore.Uploads {
+func newUploads(tb testing.TB, s *tokenstore.Store) *tokenstore.Uploads {
 	tb.Helper()
-	u, err := tokenstore.NewUploads(s, ttl)
+	u, err := tokenstore.NewUploads(s)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -26,13 +26,13 @@ func newUploads(tb testing.TB, s *tokenstore.Store, ttl time.Duration) *tokensto
 // back by id (from another gateway's store too), and unbinds them.
 func TestUploadBindings(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
-	a := newUploads(t, newStore(t, etcd.Client(t)), time.Hour)
-	b := newUploads(t, newStore(t, etcd.Client(t)), time.Hour)
+	a := newUploads(t, newStore(t, etcd.Client(t)))
+	b := newUploads(t, newStore(t, etcd.Client(t)))
 	ctx := context.Background()
 	one := api.UploadBinding{UploadID: "upload-1", Resource: "s3/b/k", Token: 7}
 	two := api.UploadBinding{UploadID: "upload/2 with odd bytes\x00", Resource: "s3/b/other key", Token: 9}
 	for _, ub := range []api.UploadBinding{one, two} {
-		if err := a.BindUpload(ctx, ub); err != nil {
+		if err := a.BindUpload(ctx, ub, time.Hour); err != nil {
 			t.Fatalf("BindUpload(%+v) = %v", ub, err)
 		}
 	}
@@ -57,7 +57,7 @@ func TestUploadBindings(t *testing.T) {
 		})
 	}
 	// A second bind of a bound id is refused: an upload id is bound once.
-	if err := b.BindUpload(ctx, api.UploadBinding{UploadID: one.UploadID, Resource: one.Resource, Token: 8}); err == nil {
+	if err := b.BindUpload(ctx, api.UploadBinding{UploadID: one.UploadID, Resource: one.Resource, Token: 8}, time.Hour); err == nil {
 		t.Fatal("BindUpload of a bound id = nil; want an error")
 	}
 	if got, err := a.Upload(ctx, one.Resource, one.UploadID); got != one || err != nil {
@@ -80,10 +80,10 @@ func TestUploadBindings(t *testing.T) {
 func TestUploadBindingsExpire(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	client := etcd.Client(t)
-	u := newUploads(t, newStore(t, client), time.Second)
+	u := newUploads(t, newStore(t, client))
 	ctx := context.Background()
 	for _, id := range []string{"a", "b", "c"} {
-		if err := u.BindUpload(ctx, api.UploadBinding{UploadID: id, Resource: "s3/b/k", Token: 3}); err != nil {
+		if err := u.BindUpload(ctx, api.UploadBinding{UploadID: id, Resource: "s3/b/k", Token: 3}, time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -107,16 +107,16 @@ func TestUploadBindingsExpire(t *testing.T) {
 // api.ErrUnavailable, never a binding or a not-found.
 func TestUploadsUnavailable(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
-	u := newUploads(t, newStore(t, etcd.Client(t)), time.Hour)
+	u := newUploads(t, newStore(t, etcd.Client(t)))
 	ctx := context.Background()
-	if err := u.BindUpload(ctx, api.UploadBinding{UploadID: "x", Resource: "s3/b/k", Token: 3}); err != nil {
+	if err := u.BindUpload(ctx, api.UploadBinding{UploadID: "x", Resource: "s3/b/k", Token: 3}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	etcd.Stop(t)
 	if _, err := u.Upload(ctx, "s3/b/k", "x"); !errors.Is(err, api.ErrUnavailable) {
 		t.Fatalf("Upload with etcd down = %v; want ErrUnavailable", err)
 	}
-	if err := u.BindUpload(ctx, api.UploadBinding{UploadID: "y", Resource: "s3/b/k", Token: 3}); !errors.Is(err, api.ErrUnavailable) {
+	if err := u.BindUpload(ctx, api.UploadBinding{UploadID: "y", Resource: "s3/b/k", Token: 3}, time.Hour); !errors.Is(err, api.ErrUnavailable) {
 		t.Fatalf("BindUpload with etcd down = %v; want ErrUnavailable", err)
 	}
 }
