@@ -100,7 +100,7 @@ type config struct {
 	uploadBytes   int64
 	// largeUploadBytes is --large-upload-bytes (largeupload.go).
 	largeUploadBytes int64
-	staleSummaryC int
+	staleSummaryC    int
 	// rounds is how many rounds each shape's cells run in (see
 	// bench.runShape).
 	rounds int
