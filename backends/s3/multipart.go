@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
@@ -28,6 +31,20 @@ import (
 // (TestConcurrentConditionalCompletes). A completion refused on its
 // condition leaves the upload in place: the caller aborts it or tries
 // again.
+
+// newCompleteHTTP returns the HTTP client of completions: a pool of its
+// own, of as many connections as cfg's, that waits CompleteTimeout for
+// S3's answer.
+func newCompleteHTTP(cfg Config) *awshttp.BuildableClient {
+	conns := cfg.MaxConnsPerHost
+	return awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+		t.MaxIdleConns = conns
+		t.MaxIdleConnsPerHost = conns
+		t.MaxConnsPerHost = conns
+		t.IdleConnTimeout = 90 * time.Second
+		t.ResponseHeaderTimeout = cfg.CompleteTimeout
+	})
+}
 
 // CreateUpload starts a multipart upload of in.Path that records in.Token
 // on the object it completes, and returns the upload's id.
@@ -132,7 +149,11 @@ func (c *Client) CompleteUpload(ctx context.Context, in api.CompleteUploadInput)
 	}
 	ctx, release := boundConnWait(ctx, c.connWait)
 	defer release()
-	out, err := c.s3.CompleteMultipartUpload(ctx, complete)
+	out, err := c.s3.CompleteMultipartUpload(ctx, complete, func(o *s3.Options) {
+		if c.completeHTTP != nil {
+			o.HTTPClient = c.completeHTTP
+		}
+	})
 	if err != nil {
 		return "", c.multipartError(ctx, "complete upload", in.Path, err)
 	}
