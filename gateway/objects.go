@@ -59,12 +59,12 @@ type fencedRequest struct {
 	renew bool
 }
 
-// parseFenced runs the protocol's steps 1 and 2: parse the path and the
-// token, and refuse a token that the cache already knows to be stale,
-// without a round trip (safe: high-water marks only grow). Between the
-// two it checks that the caller may do op to the object: before anything
-// reaches etcd or S3, and before a stale answer could tell a caller that
-// may not write the object its high-water mark.
+// parseFenced runs the protocol's steps 1 and 2 for a REST request: parse
+// the path and the token, and refuse a token that the cache already knows
+// to be stale (admitFenced). Between the two it checks that the caller may
+// do op to the object: before anything reaches etcd or S3, and before a
+// stale answer could tell a caller that may not write the object its
+// high-water mark.
 func (g *Gateway) parseFenced(r *http.Request, op Operation) (fencedRequest, error) {
 	path, err := g.objectPath(r)
 	if err != nil {
@@ -77,9 +77,17 @@ func (g *Gateway) parseFenced(r *http.Request, op Operation) (fencedRequest, err
 	if err != nil {
 		return fencedRequest{}, err
 	}
+	return g.fastReject(r.Context(), path, token)
+}
+
+// fastReject is the protocol's step 2: it refuses a token that the cache
+// already knows to be stale, without a round trip (safe: high-water marks
+// only grow), and otherwise returns the request to fence. Every front door
+// calls it once it has authorized the caller and parsed the token.
+func (g *Gateway) fastReject(ctx context.Context, path api.ObjectPath, token api.Token) (fencedRequest, error) {
 	fr := fencedRequest{path: path, resource: path.Resource(), token: token}
 	if hwm, ok := g.fences.CachedHighWaterMark(fr.resource); ok && hwm > token {
-		noteStaleSource(r.Context(), staleFromCache)
+		noteStaleSource(ctx, staleFromCache)
 		return fencedRequest{}, &api.StaleTokenError{Resource: fr.resource, Token: token, HighWaterMark: hwm}
 	}
 	return fr, nil
@@ -203,8 +211,8 @@ func (g *Gateway) fenceThenObserve(ctx context.Context, fr fencedRequest, from o
 	return seen, cached, nil
 }
 
-// putObject is the fenced write: parse, fast reject, observe, fence
-// check, conditional write (see observeAndFence for why in that order).
+// putObject is the fenced write of the REST API: parse, fast reject, then
+// putFenced (observe, fence check, conditional write).
 func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
 	fr, err := g.parseFenced(r, OpWrite)
 	if err != nil {
@@ -226,10 +234,31 @@ func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer body.release()
+	res, err := g.putFenced(r.Context(), fr, body, r.Header.Get("Content-Type"))
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if res.Created {
+		status = http.StatusCreated
+	}
+	w.Header().Set("ETag", res.ETag)
+	w.Header().Set(api.HeaderFenceToken, res.Token.String())
+	writeJSON(w, status, res)
+}
+
+// putFenced is the protocol's steps 3 to 5 for a write of body, the same
+// for every front door: observe, fence check, conditional write (see
+// observeAndFence for why in that order), and after a lost race, while
+// the body can be replayed, again from a fresh observation, up to
+// Config.WriteAttempts rounds. What the write leaves is learned by the
+// ETag cache.
+func (g *Gateway) putFenced(ctx context.Context, fr fencedRequest, body *requestBody, contentType string) (WriteResult, error) {
 	in := api.PutObjectInput{
 		Path:        fr.path,
 		Size:        body.size,
-		ContentType: r.Header.Get("Content-Type"),
+		ContentType: contentType,
 		Token:       fr.token,
 	}
 	// The first attempt may take its observation from the ETag cache (for
@@ -240,15 +269,14 @@ func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
 		from = observeHead
 	}
 	for attempt := 1; ; attempt++ {
-		seen, cached, err := g.observeAndFence(r.Context(), fr, from, raiseOnAbsent)
+		seen, cached, err := g.observeAndFence(ctx, fr, from, raiseOnAbsent)
 		if err != nil {
-			g.writeError(w, r, err)
-			return
+			return WriteResult{}, err
 		}
 		in.Replaces = seen
 		in.UnsafeUnconditional = g.hooks.UnsafeUnconditionalWrite
 		in.Body = body.reader()
-		etag, err := g.objects.Put(r.Context(), in)
+		etag, err := g.objects.Put(ctx, in)
 		if err != nil && body.stalled() {
 			err = fmt.Errorf("%w: %w", api.ErrInvalidRequest, errBodyStalled(g.cfg.TransferChunkTimeout))
 		}
@@ -258,25 +286,17 @@ func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
 			g.etags.forget(fr.resource, seen)
 		}
 		if errors.Is(err, api.ErrConcurrentModification) && body.replayable() && attempt < g.cfg.WriteAttempts {
-			g.logger(r.Context()).Debug("write lost a race; observing again", "resource", fr.resource, "attempt", attempt, "cached", cached)
+			g.logger(ctx).Debug("write lost a race; observing again", "resource", fr.resource, "attempt", attempt, "cached", cached)
 			from = observeHead
 			continue
 		}
 		if err != nil {
-			g.writeError(w, r, err)
-			return
+			return WriteResult{}, err
 		}
 		// An answer without an ETag teaches the cache nothing but that
 		// its entry is out of date (learn drops it).
 		g.etags.learn(fr.resource, api.ObjectVersion{Exists: true, ETag: etag, Token: fr.token})
-		status := http.StatusOK
-		if !seen.Exists {
-			status = http.StatusCreated
-		}
-		w.Header().Set("ETag", etag)
-		w.Header().Set(api.HeaderFenceToken, fr.token.String())
-		writeJSON(w, status, WriteResult{Resource: fr.resource, Token: fr.token, ETag: etag, Created: !seen.Exists, ReplacedETag: seen.ETag})
-		return
+		return WriteResult{Resource: fr.resource, Token: fr.token, ETag: etag, Created: !seen.Exists, ReplacedETag: seen.ETag}, nil
 	}
 }
 
@@ -304,6 +324,18 @@ func (g *Gateway) deleteObject(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, err)
 		return
 	}
+	if err := g.deleteFenced(r.Context(), fr); err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	w.Header().Set(api.HeaderFenceToken, fr.token.String())
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// deleteFenced is the protocol's steps 3 to 5 for a delete, the same for
+// every front door (see deleteObject for what a delete of an absent
+// object does).
+func (g *Gateway) deleteFenced(ctx context.Context, fr fencedRequest) error {
 	fr.renew = true
 	absent := checkOnAbsent
 	if g.cfg.TombstonesForAbsent {
@@ -311,13 +343,12 @@ func (g *Gateway) deleteObject(w http.ResponseWriter, r *http.Request) {
 	}
 	from := observeCachedExisting
 	for attempt := 1; ; attempt++ {
-		seen, cached, err := g.observeAndFence(r.Context(), fr, from, absent)
+		seen, cached, err := g.observeAndFence(ctx, fr, from, absent)
 		if err != nil {
-			g.writeError(w, r, err)
-			return
+			return err
 		}
 		if seen.Exists {
-			err = g.objects.Delete(r.Context(), fr.path, seen.ETag)
+			err = g.objects.Delete(ctx, fr.path, seen.ETag)
 		}
 		if err != nil && cached {
 			g.etags.forget(fr.resource, seen)
@@ -327,8 +358,7 @@ func (g *Gateway) deleteObject(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if err != nil {
-			g.writeError(w, r, err)
-			return
+			return err
 		}
 		if seen.Exists {
 			// The token is the deleter's: versions carry non-decreasing
@@ -339,9 +369,7 @@ func (g *Gateway) deleteObject(w http.ResponseWriter, r *http.Request) {
 			// hold.
 			g.etags.learn(fr.resource, api.ObjectVersion{Token: fr.token})
 		}
-		w.Header().Set(api.HeaderFenceToken, fr.token.String())
-		w.WriteHeader(http.StatusNoContent)
-		return
+		return nil
 	}
 }
 
@@ -450,14 +478,23 @@ func (b *requestBody) release() { b.buf.release() }
 // Either way the body is read under the transfer deadlines (see
 // clientBody): a sender that stalls is cut off.
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) (*requestBody, error) {
-	n := r.ContentLength
-	if n > g.cfg.MaxBodyBytes {
-		return nil, fmt.Errorf("%w: %d bytes, limit %d", api.ErrBodyTooLarge, n, g.cfg.MaxBodyBytes)
+	if r.ContentLength > g.cfg.MaxBodyBytes {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", api.ErrBodyTooLarge, r.ContentLength, g.cfg.MaxBodyBytes)
 	}
 	var from io.Reader = r.Body
 	client := g.newClientBody(w, r)
 	if client != nil {
 		from = client
+	}
+	return g.readBodyFrom(from, r.ContentLength, client)
+}
+
+// readBodyFrom is readBody of a body from, of n bytes (-1: unknown), read
+// under client's transfer deadlines (nil: none, or from reads through
+// them already unbeknown to it).
+func (g *Gateway) readBodyFrom(from io.Reader, n int64, client *clientBody) (*requestBody, error) {
+	if n > g.cfg.MaxBodyBytes {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", api.ErrBodyTooLarge, n, g.cfg.MaxBodyBytes)
 	}
 	readErr := func(err error) error {
 		if errors.Is(err, api.ErrGatewayBusy) {
@@ -466,7 +503,7 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) (*requestBody
 		if client != nil && client.stalled {
 			return fmt.Errorf("%w: %w", api.ErrInvalidRequest, errBodyStalled(g.cfg.TransferChunkTimeout))
 		}
-		return fmt.Errorf("%w: reading body: %v", api.ErrInvalidRequest, err)
+		return fmt.Errorf("%w: reading body: %w", api.ErrInvalidRequest, err)
 	}
 	switch {
 	case n > g.cfg.BufferBytes:

@@ -1,0 +1,244 @@
+package gateway
+
+// What the gateway gives a second front door, the S3 API (package s3api):
+// the same fencing protocol (fast reject, observe, fence check,
+// conditional write, bounded retry, the ETag cache), the same
+// authorization of identities by their grants, and the same reads, as
+// functions of a request that the door has parsed from its own dialect.
+// The REST handlers (objects.go) call the same functions; nothing of the
+// protocol is written twice.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"fencegate/api"
+)
+
+// ObjectPath validates bucket and key (api.ParseObjectPath) and names the
+// bucket's store, as the REST routes do for /v1/objects/{bucket}/{key}.
+// Failures are api.ErrInvalidObjectPath.
+func (g *Gateway) ObjectPath(bucket, key string) (api.ObjectPath, error) {
+	p, err := api.ParseObjectPath(bucket, key)
+	if err == nil && g.stores != nil {
+		p.Store = g.stores.StoreOf(bucket)
+	}
+	return p, err
+}
+
+// StoreOf names the store that holds bucket: api.StoreS3, or what the
+// gateway's BucketStores says (api.StoreGCS).
+func (g *Gateway) StoreOf(bucket string) string {
+	if g.stores == nil {
+		return api.StoreS3
+	}
+	if s := g.stores.StoreOf(bucket); s != "" {
+		return s
+	}
+	return api.StoreS3
+}
+
+// AuthEnabled reports whether the gateway authorizes requests by
+// identity (WithAuth with credentials). Without it every identity may do
+// everything, as on the REST API.
+func (g *Gateway) AuthEnabled() bool { return g.auth != nil }
+
+// WithIdentity returns ctx for a request that a front door authenticated
+// as the identity named name: Authorize, PutFenced and the others then
+// check that identity's grants, exactly as for a REST request by one of
+// its API keys. The context also carries the request's id (requestID,
+// made here) for the gateway's log lines. Without auth the name is only
+// recorded; with auth, a name the auth config does not define is
+// api.ErrUnauthorized, so that a key store and the auth config that
+// disagree fail closed.
+func (g *Gateway) WithIdentity(ctx context.Context, name, requestID string) (context.Context, error) {
+	x := &exchange{id: requestID}
+	if g.auth != nil {
+		id := g.auth.identityNamed(name)
+		if id == nil {
+			return ctx, fmt.Errorf("%w: identity %q is not in the auth config", api.ErrUnauthorized, name)
+		}
+		x.identity = id
+	}
+	return withExchange(ctx, x), nil
+}
+
+// Authorize reports whether the identity of ctx (WithIdentity) may do op
+// to resource: nil, or an error of class api.ErrForbidden. Without auth
+// it always allows.
+func (g *Gateway) Authorize(ctx context.Context, op Operation, resource api.Resource) error {
+	return g.authorize(ctx, op, resource)
+}
+
+// AuthorizeAny reports whether the identity of ctx may do op to at least
+// one resource whose name starts with prefix: a grant covers all of
+// prefix, or a part of it (its own prefix starts with prefix). A front
+// door asks it where a request names a container of resources without
+// reading any one of them (HeadBucket, GetBucketLocation). Without auth it
+// always allows.
+func (g *Gateway) AuthorizeAny(ctx context.Context, op Operation, prefix string) error {
+	if g.auth == nil {
+		return nil
+	}
+	id := callerIdentity(ctx)
+	if id == nil {
+		return fmt.Errorf("authorize %s under %q: %w: request not authenticated", op, prefix, api.ErrUnauthorized)
+	}
+	for _, gr := range id.Grants {
+		if gr.allows(op) && (strings.HasPrefix(prefix, gr.Prefix) || strings.HasPrefix(gr.Prefix, prefix)) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: identity %q may not %s anything under %q", api.ErrForbidden, id.Name, op, prefix)
+}
+
+// PutRequest is one fenced write of an object, as a front door parsed it.
+type PutRequest struct {
+	// Path is the object, from ObjectPath.
+	Path api.ObjectPath
+	// Token is the writer's fencing token; zero is api.ErrMissingToken.
+	Token api.Token
+	// Body is the object's content, read at most once. Bodies up to the
+	// gateway's Config.BufferBytes are held in memory (within its
+	// BufferBudgetBytes), so that a write that loses a race is retried;
+	// larger ones stream to the store.
+	Body io.Reader
+	// Size is Body's exact length, or -1 when unknown (then the body must
+	// fit Config.BufferBytes, else api.ErrLengthRequired).
+	Size int64
+	// ContentType is stored with the object; empty leaves the store's
+	// default.
+	ContentType string
+}
+
+// PutFenced is the fenced write that PUT /v1/objects/... runs, for a
+// request of another front door: it checks that the identity of ctx
+// (WithIdentity) may write the object, refuses a token the cache knows
+// to be stale, reads the body, then observes, checks the fence and writes
+// conditionally, retrying a lost race from a fresh observation. Its
+// errors are api error classes (an *api.StaleTokenError for a stale
+// token); nothing is written unless it returns nil.
+func (g *Gateway) PutFenced(ctx context.Context, in PutRequest) (WriteResult, error) {
+	fr, err := g.admit(ctx, OpWrite, in.Path, in.Token)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	from := &bodyErr{r: in.Body}
+	body, err := g.readBodyFrom(from, in.Size, nil)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	defer body.release()
+	res, err := g.putFenced(ctx, fr, body, in.ContentType)
+	if err != nil && from.err != nil {
+		// A body that failed while it streamed to the store (a checksum
+		// the door verifies at its end, a client that went away) is why
+		// the write failed: say so, rather than the store's refusal of
+		// a short body.
+		err = fmt.Errorf("%w: reading body: %w", api.ErrInvalidRequest, from.err)
+	}
+	return res, err
+}
+
+// bodyErr records the first error, other than io.EOF, of a body's reads.
+type bodyErr struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyErr) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF && b.err == nil {
+		b.err = err
+	}
+	return n, err
+}
+
+// DeleteFenced is the fenced delete that DELETE /v1/objects/... runs, for
+// a request of another front door: authorization (OpDelete), fast reject,
+// observation, fence check and conditional delete. Deleting an absent
+// object succeeds (see deleteObject for the mark it leaves).
+func (g *Gateway) DeleteFenced(ctx context.Context, path api.ObjectPath, token api.Token) error {
+	fr, err := g.admit(ctx, OpDelete, path, token)
+	if err != nil {
+		return err
+	}
+	return g.deleteFenced(ctx, fr)
+}
+
+// admit is what precedes every fenced write of a front door other than
+// REST: authorization, a token (zero is missing), the fast reject.
+func (g *Gateway) admit(ctx context.Context, op Operation, path api.ObjectPath, token api.Token) (fencedRequest, error) {
+	if err := g.authorize(ctx, op, path.Resource()); err != nil {
+		return fencedRequest{}, err
+	}
+	if token == 0 {
+		return fencedRequest{}, api.ErrMissingToken
+	}
+	return g.fastReject(ctx, path, token)
+}
+
+// ReadInput builds a read's api.GetObjectInput for path from r's Range
+// and conditional headers, with the REST API's rules (see readInput):
+// what S3 would read differently is refused or ignored, never forwarded
+// raw.
+func ReadInput(r *http.Request, path api.ObjectPath) (api.GetObjectInput, error) {
+	return readInput(r, path)
+}
+
+// ReadObject reads in.Path (Get, or Head when head is true) after
+// checking that the identity of ctx may read it, as GET and HEAD of
+// /v1/objects/... do. The caller closes a returned Body.
+func (g *Gateway) ReadObject(ctx context.Context, in api.GetObjectInput, head bool) (*api.Object, error) {
+	if err := g.authorize(ctx, OpRead, in.Path.Resource()); err != nil {
+		return nil, err
+	}
+	if head {
+		return g.objects.Head(ctx, in)
+	}
+	return g.objects.Get(ctx, in)
+}
+
+// WatchBody puts r's body under the gateway's transfer deadlines, as a
+// PUT of /v1/objects/... is: each chunk must arrive within
+// Config.TransferChunkTimeout, counted from its first read, so that a
+// sender that stalls is cut off (its read fails, and PutFenced answers
+// api.ErrInvalidRequest) rather than hold an S3 connection. It replaces
+// the server's whole-request read timeout for the body. A front door calls
+// it before anything reads the body; where the connection takes no
+// deadlines it changes nothing.
+func (g *Gateway) WatchBody(w http.ResponseWriter, r *http.Request) {
+	if client := g.newClientBody(w, r); client != nil {
+		r.Body = client
+	}
+}
+
+// CopyToClient copies an object's body to w under the gateway's
+// transfer deadlines (Config.TransferChunkTimeout), as GET of
+// /v1/objects/... does: a client that stops reading is cut off.
+func (g *Gateway) CopyToClient(w http.ResponseWriter, body io.Reader) (int64, error) {
+	return g.copyToClient(w, body)
+}
+
+// identityNamed returns the identity called name among those that a
+// configured credential authenticates as, or nil. An identity that no API
+// key or client certificate names is not found: the door then refuses its
+// requests (WithIdentity), failing closed.
+func (a *authenticator) identityNamed(name string) *Identity {
+	for _, entries := range a.keyIndex {
+		for _, e := range entries {
+			if e.identity != nil && e.identity.Name == name {
+				return e.identity
+			}
+		}
+	}
+	for _, id := range a.certs {
+		if id != nil && id.Name == name {
+			return id
+		}
+	}
+	return nil
+}

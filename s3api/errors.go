@@ -1,0 +1,147 @@
+package s3api
+
+import (
+	"errors"
+	"net/http"
+
+	"fencegate/api"
+	"fencegate/s3api/sigv4"
+)
+
+// The refusals of the S3 dialect itself, which no other layer makes. Each
+// is wrapped with the request's details (fmt.Errorf("%w: ...")) and
+// answered by its row of s3Codes.
+var (
+	errNotImplemented    = errors.New("not implemented")
+	errMalformedXML      = errors.New("malformed XML")
+	errInvalidArgument   = errors.New("invalid argument")
+	errInvalidBucketName = errors.New("invalid bucket name")
+	errKeyTooLong        = errors.New("key too long")
+	errNoSuchBucket      = errors.New("no such bucket")
+	errBadDigest         = errors.New("bad digest")
+	errInvalidDigest     = errors.New("invalid digest")
+	errInvalidToken      = errors.New("security token not accepted")
+	errEntityTooLarge    = errors.New("entity too large")
+)
+
+// s3Code is one row of the error table: an error class and the S3 error
+// code and status that answer it.
+type s3Code struct {
+	err    error
+	code   string
+	status int
+}
+
+// s3Codes is the one table that maps error classes (package api's, and the
+// door's own above) to S3 error codes and statuses. The first match wins.
+// Package sigv4's refusals carry their code and status themselves
+// (*sigv4.Error). Anything else is InternalError (500), its details only
+// in the log.
+var s3Codes = []s3Code{
+	{errNotImplemented, "NotImplemented", http.StatusNotImplemented},
+	{errMalformedXML, "MalformedXML", http.StatusBadRequest},
+	{errInvalidArgument, "InvalidArgument", http.StatusBadRequest},
+	{errInvalidBucketName, "InvalidBucketName", http.StatusBadRequest},
+	{errKeyTooLong, "KeyTooLongError", http.StatusBadRequest},
+	{errNoSuchBucket, "NoSuchBucket", http.StatusNotFound},
+	{errBadDigest, "BadDigest", http.StatusBadRequest},
+	{errInvalidDigest, "InvalidDigest", http.StatusBadRequest},
+	{errInvalidToken, "InvalidToken", http.StatusBadRequest},
+	{errEntityTooLarge, "EntityTooLarge", http.StatusBadRequest},
+
+	{api.ErrMissingToken, "MissingFenceToken", http.StatusPreconditionRequired},
+	{api.ErrMalformedToken, "InvalidFenceToken", http.StatusBadRequest},
+	{api.ErrStaleToken, "StaleFenceToken", http.StatusConflict},
+	{api.ErrConcurrentModification, "ConditionalRequestConflict", http.StatusConflict},
+	{api.ErrLockNotHeld, "LockNotHeld", http.StatusConflict},
+	{api.ErrImplausibleToken, "ImplausibleFenceToken", http.StatusBadRequest},
+	{api.ErrInvalidObjectPath, "InvalidArgument", http.StatusBadRequest},
+	{api.ErrInvalidRequest, "InvalidRequest", http.StatusBadRequest},
+	{api.ErrNotFound, "NoSuchKey", http.StatusNotFound},
+	{api.ErrPreconditionFailed, "PreconditionFailed", http.StatusPreconditionFailed},
+	{api.ErrRangeNotSatisfiable, "InvalidRange", http.StatusRequestedRangeNotSatisfiable},
+	{api.ErrBodyTooLarge, "EntityTooLarge", http.StatusBadRequest},
+	{api.ErrLengthRequired, "MissingContentLength", http.StatusLengthRequired},
+	{api.ErrUnavailable, "ServiceUnavailable", http.StatusServiceUnavailable},
+	{api.ErrGatewayBusy, "SlowDown", http.StatusServiceUnavailable},
+	{api.ErrTooManyRequests, "SlowDown", http.StatusServiceUnavailable},
+	{api.ErrUpstreamTimeout, "GatewayTimeout", http.StatusGatewayTimeout},
+	{api.ErrUpstream, "BadGateway", http.StatusBadGateway},
+	{api.ErrUnauthorized, "AccessDenied", http.StatusForbidden},
+	{api.ErrForbidden, "AccessDenied", http.StatusForbidden},
+	{api.ErrMethodNotAllowed, "MethodNotAllowed", http.StatusMethodNotAllowed},
+}
+
+// internalError answers errors of no known class.
+var internalError = s3Code{code: "InternalError", status: http.StatusInternalServerError}
+
+// maxMessageBytes bounds an error's Message, which may quote the request.
+const maxMessageBytes = 1024
+
+// s3ErrorOf returns the row that answers err and the message to send.
+func s3ErrorOf(err error) (s3Code, string) {
+	var refusal *sigv4.Error
+	if errors.As(err, &refusal) {
+		if refusal.Code == sigv4.ErrInternal.Code {
+			return internalError, sigv4.ErrInternal.Message
+		}
+		return s3Code{code: refusal.Code, status: refusal.Status}, refusal.Message
+	}
+	for _, c := range s3Codes {
+		if errors.Is(err, c.err) {
+			return c, api.Truncate(err.Error(), maxMessageBytes)
+		}
+	}
+	return internalError, "We encountered an internal error. Please try again."
+}
+
+// errorBody is S3's error document.
+type errorBody struct {
+	XMLName   struct{} `xml:"Error"`
+	Code      string   `xml:"Code"`
+	Message   string   `xml:"Message"`
+	Resource  string   `xml:"Resource,omitempty"`
+	RequestID string   `xml:"RequestId"`
+	// The fencing extension members, on stale refusals.
+	FenceResource string `xml:"FenceResource,omitempty"`
+	FenceToken    string `xml:"FenceToken,omitempty"`
+	HighWaterMark string `xml:"HighWaterMark,omitempty"`
+}
+
+// writeError answers err as S3's XML error: the table's code and status,
+// Retry-After on 503, and on a stale token X-Fence-High-Water-Mark. Errors
+// answered 500 are logged with their details.
+func (s *server) writeError(w http.ResponseWriter, r *http.Request, rq *request, err error) {
+	c, message := s3ErrorOf(err)
+	if c.status >= 500 {
+		s.log.ErrorContext(r.Context(), "s3 request failed", "request_id", rq.id, "op", rq.op, "status", c.status, "err", err)
+	} else {
+		s.log.DebugContext(r.Context(), "s3 request refused", "request_id", rq.id, "op", rq.op, "status", c.status, "code", c.code, "err", err)
+	}
+	body := errorBody{Code: c.code, Message: message, Resource: api.Truncate(r.URL.Path, api.MaxEchoBytes), RequestID: rq.id}
+	var stale *api.StaleTokenError
+	if errors.As(err, &stale) {
+		w.Header().Set(headerHighWaterMark, stale.HighWaterMark.String())
+		body.FenceResource = string(stale.Resource)
+		body.FenceToken = stale.Token.String()
+		body.HighWaterMark = stale.HighWaterMark.String()
+	}
+	if r.Method == http.MethodPut || r.Method == http.MethodPost {
+		// The body may be unread (a refusal before it, a sender that
+		// stalled): close the connection after the answer rather than
+		// let net/http read up to 256 KiB of it first.
+		w.Header().Set("Connection", "close")
+	}
+	if c.status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	if r.Method == http.MethodHead {
+		w.WriteHeader(c.status) // S3 answers a HEAD with the status alone
+		return
+	}
+	writeXML(w, c.status, body)
+}
+
+// headerHighWaterMark carries the resource's high-water mark on a stale
+// refusal, as the REST API's problem body does.
+const headerHighWaterMark = "X-Fence-High-Water-Mark"

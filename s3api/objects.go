@@ -1,0 +1,531 @@
+package s3api
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/base64"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"fencegate/api"
+	"fencegate/gateway"
+)
+
+// The token's spellings: the object's user metadata (what S3 clients send
+// with --metadata fence-token=N and the like), and the REST API's header.
+const (
+	headerMetaFenceToken = "X-Amz-Meta-Fence-Token"
+	queryMetaFenceToken  = "x-amz-meta-fence-token" // compared without case
+)
+
+// fenceToken reads the request's fencing token from every place it may
+// be: the X-Amz-Meta-Fence-Token and X-Fence-Token headers, and
+// X-Amz-Meta-Fence-Token in the query (a presigned URL carries the
+// metadata it signed there). Each place holds at most one value, with the
+// REST API's grammar (api.ParseToken); places that hold different tokens
+// are refused (InvalidArgument), so that no reader of the request can
+// take another token than the fence checked. X-Fence-Token must be signed
+// (x-amz-* headers, and the query, always are). No token anywhere is
+// api.ErrMissingToken.
+func fenceToken(r *http.Request, signedHeaders []string) (api.Token, error) {
+	var (
+		token api.Token
+		from  string
+	)
+	take := func(place string, values []string) error {
+		if len(values) == 0 {
+			return nil
+		}
+		if len(values) > 1 {
+			return fmt.Errorf("%w: %d values of %s, want exactly one", api.ErrMalformedToken, len(values), place)
+		}
+		t, err := api.ParseToken(values[0])
+		if err != nil {
+			return fmt.Errorf("%s: %w", place, err)
+		}
+		if token != 0 && t != token {
+			return fmt.Errorf("%w: %s says %s and %s says %s: send one token", errInvalidArgument, from, token, place, t)
+		}
+		token, from = t, place
+		return nil
+	}
+	if values := r.Header.Values(api.HeaderFenceToken); len(values) > 0 && !slices.Contains(signedHeaders, "x-fence-token") {
+		return 0, fmt.Errorf("%w: %s is not signed: add it to the signed headers, or send x-amz-meta-fence-token", api.ErrUnauthorized, api.HeaderFenceToken)
+	}
+	if err := take(headerMetaFenceToken+" header", r.Header.Values(headerMetaFenceToken)); err != nil {
+		return 0, err
+	}
+	if err := take(api.HeaderFenceToken+" header", r.Header.Values(api.HeaderFenceToken)); err != nil {
+		return 0, err
+	}
+	var queryValues []string
+	for name, values := range r.URL.Query() {
+		if strings.EqualFold(name, queryMetaFenceToken) {
+			queryValues = append(queryValues, values...)
+		}
+	}
+	if err := take(headerMetaFenceToken+" query parameter", queryValues); err != nil {
+		return 0, err
+	}
+	if token == 0 {
+		return 0, fmt.Errorf("%w: send it as x-amz-meta-fence-token (e.g. aws s3 cp --metadata fence-token=N) or %s", api.ErrMissingToken, api.HeaderFenceToken)
+	}
+	return token, nil
+}
+
+// refuseWriteConditions refuses the headers of a write that the door
+// cannot honour rather than drop: a client's own If-Match or
+// If-None-Match (the gateway's conditional write names the version it
+// observed, not the client's), object lock, and server-side encryption
+// with the client's key. Dropping any of them would do something else
+// than the client asked for.
+func refuseWriteConditions(h http.Header) error {
+	for _, name := range []string{"If-Match", "If-None-Match", "X-Amz-Object-Lock-Mode", "X-Amz-Object-Lock-Retain-Until-Date",
+		"X-Amz-Object-Lock-Legal-Hold", "X-Amz-Server-Side-Encryption-Customer-Algorithm", "X-Amz-Server-Side-Encryption",
+		"X-Amz-Tagging", "X-Amz-Website-Redirect-Location", "X-Amz-Grant-Full-Control", "X-Amz-Grant-Read",
+		"X-Amz-Grant-Read-Acp", "X-Amz-Grant-Write-Acp", "X-Amz-Acl"} {
+		if _, ok := h[name]; ok {
+			return fmt.Errorf("%w: the gateway does not honour %s on a write", errNotImplemented, name)
+		}
+	}
+	return nil
+}
+
+// putObject is PutObject: the gateway's fenced write (gateway.PutFenced)
+// of the verified body.
+func (s *server) putObject(w http.ResponseWriter, r *http.Request, rq *request) {
+	ctx := r.Context()
+	path, token, err := s.fencedTarget(ctx, r, rq, gateway.OpWrite)
+	if err == nil {
+		err = refuseWriteConditions(r.Header)
+	}
+	var body io.Reader = rq.auth.Body
+	if err == nil {
+		body, err = contentMD5(r.Header, body)
+	}
+	if err != nil {
+		s.writeError(w, r, rq, err)
+		return
+	}
+	res, err := s.gw.PutFenced(ctx, gateway.PutRequest{
+		Path:        path,
+		Token:       token,
+		Body:        body,
+		Size:        rq.auth.DecodedContentLength,
+		ContentType: r.Header.Get("Content-Type"),
+	})
+	if err != nil {
+		s.writeError(w, r, rq, err)
+		return
+	}
+	w.Header().Set("ETag", res.ETag)
+	w.Header().Set(api.HeaderFenceToken, res.Token.String())
+	w.Header().Set("Content-Length", "0")
+	w.WriteHeader(http.StatusOK)
+}
+
+// fencedTarget validates the object of a fenced write, checks that the
+// identity may do op to it, and reads its token: authorization first, so
+// that a caller that may not write learns nothing of the object.
+func (s *server) fencedTarget(ctx context.Context, r *http.Request, rq *request, op gateway.Operation) (api.ObjectPath, api.Token, error) {
+	path, err := s.objectPath(rq.bucket, rq.key)
+	if err != nil {
+		return api.ObjectPath{}, 0, err
+	}
+	if err := s.gw.Authorize(ctx, op, path.Resource()); err != nil {
+		return api.ObjectPath{}, 0, err
+	}
+	token, err := fenceToken(r, rq.auth.SignedHeaders)
+	return path, token, err
+}
+
+// objectPath is gateway.ObjectPath, with S3's error for a key too long.
+func (s *server) objectPath(bucket, key string) (api.ObjectPath, error) {
+	if len(key) > api.MaxKeyBytes {
+		return api.ObjectPath{}, fmt.Errorf("%w: the key is %d bytes, limit %d", errKeyTooLong, len(key), api.MaxKeyBytes)
+	}
+	return s.gw.ObjectPath(bucket, key)
+}
+
+// contentMD5 returns body checked against the request's Content-MD5, when
+// it has one: the last byte is held back until the whole body matched,
+// so that a store reading a body of fixed length never gets all of one
+// that did not (BadDigest), and nothing is stored.
+func contentMD5(h http.Header, body io.Reader) (io.Reader, error) {
+	values := h.Values("Content-Md5")
+	if len(values) == 0 {
+		return body, nil
+	}
+	want, err := base64.StdEncoding.DecodeString(values[0])
+	if len(values) > 1 || err != nil || len(want) != md5.Size {
+		return nil, fmt.Errorf("%w: Content-MD5 must be one base64 MD5 digest", errInvalidDigest)
+	}
+	return &md5Body{body: body, want: want, hash: md5.New()}, nil
+}
+
+// md5Body is a body checked against a Content-MD5 as it is read, holding
+// back its last byte until the check passed.
+type md5Body struct {
+	body     io.Reader
+	want     []byte
+	hash     hash.Hash
+	buf      []byte
+	held     byte
+	hasHeld  bool
+	verified bool  // the body ended and matched: only held is left
+	err      error // the body's end or failure, once reached
+}
+
+func (m *md5Body) Read(p []byte) (int, error) {
+	switch {
+	case m.verified && m.hasHeld && len(p) > 0:
+		p[0], m.hasHeld = m.held, false
+		return 1, io.EOF
+	case m.verified:
+		return 0, io.EOF
+	case m.err != nil:
+		return 0, m.err
+	case len(p) == 0:
+		return 0, nil
+	}
+	if cap(m.buf) < len(p)+1 {
+		m.buf = make([]byte, len(p)+1)
+	}
+	buf := m.buf[:len(p)+1]
+	n := 0
+	if m.hasHeld {
+		buf[0], n = m.held, 1
+	}
+	k, err := m.body.Read(buf[n:])
+	m.hash.Write(buf[n : n+k])
+	n += k
+	switch {
+	case err == io.EOF:
+		if !bytes.Equal(m.hash.Sum(nil), m.want) {
+			m.err = fmt.Errorf("%w: the body does not match its Content-MD5", errBadDigest)
+			return 0, m.err
+		}
+		m.verified = true
+		if n > len(p) {
+			m.held, m.hasHeld = buf[n-1], true
+			return copy(p, buf[:n-1]), nil
+		}
+		m.hasHeld = false
+		return copy(p, buf[:n]), io.EOF
+	case err != nil:
+		m.err = err
+		return 0, err
+	case n == 0:
+		return 0, nil
+	}
+	m.held, m.hasHeld = buf[n-1], true
+	return copy(p, buf[:n-1]), nil
+}
+
+// getObject is GetObject and HeadObject: the gateway's read, with the
+// client's Range and conditional headers as the REST API validates them.
+func (s *server) getObject(w http.ResponseWriter, r *http.Request, rq *request) {
+	head := r.Method == http.MethodHead
+	path, err := s.objectPath(rq.bucket, rq.key)
+	if err == nil {
+		err = refuseReadParams(r.URL.Query())
+	}
+	var in api.GetObjectInput
+	if err == nil {
+		in, err = gateway.ReadInput(r, path)
+	}
+	var obj *api.Object
+	if err == nil {
+		obj, err = s.gw.ReadObject(r.Context(), in, head)
+	}
+	if err != nil {
+		s.writeError(w, r, rq, err)
+		return
+	}
+	if obj.Body != nil {
+		defer obj.Body.Close()
+	}
+	h := w.Header()
+	h.Set("ETag", obj.ETag)
+	if !obj.LastModified.IsZero() {
+		h.Set("Last-Modified", obj.LastModified.UTC().Format(http.TimeFormat))
+	}
+	if obj.Token != 0 {
+		h.Set(api.HeaderFenceToken, obj.Token.String())
+		h.Set(headerMetaFenceToken, obj.Token.String())
+	}
+	if obj.NotModified {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	h.Set("Accept-Ranges", "bytes")
+	h.Set("Content-Length", strconv.FormatInt(obj.Size, 10))
+	if obj.ContentType != "" {
+		h.Set("Content-Type", obj.ContentType)
+	}
+	status := http.StatusOK
+	if obj.ContentRange != "" {
+		h.Set("Content-Range", obj.ContentRange)
+		status = http.StatusPartialContent
+	}
+	w.WriteHeader(status)
+	if obj.Body != nil && !head {
+		if _, err := s.gw.CopyToClient(w, obj.Body); err != nil {
+			s.log.WarnContext(r.Context(), "s3 object read interrupted", "request_id", rq.id, "bucket", path.Bucket, "key", path.Key, "err", err)
+		}
+	}
+}
+
+// refuseReadParams refuses the read parameters the door does not serve:
+// versionId (no versions), partNumber (parts of multipart objects), and
+// the response-* overrides of the answer's headers.
+func refuseReadParams(q url.Values) error {
+	for _, name := range readParams {
+		if q.Has(name) {
+			return fmt.Errorf("%w: the %s parameter", errNotImplemented, name)
+		}
+	}
+	return nil
+}
+
+// deleteObject is DeleteObject: the gateway's fenced delete. Deleting an
+// absent key succeeds (204), as on S3.
+func (s *server) deleteObject(w http.ResponseWriter, r *http.Request, rq *request) {
+	ctx := r.Context()
+	path, token, err := s.fencedTarget(ctx, r, rq, gateway.OpDelete)
+	if err == nil {
+		err = refuseWriteConditions(r.Header)
+	}
+	if err == nil {
+		err = s.gw.DeleteFenced(ctx, path, token)
+	}
+	if err != nil {
+		s.writeError(w, r, rq, err)
+		return
+	}
+	w.Header().Set(api.HeaderFenceToken, token.String())
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// Bounds of DeleteObjects: S3's 1,000 keys, and a body that holds them
+// (1,024-byte keys, XML-escaped, in their elements).
+const (
+	maxDeleteKeys      = 1000
+	maxDeleteBodyBytes = 2 << 20
+	// deleteWorkers bounds the keys of one DeleteObjects being deleted
+	// at once.
+	deleteWorkers = 8
+)
+
+// deleteObjects is DeleteObjects: each key is deleted by the gateway's
+// fenced delete on its own, with the request's token, and gets its own
+// <Deleted> or <Error>. The body is read whole (bounded), and parsed only
+// once package sigv4 verified it.
+func (s *server) deleteObjects(w http.ResponseWriter, r *http.Request, rq *request) {
+	ctx := r.Context()
+	if rq.auth.DecodedContentLength > maxDeleteBodyBytes {
+		s.writeError(w, r, rq, fmt.Errorf("%w: a DeleteObjects body is at most %d bytes", errEntityTooLarge, maxDeleteBodyBytes))
+		return
+	}
+	token, err := fenceToken(r, rq.auth.SignedHeaders)
+	if err != nil {
+		s.writeError(w, r, rq, err)
+		return
+	}
+	body, err := contentMD5(r.Header, rq.auth.Body)
+	if err != nil {
+		s.writeError(w, r, rq, err)
+		return
+	}
+	data, err := io.ReadAll(io.LimitReader(body, maxDeleteBodyBytes+1))
+	if err != nil {
+		s.writeError(w, r, rq, err)
+		return
+	}
+	if len(data) > maxDeleteBodyBytes {
+		s.writeError(w, r, rq, fmt.Errorf("%w: a DeleteObjects body is at most %d bytes", errEntityTooLarge, maxDeleteBodyBytes))
+		return
+	}
+	var req deleteRequest
+	if err := xml.Unmarshal(data, &req); err != nil {
+		s.writeError(w, r, rq, fmt.Errorf("%w: %v", errMalformedXML, err))
+		return
+	}
+	if len(req.Objects) == 0 || len(req.Objects) > maxDeleteKeys {
+		s.writeError(w, r, rq, fmt.Errorf("%w: %d objects; a DeleteObjects names 1 to %d", errMalformedXML, len(req.Objects), maxDeleteKeys))
+		return
+	}
+	results := make([]error, len(req.Objects))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(deleteWorkers, len(req.Objects)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				results[i] = s.deleteOne(ctx, rq.bucket, req.Objects[i].Key, req.Objects[i].VersionID, token)
+			}
+		}()
+	}
+	for i := range req.Objects {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	out := deleteResult{Xmlns: s3Namespace}
+	for i, o := range req.Objects {
+		err := results[i]
+		if err == nil {
+			if !req.Quiet {
+				out.Deleted = append(out.Deleted, deletedObject{Key: o.Key})
+			}
+			continue
+		}
+		c, message := s3ErrorOf(err)
+		if c.status >= 500 {
+			s.log.ErrorContext(ctx, "s3 delete of one key failed", "request_id", rq.id, "key", o.Key, "err", err)
+		}
+		e := deleteError{Key: o.Key, Code: c.code, Message: message}
+		var stale *api.StaleTokenError
+		if errors.As(err, &stale) {
+			e.HighWaterMark = stale.HighWaterMark.String()
+		}
+		out.Errors = append(out.Errors, e)
+	}
+	writeXML(w, http.StatusOK, out)
+}
+
+// deleteOne is one key of a DeleteObjects.
+func (s *server) deleteOne(ctx context.Context, bucket, key, versionID string, token api.Token) error {
+	if versionID != "" {
+		return fmt.Errorf("%w: versionId", errNotImplemented)
+	}
+	path, err := s.objectPath(bucket, key)
+	if err != nil {
+		return err
+	}
+	return s.gw.DeleteFenced(ctx, path, token)
+}
+
+// copyObject is CopyObject: the source is read with the read grant, and
+// its bytes written to the destination by the gateway's fenced write,
+// with the request's token. The destination's metadata is the token and
+// the content type (the source's, or with x-amz-metadata-directive
+// REPLACE the request's).
+func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request) {
+	ctx := r.Context()
+	discardBody(rq.auth.Body)
+	dst, token, err := s.fencedTarget(ctx, r, rq, gateway.OpWrite)
+	if err == nil {
+		err = refuseWriteConditions(r.Header)
+	}
+	var src api.GetObjectInput
+	if err == nil {
+		src, err = s.copySource(r)
+	}
+	replace := false
+	if err == nil {
+		switch d := r.Header.Get("X-Amz-Metadata-Directive"); d {
+		case "", "COPY":
+		case "REPLACE":
+			replace = true
+		default:
+			err = fmt.Errorf("%w: x-amz-metadata-directive %q", errInvalidArgument, api.Truncate(d, 40))
+		}
+	}
+	for _, name := range []string{"X-Amz-Copy-Source-Range", "X-Amz-Tagging-Directive", "X-Amz-Copy-Source-Server-Side-Encryption-Customer-Algorithm"} {
+		if _, ok := r.Header[name]; ok && err == nil {
+			err = fmt.Errorf("%w: the gateway does not honour %s", errNotImplemented, name)
+		}
+	}
+	var obj *api.Object
+	if err == nil {
+		obj, err = s.gw.ReadObject(ctx, src, false)
+	}
+	if err == nil && obj.NotModified {
+		// S3 answers a copy whose x-amz-copy-source-if-none-match or
+		// -if-modified-since failed with 412.
+		err = fmt.Errorf("%w: the copy source's precondition failed", api.ErrPreconditionFailed)
+	}
+	if err != nil {
+		if obj != nil && obj.Body != nil {
+			obj.Body.Close()
+		}
+		s.writeError(w, r, rq, err)
+		return
+	}
+	defer obj.Body.Close()
+	contentType := obj.ContentType
+	if replace {
+		contentType = r.Header.Get("Content-Type")
+	}
+	res, err := s.gw.PutFenced(ctx, gateway.PutRequest{Path: dst, Token: token, Body: obj.Body, Size: obj.Size, ContentType: contentType})
+	if err != nil {
+		s.writeError(w, r, rq, err)
+		return
+	}
+	w.Header().Set(api.HeaderFenceToken, res.Token.String())
+	writeXML(w, http.StatusOK, copyObjectResult{ETag: res.ETag, LastModified: time.Now().UTC().Format("2006-01-02T15:04:05.000Z")})
+}
+
+// copySource parses x-amz-copy-source ("bucket/key" or "/bucket/key",
+// URL-encoded, as S3 takes it) and its conditions into the read of the
+// source. A versionId is refused: the gateway reads current versions only.
+func (s *server) copySource(r *http.Request) (api.GetObjectInput, error) {
+	values := r.Header.Values("X-Amz-Copy-Source")
+	if len(values) != 1 {
+		return api.GetObjectInput{}, fmt.Errorf("%w: want one x-amz-copy-source", errInvalidArgument)
+	}
+	raw, query, hasQuery := strings.Cut(values[0], "?")
+	if hasQuery {
+		q, err := url.ParseQuery(query)
+		if err != nil || len(q) != 1 || !q.Has("versionId") {
+			return api.GetObjectInput{}, fmt.Errorf("%w: x-amz-copy-source takes no query but versionId", errInvalidArgument)
+		}
+		return api.GetObjectInput{}, fmt.Errorf("%w: copying a version (versionId) of the source", errNotImplemented)
+	}
+	decoded, err := url.PathUnescape(raw)
+	if err != nil {
+		return api.GetObjectInput{}, fmt.Errorf("%w: x-amz-copy-source is not URL-encoded: %v", errInvalidArgument, err)
+	}
+	bucket, key, ok := strings.Cut(strings.TrimPrefix(decoded, "/"), "/")
+	if !ok || key == "" {
+		return api.GetObjectInput{}, fmt.Errorf("%w: x-amz-copy-source must be bucket/key", errInvalidArgument)
+	}
+	if _, err := api.ParseObjectPath(bucket, "k"); err != nil {
+		return api.GetObjectInput{}, fmt.Errorf("%w: copy source %q", errInvalidBucketName, api.Truncate(bucket, 80))
+	}
+	path, err := s.objectPath(bucket, key)
+	if err != nil {
+		return api.GetObjectInput{}, err
+	}
+	// The source's conditions, read with the REST API's rules from a
+	// request that carries them under their plain names.
+	cond := &http.Request{Method: http.MethodHead, Header: http.Header{}}
+	for from, to := range map[string]string{
+		"X-Amz-Copy-Source-If-Match":            "If-Match",
+		"X-Amz-Copy-Source-If-None-Match":       "If-None-Match",
+		"X-Amz-Copy-Source-If-Modified-Since":   "If-Modified-Since",
+		"X-Amz-Copy-Source-If-Unmodified-Since": "If-Unmodified-Since",
+	} {
+		if v, ok := r.Header[from]; ok {
+			cond.Header[to] = v
+		}
+	}
+	in, err := gateway.ReadInput(cond, path)
+	if err != nil {
+		return api.GetObjectInput{}, err
+	}
+	return in, nil
+}

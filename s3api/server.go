@@ -1,0 +1,318 @@
+package s3api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"fencegate/api"
+	"fencegate/gateway"
+	"fencegate/s3api/sigv4"
+)
+
+// Config configures the front door.
+type Config struct {
+	// Region is the region clients sign for; the credential scope of
+	// every request must name it. Empty means "us-east-1".
+	Region string
+	// Domain is the base domain of virtual-hosted-style requests: a
+	// request whose Host is BUCKET.Domain addresses BUCKET. Empty means
+	// path-style only: the Host header never names a bucket.
+	Domain string
+	// Logger receives the door's error lines. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Deps are what the front door is built on.
+type Deps struct {
+	// Gateway runs the fencing protocol, authorization and reads, as for
+	// the REST API. Required.
+	Gateway *gateway.Gateway
+	// Keys resolves access key ids to secrets and identity names; the
+	// identity's grants are the gateway's for that name. Required.
+	Keys sigv4.KeyStore
+	// Buckets lists buckets and objects (ListObjectsV2, ListObjects,
+	// ListBuckets, HeadBucket, GetBucketLocation). Nil answers those
+	// NotImplemented.
+	Buckets BucketLister
+}
+
+// BucketLister sends the store the bucket reads that the door passes
+// through, signed with the gateway's own credentials. backends/s3
+// implements it.
+type BucketLister interface {
+	// BucketRequest sends method (GET or HEAD) for bucket ("" for the
+	// service: ListBuckets) with query, which the door has restricted to
+	// the parameters of the operation, and returns the store's answer as
+	// it is, whatever its status; the caller closes its body. An error
+	// means no answer (api.ErrUpstream, api.ErrUpstreamTimeout).
+	BucketRequest(ctx context.Context, method, bucket string, query url.Values) (*http.Response, error)
+}
+
+// New returns the S3 front door for cfg, on deps.
+func New(cfg Config, deps Deps) (http.Handler, error) {
+	if deps.Gateway == nil || deps.Keys == nil {
+		return nil, errors.New("s3api: Deps.Gateway and Deps.Keys are required")
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.Domain = strings.ToLower(strings.TrimSuffix(cfg.Domain, "."))
+	verifier, err := sigv4.New(sigv4.Config{Keys: deps.Keys, Region: cfg.Region})
+	if err != nil {
+		return nil, fmt.Errorf("s3api: %w", err)
+	}
+	return &server{cfg: cfg, log: cfg.Logger, gw: deps.Gateway, buckets: deps.Buckets, verifier: verifier}, nil
+}
+
+// server is the front door.
+type server struct {
+	cfg      Config
+	log      *slog.Logger
+	gw       *gateway.Gateway
+	buckets  BucketLister
+	verifier *sigv4.Verifier
+}
+
+// request is what the door learned of one request before its operation
+// runs.
+type request struct {
+	id     string
+	op     string // the S3 operation's name, "" until known
+	bucket string // "" for the service
+	key    string // "" for a bucket or the service
+	auth   *sigv4.Result
+}
+
+// headerRequestID is S3's request id header; X-Request-Id carries the
+// same id, as on the REST API.
+const headerRequestID = "X-Amz-Request-Id"
+
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ServeHTTP authenticates the request (Signature Version 4), picks its
+// operation, and runs it as the request's identity.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rq := &request{id: newRequestID()}
+	w.Header().Set(headerRequestID, rq.id)
+	w.Header().Set("X-Request-Id", rq.id)
+	if err := s.address(r, rq); err != nil {
+		s.writeError(w, r, rq, err)
+		return
+	}
+	handler, op := s.route(r, rq)
+	rq.op = op
+	// No temporary credentials: the gateway has no STS, so a session
+	// token could only be a client's AWS credentials sent to the wrong
+	// place (and sigv4 would not check it).
+	if r.Header.Get("X-Amz-Security-Token") != "" || r.URL.Query().Has("X-Amz-Security-Token") {
+		s.writeError(w, r, rq, fmt.Errorf("%w: temporary credentials (X-Amz-Security-Token) are not accepted; use an access key of the gateway's auth config", errInvalidToken))
+		return
+	}
+	if r.Method == http.MethodPut || r.Method == http.MethodPost {
+		s.gw.WatchBody(w, r)
+	}
+	res, err := s.verifier.Verify(r.Context(), r)
+	if err != nil {
+		s.writeError(w, r, rq, err)
+		return
+	}
+	rq.auth = res
+	ctx, err := s.gw.WithIdentity(r.Context(), res.Identity, rq.id)
+	if err != nil {
+		s.writeError(w, r, rq, err)
+		return
+	}
+	handler(w, r.WithContext(ctx), rq)
+}
+
+// address finds the bucket and key the request names: from Host when it
+// is BUCKET.Domain (virtual-hosted style), else from the path's first
+// segment (path-style). Without Config.Domain the Host header is never
+// read, so that no client can pick a bucket by what it puts there beside
+// the path.
+func (s *server) address(r *http.Request, rq *request) error {
+	path := r.URL.Path
+	if !strings.HasPrefix(path, "/") {
+		return fmt.Errorf("%w: the path must start with '/'", errInvalidArgument)
+	}
+	path = path[1:]
+	if s.cfg.Domain != "" {
+		host := strings.ToLower(r.Host)
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if bucket, ok := strings.CutSuffix(host, "."+s.cfg.Domain); ok {
+			if bucket == "" {
+				return fmt.Errorf("%w: empty bucket name in Host", errInvalidBucketName)
+			}
+			rq.bucket, rq.key = bucket, path
+			return checkAddress(rq)
+		}
+	}
+	rq.bucket, rq.key, _ = strings.Cut(path, "/")
+	return checkAddress(rq)
+}
+
+// checkAddress refuses a bucket name S3 would not create and a key longer
+// than S3's limit; the rest of a key's rules are the gateway's
+// (gateway.ObjectPath), checked by each operation.
+func checkAddress(rq *request) error {
+	if rq.bucket != "" {
+		if _, err := api.ParseObjectPath(rq.bucket, "k"); err != nil {
+			return fmt.Errorf("%w: %q", errInvalidBucketName, api.Truncate(rq.bucket, 80))
+		}
+	}
+	if len(rq.key) > api.MaxKeyBytes {
+		return fmt.Errorf("%w: the key is %d bytes, limit %d", errKeyTooLong, len(rq.key), api.MaxKeyBytes)
+	}
+	return nil
+}
+
+// handlerFunc runs one operation for an authenticated request.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, rq *request)
+
+// Query parameters every operation accepts: the presigned URL's, and the
+// operation name the AWS SDKs add (x-id).
+var commonParams = map[string]bool{
+	"x-id": true, "X-Amz-Algorithm": true, "X-Amz-Credential": true, "X-Amz-Date": true,
+	"X-Amz-Expires": true, "X-Amz-SignedHeaders": true, "X-Amz-Signature": true,
+}
+
+// route picks the operation from the method, the query's subresources and
+// headers, as S3 does, and returns its handler and name. Every request
+// that is not one of the operations the door implements gets
+// notImplemented: nothing unknown is passed to the store.
+func (s *server) route(r *http.Request, rq *request) (handlerFunc, string) {
+	q := r.URL.Query()
+	has := func(name string) bool { _, ok := q[name]; return ok }
+	if has("uploads") || has("uploadId") {
+		return s.multipart(r, rq)
+	}
+	switch {
+	case rq.bucket == "":
+		if r.Method == http.MethodGet && onlyParams(q, "max-buckets", "continuation-token", "prefix", "bucket-region") {
+			return s.listBuckets, "ListBuckets"
+		}
+	case rq.key == "":
+		switch r.Method {
+		case http.MethodGet:
+			switch {
+			case has("location") && onlyParams(q, "location"):
+				return s.getBucketLocation, "GetBucketLocation"
+			case q.Get("list-type") == "2" && onlyParams(q, "list-type", "continuation-token", "delimiter", "encoding-type", "fetch-owner", "max-keys", "prefix", "start-after"):
+				return s.listObjects, "ListObjectsV2"
+			case !has("list-type") && onlyParams(q, "delimiter", "encoding-type", "marker", "max-keys", "prefix"):
+				return s.listObjects, "ListObjects"
+			}
+		case http.MethodHead:
+			if onlyParams(q) {
+				return s.headBucket, "HeadBucket"
+			}
+		case http.MethodPost:
+			if has("delete") && onlyParams(q, "delete") {
+				return s.deleteObjects, "DeleteObjects"
+			}
+		}
+	default:
+		switch r.Method {
+		case http.MethodPut:
+			if !onlyParams(q) {
+				break // PutObjectAcl, PutObjectTagging, retention, legal hold...
+			}
+			if _, copy := r.Header["X-Amz-Copy-Source"]; copy {
+				return s.copyObject, "CopyObject"
+			}
+			return s.putObject, "PutObject"
+		case http.MethodGet, http.MethodHead:
+			if onlyParams(q, readParams...) {
+				if r.Method == http.MethodHead {
+					return s.getObject, "HeadObject"
+				}
+				return s.getObject, "GetObject"
+			}
+		case http.MethodDelete:
+			if onlyParams(q) {
+				return s.deleteObject, "DeleteObject"
+			}
+		}
+	}
+	return s.notImplemented, "NotImplemented"
+}
+
+// readParams are the query parameters that GetObject and HeadObject
+// accept to refuse them with a reason (see getObject).
+var readParams = []string{"partNumber", "versionId", "response-cache-control", "response-content-disposition",
+	"response-content-encoding", "response-content-language", "response-content-type", "response-expires"}
+
+// onlyParams reports whether q holds no parameter but commonParams and
+// names.
+func onlyParams(q url.Values, names ...string) bool {
+	for name := range q {
+		if commonParams[name] || isMetadataParam(name) {
+			continue
+		}
+		found := false
+		for _, n := range names {
+			if n == name {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// isMetadataParam reports whether a query parameter is user metadata
+// (x-amz-meta-*), which a presigned URL may carry in its query rather
+// than as a header. Other headers hoisted into the query are not read,
+// so their requests are refused (NotImplemented) rather than half served.
+func isMetadataParam(name string) bool {
+	return len(name) > len("x-amz-meta-") && strings.EqualFold(name[:len("x-amz-meta-")], "x-amz-meta-")
+}
+
+// notImplemented answers every operation the door does not implement:
+// bucket administration, ACLs, policies, tagging, versioning, object lock,
+// and anything unknown. None reaches the store.
+func (s *server) notImplemented(w http.ResponseWriter, r *http.Request, rq *request) {
+	discardBody(r.Body)
+	s.writeError(w, r, rq, fmt.Errorf("%w: %s %s with these parameters is not an operation this gateway implements", errNotImplemented, r.Method, api.Truncate(r.URL.Path, 200)))
+}
+
+// ---- Multipart uploads -------------------------------------------------
+//
+// multipart routes the multipart operations (CreateMultipartUpload,
+// UploadPart, UploadPartCopy, CompleteMultipartUpload,
+// AbortMultipartUpload, ListParts, ListMultipartUploads): every request
+// with an uploads or uploadId parameter. Until fenced multipart uploads
+// are built (s3api/multipart.go), all of them answer NotImplemented, and
+// none reaches the store: this is the one place that changes.
+func (s *server) multipart(r *http.Request, rq *request) (handlerFunc, string) {
+	return s.notImplemented, "Multipart"
+}
+
+// ------------------------------------------------------------------------
+
+// discardBody reads what is left of a body the operation does not use,
+// up to a bound, so that the connection can be reused.
+func discardBody(body io.Reader) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+}
