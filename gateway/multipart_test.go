@@ -318,3 +318,43 @@ func TestMultipartOff(t *testing.T) {
 		t.Fatalf("PUT of 9 MiB without multipart = %s; want 201, one PUT", r)
 	}
 }
+
+// TestPutInPartsLimit: a body over MaxMultipartBodyBytes is refused 413
+// before anything reaches S3 or etcd's marks.
+func TestPutInPartsLimit(t *testing.T) {
+	cfg := smallParts
+	cfg.MaxMultipartBodyBytes = 10 << 20
+	e, _ := newMultipartEnv(t, cfg)
+	e.resetStoreCounts()
+	const n = 11 << 20
+	r := e.putStream(t, "obj", 3, generated(n, 5), n)
+	wantProblem(t, r, http.StatusRequestEntityTooLarge, "body-too-large")
+	if got := e.storeRequests(); got != 0 {
+		t.Fatalf("%d S3 requests; want none", got)
+	}
+	if hwm, err := e.store.HighWaterMark(context.Background(), api.ObjectResource(e.bucket, "obj")); err != nil || hwm != 0 {
+		t.Fatalf("mark = %d, %v; want none", hwm, err)
+	}
+}
+
+// TestMultipartConfig: part sizes and body limits outside S3's limits
+// are refused.
+func TestMultipartConfig(t *testing.T) {
+	tests := []struct {
+		cfg   gateway.Config
+		field string // "" when valid
+	}{
+		{gateway.Config{}, ""},
+		{gateway.Config{MultipartThreshold: -1}, ""},
+		{gateway.Config{MultipartPartSize: 4 << 20}, "multipart_part_size"},
+		{gateway.Config{MultipartPartSize: 6 << 30}, "multipart_part_size"},
+		{gateway.Config{MultipartPartSize: 5 << 20, MaxMultipartBodyBytes: 5<<20*10000 + 1}, "max_multipart_body_bytes"},
+		{gateway.Config{UploadTTL: time.Millisecond}, "upload_ttl"},
+	}
+	for _, tt := range tests {
+		errs := gateway.FieldErrors(tt.cfg.Validate(nil))
+		if tt.field == "" && len(errs) != 0 || tt.field != "" && (len(errs) != 1 || errs[0].Field != tt.field) {
+			t.Errorf("Validate(%+v) = %v; want an error of %q", tt.cfg, errs, tt.field)
+		}
+	}
+}
