@@ -33,8 +33,10 @@ type Config struct {
 	// gateway-busy and Retry-After, and nothing is written. It must be at
 	// least BufferBytes. Zero means 256 MiB, or BufferBytes if larger.
 	BufferBudgetBytes int64
-	// MaxBodyBytes is the largest body accepted at all (413 beyond). Zero
-	// means 5 GiB, S3's limit for a single PUT.
+	// MaxBodyBytes is the largest body accepted at all (413 beyond), but
+	// for REST PUTs uploaded in parts (see MultipartThreshold), which
+	// MaxMultipartBodyBytes bounds. Zero means 5 GiB, S3's limit for a
+	// single PUT.
 	MaxBodyBytes int64
 	// MaxHeaderBytes is the largest request header block (431 beyond).
 	// Zero means 64 KiB. The http.Server's own MaxHeaderBytes should be
@@ -128,6 +130,29 @@ type Config struct {
 	// TestHooks lets tests stop a write between protocol steps. Nil in
 	// production.
 	TestHooks *TestHooks
+
+	// Multipart uploads (WithMultipart; see multipart.go).
+
+	// MultipartThreshold is the largest REST PUT body (by its
+	// Content-Length) sent to S3 in one PUT: a larger one is uploaded as
+	// a multipart upload fenced at its completion, and is bounded by
+	// MaxMultipartBodyBytes instead of MaxBodyBytes. It applies with
+	// WithMultipart, to S3 buckets. Zero means 64 MiB; negative sends
+	// every body in one PUT.
+	MultipartThreshold int64
+	// MultipartPartSize is the size of the parts of those uploads (the
+	// last may be smaller): 5 MiB to 5 GiB. Zero means 16 MiB.
+	MultipartPartSize int64
+	// MaxMultipartBodyBytes is the largest REST PUT body uploaded in
+	// parts (413 beyond). It may not exceed 10,000 parts. Zero means
+	// 10,000 parts of MultipartPartSize (156.25 GiB at 16 MiB).
+	MaxMultipartBodyBytes int64
+	// UploadTTL is how long the binding of a multipart upload to its
+	// resource and token lives in etcd when the upload is neither
+	// completed nor aborted: an upload abandoned longer cannot be
+	// continued or completed through the gateway (404), and takes no
+	// etcd space. Zero means 24 hours.
+	UploadTTL time.Duration
 }
 
 // TestHooks are points in the write path where tests can pause a request
@@ -186,7 +211,7 @@ const defaultMaxRequestsPerClient = 128
 // MaxRequestsPerClient 128 (half the S3 pool's default 256 connections,
 // so that no one client can hold them all), where New's zero is no
 // limit. Logger, Readiness, StoreSpace, Tracer, Now and TestHooks are
-// nil.
+// nil; MaxMultipartBodyBytes is zero (10,000 parts).
 func DefaultConfig() Config {
 	return Config{
 		BufferBytes:          defaultBufferBytes,
@@ -204,6 +229,9 @@ func DefaultConfig() Config {
 		ETagCacheMaxAge:      defaultETagCacheMaxAge,
 		ReadinessTimeout:     defaultReadinessTimeout,
 		ReadinessCache:       defaultReadinessCache,
+		MultipartThreshold:   defaultMultipartThreshold,
+		MultipartPartSize:    defaultMultipartPartSize,
+		UploadTTL:            defaultUploadTTL,
 	}
 }
 
@@ -240,6 +268,8 @@ type Gateway struct {
 	// authLines limits the log lines of 401, 403, 414 and 431 answers; nil when
 	// Config.AuthRefusalLogRate is negative.
 	authLines *lineLimiter
+	// multipart serves multipart uploads; nil without WithMultipart.
+	multipart *multipart
 	// optionErr collects the errors of options with invalid arguments;
 	// New returns it.
 	optionErr error
@@ -341,5 +371,5 @@ func (cfg Config) withDefaults() Config {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return cfg
+	return cfg.withMultipartDefaults()
 }

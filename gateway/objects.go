@@ -219,6 +219,9 @@ func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, err)
 		return
 	}
+	if g.putInParts(w, r, fr) { // bodies above Config.MultipartThreshold
+		return
+	}
 	body, err := g.readBody(w, r)
 	if errors.Is(err, api.ErrGatewayBusy) {
 		// The rest of the body is not read: close the connection after

@@ -64,6 +64,8 @@ func openAPIOptions(stores openAPIStores, partner, down *url.URL) map[string]Opt
 			APIKeys: []APIKey{{SHA256: sum("admin-key"), Identity: "ci"}, {SHA256: sum("reader-key"), Identity: "reader"}},
 		}),
 		"WithLocks": WithLocks(stores),
+		// No routes of its own: the S3 front door's multipart and large PUTs.
+		"WithMultipart": WithMultipart(noMultipart{}, noMultipart{}),
 		// No routes of its own: where partner answers' bodies are kept.
 		"WithPartnerAnswers": WithPartnerAnswers(nil),
 		"WithPartners": WithPartners([]PartnerRoute{

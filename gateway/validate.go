@@ -100,7 +100,7 @@ func (c Config) Validate(name func(field string) string) error {
 	if c.BufferBudgetBytes < c.BufferBytes {
 		return fieldErrorf("buffer_budget_bytes", "%s must be at least %s %s", formatSize(c.BufferBudgetBytes), name("buffer_bytes"), formatSize(c.BufferBytes))
 	}
-	return nil
+	return c.validateMultipart()
 }
 
 // formatSize formats n bytes with the largest binary suffix that divides

@@ -122,6 +122,11 @@ func newDoor(tb testing.TB, o doorOptions) *door {
 			},
 		}))
 	}
+	uploads, err := tokenstore.NewUploads(store)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	opts = append(opts, gateway.WithMultipart(backend, uploads))
 	gw, err := gateway.New(cfg, store, backend, opts...)
 	if err != nil {
 		tb.Fatal(err)

@@ -46,7 +46,7 @@ func TestEverythingElseIsRefused(t *testing.T) {
 		{method: "PUT", target: b + "?replication"},           // PutBucketReplication
 		{method: "PUT", target: b + "?encryption"},            // PutBucketEncryption
 		{method: "PUT", target: b + "?website"},               // PutBucketWebsite
-		{method: "GET", target: b + "?uploads"},               // ListMultipartUploads
+		{method: "GET", target: b + "?uploads&delimiter=/"},   // ListMultipartUploads with a delimiter
 		{method: "GET", target: b + "?list-type=2&unknown=1"}, // a listing with an unknown parameter
 		{method: "PUT", target: b + "/key?acl"},               // PutObjectAcl
 		{method: "PUT", target: b + "/key?tagging"},           // PutObjectTagging
@@ -61,11 +61,10 @@ func TestEverythingElseIsRefused(t *testing.T) {
 		{method: "DELETE", target: b + "/key?versionId=1"},        // DeleteObject of a version
 		{method: "POST", target: b + "/key?restore"},              // RestoreObject
 		{method: "POST", target: b + "/key?select&select-type=2"}, // SelectObjectContent
-		{method: "POST", target: b + "/key?uploads"},              // CreateMultipartUpload
-		{method: "PUT", target: b + "/key?partNumber=1&uploadId=u"},
-		{method: "POST", target: b + "/key?uploadId=u"},   // CompleteMultipartUpload
-		{method: "DELETE", target: b + "/key?uploadId=u"}, // AbortMultipartUpload
-		{method: "GET", target: b + "/key?uploadId=u"},    // ListParts
+		{method: "POST", target: b + "/key?uploads&unknown=1"},    // CreateMultipartUpload with an unknown parameter
+		{method: "PUT", target: b + "/key?uploadId=u"},            // UploadPart without a part number
+		{method: "GET", target: b + "/key?uploads"},               // no such operation
+		{method: "POST", target: b + "/key?uploads", header: map[string]string{"X-Amz-Acl": "public-read"}},
 		{method: "PUT", target: b + "/key", header: map[string]string{"If-None-Match": "*"}},
 		{method: "PUT", target: b + "/key", header: map[string]string{"If-Match": `"abc"`}},
 		{method: "PUT", target: b + "/key", header: map[string]string{"X-Amz-Acl": "public-read"}},

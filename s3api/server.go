@@ -312,11 +312,9 @@ func (s *server) notImplemented(w http.ResponseWriter, r *http.Request, rq *requ
 // multipart routes the multipart operations (CreateMultipartUpload,
 // UploadPart, UploadPartCopy, CompleteMultipartUpload,
 // AbortMultipartUpload, ListParts, ListMultipartUploads): every request
-// with an uploads or uploadId parameter. Until fenced multipart uploads
-// are built (s3api/multipart.go), all of them answer NotImplemented, and
-// none reaches the store: this is the one place that changes.
+// with an uploads or uploadId parameter, served by s3api/multipart.go.
 func (s *server) multipart(r *http.Request, rq *request) (handlerFunc, string) {
-	return s.notImplemented, "Multipart"
+	return s.multipartRoute(r, rq) // multipart.go
 }
 
 // ------------------------------------------------------------------------

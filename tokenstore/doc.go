@@ -29,6 +29,9 @@
 //	<prefix>clock/<revision>         a revision the mark evictor noted,
 //	                                 bound to a lease whose countdown
 //	                                 tells its age (clock.go)
+//	<prefix>uploads/<upload id>      a multipart upload's resource and
+//	                                 token, bound to a shared lease of the
+//	                                 upload TTL (uploads.go)
 //	<prefix>turns/<name>             which gateway runs a background job
 //	                                 (the mark evictor), bound to a lease
 //	                                 its holder renews (turns.go)

@@ -53,6 +53,11 @@ type Config struct {
 	// ConnWaitTimeout bounds the wait for a connection to S3 (from the
 	// pool, or dialed), before a request is sent. Zero means 5 seconds.
 	ConnWaitTimeout time.Duration
+	// CompleteTimeout is ResponseHeaderTimeout for the completions of
+	// multipart uploads, which some servers answer only once they have
+	// assembled the object (versitygw: about a minute for 6 GiB on
+	// disk). Zero means 15 minutes.
+	CompleteTimeout time.Duration
 }
 
 // Client is an S3 backend. It is safe for concurrent use.
@@ -63,6 +68,9 @@ type Client struct {
 	// signed sends Put and Head without the SDK's middleware; nil means
 	// through the SDK (see newSignedHTTP).
 	signed *signedHTTP
+	// completeHTTP sends the completions of multipart uploads, with
+	// Config.CompleteTimeout (multipart.go).
+	completeHTTP *awshttp.BuildableClient
 }
 
 // New returns a Client for cfg.
@@ -79,7 +87,10 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.ConnWaitTimeout == 0 {
 		cfg.ConnWaitTimeout = 5 * time.Second
 	}
-	if cfg.MaxConnsPerHost < 0 || cfg.ResponseHeaderTimeout < 0 || cfg.ConnWaitTimeout < 0 {
+	if cfg.CompleteTimeout == 0 {
+		cfg.CompleteTimeout = 15 * time.Minute
+	}
+	if cfg.MaxConnsPerHost < 0 || cfg.ResponseHeaderTimeout < 0 || cfg.ConnWaitTimeout < 0 || cfg.CompleteTimeout < 0 {
 		return nil, errors.New("s3: negative pool size or timeout")
 	}
 	if (cfg.AccessKeyID == "") != (cfg.SecretAccessKey == "") {
@@ -120,7 +131,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 		o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
 	})
-	return &Client{s3: client, signed: newSignedHTTP(client), connWait: cfg.ConnWaitTimeout}, nil
+	return &Client{s3: client, signed: newSignedHTTP(client), connWait: cfg.ConnWaitTimeout, completeHTTP: newCompleteHTTP(cfg)}, nil
 }
 
 // errNoETag refuses an object that exists without an ETag. A conditional

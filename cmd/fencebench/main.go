@@ -98,7 +98,9 @@ type config struct {
 	maxRequests   int64
 	timeout       time.Duration
 	uploadBytes   int64
-	staleSummaryC int
+	// largeUploadBytes is --large-upload-bytes (largeupload.go).
+	largeUploadBytes int64
+	staleSummaryC    int
 	// rounds is how many rounds each shape's cells run in (see
 	// bench.runShape).
 	rounds int
@@ -153,6 +155,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		modes, concurrencies, patterns, size string
 		endpoints                            string
 		upload                               = byteSize(1 << 30)
+		largeUpload                          byteSize
 	)
 	fs.StringVar(&cfg.set, "set", "short", "standard `set` of cells: short (make bench, about 2.5 minutes) or full (every mode, concurrency, pattern and size)")
 	fs.StringVar(&modes, "modes", "", "comma-separated `modes` to run (default: direct,direct-sdk,clientside,gateway,stale,store-raise,store-raise-unbatched,s3api,gcs-direct,gcs-gateway (gcs.go), and baseline,stale-baseline with --baseline-fencegate)")
@@ -165,6 +168,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Int64Var(&cfg.maxRequests, "max-requests", 500000, "end a cell's windows after this many requests, over all its rounds")
 	fs.DurationVar(&cfg.timeout, "timeout", 30*time.Minute, "bound on the whole run")
 	fs.Var(&upload, "upload-bytes", "size of the upload through a fresh gateway whose RSS growth is measured (0: none)")
+	addLargeUploadFlag(fs, &largeUpload)
 	fs.IntVar(&cfg.staleSummaryC, "stale-summary-concurrency", 4, "concurrency of the stale cell (distinct, 1KiB) that the summary line reports")
 	fs.IntVar(&cfg.retryDisturbed, "retry-disturbed", 2, "run a round of a cell again up to this many times when other processes used more than 0.15 cores during its window\n(the report keeps the least disturbed run, and says so)")
 	fs.BoolVar(&cfg.json, "json", false, "print the results as JSON instead of tables")
@@ -191,6 +195,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	cfg.uploadBytes = int64(upload)
+	cfg.largeUploadBytes = int64(largeUpload)
 	cfg.etcdEndpoints = splitList(endpoints)
 	if cfg.s3AccessKey == "" {
 		cfg.s3AccessKey = os.Getenv("AWS_ACCESS_KEY_ID")
@@ -320,6 +325,15 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 			rep.Uploads = append(rep.Uploads, up)
 			progress.note("upload through %s: %s in %.1fs, RSS +%.1f MiB", g.name, byteSize(up.Bytes), up.Seconds, up.RSSGrowthMiB)
 		}
+	}
+	if cfg.largeUploadBytes > 0 && ctx.Err() == nil {
+		progress.cell = fmt.Sprintf("upload %s in parts through a fresh %s", byteSize(cfg.largeUploadBytes), modeGateway)
+		up, err := b.largeUpload(ctx, bin, cfg.largeUploadBytes)
+		if err != nil {
+			return fmt.Errorf("large upload: %w", err)
+		}
+		rep.Uploads = append(rep.Uploads, up)
+		progress.note("upload in parts: %s in %.1fs, RSS +%.1f MiB", byteSize(up.Bytes), up.Seconds, up.RSSGrowthMiB)
 	}
 	progress.clear()
 	if err := ctx.Err(); err != nil {

@@ -202,6 +202,8 @@ type summary struct {
 	StaleRPS             *float64 `json:"stale_rps"`
 	StaleP99Ms           *float64 `json:"stale_p99_ms"`
 	Upload1GRSSMiB       *float64 `json:"upload_1g_rss_mib"`
+	// Upload6GRSSMiB is the large upload's, in parts (largeupload.go).
+	Upload6GRSSMiB *float64 `json:"upload_6g_rss_mib"`
 	// The raise shape (raise.go): the gateway at 64 writers over
 	// client-side fencing and over direct writes, and fence raises alone
 	// at raiseCeilingConcurrency, with group commit over without.
@@ -291,6 +293,10 @@ func (r *report) finish(cfg config) {
 			v := u.RSSGrowthMiB
 			s.Upload1GRSSMiB = &v
 		}
+		if u.Gateway == "large" && u.Bytes == largeUploadBytes {
+			v := u.RSSGrowthMiB
+			s.Upload6GRSSMiB = &v
+		}
 	}
 	r.SummaryLine = "summary: " + strings.Join([]string{
 		"c64_ratio_vs_direct=" + format(s.C64RatioVsDirect, 2),
@@ -299,6 +305,7 @@ func (r *report) finish(cfg config) {
 		"stale_rps=" + format(s.StaleRPS, 0),
 		"stale_p99_ms=" + format(s.StaleP99Ms, 2),
 		"upload_1g_rss_mib=" + format(s.Upload1GRSSMiB, 0),
+		"upload_6g_rss_mib=" + format(s.Upload6GRSSMiB, 0),
 		"raise_c64_ratio_vs_clientside=" + format(s.RaiseC64RatioVsClientSide, 2),
 		"raise_c64_ratio_vs_direct=" + format(s.RaiseC64RatioVsDirect, 2),
 		"raise_ceiling_ratio_batched_vs_unbatched=" + format(s.RaiseCeilingRatioBatchedVsUnbatched, 2),

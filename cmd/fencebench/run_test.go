@@ -34,7 +34,7 @@ func TestRunEndToEnd(t *testing.T) {
 	cfg, err := parseFlags([]string{
 		"--fencegate", bin, "--dir", t.TempDir(), "--json",
 		"--modes", "direct,clientside,gateway,stale", "--patterns", "distinct", "--sizes", "1KiB", "--concurrency", "4",
-		"--rounds", "2", "--duration", duration.String(), "--warmup", "20ms", "--upload-bytes", "1MiB",
+		"--rounds", "2", "--duration", duration.String(), "--warmup", "20ms", "--upload-bytes", "1MiB", "--large-upload-bytes", "0",
 	}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)

@@ -30,14 +30,19 @@ type uploadResult struct {
 // reset just before) and the RSS sampled every 10 ms, minus the RSS after
 // a small warm-up write.
 func (b *bench) upload(ctx context.Context, name, bin string, n int64) (uploadResult, error) {
-	g, err := startGateway(ctx, b.st, "upload-"+name, bin, b.st.s3Endpoint, b.cfg.gatewayLogLevel)
+	return b.uploadOn(ctx, b.st, name, bin, n)
+}
+
+// uploadOn is upload through a gateway in front of st's S3 server.
+func (b *bench) uploadOn(ctx context.Context, st *stack, name, bin string, n int64) (uploadResult, error) {
+	g, err := startGateway(ctx, st, "upload-"+name, bin, st.s3Endpoint, b.cfg.gatewayLogLevel)
 	if err != nil {
 		return uploadResult{}, err
 	}
 	defer g.stop()
 	client := &http.Client{Transport: &http.Transport{Proxy: nil, WriteBufferSize: 256 << 10}}
 	defer client.CloseIdleConnections()
-	url := g.url + "/v1/objects/" + b.st.bucket + "/" + b.runID + "/upload-" + name
+	url := g.url + "/v1/objects/" + st.bucket + "/" + b.runID + "/upload-" + name
 	// Warm up the write path (etcd and S3 connections, the SDK) with a
 	// small body, so that the baseline is a gateway that has served.
 	if status, body, err := put(ctx, client, url+"-warm", benchToken.String(), strings.NewReader("warm"), 4); err != nil || status >= 300 {

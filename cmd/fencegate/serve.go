@@ -177,6 +177,11 @@ func newGatewayOn(ctx context.Context, logger *slog.Logger, store *tokenstore.St
 	if f.Auth != nil {
 		opts = append(opts, gateway.WithAuth(*f.Auth))
 	}
+	uploads, err := tokenstore.NewUploads(store) // multipart uploads in S3 buckets, bound in etcd
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, gateway.WithMultipart(objects, uploads))
 	gwCfg.Logger = logger
 	gwCfg.TestHooks = hooks
 	gwCfg.Tracer = tracer

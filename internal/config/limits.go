@@ -22,6 +22,9 @@ type limitFlags struct {
 	perClient                                int
 	maxSessions, maxLocks, maxLockWaiters    int
 	tombstonesForAbsent                      bool
+	// Multipart uploads of large REST PUT bodies (gateway.Config).
+	multipartThreshold, multipartPartSize byteSize
+	uploadTTL                             time.Duration
 	// The mark evictor's (package retention).
 	markRetention, tombstoneRetention, evictionInterval time.Duration
 }
@@ -43,6 +46,10 @@ func addLimitFlags(fs *flag.FlagSet) *limitFlags {
 	fs.BoolVar(&l.tombstonesForAbsent, "tombstones-for-absent", false, "a DELETE of an object that is not there raises its high-water mark, a tombstone kept\nin etcd for ever (default: it only checks the token, and leaves no mark)")
 	fs.DurationVar(&l.markRetention, "mark-retention", retention.DefaultRetention, "a high-water mark that its object records (the object's fence-token equals it) is\nremoved from etcd this `duration` after its last raise (negative: marks are kept for ever)")
 	fs.DurationVar(&l.tombstoneRetention, "tombstone-retention", 0, "a mark whose object is absent (a tombstone of a delete) is removed from etcd this\n`duration` after its last raise (0: kept for ever); a writer with a token below the\ndeleter's can then create the object again")
+	l.multipartThreshold, l.multipartPartSize = byteSize(d.MultipartThreshold), byteSize(d.MultipartPartSize)
+	fs.Var(&l.multipartThreshold, "multipart-threshold", "a REST PUT body larger than this (`bytes`) is uploaded to S3 in parts, fenced at\nits completion, up to 10,000 parts (0: every body in one PUT, up to --max-body-bytes)")
+	fs.Var(&l.multipartPartSize, "multipart-part-size", "size of those parts (`bytes`, 5MiB to 5GiB)")
+	fs.DurationVar(&l.uploadTTL, "upload-ttl", d.UploadTTL, "a multipart upload neither completed nor aborted is forgotten in etcd after this `duration`")
 	fs.DurationVar(&l.evictionInterval, "mark-eviction-interval", retention.DefaultInterval, "pause between two passes of the mark evictor over etcd's marks (`duration`)")
 	return l
 }
@@ -64,6 +71,9 @@ func (l *limitFlags) gateway() gateway.Config {
 		MaxRequestsPerClient: l.perClient,
 		MaxLockWaiters:       noLimitIfZero(l.maxLockWaiters),
 		TombstonesForAbsent:  l.tombstonesForAbsent,
+		MultipartThreshold:   offIfZero(int64(l.multipartThreshold)),
+		MultipartPartSize:    int64(l.multipartPartSize),
+		UploadTTL:            l.uploadTTL,
 	}
 }
 
@@ -71,6 +81,14 @@ func (l *limitFlags) gateway() gateway.Config {
 func (l *limitFlags) store(c *tokenstore.Config) {
 	c.MaxSessionsPerIdentity = noLimitIfZero(l.maxSessions)
 	c.MaxLocksPerSession = noLimitIfZero(l.maxLocks)
+}
+
+// offIfZero maps a size flag's 0 (off) to the gateway's negative.
+func offIfZero(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // noLimitIfZero maps a flag's 0 (no limit) to the packages' negative.

@@ -1,0 +1,118 @@
+package api
+
+import (
+	"io"
+	"time"
+)
+
+// S3's limits on multipart uploads, which every S3-compatible store keeps.
+const (
+	// MinPartSize is the smallest part but the last: 5 MiB.
+	MinPartSize = 5 << 20
+	// MaxPartSize is the largest part: 5 GiB.
+	MaxPartSize = 5 << 30
+	// MaxParts is the most parts an upload may have.
+	MaxParts = 10000
+)
+
+// UploadBinding is what the gateway records of a multipart upload when it
+// is created: the object's resource and the token of the writer that
+// created it. Every part and the completion are fenced with that token.
+type UploadBinding struct {
+	// UploadID is the store's id of the upload.
+	UploadID string   `json:"upload_id"`
+	Resource Resource `json:"resource"`
+	Token    Token    `json:"token"`
+}
+
+// CreateUploadInput starts a multipart upload.
+type CreateUploadInput struct {
+	Path        ObjectPath
+	ContentType string
+	// Token is recorded on the object that the upload completes, as
+	// MetadataFenceToken.
+	Token Token
+}
+
+// UploadPartInput is one part of a multipart upload.
+type UploadPartInput struct {
+	Path     ObjectPath
+	UploadID string
+	// Number is the part's number, 1 to MaxParts.
+	Number int32
+	// Body is read once; Size is its exact length.
+	Body io.Reader
+	Size int64
+}
+
+// CopyPartInput is one part of a multipart upload copied from an existing
+// object (S3's UploadPartCopy).
+type CopyPartInput struct {
+	Path     ObjectPath
+	UploadID string
+	Number   int32
+	// Source is the object the part is copied from.
+	Source ObjectPath
+	// SourceRange is a byte range of Source, "bytes=0-5242879"; empty
+	// means the whole object.
+	SourceRange string
+}
+
+// Part is an uploaded part, or a part named in a completion.
+type Part struct {
+	Number int32  `json:"part_number"`
+	ETag   string `json:"etag"`
+	// Size and LastModified are known in listings only.
+	Size         int64     `json:"size,omitempty"`
+	LastModified time.Time `json:"last_modified,omitzero"`
+}
+
+// CompleteUploadInput completes a multipart upload.
+type CompleteUploadInput struct {
+	Path     ObjectPath
+	UploadID string
+	// Parts are the parts, in ascending Number, that make the object.
+	Parts []Part
+	// Replaces is the version the completion replaces, as for
+	// PutObjectInput: the completion applies only if it is still current
+	// (If-Match its ETag, or If-None-Match: * when it did not exist). It
+	// must be Named; a backend sends no completion without a condition.
+	Replaces ObjectVersion
+}
+
+// PartList is one page of an upload's parts.
+type PartList struct {
+	Parts []Part
+	// NextMarker is the part number to list from for the next page;
+	// zero when Truncated is false.
+	NextMarker int32
+	Truncated  bool
+}
+
+// Upload is a multipart upload in progress.
+type Upload struct {
+	Key       string
+	UploadID  string
+	Initiated time.Time
+}
+
+// ListUploadsInput asks for one page of a bucket's uploads in progress.
+type ListUploadsInput struct {
+	Bucket string
+	Prefix string
+	// KeyMarker and UploadIDMarker continue a previous page.
+	KeyMarker      string
+	UploadIDMarker string
+	// MaxUploads bounds the page; zero means the store's default (1000).
+	MaxUploads int32
+}
+
+// UploadList is one page of a bucket's uploads in progress.
+type UploadList struct {
+	Uploads []Upload
+	// NextKeyMarker and NextUploadIDMarker continue the listing when
+	// Truncated.
+	NextKeyMarker      string
+	NextUploadIDMarker string
+	Truncated          bool
+}

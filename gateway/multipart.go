@@ -1,0 +1,503 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"fencegate/api"
+)
+
+// Fenced multipart uploads.
+//
+// An upload is fenced with the token of the writer that created it: the
+// gateway binds the upload id to (resource, token) in the token store
+// (UploadStore), so that every gateway fences its parts and its
+// completion alike. The completion is the write: it runs the protocol of
+// a PUT (observe, fence check, then a completion conditional on the
+// observed version: If-Match its ETag or If-None-Match: *), and an upload
+// whose token has gone stale is refused and aborted. Parts are refused
+// at once, and the upload aborted, once the token is below the
+// resource's high-water mark: such an upload can never complete, since
+// marks only grow.
+//
+// The S3 front door serves S3's multipart operations with the exported
+// methods (CreateUpload, UploadPart, CopyPart, CompleteUpload,
+// AbortUpload, ListParts, ListUploads); the REST API's PUT hands bodies
+// above Config.MultipartThreshold to putInParts, which uses the same
+// methods.
+
+// MultipartStore is a store's multipart uploads. The S3 backend
+// implements it.
+type MultipartStore interface {
+	// CreateUpload starts an upload whose object records in.Token, and
+	// returns its id.
+	CreateUpload(ctx context.Context, in api.CreateUploadInput) (string, error)
+	// UploadPart stores a part, streaming in.Body, and returns its ETag.
+	// An unknown upload is api.ErrNotFound.
+	UploadPart(ctx context.Context, in api.UploadPartInput) (string, error)
+	// CopyPart stores a part copied from another object.
+	CopyPart(ctx context.Context, in api.CopyPartInput) (string, error)
+	// CompleteUpload completes the upload if in.Replaces is still the
+	// object's current version and returns the new ETag; otherwise it
+	// fails with api.ErrConcurrentModification and the upload stays. It
+	// never sends a completion without a condition.
+	CompleteUpload(ctx context.Context, in api.CompleteUploadInput) (string, error)
+	// AbortUpload aborts the upload; an unknown upload is
+	// api.ErrNotFound.
+	AbortUpload(ctx context.Context, path api.ObjectPath, uploadID string) error
+	// ListParts lists the upload's parts after marker, at most max
+	// (zero: the store's default).
+	ListParts(ctx context.Context, path api.ObjectPath, uploadID string, marker, max int32) (api.PartList, error)
+	// ListUploads lists a bucket's uploads in progress.
+	ListUploads(ctx context.Context, in api.ListUploadsInput) (api.UploadList, error)
+}
+
+// UploadStore binds upload ids to the resource and token that created
+// them. tokenstore.Uploads implements it.
+type UploadStore interface {
+	// BindUpload records b until it is unbound or ttl passes. Any
+	// error means the binding may not exist.
+	BindUpload(ctx context.Context, b api.UploadBinding, ttl time.Duration) error
+	// Upload returns the binding of uploadID, read linearizably, if it
+	// binds an upload of resource; otherwise api.ErrNotFound. Any other
+	// error means the store could not answer (api.ErrUnavailable).
+	Upload(ctx context.Context, resource api.Resource, uploadID string) (api.UploadBinding, error)
+	// UnbindUpload deletes the binding of uploadID, if any.
+	UnbindUpload(ctx context.Context, uploadID string) error
+}
+
+// WithMultipart turns on fenced multipart uploads in store (S3 buckets
+// only: the buckets that BucketStores names api.StoreS3), with their
+// bindings in uploads: the exported multipart methods, and REST PUTs
+// above Config.MultipartThreshold uploaded in parts.
+func WithMultipart(store MultipartStore, uploads UploadStore) Option {
+	if store == nil || uploads == nil {
+		panic("gateway: WithMultipart(nil)")
+	}
+	return func(g *Gateway) { g.multipart = &multipart{store: store, uploads: uploads} }
+}
+
+// multipart is what WithMultipart gives a Gateway.
+type multipart struct {
+	store   MultipartStore
+	uploads UploadStore
+}
+
+// Defaults of the multipart fields of Config.
+const (
+	defaultMultipartThreshold = 64 << 20
+	defaultMultipartPartSize  = 16 << 20
+	// A day, past which S3 users commonly let a lifecycle rule abort
+	// incomplete uploads too.
+	defaultUploadTTL = 24 * time.Hour
+)
+
+// cleanupTimeout bounds an abort and an unbind that run after the
+// request that decided them ended (context.WithoutCancel).
+const cleanupTimeout = 30 * time.Second
+
+// errNoMultipart refuses multipart uploads on a gateway without them, or
+// for a bucket of a store without them.
+var errNoMultipart = errors.New("multipart uploads are not available for this bucket: the gateway fences multipart uploads in S3 buckets only, with multipart turned on")
+
+// withMultipartDefaults gives the multipart fields of cfg their defaults.
+func (cfg Config) withMultipartDefaults() Config {
+	if cfg.MultipartThreshold == 0 {
+		cfg.MultipartThreshold = defaultMultipartThreshold
+	}
+	if cfg.MultipartPartSize == 0 {
+		cfg.MultipartPartSize = defaultMultipartPartSize
+	}
+	if cfg.UploadTTL == 0 {
+		cfg.UploadTTL = defaultUploadTTL
+	}
+	if cfg.MaxMultipartBodyBytes == 0 {
+		cfg.MaxMultipartBodyBytes = cfg.MultipartPartSize * api.MaxParts
+	}
+	return cfg
+}
+
+// validateMultipart checks the multipart fields of c (with their
+// defaults): parts within S3's limits, and no body larger than S3's most
+// parts of that size.
+func (c Config) validateMultipart() error {
+	c = c.withMultipartDefaults()
+	switch {
+	case c.MultipartPartSize < api.MinPartSize || c.MultipartPartSize > api.MaxPartSize:
+		return fieldErrorf("multipart_part_size", "%s: must be 5MiB to 5GiB, S3's limits on a part", formatSize(c.MultipartPartSize))
+	case c.UploadTTL < time.Second:
+		return fieldErrorf("upload_ttl", "%v: must be at least a second", c.UploadTTL)
+	case c.MaxMultipartBodyBytes < 0:
+		return fieldErrorf("max_multipart_body_bytes", "%d: must not be negative", c.MaxMultipartBodyBytes)
+	case c.MaxMultipartBodyBytes > c.MultipartPartSize*api.MaxParts:
+		return fieldErrorf("max_multipart_body_bytes", "%s: must not exceed 10000 parts of multipart_part_size %s", formatSize(c.MaxMultipartBodyBytes), formatSize(c.MultipartPartSize))
+	}
+	return nil
+}
+
+// multipartPath returns p named after its bucket's store, or
+// errNoMultipart when the gateway has no multipart uploads or the bucket
+// is not in S3.
+func (g *Gateway) multipartPath(p api.ObjectPath) (api.ObjectPath, error) {
+	if g.stores != nil {
+		p.Store = g.stores.StoreOf(p.Bucket)
+	}
+	if g.multipart == nil || (p.Store != "" && p.Store != api.StoreS3) {
+		return api.ObjectPath{}, fmt.Errorf("%w: %w", api.ErrInvalidRequest, errNoMultipart)
+	}
+	return p, nil
+}
+
+// CreateUpload starts a fenced multipart upload of path for token and
+// binds it to (resource, token): it refuses a token that the cache knows
+// to be stale, then runs the fence check, which raises the mark to token,
+// then creates the upload in S3 and binds it.
+//
+// Why the create raises the mark rather than only checking it: a token
+// presented with a write is one the resource has seen, and the raise is
+// what makes a newer holder's upload refuse an older holder's parts at
+// once (UploadPart), instead of letting both upload gigabytes until one
+// loses at completion. The raise is the one a PUT's fence check makes
+// before its write, with the same cost when the write never comes (a
+// mark that stays, refusing only tokens below one that was granted). It
+// decides nothing about the object: the completion observes the object
+// and checks the fence again, in that order, and only its conditional
+// completion writes (CompleteUpload).
+//
+// A binding that cannot be recorded aborts the upload (an unbound upload
+// could never be completed through the gateway). The caller needs
+// OpWrite on the resource.
+func (g *Gateway) CreateUpload(ctx context.Context, path api.ObjectPath, token api.Token, contentType string) (api.UploadBinding, error) {
+	path, err := g.multipartPath(path)
+	if err != nil {
+		return api.UploadBinding{}, err
+	}
+	resource := path.Resource()
+	if err := g.authorize(ctx, OpWrite, resource); err != nil {
+		return api.UploadBinding{}, err
+	}
+	if err := g.refuseStale(ctx, resource, token, false); err != nil {
+		return api.UploadBinding{}, err
+	}
+	if err := g.fences.FenceCheck(ctx, resource, token); err != nil {
+		return api.UploadBinding{}, err
+	}
+	id, err := g.multipart.store.CreateUpload(ctx, api.CreateUploadInput{Path: path, ContentType: contentType, Token: token})
+	if err != nil {
+		return api.UploadBinding{}, err
+	}
+	b := api.UploadBinding{UploadID: id, Resource: resource, Token: token}
+	if err := g.multipart.uploads.BindUpload(ctx, b, g.cfg.UploadTTL); err != nil {
+		g.abandon(ctx, path, id, "the binding was not recorded")
+		return api.UploadBinding{}, fmt.Errorf("create upload: %w", err)
+	}
+	return b, nil
+}
+
+// refuseStale refuses token when it is below resource's high-water mark
+// as the cache knows it, and, when linearizable is set, as etcd knows it
+// (a linearizable read, after the cache let it pass).
+func (g *Gateway) refuseStale(ctx context.Context, resource api.Resource, token api.Token, linearizable bool) error {
+	if hwm, ok := g.fences.CachedHighWaterMark(resource); ok && hwm > token {
+		noteStaleSource(ctx, staleFromCache)
+		return &api.StaleTokenError{Resource: resource, Token: token, HighWaterMark: hwm}
+	}
+	if !linearizable {
+		return nil
+	}
+	hwm, err := g.fences.HighWaterMark(ctx, resource)
+	if err != nil {
+		return err
+	}
+	if hwm > token {
+		noteStaleSource(ctx, staleFromEtcd)
+		return &api.StaleTokenError{Resource: resource, Token: token, HighWaterMark: hwm}
+	}
+	return nil
+}
+
+// partBinding returns the binding of the upload that a part is sent to,
+// once the part may be stored: the part's number is valid, the caller
+// may write the object, the upload is bound to it, and its token is not
+// below the mark (the cache first, then a linearizable read). A stale
+// upload is aborted, and the answer is the *api.StaleTokenError.
+func (g *Gateway) partBinding(ctx context.Context, path api.ObjectPath, uploadID string, number int32) (api.ObjectPath, api.UploadBinding, error) {
+	path, err := g.multipartPath(path)
+	if err != nil {
+		return path, api.UploadBinding{}, err
+	}
+	if number < 1 || number > api.MaxParts {
+		return path, api.UploadBinding{}, fmt.Errorf("%w: part number %d: must be 1 to %d", api.ErrInvalidRequest, number, api.MaxParts)
+	}
+	if err := g.authorize(ctx, OpWrite, path.Resource()); err != nil {
+		return path, api.UploadBinding{}, err
+	}
+	b, err := g.multipart.uploads.Upload(ctx, path.Resource(), uploadID)
+	if err != nil {
+		return path, api.UploadBinding{}, err
+	}
+	if err := g.refuseStale(ctx, b.Resource, b.Token, true); err != nil {
+		if errors.Is(err, api.ErrStaleToken) {
+			g.abandon(ctx, path, uploadID, "its token is stale")
+		}
+		return path, api.UploadBinding{}, err
+	}
+	return path, b, nil
+}
+
+// UploadPart stores one part of a bound upload, streaming in.Body to S3
+// (memory stays bounded whatever the part's size), and returns its ETag.
+// It is refused, with nothing stored, when the upload's token is below
+// the resource's high-water mark: *api.StaleTokenError (409), and the
+// upload is aborted. An upload that the gateway did not create, or that
+// was completed, aborted or expired, is api.ErrNotFound. The caller
+// needs OpWrite on the resource.
+//
+// The check is not the fence: a mark raised while the part streams does
+// not stop it. The completion fences the object; refusing parts early
+// only spares a stale writer's bandwidth and S3's space.
+func (g *Gateway) UploadPart(ctx context.Context, in api.UploadPartInput) (string, error) {
+	path, _, err := g.partBinding(ctx, in.Path, in.UploadID, in.Number)
+	if err != nil {
+		return "", err
+	}
+	if in.Size < 0 || in.Size > api.MaxPartSize {
+		return "", fmt.Errorf("%w: a part of %d bytes: must be 0 to 5GiB", api.ErrInvalidRequest, in.Size)
+	}
+	in.Path = path
+	return g.multipart.store.UploadPart(ctx, in)
+}
+
+// CopyPart stores one part of a bound upload copied from in.Source
+// (UploadPartCopy), refused as UploadPart is. The caller needs OpWrite on
+// the upload's resource and OpRead on the source's.
+func (g *Gateway) CopyPart(ctx context.Context, in api.CopyPartInput) (string, error) {
+	if g.stores != nil {
+		in.Source.Store = g.stores.StoreOf(in.Source.Bucket)
+	}
+	if in.Source.Store != "" && in.Source.Store != api.StoreS3 {
+		return "", fmt.Errorf("%w: %w", api.ErrInvalidRequest, errNoMultipart)
+	}
+	if err := g.authorize(ctx, OpRead, in.Source.Resource()); err != nil {
+		return "", err
+	}
+	path, _, err := g.partBinding(ctx, in.Path, in.UploadID, in.Number)
+	if err != nil {
+		return "", err
+	}
+	in.Path = path
+	return g.multipart.store.CopyPart(ctx, in)
+}
+
+// CompleteUpload completes a bound upload from parts, fenced as a PUT is:
+// it observes the object (a HEAD), refuses the upload's token if the
+// object records a larger one, runs the fence check, and completes with
+// If-Match the observed ETag (If-None-Match: * when it was absent). The
+// order is observeAndFence's argument: the version observed was written
+// by a writer whose fence check finished before this one began, so if
+// this check passes, the upload's token is at least that writer's, and
+// the conditional completion lands only if that version is still
+// current. A completion that loses a race (412) is observed and fenced
+// again, at most Config.WriteAttempts times in all: the parts stay in S3,
+// so it can be sent again.
+//
+// A stale upload is refused (*api.StaleTokenError, 409) and aborted, so
+// its parts do not linger. On success the binding is deleted and the
+// answer is the write's result, as a PUT's. The caller needs OpWrite on
+// the resource.
+func (g *Gateway) CompleteUpload(ctx context.Context, path api.ObjectPath, uploadID string, parts []api.Part) (WriteResult, error) {
+	path, err := g.multipartPath(path)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	if len(parts) == 0 || len(parts) > api.MaxParts {
+		return WriteResult{}, fmt.Errorf("%w: a completion names 1 to %d parts, not %d", api.ErrInvalidRequest, api.MaxParts, len(parts))
+	}
+	resource := path.Resource()
+	if err := g.authorize(ctx, OpWrite, resource); err != nil {
+		return WriteResult{}, err
+	}
+	b, err := g.multipart.uploads.Upload(ctx, resource, uploadID)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	fr := fencedRequest{path: path, resource: resource, token: b.Token}
+	stale := func(err error) (WriteResult, error) {
+		if errors.Is(err, api.ErrStaleToken) {
+			g.abandon(ctx, path, uploadID, "its token is stale")
+		}
+		return WriteResult{}, err
+	}
+	if err := g.refuseStale(ctx, resource, b.Token, false); err != nil {
+		return stale(err)
+	}
+	for attempt := 1; ; attempt++ {
+		seen, _, err := g.observeAndFence(ctx, fr, observeHead, raiseOnAbsent)
+		if err != nil {
+			return stale(err)
+		}
+		etag, err := g.multipart.store.CompleteUpload(ctx, api.CompleteUploadInput{Path: path, UploadID: uploadID, Parts: parts, Replaces: seen})
+		if errors.Is(err, api.ErrConcurrentModification) && attempt < g.cfg.WriteAttempts {
+			g.logger(ctx).Debug("completion lost a race; observing again", "resource", resource, "attempt", attempt)
+			continue
+		}
+		if err != nil {
+			return WriteResult{}, err
+		}
+		g.etags.learn(resource, api.ObjectVersion{Exists: true, ETag: etag, Token: b.Token})
+		g.unbind(ctx, uploadID)
+		return WriteResult{Resource: resource, Token: b.Token, ETag: etag, Created: !seen.Exists, ReplacedETag: seen.ETag}, nil
+	}
+}
+
+// AbortUpload aborts an upload and deletes its binding. It needs no
+// token (an abort writes no object) but OpWrite on the resource. An
+// upload that S3 does not know is api.ErrNotFound.
+func (g *Gateway) AbortUpload(ctx context.Context, path api.ObjectPath, uploadID string) error {
+	path, err := g.multipartPath(path)
+	if err != nil {
+		return err
+	}
+	if err := g.authorize(ctx, OpWrite, path.Resource()); err != nil {
+		return err
+	}
+	err = g.multipart.store.AbortUpload(ctx, path, uploadID)
+	if err == nil || errors.Is(err, api.ErrNotFound) {
+		g.unbind(ctx, uploadID)
+	}
+	return err
+}
+
+// ListParts lists an upload's parts, after part number marker, at most
+// max (zero: the store's default). The caller needs OpRead on the
+// resource.
+func (g *Gateway) ListParts(ctx context.Context, path api.ObjectPath, uploadID string, marker, max int32) (api.PartList, error) {
+	path, err := g.multipartPath(path)
+	if err != nil {
+		return api.PartList{}, err
+	}
+	if err := g.authorize(ctx, OpRead, path.Resource()); err != nil {
+		return api.PartList{}, err
+	}
+	return g.multipart.store.ListParts(ctx, path, uploadID, marker, max)
+}
+
+// ListUploads lists a bucket's uploads in progress under in.Prefix. The
+// caller needs OpRead on the prefix's resource ("s3/<bucket>/<prefix>").
+func (g *Gateway) ListUploads(ctx context.Context, in api.ListUploadsInput) (api.UploadList, error) {
+	path, err := g.multipartPath(api.ObjectPath{Bucket: in.Bucket, Key: in.Prefix})
+	if err != nil {
+		return api.UploadList{}, err
+	}
+	if err := g.authorize(ctx, OpRead, path.Resource()); err != nil {
+		return api.UploadList{}, err
+	}
+	return g.multipart.store.ListUploads(ctx, in)
+}
+
+// abandon aborts an upload that can never complete and deletes its
+// binding, even after the request's context ended, within
+// cleanupTimeout. Failures are logged: S3's lifecycle rules and the
+// binding's TTL free what is left.
+func (g *Gateway) abandon(ctx context.Context, path api.ObjectPath, uploadID, why string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if err := g.multipart.store.AbortUpload(ctx, path, uploadID); err != nil && !errors.Is(err, api.ErrNotFound) {
+		g.logger(ctx).Warn("abort of an upload failed", "bucket", path.Bucket, "key", path.Key, "why", why, "err", err)
+	}
+	g.unbind(ctx, uploadID)
+}
+
+// unbind deletes an upload's binding, even after the request's context
+// ended; a failure is logged, and the binding expires with its TTL.
+func (g *Gateway) unbind(ctx context.Context, uploadID string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if err := g.multipart.uploads.UnbindUpload(ctx, uploadID); err != nil {
+		g.logger(ctx).Warn("unbind of an upload failed; it expires with its TTL", "err", err)
+	}
+}
+
+// putInParts serves a REST PUT whose body is larger than
+// Config.MultipartThreshold as a multipart upload fenced at completion,
+// and reports whether it did (false: the PUT goes on as a single PUT).
+// The body streams from the client to S3 one part at a time, each of
+// Config.MultipartPartSize but the last, so memory stays bounded whatever
+// its size; each part is checked against the mark first (UploadPart), and
+// the completion is fenced (CompleteUpload). Anything that fails aborts
+// the upload: the object is written by the completion or not at all.
+func (g *Gateway) putInParts(w http.ResponseWriter, r *http.Request, fr fencedRequest) bool {
+	n := r.ContentLength
+	if g.multipart == nil || g.cfg.MultipartThreshold < 0 || n <= g.cfg.MultipartThreshold ||
+		(fr.path.Store != "" && fr.path.Store != api.StoreS3) {
+		return false
+	}
+	if n > g.cfg.MaxMultipartBodyBytes {
+		g.writeError(w, r, fmt.Errorf("%w: %d bytes, limit %d", api.ErrBodyTooLarge, n, g.cfg.MaxMultipartBodyBytes))
+		return true
+	}
+	ctx := r.Context()
+	b, err := g.CreateUpload(ctx, fr.path, fr.token, r.Header.Get("Content-Type"))
+	if err != nil {
+		g.writeError(w, r, err)
+		return true
+	}
+	var body io.Reader = r.Body
+	client := g.newClientBody(w, r)
+	if client != nil {
+		body = client
+	}
+	fail := func(err error) bool {
+		if client != nil && client.stalled {
+			err = fmt.Errorf("%w: %w", api.ErrInvalidRequest, errBodyStalled(g.cfg.TransferChunkTimeout))
+		}
+		if !errors.Is(err, api.ErrStaleToken) { // a stale upload was aborted already
+			g.abandon(ctx, fr.path, b.UploadID, "the upload failed")
+		}
+		g.writeError(w, r, err)
+		return true
+	}
+	size := g.cfg.MultipartPartSize
+	parts := make([]api.Part, 0, (n+size-1)/size)
+	for number, left := int32(1), n; left > 0; number++ {
+		part := min(size, left)
+		counted := &countingReader{r: io.LimitReader(body, part)}
+		etag, err := g.UploadPart(ctx, api.UploadPartInput{Path: fr.path, UploadID: b.UploadID, Number: number, Body: counted, Size: part})
+		if err == nil && counted.n != part {
+			err = fmt.Errorf("%w: reading body: %d bytes of %d", api.ErrInvalidRequest, n-left+counted.n, n)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		parts = append(parts, api.Part{Number: number, ETag: etag})
+		left -= part
+	}
+	res, err := g.CompleteUpload(ctx, fr.path, b.UploadID, parts)
+	if err != nil {
+		return fail(err)
+	}
+	status := http.StatusOK
+	if res.Created {
+		status = http.StatusCreated
+	}
+	w.Header().Set("ETag", res.ETag)
+	w.Header().Set(api.HeaderFenceToken, res.Token.String())
+	writeJSON(w, status, res)
+	return true
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}

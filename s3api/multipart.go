@@ -1,0 +1,371 @@
+package s3api
+
+import (
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"fencegate/api"
+	"fencegate/gateway"
+)
+
+// Fenced multipart uploads through the door: each operation is the
+// gateway's (gateway.CreateUpload and the rest, see gateway/multipart.go),
+// which binds an upload to the token its CreateMultipartUpload carried,
+// refuses the parts of an upload whose token went stale, and completes
+// with the protocol of a PUT (observe, fence check, conditional
+// completion), aborting a stale upload.
+
+// errNoSuchUpload answers an upload id that names no upload the gateway
+// fences for the object: completed, aborted, expired, or never created
+// through the gateway.
+var errNoSuchUpload = errors.New("no such upload")
+
+// maxCompleteBody bounds CompleteMultipartUpload's XML: 10,000 parts of
+// about 150 bytes each, with room for checksums.
+const maxCompleteBody = 4 << 20
+
+// multipartRoute picks the multipart operation of a request that has an
+// uploads or uploadId parameter, as S3 does; anything else with those
+// parameters is NotImplemented.
+func (s *server) multipartRoute(r *http.Request, rq *request) (handlerFunc, string) {
+	q := r.URL.Query()
+	has := func(name string) bool { _, ok := q[name]; return ok }
+	switch {
+	case rq.bucket == "":
+	case rq.key == "":
+		if r.Method == http.MethodGet && has("uploads") && onlyParams(q, "uploads", "prefix", "key-marker", "upload-id-marker", "max-uploads", "encoding-type") && !has("delimiter") {
+			return s.listMultipartUploads, "ListMultipartUploads"
+		}
+	case has("uploads"):
+		if r.Method == http.MethodPost && onlyParams(q, "uploads") {
+			return s.createMultipartUpload, "CreateMultipartUpload"
+		}
+	case has("uploadId"):
+		switch r.Method {
+		case http.MethodPut:
+			if has("partNumber") && onlyParams(q, "uploadId", "partNumber") {
+				if _, copy := r.Header["X-Amz-Copy-Source"]; copy {
+					return s.uploadPartCopy, "UploadPartCopy"
+				}
+				return s.uploadPart, "UploadPart"
+			}
+		case http.MethodPost:
+			if onlyParams(q, "uploadId") {
+				return s.completeMultipartUpload, "CompleteMultipartUpload"
+			}
+		case http.MethodDelete:
+			if onlyParams(q, "uploadId") {
+				return s.abortMultipartUpload, "AbortMultipartUpload"
+			}
+		case http.MethodGet:
+			if onlyParams(q, "uploadId", "max-parts", "part-number-marker") {
+				return s.listParts, "ListParts"
+			}
+		}
+	}
+	return s.notImplemented, "NotImplemented"
+}
+
+// uploadError makes an unknown upload S3's NoSuchUpload, not NoSuchKey.
+func uploadError(err error) error {
+	if errors.Is(err, api.ErrNotFound) {
+		return fmt.Errorf("%w: %w", errNoSuchUpload, err)
+	}
+	return err
+}
+
+// createMultipartUpload is CreateMultipartUpload, with the request's
+// token: the gateway refuses it if stale, raises the mark, creates the
+// upload and binds it to the token.
+func (s *server) createMultipartUpload(w http.ResponseWriter, r *http.Request, rq *request) {
+	discardBody(r.Body)
+	ctx := r.Context()
+	path, token, err := s.fencedTarget(ctx, r, rq, gateway.OpWrite)
+	if err == nil {
+		err = refuseWriteConditions(r.Header)
+	}
+	if err != nil {
+		s.writeError(w, r, rq, err)
+		return
+	}
+	b, err := s.gw.CreateUpload(ctx, path, token, r.Header.Get("Content-Type"))
+	if err != nil {
+		s.writeError(w, r, rq, err)
+		return
+	}
+	w.Header().Set(api.HeaderFenceToken, token.String())
+	writeXML(w, http.StatusOK, initiateResult{Xmlns: s3Namespace, Bucket: path.Bucket, Key: path.Key, UploadID: b.UploadID})
+}
+
+// partTarget reads the object, upload id and part number of a part.
+func (s *server) partTarget(r *http.Request, rq *request) (api.ObjectPath, string, int32, error) {
+	path, err := s.objectPath(rq.bucket, rq.key)
+	if err != nil {
+		return api.ObjectPath{}, "", 0, err
+	}
+	q := r.URL.Query()
+	n, err := strconv.ParseInt(q.Get("partNumber"), 10, 32)
+	if err != nil || n < 1 || n > api.MaxParts {
+		return api.ObjectPath{}, "", 0, fmt.Errorf("%w: partNumber must be 1 to %d", errInvalidArgument, api.MaxParts)
+	}
+	return path, q.Get("uploadId"), int32(n), nil
+}
+
+// uploadPart is UploadPart: the verified body streamed to S3, unless the
+// upload's token is stale (StaleFenceToken, the part not stored, the
+// upload aborted).
+func (s *server) uploadPart(w http.ResponseWriter, r *http.Request, rq *request) {
+	ctx := r.Context()
+	path, id, number, err := s.partTarget(r, rq)
+	var body io.Reader = rq.auth.Body
+	if err == nil {
+		body, err = contentMD5(r.Header, body)
+	}
+	if err != nil {
+		s.writeError(w, r, rq, err)
+		return
+	}
+	etag, err := s.gw.UploadPart(ctx, api.UploadPartInput{Path: path, UploadID: id, Number: number, Body: body, Size: rq.auth.DecodedContentLength})
+	if err != nil {
+		drainRefusedPart(r.Body)
+		s.writeError(w, r, rq, uploadError(err))
+		return
+	}
+	w.Header().Set("ETag", etag)
+	w.Header().Set("Content-Length", "0")
+	w.WriteHeader(http.StatusOK)
+}
+
+// maxDrainedPart bounds what drainRefusedPart reads of a refused part.
+const maxDrainedPart = 64 << 20
+
+// drainRefusedPart reads what is left of a refused part's body, at most
+// maxDrainedPart, and throws it away: the part was decided before its
+// bytes were read (a stale upload, an unknown one), and a client still
+// sending a body that the server stopped reading sees a reset connection
+// rather than the answer (the AWS SDKs report "connection reset", not
+// StaleFenceToken). Nothing of it reaches S3. A larger rest is left, and
+// the connection closed after the answer.
+func drainRefusedPart(body io.Reader) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, maxDrainedPart))
+}
+
+// uploadPartCopy is UploadPartCopy: a part copied from another object,
+// which the identity must be allowed to read, refused as UploadPart is.
+func (s *server) uploadPartCopy(w http.ResponseWriter, r *http.Request, rq *request) {
+	discardBody(r.Body)
+	ctx := r.Context()
+	path, id, number, err := s.partTarget(r, rq)
+	var source api.GetObjectInput
+	if err == nil {
+		source, err = s.copySource(r) // objects.go, as CopyObject's
+	}
+	if err == nil && (source.IfMatch != "" || source.IfNoneMatch != "" || !source.IfModifiedSince.IsZero() || !source.IfUnmodifiedSince.IsZero()) {
+		err = fmt.Errorf("%w: the gateway does not honour x-amz-copy-source-if-* on UploadPartCopy", errNotImplemented)
+	}
+	if err != nil {
+		s.writeError(w, r, rq, err)
+		return
+	}
+	etag, err := s.gw.CopyPart(ctx, api.CopyPartInput{Path: path, UploadID: id, Number: number, Source: source.Path, SourceRange: r.Header.Get("X-Amz-Copy-Source-Range")})
+	if err != nil {
+		s.writeError(w, r, rq, uploadError(err))
+		return
+	}
+	writeXML(w, http.StatusOK, copyPartResult{ETag: etag, LastModified: time.Now().UTC().Format(time.RFC3339)})
+}
+
+// completeMultipartUpload is CompleteMultipartUpload: the gateway's fenced
+// completion of the parts the body names. A stale upload is refused
+// (StaleFenceToken) and aborted.
+func (s *server) completeMultipartUpload(w http.ResponseWriter, r *http.Request, rq *request) {
+	ctx := r.Context()
+	path, err := s.objectPath(rq.bucket, rq.key)
+	if err == nil {
+		err = refuseWriteConditions(r.Header)
+	}
+	var req completeRequest
+	if err == nil {
+		data, readErr := io.ReadAll(io.LimitReader(rq.auth.Body, maxCompleteBody+1))
+		switch {
+		case readErr != nil:
+			err = fmt.Errorf("%w: reading the body: %w", api.ErrInvalidRequest, readErr)
+		case len(data) > maxCompleteBody:
+			err = fmt.Errorf("%w: the body is over %d bytes", errMalformedXML, maxCompleteBody)
+		case xml.Unmarshal(data, &req) != nil:
+			err = fmt.Errorf("%w: the body is not a CompleteMultipartUpload document", errMalformedXML)
+		}
+	}
+	if err != nil {
+		s.writeError(w, r, rq, err)
+		return
+	}
+	parts := make([]api.Part, len(req.Parts))
+	for i, p := range req.Parts {
+		parts[i] = api.Part{Number: p.PartNumber, ETag: p.ETag}
+	}
+	res, err := s.gw.CompleteUpload(ctx, path, r.URL.Query().Get("uploadId"), parts)
+	if err != nil {
+		s.writeError(w, r, rq, uploadError(err))
+		return
+	}
+	w.Header().Set(api.HeaderFenceToken, res.Token.String())
+	writeXML(w, http.StatusOK, completeResult{Xmlns: s3Namespace, Location: "/" + path.Bucket + "/" + path.Key, Bucket: path.Bucket, Key: path.Key, ETag: res.ETag})
+}
+
+// abortMultipartUpload is AbortMultipartUpload: no token needed, the
+// identity's write grant.
+func (s *server) abortMultipartUpload(w http.ResponseWriter, r *http.Request, rq *request) {
+	discardBody(r.Body)
+	path, err := s.objectPath(rq.bucket, rq.key)
+	if err == nil {
+		err = s.gw.AbortUpload(r.Context(), path, r.URL.Query().Get("uploadId"))
+	}
+	if err != nil {
+		s.writeError(w, r, rq, uploadError(err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// listParts is ListParts, passed through with the identity's read grant.
+func (s *server) listParts(w http.ResponseWriter, r *http.Request, rq *request) {
+	q := r.URL.Query()
+	path, err := s.objectPath(rq.bucket, rq.key)
+	maxParts, marker := int32(0), int32(0)
+	if err == nil {
+		maxParts, err = int32Param(q, "max-parts", 1000)
+	}
+	if err == nil {
+		marker, err = int32Param(q, "part-number-marker", api.MaxParts)
+	}
+	var list api.PartList
+	if err == nil {
+		list, err = s.gw.ListParts(r.Context(), path, q.Get("uploadId"), marker, maxParts)
+	}
+	if err != nil {
+		s.writeError(w, r, rq, uploadError(err))
+		return
+	}
+	out := listPartsResult{Xmlns: s3Namespace, Bucket: path.Bucket, Key: path.Key, UploadID: q.Get("uploadId"),
+		PartNumberMarker: marker, NextPartNumberMarker: list.NextMarker, MaxParts: cmpOr(maxParts, 1000), IsTruncated: list.Truncated}
+	for _, p := range list.Parts {
+		out.Parts = append(out.Parts, listedPart{PartNumber: p.Number, ETag: p.ETag, Size: p.Size, LastModified: p.LastModified.UTC().Format(time.RFC3339)})
+	}
+	writeXML(w, http.StatusOK, out)
+}
+
+// listMultipartUploads is ListMultipartUploads, passed through with a
+// read grant on the prefix's resource.
+func (s *server) listMultipartUploads(w http.ResponseWriter, r *http.Request, rq *request) {
+	q := r.URL.Query()
+	maxUploads, err := int32Param(q, "max-uploads", 1000)
+	var list api.UploadList
+	in := api.ListUploadsInput{Bucket: rq.bucket, Prefix: q.Get("prefix"), KeyMarker: q.Get("key-marker"), UploadIDMarker: q.Get("upload-id-marker"), MaxUploads: maxUploads}
+	if err == nil {
+		list, err = s.gw.ListUploads(r.Context(), in)
+	}
+	if err != nil {
+		s.writeError(w, r, rq, err)
+		return
+	}
+	out := listUploadsResult{Xmlns: s3Namespace, Bucket: in.Bucket, Prefix: in.Prefix, KeyMarker: in.KeyMarker, UploadIDMarker: in.UploadIDMarker,
+		NextKeyMarker: list.NextKeyMarker, NextUploadIDMarker: list.NextUploadIDMarker, MaxUploads: cmpOr(maxUploads, 1000), IsTruncated: list.Truncated}
+	for _, u := range list.Uploads {
+		out.Uploads = append(out.Uploads, listedUpload{Key: u.Key, UploadID: u.UploadID, Initiated: u.Initiated.UTC().Format(time.RFC3339)})
+	}
+	writeXML(w, http.StatusOK, out)
+}
+
+// int32Param reads an optional count parameter, 0 when absent, at most
+// most.
+func int32Param(q url.Values, name string, most int32) (int32, error) {
+	if !q.Has(name) {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(q.Get(name), 10, 32)
+	if err != nil || n < 0 || n > int64(most) {
+		return 0, fmt.Errorf("%w: %s must be 0 to %d", errInvalidArgument, name, most)
+	}
+	return int32(n), nil
+}
+
+func cmpOr(n, otherwise int32) int32 {
+	if n == 0 {
+		return otherwise
+	}
+	return n
+}
+
+// The multipart operations' documents.
+type (
+	initiateResult struct {
+		XMLName  xml.Name `xml:"InitiateMultipartUploadResult"`
+		Xmlns    string   `xml:"xmlns,attr"`
+		Bucket   string   `xml:"Bucket"`
+		Key      string   `xml:"Key"`
+		UploadID string   `xml:"UploadId"`
+	}
+	copyPartResult struct {
+		XMLName      xml.Name `xml:"CopyPartResult"`
+		ETag         string   `xml:"ETag"`
+		LastModified string   `xml:"LastModified"`
+	}
+	completeRequest struct {
+		XMLName xml.Name `xml:"CompleteMultipartUpload"`
+		Parts   []struct {
+			PartNumber int32  `xml:"PartNumber"`
+			ETag       string `xml:"ETag"`
+		} `xml:"Part"`
+	}
+	completeResult struct {
+		XMLName  xml.Name `xml:"CompleteMultipartUploadResult"`
+		Xmlns    string   `xml:"xmlns,attr"`
+		Location string   `xml:"Location"`
+		Bucket   string   `xml:"Bucket"`
+		Key      string   `xml:"Key"`
+		ETag     string   `xml:"ETag"`
+	}
+	listPartsResult struct {
+		XMLName              xml.Name     `xml:"ListPartsResult"`
+		Xmlns                string       `xml:"xmlns,attr"`
+		Bucket               string       `xml:"Bucket"`
+		Key                  string       `xml:"Key"`
+		UploadID             string       `xml:"UploadId"`
+		PartNumberMarker     int32        `xml:"PartNumberMarker"`
+		NextPartNumberMarker int32        `xml:"NextPartNumberMarker"`
+		MaxParts             int32        `xml:"MaxParts"`
+		IsTruncated          bool         `xml:"IsTruncated"`
+		Parts                []listedPart `xml:"Part"`
+	}
+	listedPart struct {
+		PartNumber   int32  `xml:"PartNumber"`
+		LastModified string `xml:"LastModified"`
+		ETag         string `xml:"ETag"`
+		Size         int64  `xml:"Size"`
+	}
+	listUploadsResult struct {
+		XMLName            xml.Name       `xml:"ListMultipartUploadsResult"`
+		Xmlns              string         `xml:"xmlns,attr"`
+		Bucket             string         `xml:"Bucket"`
+		KeyMarker          string         `xml:"KeyMarker"`
+		UploadIDMarker     string         `xml:"UploadIdMarker"`
+		NextKeyMarker      string         `xml:"NextKeyMarker"`
+		NextUploadIDMarker string         `xml:"NextUploadIdMarker"`
+		Prefix             string         `xml:"Prefix"`
+		MaxUploads         int32          `xml:"MaxUploads"`
+		IsTruncated        bool           `xml:"IsTruncated"`
+		Uploads            []listedUpload `xml:"Upload"`
+	}
+	listedUpload struct {
+		Key       string `xml:"Key"`
+		UploadID  string `xml:"UploadId"`
+		Initiated string `xml:"Initiated"`
+	}
+)
