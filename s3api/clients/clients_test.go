@@ -59,7 +59,9 @@ func TestSeedScenario(t *testing.T) {
 
 // TestMultipartUpload: each client uploads 100 MiB, split by the client
 // into parts of 16 MiB (a multipart upload), with token 7: it exits 0,
-// and versitygw holds exactly the file's bytes, recorded with token 7.
+// and versitygw holds exactly the file's bytes, recorded with token 7. The
+// same upload with stale token 5 then fails naming StaleFenceToken, and
+// the object stays token 7's.
 func TestMultipartUpload(t *testing.T) {
 	d := newDoor(t)
 	file, want := writeFile(t, t.TempDir(), "big", 100<<20, "100 MiB")
@@ -77,6 +79,15 @@ func TestMultipartUpload(t *testing.T) {
 			}
 			if mark := d.mark(t, key); mark != 7 {
 				t.Errorf("high-water mark %d; want 7", mark)
+			}
+			// A stale holder's multipart upload is refused at its
+			// creation, and the client says why.
+			out, err := c.upload(key, file, 5, 16)
+			if err == nil || !strings.Contains(string(out), "StaleFenceToken") {
+				t.Errorf("%s upload with stale token 5: exit %d; want a failure naming StaleFenceToken\n%s", name, exitCode(err), tail(out))
+			}
+			if body, token, _ := d.stored(t, key); sha256.Sum256(body) != wantSum || token != "7" {
+				t.Errorf("after the stale upload versitygw holds token %q; want token 7's object untouched", token)
 			}
 		})
 	}

@@ -78,12 +78,13 @@ func newDoor(t *testing.T) *door {
 			Grants: []gateway.Grant{{Prefix: "s3/" + d.bucket + "/", Operations: []gateway.Operation{gateway.OpRead, gateway.OpWrite, gateway.OpDelete}}},
 			S3Keys: []gateway.S3Key{{AccessKeyID: accessKeyID, SecretAccessKey: secretKey}},
 		}},
-		// The door finds an identity by name among those a REST credential
-		// names (gateway.identityNamed), so clients has an API key too.
-		APIKeys: []gateway.APIKey{{SHA256: sha256.Sum256([]byte("clients-rest-key")), Identity: "clients"}},
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	gw, err := gateway.New(gateway.Config{Logger: logger}, store, backend, gateway.WithAuth(auth))
+	uploads, err := tokenstore.NewUploads(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New(gateway.Config{Logger: logger}, store, backend, gateway.WithAuth(auth), gateway.WithMultipart(backend, uploads))
 	if err != nil {
 		t.Fatal(err)
 	}
