@@ -169,8 +169,8 @@ func (c *cli) eventLine(name, data string) (string, error) {
 
 // decisionText is one decision as a line for people:
 //
-//	23:40:01.123456 write.accepted   s3/demo/k token 34 (hwm 33 -> 34) 200 etag "abc" 1.42ms by alice
-//	23:40:02.000100 write.refused    s3/demo/k token 33 < hwm 34: 409 stale-token, caught by cache, by bob
+//	23:40:01.123456 write.accepted   s3/demo/k token 34 (hwm 33 -> 34) 200 etag "abc" 1.42ms [alice]
+//	23:40:02.000100 write.refused    s3/demo/k token 33 < hwm 34: 409 stale-token, caught by cache [bob]
 func decisionText(e events.Event) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %-16s %s", e.Time.Local().Format("15:04:05.000000"), e.Kind, e.Resource)
@@ -212,7 +212,7 @@ func decisionText(e events.Event) string {
 		}
 	}
 	if e.Identity != "" {
-		fmt.Fprintf(&b, " by %s", e.Identity)
+		fmt.Fprintf(&b, " [%s]", e.Identity)
 	}
 	return b.String()
 }
