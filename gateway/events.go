@@ -37,7 +37,7 @@ const (
 	// buffer and go out together, one write and flush for many events
 	// under load, so that subscribers cost the gateway little CPU per
 	// decision.
-	eventFlushInterval = 50 * time.Millisecond
+	eventFlushInterval = 100 * time.Millisecond
 	// eventWriteTimeout bounds each write to a stream: a subscriber that
 	// takes nothing for this long is disconnected (its buffer had long
 	// been dropping).
@@ -327,7 +327,8 @@ func (h *lockAPI) publishLock(r *http.Request, kind, name string, token api.Toke
 	if !feed.hub.Active() {
 		return
 	}
-	e := &events.Event{Time: time.Now(), Kind: kind, Resource: name, Token: token, Identity: callerName(r.Context())}
+	caller := callerName(r.Context())
+	e := &events.Event{Time: time.Now(), Kind: kind, Resource: name, Token: token, Identity: caller, Holder: caller}
 	if session != 0 {
 		e.Session = session.String()
 	}

@@ -78,9 +78,6 @@ type eventsResult struct {
 
 // summaryFields are the figures the summary line gains.
 func (r *eventsResult) summaryFields() string {
-	if r == nil {
-		return "events_cpu_overhead_pct=n/a events_stale_rps=n/a"
-	}
 	return fmt.Sprintf("events_cpu_overhead_pct=%.2f events_stale_rps=%.0f", r.CPUOverheadPct, r.StaleRPSWith)
 }
 

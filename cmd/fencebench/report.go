@@ -276,8 +276,10 @@ func (r *report) finish(cfg config) {
 		"raise_c64_ratio_vs_clientside=" + format(s.RaiseC64RatioVsClientSide, 2),
 		"raise_c64_ratio_vs_direct=" + format(s.RaiseC64RatioVsDirect, 2),
 		"raise_ceiling_ratio_batched_vs_unbatched=" + format(s.RaiseCeilingRatioBatchedVsUnbatched, 2),
-		r.Events.summaryFields(),
 	}, " ")
+	if r.Events != nil {
+		r.SummaryLine += " " + r.Events.summaryFields()
+	}
 }
 
 func format(v *float64, decimals int) string {
