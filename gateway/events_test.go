@@ -354,28 +354,36 @@ func TestEventsSlowSubscriberDoesNotBlockWrites(t *testing.T) {
 		t.Fatalf("put: %s", r)
 	}
 	s := subscribe(t, smallReadClient(), e.url, "", "") // not read yet
-	const most = 20000
-	n := 0
-	for ; n < most && metricValue(t, e.url, "fencegate_events_dropped_total") == 0; n++ {
+	// Write until whileFull writes in a row were each answered while
+	// their event was dropped: the subscriber's connection and buffer are
+	// full (a stream that only waits between writes takes some events
+	// within whileFull writes), and the writes went on regardless.
+	const most, whileFull = 20000, 100
+	dropped := metricValue(t, e.url, "fencegate_events_dropped_total")
+	streak := 0
+	for n := 0; streak < whileFull; n++ {
+		if n == most {
+			t.Fatalf("after %d writes, no %d in a row dropped their event", most, whileFull)
+		}
 		wantProblem(t, e.put(t, "k", 1, "stale"), http.StatusConflict, "stale-token")
-	}
-	if n == most {
-		t.Fatalf("no event dropped after %d writes", most)
-	}
-	// The subscriber's buffer is full: these writes are answered all the
-	// same, and their events dropped.
-	const whileFull = 50
-	for range whileFull {
-		wantProblem(t, e.put(t, "k", 1, "stale"), http.StatusConflict, "stale-token")
-	}
-	if got := metricValue(t, e.url, "fencegate_events_dropped_total"); got < whileFull {
-		t.Fatalf("dropped %v events; want at least the %d written while the buffer was full", got, whileFull)
+		now := metricValue(t, e.url, "fencegate_events_dropped_total")
+		if now == dropped+1 {
+			streak++
+		} else {
+			streak = 0
+		}
+		dropped = now
 	}
 	s.read()
 	var markers, lastID uint64
 	var sawMarker, sawAfter bool
 	pending := uint64(0)
-	for !sawAfter {
+	// Read until the markers account for every event the gateway
+	// dropped, and an event came after a marker.
+	for i := 0; !sawAfter || markers < uint64(metricValue(t, e.url, "fencegate_events_dropped_total")); i++ {
+		if i == most {
+			t.Fatalf("the markers count %d dropped events after %d messages; the gateway %v", markers, most, metricValue(t, e.url, "fencegate_events_dropped_total"))
+		}
 		var m sseMessage
 		select {
 		case m = <-s.messages:

@@ -225,7 +225,7 @@ func (b *bench) eventsCell(ctx context.Context) (*eventsResult, error) {
 	var writes [2]int64
 	var elapsed [2]time.Duration
 	time.Sleep(b.cfg.warmup + eventsSettle) // every key created: 200s from here
-	var perWrite [2 * eventsPairs]float64 // µs of CPU per write, by window
+	var perWrite [2 * eventsPairs]float64   // µs of CPU per write, by window
 	for round := range 2 * eventsPairs {
 		with := round%4 == 1 || round%4 == 2 // ABBA
 		var subs *subscribers
