@@ -23,8 +23,10 @@ import (
 // and while nobody subscribes publishing is one atomic load. Most
 // decisions are published from the places that already see them whole:
 // refusals from noteProblem (audit.go), accepted writes from the track
-// middleware when the request ends (exchange.go), with what the
-// decorators below noted in the request's exchange on the way.
+// middleware when the request ends (exchange.go), with what was noted in
+// the request's exchange on the way (decisionNote: by eventFences around
+// the fence store, and by the partner handler); lock events from the
+// lock handlers; partner admissions from the partner handler.
 
 const (
 	// eventsPath is the feed's route.

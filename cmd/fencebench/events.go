@@ -42,13 +42,13 @@ const (
 	eventsStaleConcurrency = 4
 	// eventsSettle is left out of the measurement after subscribers come
 	// or go.
-	eventsSettle = 300 * time.Millisecond
+	eventsSettle = 250 * time.Millisecond
 	// eventsWindowMin bounds each kind of window's total from below:
 	// CPU per write needs some thousands of writes to be read to 1%.
 	eventsWindowMin = 8 * time.Second
 	// eventsPairs is how many pairs of windows (one without subscribers,
 	// one with) the accepted writes are measured in.
-	eventsPairs = 16
+	eventsPairs = 24
 )
 
 // eventsResult is the events cell's figures.
