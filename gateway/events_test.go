@@ -509,3 +509,25 @@ func TestEventsPartners(t *testing.T) {
 		t.Fatalf("the partner was called %d times; want 1", n)
 	}
 }
+
+// TestEventsPartnerBusy: a partner request refused because another one on
+// its resource is upstream appears as partner.busy with its token and
+// 503, after the first one's partner.admitted.
+func TestEventsPartnerBusy(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	partner := newPartnerServer(t, 0)
+	route := payRoute(t, partner.URL)
+	route.MaxWait = 100 * time.Millisecond
+	gw := startPartnerGateway(t, etcd, 5*time.Second, route)
+	s := subscribe(t, nil, gw, "partner/pay/", "").read()
+	first := make(chan result, 1)
+	go func() { first <- partnerDo(t, gw, partnerReq{path: "pay/accounts/a1/slow", token: 1}) }()
+	<-partner.arrived
+	wantFields(t, s.nextDecision(t, events.KindPartnerAdmitted), map[string]any{"resource": "partner/pay/accounts/a1", "token": "1"})
+	wantProblem(t, partnerDo(t, gw, partnerReq{path: "pay/accounts/a1/charges", token: 2, key: "k-busy"}), http.StatusServiceUnavailable, "resource-busy")
+	wantFields(t, s.nextDecision(t, events.KindPartnerBusy), map[string]any{"resource": "partner/pay/accounts/a1", "token": "2", "status": 503.0})
+	if r := <-first; r.status != http.StatusCreated {
+		t.Fatalf("the slow request = %s; want 201", r)
+	}
+	wantFields(t, s.nextDecision(t, events.KindWriteAccepted), map[string]any{"resource": "partner/pay/accounts/a1", "token": "1", "status": 201.0})
+}
