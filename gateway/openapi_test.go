@@ -576,6 +576,8 @@ func TestOpenAPIAnswers(t *testing.T) {
 		{name: "fence", method: "GET", target: "/v1/fences/s3/dev/k", wantStatus: 200},
 		{name: "fence unavailable", method: "GET", target: "/v1/fences/s3/dev/k", stores: errs("HighWaterMark", api.ErrUnavailable), wantStatus: 503, wantType: "fence-unavailable"},
 
+		{name: "events, prefix too long", method: "GET", target: "/v1/events?prefix=" + strings.Repeat("p", 1200), wantStatus: 400, wantType: "invalid-request"},
+
 		{name: "create session", method: "POST", target: "/v1/sessions", body: `{"ttl": 10}`, wantStatus: 201},
 		{name: "create session bad body", method: "POST", target: "/v1/sessions", body: `{"ttl": "x"}`, wantStatus: 400, wantType: "invalid-request"},
 		{name: "create session body too large", method: "POST", target: "/v1/sessions", body: strings.Repeat(" ", 5<<10), wantStatus: 413, wantType: "body-too-large"},
