@@ -313,6 +313,7 @@ const devSessionText = `
 fencegate dev is running.
 
   gateway  {{.Gateway}}
+  console  {{.Gateway}}/ui/  (in a browser: decisions, marks, locks, metrics, the seed scenario)
   etcd     {{.Etcd}}  (data in {{.EtcdDir}})
   S3       {{.S3}}  (versitygw; objects in {{.S3Dir}})
            access key {{.AccessKey}}, secret key {{.SecretKey}}, region {{.Region}}, bucket {{.Bucket}}
