@@ -613,7 +613,7 @@ function drawTimeline(run) {
     if (refused) g.append(svg('path', { d: `M${cx - 7},${cy - 7} L${cx + 7},${cy + 7} M${cx - 7},${cy + 7} L${cx + 7},${cy - 7}`, stroke: 'currentColor', 'stroke-width': 3, class: 'write-refused-x' }));
     g.append(svg('circle', { cx, cy, r: 6 }));
     const text = refused ? `write, token ${token}: ${w.status} refused` + (w.hwm ? ` (HWM ${w.hwm})` : '') : `write, token ${token}: ${w.status}`;
-    g.append(svg('text', { x: Math.min(cx + 10, W - 190), y: cy + 24 }, text));
+    g.append(svg('text', { x: Math.min(cx + 10, W - 260), y: cy + 24 }, text));
     s.append(g);
   };
   write('c2', run.c2write, run.token2, 'c2');
