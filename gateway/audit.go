@@ -52,6 +52,7 @@ func (g *Gateway) noteProblem(r *http.Request, p api.Problem, err error) bool {
 		return true
 	}
 	resource, token := g.auditSubject(r, p, err, o)
+	g.publishRefused(p, err, o, resource, token)
 	attrs := make([]slog.Attr, 0, 12) // and the track middleware's 7
 	attrs = append(attrs, slog.String("resource", string(resource)))
 	if token != 0 {

@@ -47,6 +47,8 @@ type exchange struct {
 	// tracing is off. A pointer, not the interface, keeps the exchange in
 	// its allocation size class.
 	tracing *tracing
+	// decision is what the event feed notes (events.go).
+	decision decisionNote
 }
 
 type exchangeKey struct{}
@@ -122,6 +124,7 @@ func (g *Gateway) track(next http.Handler) http.Handler {
 			g.endRequestSpan(span, r, x, route, status)
 		}
 		g.logExchange(ctx, r, x, status, ww.BytesWritten(), start, elapsed)
+		g.publishAccepted(r, x, status, ww.Header(), start.Add(elapsed), elapsed)
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"fencegate/api"
+	"fencegate/events"
 )
 
 // Config holds the gateway's limits and knobs. Zero fields take the
@@ -125,6 +126,14 @@ type Config struct {
 	// ETagCacheMaxAge). Nil means time.Now; tests set a clock of their
 	// own.
 	Now func() time.Time
+	// EventSubscribers bounds the subscribers of the event feed (GET
+	// /v1/events) at once; more are answered 503 gateway-busy. Zero means
+	// 64.
+	EventSubscribers int
+	// EventBuffer is how many events each subscriber's buffer holds; a
+	// subscriber that falls further behind loses events, counted, and is
+	// told how many (docs/events.md). Zero means 1024.
+	EventBuffer int
 	// TestHooks lets tests stop a write between protocol steps. Nil in
 	// production.
 	TestHooks *TestHooks
@@ -204,6 +213,8 @@ func DefaultConfig() Config {
 		ETagCacheMaxAge:      defaultETagCacheMaxAge,
 		ReadinessTimeout:     defaultReadinessTimeout,
 		ReadinessCache:       defaultReadinessCache,
+		EventSubscribers:     events.DefaultMaxSubscribers,
+		EventBuffer:          events.DefaultBuffer,
 	}
 }
 
@@ -246,6 +257,8 @@ type Gateway struct {
 	// optionErr collects the errors of options with invalid arguments;
 	// New returns it.
 	optionErr error
+	// events is the event feed (events.go).
+	events *eventFeed
 }
 
 // Option adds an optional feature to a Gateway, such as a route group.
@@ -267,9 +280,11 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	bodies := &bodyBudget{limit: cfg.BufferBudgetBytes}
 	m := newMetrics(bodies)
 	fences = &instrumentedFences{FenceStore: fences, m: m}
+	feed := newEventFeed(cfg, m)
+	fences = &eventFences{FenceStore: fences, hub: feed.hub}
 	objects = &instrumentedObjects{ObjectStore: objects, m: m}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, fences: fences, objects: objects, stores: stores, etags: newETagCache(cfg.ETagCacheEntries, cfg.ETagCacheMaxAge, cfg.Now), bodies: bodies, metrics: m,
-		authLines: newLineLimiter(cfg.Now, cfg.AuthRefusalLogRate, cfg.AuthRefusalLogBurst), readiness: newReadiness(cfg)}
+		authLines: newLineLimiter(cfg.Now, cfg.AuthRefusalLogRate, cfg.AuthRefusalLogBurst), readiness: newReadiness(cfg), events: feed}
 	if g.readiness.space != nil {
 		m.registry.MustRegister(newSpaceCollector(g.readiness))
 	}
@@ -294,7 +309,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.router.S
 
 // SetDraining makes /readyz fail, so that load balancers stop sending new
 // requests while in-flight ones finish. It cannot be undone.
-func (g *Gateway) SetDraining() { g.draining.Store(true) }
+// It also ends the event feed's streams, which would otherwise hold the
+// server's Shutdown until its timeout.
+func (g *Gateway) SetDraining() {
+	g.draining.Store(true)
+	g.events.hub.Close()
+}
 
 func (g *Gateway) routes() chi.Router {
 	r := chi.NewRouter()
@@ -316,6 +336,7 @@ func (g *Gateway) routes() chi.Router {
 		r.Head("/*", g.getObject)
 	})
 	r.Get("/v1/fences/*", g.getFence)
+	r.Get(eventsPath, g.serveEvents)
 	for _, mount := range g.mounts {
 		mount(r)
 	}
@@ -341,6 +362,8 @@ func (cfg Config) withDefaults() Config {
 	cfg.TransferChunkTimeout = cmp.Or(cfg.TransferChunkTimeout, d.TransferChunkTimeout)
 	cfg.ReadinessTimeout = cmp.Or(cfg.ReadinessTimeout, d.ReadinessTimeout)
 	cfg.ReadinessCache = cmp.Or(cfg.ReadinessCache, d.ReadinessCache)
+	cfg.EventSubscribers = cmp.Or(cfg.EventSubscribers, d.EventSubscribers)
+	cfg.EventBuffer = cmp.Or(cfg.EventBuffer, d.EventBuffer)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

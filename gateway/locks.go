@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"fencegate/api"
+	"fencegate/events"
 )
 
 // SessionService keeps sessions: leases that clients keep alive, to which
@@ -207,6 +208,7 @@ func (h *lockAPI) acquire(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.g.logger(r.Context()).Debug("lock granted", "lock", name, "session", req.Session.String())
+	h.publishLock(r, events.KindLockGranted, name, grant.Token, grant.Session)
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, grant)
 }
@@ -231,6 +233,9 @@ func (h *lockAPI) release(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.g.writeError(w, r, err)
 		return
+	}
+	if released {
+		h.publishLock(r, events.KindLockReleased, name, token, 0)
 	}
 	writeJSON(w, http.StatusOK, api.LockRelease{Name: name, Token: token, Released: released})
 }

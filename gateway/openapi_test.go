@@ -590,6 +590,8 @@ func TestOpenAPIAnswers(t *testing.T) {
 		{name: "console no such file", method: "GET", target: "/ui/nothing.js", header: map[string]string{"Authorization": ""}, wantStatus: 404},
 		{name: "console redirect", method: "GET", target: "/ui", header: map[string]string{"Authorization": ""}, wantStatus: 301},
 
+		{name: "events, prefix too long", method: "GET", target: "/v1/events?prefix=" + strings.Repeat("p", 1200), wantStatus: 400, wantType: "invalid-request"},
+
 		{name: "create session", method: "POST", target: "/v1/sessions", body: `{"ttl": 10}`, wantStatus: 201},
 		{name: "create session bad body", method: "POST", target: "/v1/sessions", body: `{"ttl": "x"}`, wantStatus: 400, wantType: "invalid-request"},
 		{name: "create session body too large", method: "POST", target: "/v1/sessions", body: strings.Repeat(" ", 5<<10), wantStatus: 413, wantType: "body-too-large"},

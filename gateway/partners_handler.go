@@ -79,9 +79,11 @@ func (h *partnerAPI) serve(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, api.ErrIdempotencyBudgetExhausted) {
 			h.budgets.refusals.WithLabelValues(pr.route.Name).Inc()
 		}
+		h.g.publishPartnerBusy(r, pr, err)
 		h.g.writeError(w, r, fmt.Errorf("partner %s: %w", pr.route.Name, err))
 		return
 	}
+	h.g.publishAdmission(r, pr, admission)
 	if admission.Replay != nil {
 		h.g.logger(ctx).Debug("idempotent replay", "route", pr.route.Name, "resource", pr.resource, "status", admission.Replay.Status)
 		stored, err := h.replayBody(ctx, pr, scope, admission.Replay)

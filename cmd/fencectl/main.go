@@ -83,6 +83,9 @@ Usage:
       print a resource's high-water mark, such as hwm s3/dev/greeting
   fencectl [global flags] locks NAME
       print whether a lock is held, and how many wait for it
+  fencectl [global flags] watch [--prefix P] [--count N]
+      print the gateway's decisions as they happen (writes accepted and
+      refused, locks, partner requests), under the resource prefix P
 
 Global flags:
   --url URL       the gateway (default: $FENCEGATE_URL, else ` + defaultURL + `)
@@ -157,6 +160,8 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 		return c.hwm(ctx, rest)
 	case "locks":
 		return c.locks(ctx, rest)
+	case "watch":
+		return c.watch(ctx, rest)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

@@ -1,0 +1,234 @@
+package events
+
+import (
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"fencegate/api"
+)
+
+// Kinds of decisions (Event.Kind).
+const (
+	// KindWriteAccepted: an object PUT, or a partner request, was
+	// accepted and written (forwarded); Status is the answer's status
+	// (the partner's, for a partner request).
+	KindWriteAccepted = "write.accepted"
+	// KindWriteRefused: a write was refused for a reason an operator
+	// must be able to account for (a stale token, a token check,
+	// authentication, authorization, an idempotency conflict); Problem
+	// names the problem type, and Caught where a stale token was caught.
+	KindWriteRefused = "write.refused"
+	// KindDeleteAccepted: an object DELETE was accepted.
+	KindDeleteAccepted = "delete.accepted"
+	// KindLockGranted: a lock was granted; Token is the grant's.
+	KindLockGranted = "lock.granted"
+	// KindLockReleased: a grant was released by its holder.
+	KindLockReleased = "lock.released"
+	// KindLockExpired is reserved for a grant whose session expired. The
+	// gateway does not watch sessions, so it publishes none yet.
+	KindLockExpired = "lock.expired"
+	// KindPartnerAdmitted: a partner request was admitted (its fence
+	// check passed, its in-flight marker was placed), before its call.
+	KindPartnerAdmitted = "partner.admitted"
+	// KindPartnerReplayed: a partner request was answered from its
+	// idempotency record, without a call; Status is the stored one.
+	KindPartnerReplayed = "partner.replayed"
+	// KindPartnerBusy: a partner request was refused because another
+	// request on its resource was in flight.
+	KindPartnerBusy = "partner.busy"
+)
+
+// Where a stale token was caught (Event.Caught).
+const (
+	CaughtCache  = "cache"  // the gateway's cached high-water mark
+	CaughtObject = "object" // the token the object already records
+	CaughtEtcd   = "etcd"   // the fence check's transaction
+)
+
+// Event is one decision of the gateway. Its JSON form is the data of the
+// feed's "decision" events; zero fields are left out, but for seq, time,
+// kind and resource. Tokens are JSON strings: they are 64-bit, past what
+// a JavaScript number holds exactly.
+type Event struct {
+	// Seq numbers the Hub's events from 1, in the order subscribers get
+	// them (Hub.Publish sets it).
+	Seq uint64 `json:"seq"`
+	// Time is when the decision was made.
+	Time time.Time `json:"time"`
+	// Kind is one of the Kind constants.
+	Kind string `json:"kind"`
+	// Resource is what the decision was about: an object's
+	// "s3/<bucket>/<key>", a partner's "partner/<route>/<id>", a lock's
+	// name.
+	Resource string `json:"resource"`
+	// Token is the request's fencing token, or the lock grant's.
+	Token api.Token `json:"token,string,omitempty"`
+	// HWMBefore is the high-water mark as this gateway knew it before an
+	// accepted write: etcd's mark or a lower bound of it (the gateway's
+	// cache). Zero when it knew none.
+	HWMBefore api.Token `json:"hwm_before,string,omitempty"`
+	// HWM is the high-water mark after an accepted write (its token), or
+	// the mark that refused a stale one.
+	HWM api.Token `json:"hwm,string,omitempty"`
+	// ETag is the new version's, for an accepted object PUT.
+	ETag string `json:"etag,omitempty"`
+	// Status is the HTTP status answered.
+	Status int `json:"status,omitempty"`
+	// LatencyMS is how long the request took, in milliseconds, for
+	// accepted writes.
+	LatencyMS float64 `json:"latency_ms,omitempty"`
+	// Identity is the caller's identity ("" without auth).
+	Identity string `json:"identity,omitempty"`
+	// Problem is the short name of the problem type answered to a
+	// refused write, such as "stale-token".
+	Problem string `json:"problem,omitempty"`
+	// Caught is where a stale token was caught (Caught constants).
+	Caught string `json:"caught,omitempty"`
+	// Session is the lock grant's session.
+	Session string `json:"session,omitempty"`
+	// Waiters counts the requests queued behind a lock's holder after a
+	// grant or release; nil when unknown.
+	Waiters *int64 `json:"waiters,omitempty"`
+}
+
+// timeLayout is Event.Time's form: UTC, microseconds.
+const timeLayout = "2006-01-02T15:04:05.000000Z07:00"
+
+// appendFields appends e's JSON fields but seq, without braces, each
+// led by a comma: ,"time":...,"kind":...
+func (e *Event) appendFields(b []byte) []byte {
+	b = append(b, `,"time":"`...)
+	b = e.Time.UTC().AppendFormat(b, timeLayout)
+	b = append(b, `","kind":`...)
+	b = appendJSONString(b, e.Kind)
+	b = append(b, `,"resource":`...)
+	b = appendJSONString(b, e.Resource)
+	b = appendToken(b, `,"token":"`, e.Token)
+	b = appendToken(b, `,"hwm_before":"`, e.HWMBefore)
+	b = appendToken(b, `,"hwm":"`, e.HWM)
+	b = appendOptString(b, `,"etag":`, e.ETag)
+	if e.Status != 0 {
+		b = append(b, `,"status":`...)
+		b = strconv.AppendInt(b, int64(e.Status), 10)
+	}
+	if e.LatencyMS != 0 {
+		b = append(b, `,"latency_ms":`...)
+		b = strconv.AppendFloat(b, e.LatencyMS, 'f', 3, 64)
+	}
+	b = appendOptString(b, `,"identity":`, e.Identity)
+	b = appendOptString(b, `,"problem":`, e.Problem)
+	b = appendOptString(b, `,"caught":`, e.Caught)
+	b = appendOptString(b, `,"session":`, e.Session)
+	if e.Waiters != nil {
+		b = append(b, `,"waiters":`...)
+		b = strconv.AppendInt(b, *e.Waiters, 10)
+	}
+	return b
+}
+
+// AppendJSON appends e as its JSON object.
+func (e *Event) AppendJSON(b []byte) []byte {
+	b = append(b, `{"seq":`...)
+	b = strconv.AppendUint(b, e.Seq, 10)
+	b = e.appendFields(b)
+	return append(b, '}')
+}
+
+// appendFrame appends the SSE message of the event numbered seq whose
+// fields (appendFields) are body:
+//
+//	id: <seq>
+//	event: decision
+//	data: {"seq":<seq>,...}
+//	(blank line)
+func appendFrame(b []byte, seq uint64, body []byte) []byte {
+	b = append(b, "id: "...)
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, "\nevent: decision\ndata: {\"seq\":"...)
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, body...)
+	return append(b, "}\n\n"...)
+}
+
+// AppendDropped appends the SSE message that tells a subscriber it lost
+// n events: event: dropped, data: {"dropped":n}.
+func AppendDropped(b []byte, n uint64) []byte {
+	b = append(b, "event: dropped\ndata: {\"dropped\":"...)
+	b = strconv.AppendUint(b, n, 10)
+	return append(b, "}\n\n"...)
+}
+
+// Keepalive is the SSE comment a stream sends while it has nothing else
+// to send, so that proxies and clients see it alive.
+const Keepalive = ": keepalive\n\n"
+
+func appendToken(b []byte, field string, t api.Token) []byte {
+	if t == 0 {
+		return b
+	}
+	b = append(b, field...)
+	b = strconv.AppendUint(b, uint64(t), 10)
+	return append(b, '"')
+}
+
+func appendOptString(b []byte, field, s string) []byte {
+	if s == "" {
+		return b
+	}
+	return appendJSONString(append(b, field...), s)
+}
+
+// appendJSONString appends s as a JSON string, escaped as encoding/json
+// escapes it (and as package api's problem bodies are): quote, backslash and control characters; <, > and & (HTML
+// safety); invalid UTF-8 as U+FFFD; U+2028 and U+2029.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

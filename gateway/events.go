@@ -1,0 +1,424 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"fencegate/api"
+	"fencegate/events"
+)
+
+// The event feed: GET /v1/events streams the gateway's decisions (writes
+// accepted and refused, locks granted and released, partner requests
+// admitted, replayed and busy) as Server-Sent Events, from an events.Hub
+// (docs/events.md has the format). It never slows the write path: a
+// decision is published with a send that never waits (a subscriber whose
+// buffer is full loses the event, counted, and is told how many it lost),
+// and while nobody subscribes publishing is one atomic load. Most
+// decisions are published from the places that already see them whole:
+// refusals from noteProblem (audit.go), accepted writes from the track
+// middleware when the request ends (exchange.go), with what the
+// decorators below noted in the request's exchange on the way.
+
+const (
+	// eventsPath is the feed's route.
+	eventsPath = "/v1/events"
+	// eventKeepalive is how often a stream sends a comment, so that
+	// proxies and clients see it alive.
+	eventKeepalive = 15 * time.Second
+	// eventFlushInterval is the least time between two writes to a
+	// stream: events that arrive meanwhile wait in the subscriber's
+	// buffer and go out together, one write and flush for many events
+	// under load, so that subscribers cost the gateway little CPU per
+	// decision.
+	eventFlushInterval = 50 * time.Millisecond
+	// eventWriteTimeout bounds each write to a stream: a subscriber that
+	// takes nothing for this long is disconnected (its buffer had long
+	// been dropping).
+	eventWriteTimeout = time.Minute
+	// maxWaiterLookups bounds the lock state reads in flight that count a
+	// lock event's waiters; an event that finds none free goes out
+	// without the count.
+	maxWaiterLookups = 8
+	// waiterLookupTimeout bounds each of them.
+	waiterLookupTimeout = time.Second
+)
+
+// decisionNote is what the event feed needs to know of a request beyond
+// the rest of its exchange, noted on the way when anyone subscribes.
+type decisionNote struct {
+	// hwmBefore is the resource's mark as this gateway knew it before
+	// the fence check or admission (zero: none known).
+	hwmBefore api.Token
+	// raised is set when a fence check or admission accepted the token,
+	// raising the mark to it.
+	raised bool
+	// forwarded is set when a partner request was admitted to be
+	// forwarded (not replayed).
+	forwarded bool
+}
+
+// eventFeed is the gateway's hub and what publishing needs beside it.
+type eventFeed struct {
+	hub *events.Hub
+	// lookups holds a token per lock state read in flight
+	// (maxWaiterLookups).
+	lookups chan struct{}
+}
+
+// newEventFeed returns the feed of a gateway configured by cfg, its
+// metrics registered on m's registry.
+func newEventFeed(cfg Config, m *metrics) *eventFeed {
+	hub := events.NewHub(events.Config{MaxSubscribers: cfg.EventSubscribers, Buffer: cfg.EventBuffer})
+	m.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fencegate_event_subscribers",
+			Help: "Subscribers of the event feed (GET /v1/events) now; Config.EventSubscribers bounds them.",
+		}, func() float64 { return float64(hub.Subscribers()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "fencegate_events_dropped_total",
+			Help: "Events of the feed that a subscriber lost because its buffer (Config.EventBuffer) was full, over all subscribers.",
+		}, func() float64 { return float64(hub.Dropped()) }),
+	)
+	return &eventFeed{hub: hub, lookups: make(chan struct{}, maxWaiterLookups)}
+}
+
+// serveEvents is GET /v1/events[?prefix=P]: see the top of the file.
+func (g *Gateway) serveEvents(w http.ResponseWriter, r *http.Request) {
+	prefix := r.URL.Query().Get("prefix")
+	if len(prefix) > maxResourceBytes {
+		g.writeError(w, r, fmt.Errorf("%w: prefix longer than %d bytes", api.ErrInvalidRequest, maxResourceBytes))
+		return
+	}
+	may, err := g.eventFilter(r.Context(), prefix)
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	if g.draining.Load() {
+		g.writeError(w, r, fmt.Errorf("%w: the gateway is shutting down", api.ErrGatewayBusy))
+		return
+	}
+	sub, err := g.events.hub.Subscribe(events.Filter{Prefix: prefix, May: may})
+	switch {
+	case errors.Is(err, events.ErrTooManySubscribers):
+		g.writeError(w, r, fmt.Errorf("%w: %w: this gateway's limit is %d", api.ErrGatewayBusy, err, g.cfg.EventSubscribers))
+		return
+	case err != nil:
+		g.writeError(w, r, fmt.Errorf("%w: %w: the gateway is shutting down", api.ErrGatewayBusy, err))
+		return
+	}
+	defer sub.Close()
+	g.stream(w, r, sub)
+}
+
+// stream writes sub's events to w until the client leaves, the feed
+// closes (the gateway drains), or a write fails.
+func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, sub *events.Subscription) {
+	ctx := r.Context()
+	rc := http.NewResponseController(w)
+	// The server's read timeout would end the stream: no more is read
+	// from the client, whose leaving cancels ctx.
+	_ = rc.SetReadDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+	buf := append(make([]byte, 0, 8<<10), ": subscribed\n\n"...)
+	keepalive := time.NewTicker(eventKeepalive)
+	defer keepalive.Stop()
+	pause := time.NewTimer(0)
+	defer pause.Stop()
+	<-pause.C
+	for {
+		if len(buf) > 0 {
+			if err := rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout)); err != nil {
+				return
+			}
+			if _, err := w.Write(buf); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+			buf = buf[:0]
+			// Let the next events gather (eventFlushInterval).
+			pause.Reset(eventFlushInterval)
+			select {
+			case <-ctx.Done():
+				return
+			case <-sub.Done():
+				return
+			case <-pause.C:
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-sub.Done():
+			return
+		case <-keepalive.C:
+			buf = append(buf, events.Keepalive...)
+		case it := <-sub.C():
+			buf = appendItem(buf, it)
+			for len(buf) < 64<<10 && len(sub.C()) > 0 {
+				buf = appendItem(buf, <-sub.C())
+			}
+		}
+	}
+}
+
+// appendItem appends it's frame, led by a dropped marker when events
+// were lost before it.
+func appendItem(b []byte, it events.Item) []byte {
+	if it.Dropped > 0 {
+		b = events.AppendDropped(b, it.Dropped)
+	}
+	return append(b, it.Frame...)
+}
+
+// eventFilter returns what the caller may see of the feed under prefix:
+// nil (everything) without auth; otherwise the resources under a prefix
+// that one of its grants allows to read. A caller that may read nothing
+// under prefix is refused with api.ErrForbidden.
+func (g *Gateway) eventFilter(ctx context.Context, prefix string) (func(string) bool, error) {
+	if g.auth == nil {
+		return nil, nil
+	}
+	id := callerIdentity(ctx)
+	if id == nil { // only if the route escaped the middleware: fail closed
+		return nil, fmt.Errorf("events: %w: request not authenticated", api.ErrUnauthorized)
+	}
+	var readable []string
+	for _, gr := range id.Grants {
+		overlaps := strings.HasPrefix(gr.Prefix, prefix) || strings.HasPrefix(prefix, gr.Prefix)
+		if overlaps && gr.allows(OpRead) {
+			readable = append(readable, gr.Prefix)
+		}
+	}
+	if len(readable) == 0 {
+		return nil, fmt.Errorf("%w: identity %q may read no resource under %q", api.ErrForbidden, id.Name, prefix)
+	}
+	return func(resource string) bool {
+		for _, p := range readable {
+			if strings.HasPrefix(resource, p) {
+				return true
+			}
+		}
+		return false
+	}, nil
+}
+
+// publishAccepted publishes the accepted write that the request whose
+// exchange is x was, if it was one: an object PUT or DELETE answered 2xx,
+// or a partner request forwarded (whatever the partner answered). The
+// track middleware calls it when the request ends.
+func (g *Gateway) publishAccepted(r *http.Request, x *exchange, status int, header http.Header, end time.Time, elapsed time.Duration) {
+	if !g.events.hub.Active() || x.problem != "" || x.resource == "" {
+		return
+	}
+	kind := events.KindWriteAccepted
+	switch path := r.URL.Path; {
+	case strings.HasPrefix(path, partnersPrefix):
+		if !x.decision.forwarded {
+			return
+		}
+	case !strings.HasPrefix(path, objectsPrefix) || status < 200 || status > 299:
+		return
+	case r.Method == http.MethodDelete:
+		kind = events.KindDeleteAccepted
+	case r.Method != http.MethodPut:
+		return
+	}
+	e := events.Event{
+		Time:      end,
+		Kind:      kind,
+		Resource:  string(x.resource),
+		Token:     x.token,
+		HWMBefore: x.decision.hwmBefore,
+		HWM:       x.decision.hwmBefore, // a check that raised nothing
+		Status:    status,
+		LatencyMS: float64(elapsed.Microseconds()) / 1000,
+		Identity:  x.identity.name(),
+	}
+	if x.decision.raised {
+		e.HWM = x.token
+	}
+	if kind == events.KindWriteAccepted && strings.HasPrefix(r.URL.Path, objectsPrefix) {
+		e.ETag = header.Get("ETag")
+	}
+	g.events.hub.Publish(&e)
+}
+
+// publishRefused publishes the write refused with p for err, about
+// resource and token (noteProblem's audited refusals), and, for a stale
+// token, where it was caught.
+func (g *Gateway) publishRefused(p api.Problem, err error, x *exchange, resource api.Resource, token api.Token) {
+	if !g.events.hub.Active() || resource == "" {
+		return
+	}
+	e := events.Event{
+		Time:     time.Now(),
+		Kind:     events.KindWriteRefused,
+		Resource: string(resource),
+		Token:    token,
+		HWM:      p.HighWaterMark,
+		Problem:  x.problem,
+		Status:   p.Status,
+		Identity: x.identity.name(),
+	}
+	if errors.Is(err, api.ErrStaleToken) {
+		e.Caught = staleFromEtcd
+		if x.staleSource != "" {
+			e.Caught = x.staleSource
+		}
+	}
+	g.events.hub.Publish(&e)
+}
+
+// publishAdmission publishes a partner request's admission: replayed
+// from its idempotency record, or admitted to be forwarded, which it
+// notes for publishAccepted.
+func (g *Gateway) publishAdmission(r *http.Request, pr partnerRequest, adm api.Admission) {
+	x := exchangeOf(r.Context())
+	if x != nil && adm.Replay == nil {
+		x.decision.forwarded = true
+	}
+	if !g.events.hub.Active() {
+		return
+	}
+	e := events.Event{Time: time.Now(), Kind: events.KindPartnerAdmitted, Resource: string(pr.resource), Token: pr.token, Identity: callerName(r.Context())}
+	if adm.Replay != nil {
+		e.Kind, e.Status = events.KindPartnerReplayed, adm.Replay.Status
+	}
+	g.events.hub.Publish(&e)
+}
+
+// publishPartnerBusy publishes a partner request refused for err, when
+// err says that its resource was busy.
+func (g *Gateway) publishPartnerBusy(r *http.Request, pr partnerRequest, err error) {
+	if !g.events.hub.Active() || !errors.Is(err, api.ErrResourceBusy) {
+		return
+	}
+	g.events.hub.Publish(&events.Event{
+		Time:     time.Now(),
+		Kind:     events.KindPartnerBusy,
+		Resource: string(pr.resource),
+		Token:    pr.token,
+		Status:   api.ProblemFor(err).Status,
+		Identity: callerName(r.Context()),
+	})
+}
+
+// publishLock publishes a lock event of kind about lock name's grant
+// with token (and session, zero: unknown). The lock's waiters are counted
+// by a read of its state after the decision, off the request
+// (maxWaiterLookups at once; without a free one the event goes out
+// without the count); the event keeps the decision's time.
+func (h *lockAPI) publishLock(r *http.Request, kind, name string, token api.Token, session api.SessionID) {
+	feed := h.g.events
+	if !feed.hub.Active() {
+		return
+	}
+	e := &events.Event{Time: time.Now(), Kind: kind, Resource: name, Token: token, Identity: callerName(r.Context())}
+	if session != 0 {
+		e.Session = session.String()
+	}
+	select {
+	case feed.lookups <- struct{}{}:
+	default:
+		feed.hub.Publish(e)
+		return
+	}
+	ctx := context.WithoutCancel(r.Context())
+	go func() {
+		defer func() { <-feed.lookups }()
+		ctx, cancel := context.WithTimeout(ctx, waiterLookupTimeout)
+		defer cancel()
+		if st, err := h.locks.LockState(ctx, name, 0, nil); err == nil {
+			waiters := st.QueueLength
+			if st.Held {
+				waiters--
+			}
+			e.Waiters = &waiters
+		}
+		feed.hub.Publish(e)
+	}()
+}
+
+// eventFences notes, for the event feed, the mark the gateway knew before
+// each fence check and whether the check raised it (decisionNote).
+type eventFences struct {
+	FenceStore
+	hub *events.Hub
+}
+
+var _ FenceStore = (*eventFences)(nil)
+
+func (f *eventFences) FenceCheck(ctx context.Context, resource api.Resource, token api.Token) error {
+	x := f.noteBefore(ctx, resource)
+	err := f.FenceStore.FenceCheck(ctx, resource, token)
+	noteRaised(x, err)
+	return err
+}
+
+func (f *eventFences) FenceCheckRenew(ctx context.Context, resource api.Resource, token api.Token) error {
+	x := f.noteBefore(ctx, resource)
+	err := f.FenceStore.FenceCheckRenew(ctx, resource, token)
+	noteRaised(x, err)
+	return err
+}
+
+func (f *eventFences) CheckNotStale(ctx context.Context, resource api.Resource, token api.Token) error {
+	f.noteBefore(ctx, resource) // raises nothing
+	return f.FenceStore.CheckNotStale(ctx, resource, token)
+}
+
+// noteBefore notes the mark known before a check in the request's
+// exchange, when anyone subscribes, and returns the exchange it noted
+// in, or nil.
+func (f *eventFences) noteBefore(ctx context.Context, resource api.Resource) *exchange {
+	return noteMarkBefore(ctx, f.hub, f.FenceStore.CachedHighWaterMark, resource)
+}
+
+func noteMarkBefore(ctx context.Context, hub *events.Hub, cached func(api.Resource) (api.Token, bool), resource api.Resource) *exchange {
+	if !hub.Active() {
+		return nil
+	}
+	x := exchangeOf(ctx)
+	if x != nil {
+		x.decision.hwmBefore, _ = cached(resource)
+	}
+	return x
+}
+
+func noteRaised(x *exchange, err error) {
+	if x != nil && err == nil {
+		x.decision.raised = true
+	}
+}
+
+// eventPartners notes, for the event feed, the mark the gateway knew
+// before each partner admission, and whether it was admitted.
+type eventPartners struct {
+	PartnerStore
+	hub *events.Hub
+}
+
+var _ PartnerStore = (*eventPartners)(nil)
+
+func (p *eventPartners) AdmitPartner(ctx context.Context, req api.PartnerAdmission) (api.Admission, error) {
+	x := noteMarkBefore(ctx, p.hub, p.PartnerStore.CachedHighWaterMark, req.Resource)
+	adm, err := p.PartnerStore.AdmitPartner(ctx, req)
+	if adm.Replay == nil {
+		noteRaised(x, err)
+	}
+	return adm, err
+}
