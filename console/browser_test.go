@@ -82,7 +82,6 @@ func newConsoleEnv(t *testing.T) *consoleEnv {
 		APIKeys: []gateway.APIKey{{SHA256: sum(adminKey), Identity: "admin"}, {SHA256: sum(watcherKey), Identity: "watcher"}},
 	}
 	opts := []gateway.Option{gateway.WithLocks(store), gateway.WithInspection(store), gateway.WithConsole(console.Handler()), gateway.WithAuth(auth)}
-	opts = append(opts, eventOptions(t)...)
 	gw, err := gateway.New(gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store, backend, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -263,7 +262,10 @@ func TestConsoleDecisions(t *testing.T) {
 
 	// Metrics: the rates and p99 parsed from /metrics.
 	show(t, tab, "metrics")
-	waitDOM(t, tab, "the p99 of object writes", `(() => { const r = document.querySelector('#metrics tr[data-measure="p99_writes"] td.mono'); return r !== null && / ms$/.test(r.textContent); })()`)
+	waitDOM(t, tab, "the p99 of object writes, and a request rate from two scrapes", `(() => {
+		const v = (id) => { const r = document.querySelector('#metrics tr[data-measure="' + id + '"] td.mono'); return r === null ? '' : r.textContent; };
+		return / ms$/.test(v('p99_writes')) && / \/s$/.test(v('requests_rate'));
+	})()`)
 	screenshot(t, tab, "metrics")
 	show(t, tab, "partners")
 	waitDOM(t, tab, "the in-flight listing", `document.querySelector('#inflight tbody tr') !== null`)

@@ -285,6 +285,13 @@ function chart(resource, points) {
   s.append(svg('text', { x: 4, y: y(lo) + 4 }, String(lo)));
   s.append(svg('text', { x: L, y: H - 6 }, new Date(t0).toISOString().slice(11, 19)));
   s.append(svg('text', { x: W - R - 48, y: H - 6 }, new Date(t1).toISOString().slice(11, 19)));
+  // The high-water mark as the events told it: a step line.
+  let path = '';
+  for (const p of points) {
+    if (!Number.isFinite(p.hwm)) continue;
+    path += (path ? ` H${x(p.t).toFixed(1)} V` : `M${x(p.t).toFixed(1)},`) + y(p.hwm).toFixed(1);
+  }
+  if (path) s.append(svg('path', { d: path + ` H${W - R}`, class: 'hwm-line' }));
   for (const p of points) {
     if (!Number.isFinite(p.token)) continue;
     const cx = x(p.t), cy = y(p.token);
@@ -449,7 +456,7 @@ async function pollMetrics() {
     const window = (name, f) => {
       const b = buckets(now.samples, name, f);
       const d = diffBuckets(b, prev ? buckets(prev.samples, name, f) : null);
-      const inWindow = [...d.values()].some((c) => c > 0);
+      const inWindow = prev !== null && [...d.values()].some((c) => c > 0);
       return { p99: quantile(0.99, inWindow ? d : b), since: inWindow ? 'last interval' : 'since start' };
     };
     const all = window('fencegate_request_duration_seconds');
