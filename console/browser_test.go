@@ -16,10 +16,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,6 +52,9 @@ const domWait = 20 * time.Second
 type consoleEnv struct {
 	url     string
 	browser context.Context // the browser's first tab
+	// partnerGate holds the partner's answers until it is closed.
+	partnerGate chan struct{}
+	gateOnce    sync.Once
 }
 
 func newConsoleEnv(t *testing.T) *consoleEnv {
@@ -81,13 +86,31 @@ func newConsoleEnv(t *testing.T) *consoleEnv {
 		},
 		APIKeys: []gateway.APIKey{{SHA256: sum(adminKey), Identity: "admin"}, {SHA256: sum(watcherKey), Identity: "watcher"}},
 	}
-	opts := []gateway.Option{gateway.WithLocks(store), gateway.WithInspection(store), gateway.WithConsole(console.Handler()), gateway.WithAuth(auth)}
+	partners, err := tokenstore.NewPartners(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &consoleEnv{partnerGate: make(chan struct{})}
+	partner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // held until the test opens the gate, so that it is seen in flight
+		case <-e.partnerGate:
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"id":"ch_1"}`)
+	}))
+	t.Cleanup(partner.Close)
+	partnerURL, _ := url.Parse(partner.URL)
+	route := gateway.PartnerRoute{Name: "payments", Upstream: partnerURL, Methods: []string{http.MethodPost}, Resource: "accounts/{account}", RequireIdempotencyKey: true}
+	opts := []gateway.Option{gateway.WithLocks(store), gateway.WithInspection(store), gateway.WithConsole(console.Handler()), gateway.WithAuth(auth),
+		gateway.WithPartners([]gateway.PartnerRoute{route}, partners, nil)}
 	gw, err := gateway.New(gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store, backend, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
+	t.Cleanup(e.openPartnerGate) // before the server closes: no request held
 
 	allocOpts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium),
@@ -104,7 +127,14 @@ func newConsoleEnv(t *testing.T) *consoleEnv {
 	if err := chromedp.Do(browser); err != nil {
 		t.Fatalf("start chromium %s: %v", chromium, err)
 	}
-	return &consoleEnv{url: srv.URL, browser: browser}
+	e.url, e.browser = srv.URL, browser
+	return e
+}
+
+// openPartnerGate lets the partner answer the requests it holds, and
+// every later one at once.
+func (e *consoleEnv) openPartnerGate() {
+	e.gateOnce.Do(func() { close(e.partnerGate) })
 }
 
 // tab opens the console in a new tab and connects it with key.
@@ -389,4 +419,44 @@ func TestConsoleShowsOnlyWhatTheKeyMayRead(t *testing.T) {
 	if hidden != 0 {
 		t.Fatalf("the watcher's page lists %d marks under s3/demo/hidden/; want none", hidden)
 	}
+}
+
+func TestConsolePartners(t *testing.T) {
+	e := newConsoleEnv(t)
+	tab := e.tab(t, adminKey)
+	waitLive(t, tab)
+	show(t, tab, "partners")
+	charge := func() chan int {
+		done := make(chan int, 1)
+		go func() {
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, e.url+"/v1/partners/payments/accounts/a1/charges", strings.NewReader(`{"amount": 5}`))
+			req.Header.Set("Authorization", "Bearer "+adminKey)
+			req.Header.Set(api.HeaderFenceToken, "9")
+			req.Header.Set("Idempotency-Key", "charge-1")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				done <- 0
+				return
+			}
+			res.Body.Close()
+			done <- res.StatusCode
+		}()
+		return done
+	}
+	first := charge()
+	// Held by the partner: its in-flight marker is listed, with its token.
+	waitDOM(t, tab, "the request in flight", `(() => { const r = [...document.querySelectorAll('#inflight tbody tr[data-resource]')].find(r => r.dataset.resource.startsWith('partner/payments/')); return r !== undefined && r.textContent.includes('9'); })()`)
+	screenshot(t, tab, "partners-in-flight")
+	e.openPartnerGate()
+	if s := <-first; s != http.StatusCreated {
+		t.Fatalf("the charge: %d; want 201", s)
+	}
+	// The same key again: replayed from the idempotency record, and
+	// counted for the route.
+	if s := <-charge(); s != http.StatusCreated {
+		t.Fatalf("the charge's retry: %d; want the replayed 201", s)
+	}
+	waitDOM(t, tab, "one admission and one replay on the route", `(() => { const r = document.querySelector('#routes tr[data-route="payments"]'); return r !== null && r.cells[1].textContent === '1' && r.cells[2].textContent === '1'; })()`)
+	waitDOM(t, tab, "nothing in flight any more", `document.querySelector('#inflight tbody tr[data-resource]') === null`)
+	screenshot(t, tab, "partners")
 }
