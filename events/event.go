@@ -87,6 +87,9 @@ type Event struct {
 	Caught string `json:"caught,omitempty"`
 	// Session is the lock grant's session.
 	Session string `json:"session,omitempty"`
+	// Holder is, for lock events, the identity that was granted the
+	// lock or released it ("" without auth).
+	Holder string `json:"holder,omitempty"`
 	// Waiters counts the requests queued behind a lock's holder after a
 	// grant or release; nil when unknown.
 	Waiters *int64 `json:"waiters,omitempty"`
@@ -120,6 +123,7 @@ func (e *Event) appendFields(b []byte) []byte {
 	b = appendOptString(b, `,"problem":`, e.Problem)
 	b = appendOptString(b, `,"caught":`, e.Caught)
 	b = appendOptString(b, `,"session":`, e.Session)
+	b = appendOptString(b, `,"holder":`, e.Holder)
 	if e.Waiters != nil {
 		b = append(b, `,"waiters":`...)
 		b = strconv.AppendInt(b, *e.Waiters, 10)

@@ -57,7 +57,7 @@ func TestEventWireForm(t *testing.T) {
 	tests := []events.Event{
 		{Time: at, Kind: events.KindWriteAccepted, Resource: "s3/demo/k", Token: 34, HWMBefore: 33, HWM: 34, ETag: `"abc"`, Status: 200, LatencyMS: 1.42, Identity: "alice"},
 		{Time: at, Kind: events.KindWriteRefused, Resource: "s3/demo/k<&>\u2028\n\"x", Token: 1<<64 - 1, HWM: 1<<63 + 5, Problem: "stale-token", Status: 409, Caught: events.CaughtCache},
-		{Time: at, Kind: events.KindLockGranted, Resource: "jobs", Token: 7, Session: "1234", Waiters: &waiters},
+		{Time: at, Kind: events.KindLockGranted, Resource: "jobs", Token: 7, Session: "1234", Holder: "carol", Waiters: &waiters},
 		{Time: at, Kind: events.KindLockReleased, Resource: "jobs", Waiters: new(int64)},
 		{Time: at, Kind: events.KindPartnerBusy, Resource: "partner/pay/\xff", Token: 3, Status: 503},
 	}

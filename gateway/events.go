@@ -37,7 +37,7 @@ const (
 	// buffer and go out together, one write and flush for many events
 	// under load, so that subscribers cost the gateway little CPU per
 	// decision.
-	eventFlushInterval = 50 * time.Millisecond
+	eventFlushInterval = 100 * time.Millisecond
 	// eventWriteTimeout bounds each write to a stream: a subscriber that
 	// takes nothing for this long is disconnected (its buffer had long
 	// been dropping).
@@ -289,7 +289,7 @@ func (g *Gateway) publishRefused(p api.Problem, err error, x *exchange, resource
 func (g *Gateway) publishAdmission(r *http.Request, pr partnerRequest, adm api.Admission) {
 	x := exchangeOf(r.Context())
 	if x != nil && adm.Replay == nil {
-		x.decision.forwarded = true
+		x.decision.forwarded, x.decision.raised = true, true
 	}
 	if !g.events.hub.Active() {
 		return
@@ -327,7 +327,8 @@ func (h *lockAPI) publishLock(r *http.Request, kind, name string, token api.Toke
 	if !feed.hub.Active() {
 		return
 	}
-	e := &events.Event{Time: time.Now(), Kind: kind, Resource: name, Token: token, Identity: callerName(r.Context())}
+	caller := callerName(r.Context())
+	e := &events.Event{Time: time.Now(), Kind: kind, Resource: name, Token: token, Identity: caller, Holder: caller}
 	if session != 0 {
 		e.Session = session.String()
 	}
@@ -381,13 +382,14 @@ func (f *eventFences) CheckNotStale(ctx context.Context, resource api.Resource, 
 	return f.FenceStore.CheckNotStale(ctx, resource, token)
 }
 
-// noteBefore notes the mark known before a check in the request's
-// exchange, when anyone subscribes, and returns the exchange it noted
-// in, or nil.
+// noteBefore notes the mark known before a check (noteMarkBefore).
 func (f *eventFences) noteBefore(ctx context.Context, resource api.Resource) *exchange {
 	return noteMarkBefore(ctx, f.hub, f.FenceStore.CachedHighWaterMark, resource)
 }
 
+// noteMarkBefore notes resource's mark as cached reads it in the
+// request's exchange (decisionNote.hwmBefore), when anyone subscribes,
+// and returns the exchange, or nil.
 func noteMarkBefore(ctx context.Context, hub *events.Hub, cached func(api.Resource) (api.Token, bool), resource api.Resource) *exchange {
 	if !hub.Active() {
 		return nil
@@ -399,26 +401,10 @@ func noteMarkBefore(ctx context.Context, hub *events.Hub, cached func(api.Resour
 	return x
 }
 
+// noteRaised notes in x, if not nil, that a check raised the mark
+// (err nil).
 func noteRaised(x *exchange, err error) {
 	if x != nil && err == nil {
 		x.decision.raised = true
 	}
-}
-
-// eventPartners notes, for the event feed, the mark the gateway knew
-// before each partner admission, and whether it was admitted.
-type eventPartners struct {
-	PartnerStore
-	hub *events.Hub
-}
-
-var _ PartnerStore = (*eventPartners)(nil)
-
-func (p *eventPartners) AdmitPartner(ctx context.Context, req api.PartnerAdmission) (api.Admission, error) {
-	x := noteMarkBefore(ctx, p.hub, p.PartnerStore.CachedHighWaterMark, req.Resource)
-	adm, err := p.PartnerStore.AdmitPartner(ctx, req)
-	if adm.Replay == nil {
-		noteRaised(x, err)
-	}
-	return adm, err
 }

@@ -166,7 +166,6 @@ func WithPartners(routes []PartnerRoute, store PartnerStore, client *http.Client
 	return func(g *Gateway) {
 		if store != nil {
 			store = &instrumentedPartners{PartnerStore: store, m: g.metrics}
-			store = &eventPartners{PartnerStore: store, hub: g.events.hub}
 		}
 		h, err := newPartnerAPI(g, routes, store, client)
 		if err != nil {

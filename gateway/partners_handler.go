@@ -146,6 +146,7 @@ func (h *partnerAPI) parse(r *http.Request) (partnerRequest, error) {
 		return partnerRequest{}, err
 	}
 	noteChecked(r.Context(), resource, token)
+	noteMarkBefore(r.Context(), h.g.events.hub, h.store.CachedHighWaterMark, resource)
 	// Fast reject, as for objects: high-water marks only grow.
 	if hwm, ok := h.store.CachedHighWaterMark(resource); ok && hwm > token {
 		noteStaleSource(r.Context(), staleFromCache)

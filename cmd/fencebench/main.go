@@ -306,6 +306,12 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		rep.Cells = append(rep.Cells, results...)
 		i += n
 	}
+	if slices.Contains(cfg.modes, modeGateway) && ctx.Err() == nil {
+		progress.cell = "events: subscribers' cost per write"
+		if rep.Events, err = b.eventsCell(ctx); err != nil {
+			return err
+		}
+	}
 	if cfg.uploadBytes > 0 && ctx.Err() == nil {
 		bins := []struct{ name, bin string }{{modeGateway, bin}}
 		if cfg.baselineFencegate != "" {

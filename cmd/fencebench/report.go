@@ -22,6 +22,7 @@ type report struct {
 	Config  reportConfig   `json:"config"`
 	Cells   []cellResult   `json:"cells"`
 	Uploads []uploadResult `json:"uploads,omitempty"`
+	Events  *eventsResult  `json:"events,omitempty"` // the events cell (events.go)
 	Summary summary        `json:"summary"`
 	// SummaryLine is the summary as make bench prints it last.
 	SummaryLine string `json:"summary_line"`
@@ -276,6 +277,9 @@ func (r *report) finish(cfg config) {
 		"raise_c64_ratio_vs_direct=" + format(s.RaiseC64RatioVsDirect, 2),
 		"raise_ceiling_ratio_batched_vs_unbatched=" + format(s.RaiseCeilingRatioBatchedVsUnbatched, 2),
 	}, " ")
+	if r.Events != nil {
+		r.SummaryLine += " " + r.Events.summaryFields()
+	}
 }
 
 func format(v *float64, decimals int) string {
@@ -360,6 +364,9 @@ func (r *report) writeText(w io.Writer) error {
 	for _, u := range r.Uploads {
 		fmt.Fprintf(w, "upload %s through a fresh %s: %d in %.1fs (%.0f MiB/s); RSS %.1f MiB before, %.1f MiB peak: +%.1f MiB (%d samples and VmHWM)\n",
 			byteSize(u.Bytes), u.Gateway, u.Status, u.Seconds, u.MiBPerSecond, u.RSSBeforeMiB, u.RSSPeakMiB, u.RSSGrowthMiB, u.Samples)
+	}
+	if r.Events != nil {
+		fmt.Fprint(w, r.Events.text())
 	}
 	_, err := fmt.Fprintln(w, r.SummaryLine)
 	return err
