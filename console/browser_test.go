@@ -352,6 +352,7 @@ func TestConsoleLocks(t *testing.T) {
 func TestConsoleSeedReplay(t *testing.T) {
 	e := newConsoleEnv(t)
 	tab := e.tab(t, adminKey)
+	waitLive(t, tab)
 	show(t, tab, "seed")
 	run(t, tab,
 		chromedp.SetValue(chromedp.CSS("#seed-bucket"), bucket),

@@ -587,7 +587,7 @@ function drawTimeline(run) {
   const bar = (row, from, to, cls, label, data) => {
     const g = svg('g', Object.assign({ class: cls }, data || {}));
     g.append(svg('rect', { x: x(from), y: rows[row] - 11, width: Math.max(1, x(to) - x(from)), height: 22, rx: 3 }));
-    if (label) g.append(svg('text', { x: x(from) + 4, y: rows[row] + 4 }, label));
+    if (label) g.append(svg('text', { x: x(from) + 10, y: rows[row] + 4 }, label));
     s.append(g);
   };
   const both = run.c2grant !== undefined && run.c1write && run.c1write.end > run.c2grant;
