@@ -24,7 +24,7 @@ ABUSE_ARGS ?=
 FOOTPRINT_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help tools build run test check fuzz bench abuse soak-footprint postgres mariadb zookeeper redis awscli rclone s3cmd boto3 clean distclean robustness soak
+.PHONY: help tools build run test check fuzz bench abuse soak-footprint postgres mariadb zookeeper redis awscli rclone s3cmd boto3 chromium clean distclean robustness soak
 
 help: ## list the targets
 	@echo 'Targets:'
@@ -50,7 +50,7 @@ run: build $(BIN)/versitygw $(if $(findstring gcs,$(ARGS)),$(BIN)/fake-gcs-serve
 
 # The second command runs the unit tests of the unsafe test hooks, which only a
 # build with their tag has (cmd/fencegate/testhooks.go).
-test: $(BIN)/versitygw $(BIN)/fake-gcs-server postgres mariadb zookeeper redis awscli rclone s3cmd boto3 ## run every test with the race detector, against real etcd, versitygw, fake-gcs-server, PostgreSQL, MariaDB, ZooKeeper, Redis, aws-cli, rclone, s3cmd and boto3
+test: $(BIN)/versitygw $(BIN)/fake-gcs-server postgres mariadb zookeeper redis awscli rclone s3cmd boto3 chromium ## run every test with the race detector, against real etcd, versitygw, fake-gcs-server, PostgreSQL, MariaDB, ZooKeeper, Redis, aws-cli, rclone, s3cmd, boto3 and headless Chromium
 	FENCEGATE_VERSITYGW=$(BIN)/versitygw FENCEGATE_FAKE_GCS=$(BIN)/fake-gcs-server $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -race -count=1 -tags fencegate_unsafe_hooks -run 'UnsafeTestHooks|PauseAfterFence' ./cmd/fencegate
 
@@ -132,6 +132,14 @@ boto3: ## install boto3 from Debian's packages if /usr/bin/python3 cannot import
 	else \
 		echo "boto3 is missing: apt-get install -y python3-boto3"; \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y python3-boto3; \
+	fi
+
+chromium: ## install Chromium from Debian's packages if it is missing (the console tests drive the page in headless Chromium; FENCEGATE_CHROMIUM picks another)
+	@if command -v chromium >/dev/null 2>&1; then \
+		echo "Chromium: $$(command -v chromium)"; \
+	else \
+		echo "Chromium is missing: apt-get install -y chromium"; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
 	fi
 
 # The token-source tests run these servers from Debian's packages as child

@@ -367,7 +367,7 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if openPaths[r.URL.Path] {
+		if openPaths[r.URL.Path] || g.consoleAsset(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -273,6 +273,9 @@ type Gateway struct {
 	mounts []func(chi.Router)
 	// auth authenticates and authorizes requests; nil without WithAuth.
 	auth *authenticator
+	// console is true when WithConsole mounted the console's files,
+	// which authenticate lets through (see consoleAsset).
+	console bool
 	// perClient counts each client's object requests in flight; nil when
 	// Config.MaxRequestsPerClient is zero.
 	perClient *clientCounts

@@ -65,7 +65,10 @@ func openAPIOptions(stores openAPIStores, partner, down *url.URL) map[string]Opt
 		}),
 		"WithLocks": WithLocks(stores),
 		// No routes of its own: the S3 front door's multipart and large PUTs.
-		"WithMultipart": WithMultipart(noMultipart{}, noMultipart{}),
+		"WithMultipart":  WithMultipart(noMultipart{}, noMultipart{}),
+		"WithLocks":      WithLocks(stores),
+		"WithInspection": WithInspection(stores),
+		"WithConsole":    WithConsole(openAPIConsole),
 		// No routes of its own: where partner answers' bodies are kept.
 		"WithPartnerAnswers": WithPartnerAnswers(nil),
 		"WithPartners": WithPartners([]PartnerRoute{
@@ -327,12 +330,14 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 func TestOpenAPIOpenOperations(t *testing.T) {
 	spec := specPaths(t)
 	var diffs []string
+	console := &Gateway{console: true} // the console's files are open too
 	for p, ops := range spec {
 		for m, op := range ops {
+			open := openPaths[p] || console.consoleAsset(p)
 			switch {
-			case op.open && !openPaths[p]:
+			case op.open && !open:
 				diffs = append(diffs, fmt.Sprintf("spec says %s %s needs no authentication; the gateway authenticates it", m, p))
-			case !op.open && openPaths[p]:
+			case !op.open && open:
 				diffs = append(diffs, fmt.Sprintf("spec says %s %s needs authentication; the gateway serves it open (add security: [])", m, p))
 			}
 		}
@@ -575,6 +580,18 @@ func TestOpenAPIAnswers(t *testing.T) {
 		{name: "head precondition failed", method: "HEAD", target: "/v1/objects/dev/k", header: map[string]string{"If-Match": `"e0"`}, stores: errs("Head", api.ErrPreconditionFailed), wantStatus: 412},
 		{name: "fence", method: "GET", target: "/v1/fences/s3/dev/k", wantStatus: 200},
 		{name: "fence unavailable", method: "GET", target: "/v1/fences/s3/dev/k", stores: errs("HighWaterMark", api.ErrUnavailable), wantStatus: 503, wantType: "fence-unavailable"},
+		{name: "list fences", method: "GET", target: "/v1/fences?prefix=s3/dev/&limit=10", wantStatus: 200},
+		{name: "list fences bad limit", method: "GET", target: "/v1/fences?limit=0", wantStatus: 400, wantType: "invalid-request"},
+		{name: "list fences unauthenticated", method: "GET", target: "/v1/fences", header: map[string]string{"Authorization": ""}, wantStatus: 401, wantType: "unauthorized"},
+		{name: "list fences unavailable", method: "GET", target: "/v1/fences", stores: errs("Marks", api.ErrUnavailable), wantStatus: 503, wantType: "fence-unavailable"},
+		{name: "list locks", method: "GET", target: "/v1/locks", wantStatus: 200},
+		{name: "list locks after outside prefix", method: "GET", target: "/v1/locks?prefix=a&after=b", wantStatus: 400, wantType: "invalid-request"},
+		{name: "list locks unavailable", method: "GET", target: "/v1/locks", stores: errs("Locks", api.ErrUnavailable), wantStatus: 503, wantType: "fence-unavailable"},
+		{name: "list in flight", method: "GET", target: "/v1/inflight?prefix=partner/", wantStatus: 200},
+		{name: "list in flight unavailable", method: "GET", target: "/v1/inflight", stores: errs("InFlight", api.ErrUnavailable), wantStatus: 503, wantType: "fence-unavailable"},
+		{name: "console", method: "GET", target: "/ui/", header: map[string]string{"Authorization": ""}, wantStatus: 200},
+		{name: "console no such file", method: "GET", target: "/ui/nothing.js", header: map[string]string{"Authorization": ""}, wantStatus: 404},
+		{name: "console redirect", method: "GET", target: "/ui", header: map[string]string{"Authorization": ""}, wantStatus: 301},
 
 		{name: "events, prefix too long", method: "GET", target: "/v1/events?prefix=" + strings.Repeat("p", 1200), wantStatus: 400, wantType: "invalid-request"},
 

@@ -367,6 +367,7 @@ fencegate dev is running.
 {{- with .S3API}}
   S3 API   {{.Endpoint}}  (region {{.Region}}; {{if .FileKeys}}the s3_keys of the config file's identities{{else}}access key {{.AccessKey}}, secret key {{.SecretKey}}{{end}})
 {{- end}}
+  console  {{.Gateway}}/ui/  (in a browser: decisions, marks, locks, metrics, the seed scenario)
   etcd     {{.Etcd}}  (data in {{.EtcdDir}})
   S3       {{.S3}}  (versitygw; objects in {{.S3Dir}})
            access key {{.AccessKey}}, secret key {{.SecretKey}}, region {{.Region}}, bucket {{.Bucket}}

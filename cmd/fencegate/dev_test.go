@@ -242,12 +242,17 @@ func TestDevSession(t *testing.T) {
 	first := startRun(t, "dev", "--listen", addr, "--s3-listen", "127.0.0.1:0", "--data", data, "--log-level", "warn")
 	first.waitReady(t, base)
 	out := first.waitOutput(t, "Ctrl-C stops everything")
-	for _, want := range []string{"access key fencegate-dev", "secret key fencegate-dev-secret", "bucket dev", "The high-water mark of s3/dev/greeting is 0."} {
+	for _, want := range []string{"console  " + base + "/ui/", "access key fencegate-dev", "secret key fencegate-dev-secret", "bucket dev", "The high-water mark of s3/dev/greeting is 0."} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dev printed:\n%s\nwant it to contain %q", out, want)
 		}
 	}
 	wantSession(t, out, base, 5, http.StatusCreated, goCurl)
+	if res, err := http.Get(base + "/ui/"); err != nil || res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "text/html; charset=utf-8" {
+		t.Errorf("GET the printed console URL: %v %v; want 200 text/html", res, err)
+	} else {
+		res.Body.Close()
+	}
 	// Someone else raises the mark further before the next run.
 	if r := goCurl(t, "curl -i -X PUT --data-binary 'hello from 41' -H 'X-Fence-Token: 41' "+base+"/v1/objects/dev/greeting"); r.status != http.StatusOK {
 		t.Fatalf("write with token 41: status %d; want 200\n%s", r.status, r.body)

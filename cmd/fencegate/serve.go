@@ -16,6 +16,7 @@ import (
 
 	"fencegate/api"
 	"fencegate/backends/s3"
+	"fencegate/console"
 	"fencegate/gateway"
 	"fencegate/internal/config"
 	"fencegate/internal/logging"
@@ -156,7 +157,7 @@ func newGatewayOn(ctx context.Context, logger *slog.Logger, store *tokenstore.St
 	if err != nil {
 		return nil, err
 	}
-	opts := []gateway.Option{gateway.WithLocks(store)}
+	opts := []gateway.Option{gateway.WithLocks(store), gateway.WithInspection(store), gateway.WithConsole(console.Handler())}
 	for _, warning := range f.Warnings() {
 		logger.Warn("config: " + warning)
 	}
