@@ -66,7 +66,6 @@ func openAPIOptions(stores openAPIStores, partner, down *url.URL) map[string]Opt
 		"WithLocks": WithLocks(stores),
 		// No routes of its own: the S3 front door's multipart and large PUTs.
 		"WithMultipart":  WithMultipart(noMultipart{}, noMultipart{}),
-		"WithLocks":      WithLocks(stores),
 		"WithInspection": WithInspection(stores),
 		"WithConsole":    WithConsole(openAPIConsole),
 		// No routes of its own: where partner answers' bodies are kept.
