@@ -70,6 +70,19 @@ var rules = []struct {
 			"take settings behind its caller's back instead of a validated Config passed to New",
 	},
 	{
+		pkg: "fencegate/s3api/...", forbidden: []string{"fencegate/tokenstore", "fencegate/backends", "go.etcd.io", "github.com/aws/aws-sdk-go-v2/service", "cloud.google.com"},
+		why: "the S3 API translates S3 requests onto the gateway's fenced operations; if it reached etcd or a store itself it could write without the fence check, " +
+			"or in another order than the one the gateway's argument proves",
+	},
+	{
+		pkg: "fencegate/events", forbidden: []string{"fencegate/gateway", "fencegate/tokenstore", "fencegate/backends", "go.etcd.io"},
+		why: "the event hub only carries decisions: publishing must never wait or fail, so it knows nothing of the stores, and the gateway that publishes cannot be reached back",
+	},
+	{
+		pkg: "fencegate/console", forbidden: []string{"fencegate/gateway", "fencegate/tokenstore", "fencegate/backends", "fencegate/events"},
+		why: "the console is static files: every datum it shows comes from the authenticated API, as for any client, so it must not reach data behind the API's checks",
+	},
+	{
 		pkg: "fencegate/retention", forbidden: []string{"fencegate/gateway", "fencegate/tokenstore", "fencegate/backends", "go.etcd.io", "github.com/aws", "cloud.google.com"},
 		why: "retention owns the rule of which marks may go; it reaches marks and objects through the interfaces it declares, so the rule is tested against any store and no store decides it",
 	},
