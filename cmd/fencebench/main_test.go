@@ -222,14 +222,14 @@ func TestShapes(t *testing.T) {
 	for _, s := range shapes {
 		want := 5 // direct, direct-sdk, clientside, gateway, baseline
 		switch {
-		case s3APIShape(s[0].pattern, s[0].size, s[0].concurrency) && !s[0].stale():
-			want = 6 // and s3api
 		case s[0].stale():
 			want = 2 // stale, stale-baseline
 		case storeMode(s[0].mode):
 			want = 2 // store-raise, store-raise-unbatched
 		case gcsMode(s[0].mode):
 			want = 2 // gcs-direct, gcs-gateway
+		case s3APIShape(s[0].pattern, s[0].size, s[0].concurrency):
+			want = 6 // and s3api
 		}
 		if len(s) != want {
 			t.Errorf("shape %v has %d cells; want %d", s, len(s), want)
