@@ -414,17 +414,17 @@ func (g *Gateway) ListUploads(ctx context.Context, in api.ListUploadsInput) (api
 
 // abandon aborts an upload that can never complete and deletes its
 // binding, even after the request's context ended, within
-// cleanupTimeout, and counts it aborted for reason (abortStale,
+// cleanupTimeout, then counts it aborted for reason (abortStale,
 // abortFailed); why says more, in the log. Failures are logged: S3's
 // lifecycle rules and the binding's TTL free what is left.
 func (g *Gateway) abandon(ctx context.Context, path api.ObjectPath, uploadID, reason, why string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	g.multipart.metrics.aborted.WithLabelValues(reason).Inc()
 	if err := g.multipart.store.AbortUpload(ctx, path, uploadID); err != nil && !errors.Is(err, api.ErrNotFound) {
 		g.logger(ctx).Warn("abort of an upload failed", "bucket", path.Bucket, "key", path.Key, "why", why, "err", err)
 	}
 	g.unbind(ctx, uploadID)
+	g.multipart.metrics.aborted.WithLabelValues(reason).Inc()
 }
 
 // unbind deletes an upload's binding, even after the request's context
