@@ -99,6 +99,9 @@ func TestMultipartMetrics(t *testing.T) {
 		t.Fatalf("AbortUpload = %v", err)
 	}
 	before = e.wantMoved(t, "client abort", before, map[*series]float64{uploadsCreated: 1, abortedByClient: 1})
+	if left := e.uploadsLeft(t); len(left) != 0 {
+		t.Fatalf("uploads left: %v; want every upload aborted or completed", left)
+	}
 
 	// A REST PUT in parts whose client leaves mid-body: aborted as
 	// failed, once the handler has seen the body end.
@@ -115,10 +118,9 @@ func TestMultipartMetrics(t *testing.T) {
 	testenv.WaitUntil(t, 30*time.Second, "the cut upload is counted as aborted", func() bool {
 		return e.multipartMoved(t, before)[abortedFailed] != 0
 	})
+	// (Whether S3 still lists that upload is not checked: the abort
+	// can reach the S3 server while it is still taking in the cut part.)
 	e.wantMoved(t, "body cut short", before, map[*series]float64{uploadsCreated: 1, abortedFailed: 1})
-	if left := e.uploadsLeft(t); len(left) != 0 {
-		t.Fatalf("uploads left: %v; want every upload aborted or completed", left)
-	}
 }
 
 // errorReader fails every read: a client whose body ends in an error.
