@@ -444,3 +444,49 @@ func (c *spaceCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.inUse, prometheus.GaugeValue, float64(space.InUse))
 	ch <- prometheus.MustNewConstMetric(c.quota, prometheus.GaugeValue, float64(space.Quota))
 }
+
+// Multipart uploads' metrics (multipart.go). Their labels are bounded:
+// the abort reasons below, nothing of the request.
+
+// Reasons of an upload's abort (fencegate_multipart_uploads_aborted_total).
+const (
+	abortByClient = "client" // AbortUpload: the client's own abort
+	abortStale    = "stale"  // its token went below the mark: it can never complete
+	abortFailed   = "failed" // the gateway's upload of a REST PUT failed, or its binding was not recorded
+)
+
+// multipartMetrics count the fenced multipart uploads: each counter is
+// moved at the one place in multipart.go where what it counts happens.
+type multipartMetrics struct {
+	created, completed prometheus.Counter
+	aborted            *prometheus.CounterVec // reason
+	partsStale         prometheus.Counter
+}
+
+// newMultipartMetrics makes the multipart uploads' collectors and
+// registers them on m's registry, with every abort reason's series at 0.
+func newMultipartMetrics(m *metrics) *multipartMetrics {
+	mm := &multipartMetrics{
+		created: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fencegate_multipart_uploads_created_total",
+			Help: "Fenced multipart uploads created in S3 (S3 API CreateMultipartUpload, or a REST PUT over the multipart threshold); each ends completed, aborted, or forgotten when its binding in etcd expires (the upload TTL).",
+		}),
+		completed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fencegate_multipart_uploads_completed_total",
+			Help: "Fenced multipart uploads completed: their conditional completion wrote the object.",
+		}),
+		aborted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fencegate_multipart_uploads_aborted_total",
+			Help: "Multipart uploads aborted, by reason: client (the client's AbortMultipartUpload), stale (a part or the completion found the upload's token below the mark: it could never complete), failed (a REST PUT in parts failed, or the upload's binding could not be recorded).",
+		}, []string{"reason"}),
+		partsStale: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fencegate_multipart_parts_refused_stale_total",
+			Help: "Parts refused (409 stale-token) because their upload's token was below the resource's high-water mark; nothing of them was stored.",
+		}),
+	}
+	for _, reason := range []string{abortByClient, abortStale, abortFailed} {
+		mm.aborted.WithLabelValues(reason)
+	}
+	m.registry.MustRegister(mm.created, mm.completed, mm.aborted, mm.partsStale)
+	return mm
+}

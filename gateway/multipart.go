@@ -78,13 +78,20 @@ func WithMultipart(store MultipartStore, uploads UploadStore) Option {
 	if store == nil || uploads == nil {
 		panic("gateway: WithMultipart(nil)")
 	}
-	return func(g *Gateway) { g.multipart = &multipart{store: store, uploads: uploads} }
+	return func(g *Gateway) {
+		if g.multipart != nil { // given twice: its metrics are registered
+			g.multipart.store, g.multipart.uploads = store, uploads
+			return
+		}
+		g.multipart = &multipart{store: store, uploads: uploads, metrics: newMultipartMetrics(g.metrics)}
+	}
 }
 
 // multipart is what WithMultipart gives a Gateway.
 type multipart struct {
 	store   MultipartStore
 	uploads UploadStore
+	metrics *multipartMetrics
 }
 
 // Defaults of the multipart fields of Config.
@@ -190,9 +197,10 @@ func (g *Gateway) CreateUpload(ctx context.Context, path api.ObjectPath, token a
 	if err != nil {
 		return api.UploadBinding{}, err
 	}
+	g.multipart.metrics.created.Inc()
 	b := api.UploadBinding{UploadID: id, Resource: resource, Token: token}
 	if err := g.multipart.uploads.BindUpload(ctx, b, g.cfg.UploadTTL); err != nil {
-		g.abandon(ctx, path, id, "the binding was not recorded")
+		g.abandon(ctx, path, id, abortFailed, "the binding was not recorded")
 		return api.UploadBinding{}, fmt.Errorf("create upload: %w", err)
 	}
 	return b, nil
@@ -242,7 +250,8 @@ func (g *Gateway) partBinding(ctx context.Context, path api.ObjectPath, uploadID
 	}
 	if err := g.refuseStale(ctx, b.Resource, b.Token, true); err != nil {
 		if errors.Is(err, api.ErrStaleToken) {
-			g.abandon(ctx, path, uploadID, "its token is stale")
+			g.multipart.metrics.partsStale.Inc()
+			g.abandon(ctx, path, uploadID, abortStale, "its token is stale")
 		}
 		return path, api.UploadBinding{}, err
 	}
@@ -328,7 +337,7 @@ func (g *Gateway) CompleteUpload(ctx context.Context, path api.ObjectPath, uploa
 	fr := fencedRequest{path: path, resource: resource, token: b.Token}
 	stale := func(err error) (WriteResult, error) {
 		if errors.Is(err, api.ErrStaleToken) {
-			g.abandon(ctx, path, uploadID, "its token is stale")
+			g.abandon(ctx, path, uploadID, abortStale, "its token is stale")
 		}
 		return WriteResult{}, err
 	}
@@ -348,6 +357,7 @@ func (g *Gateway) CompleteUpload(ctx context.Context, path api.ObjectPath, uploa
 		if err != nil {
 			return WriteResult{}, err
 		}
+		g.multipart.metrics.completed.Inc()
 		g.etags.learn(resource, api.ObjectVersion{Exists: true, ETag: etag, Token: b.Token})
 		g.unbind(ctx, uploadID)
 		return WriteResult{Resource: resource, Token: b.Token, ETag: etag, Created: !seen.Exists, ReplacedETag: seen.ETag}, nil
@@ -366,6 +376,9 @@ func (g *Gateway) AbortUpload(ctx context.Context, path api.ObjectPath, uploadID
 		return err
 	}
 	err = g.multipart.store.AbortUpload(ctx, path, uploadID)
+	if err == nil {
+		g.multipart.metrics.aborted.WithLabelValues(abortByClient).Inc()
+	}
 	if err == nil || errors.Is(err, api.ErrNotFound) {
 		g.unbind(ctx, uploadID)
 	}
@@ -401,15 +414,17 @@ func (g *Gateway) ListUploads(ctx context.Context, in api.ListUploadsInput) (api
 
 // abandon aborts an upload that can never complete and deletes its
 // binding, even after the request's context ended, within
-// cleanupTimeout. Failures are logged: S3's lifecycle rules and the
-// binding's TTL free what is left.
-func (g *Gateway) abandon(ctx context.Context, path api.ObjectPath, uploadID, why string) {
+// cleanupTimeout, then counts it aborted for reason (abortStale,
+// abortFailed); why says more, in the log. Failures are logged: S3's
+// lifecycle rules and the binding's TTL free what is left.
+func (g *Gateway) abandon(ctx context.Context, path api.ObjectPath, uploadID, reason, why string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	if err := g.multipart.store.AbortUpload(ctx, path, uploadID); err != nil && !errors.Is(err, api.ErrNotFound) {
 		g.logger(ctx).Warn("abort of an upload failed", "bucket", path.Bucket, "key", path.Key, "why", why, "err", err)
 	}
 	g.unbind(ctx, uploadID)
+	g.multipart.metrics.aborted.WithLabelValues(reason).Inc()
 }
 
 // unbind deletes an upload's binding, even after the request's context
@@ -456,7 +471,7 @@ func (g *Gateway) putInParts(w http.ResponseWriter, r *http.Request, fr fencedRe
 			err = fmt.Errorf("%w: %w", api.ErrInvalidRequest, errBodyStalled(g.cfg.TransferChunkTimeout))
 		}
 		if !errors.Is(err, api.ErrStaleToken) { // a stale upload was aborted already
-			g.abandon(ctx, fr.path, b.UploadID, "the upload failed")
+			g.abandon(ctx, fr.path, b.UploadID, abortFailed, "the upload failed")
 		}
 		g.writeError(w, r, err)
 		return true

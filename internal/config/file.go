@@ -679,6 +679,8 @@ var topLevel = []field{
 	{"buckets", (*decoder).buckets},
 	section("limits", limitFields),
 	section("objects", objectFields),
+	section("multipart", multipartFields),
+	section("events", eventsFields),
 	section("marks", markFields),
 	section("log", logFields),
 	section("tracing", tracingFields),
@@ -761,6 +763,21 @@ var limitFields = []field{
 	countSetting("max_sessions_per_identity", "max-sessions-per-identity"),
 	countSetting("max_locks_per_session", "max-locks-per-session"),
 	countSetting("max_lock_waiters", "max-lock-waiters"),
+}
+
+// multipartFields are the multipart uploads of REST PUTs above the
+// threshold; S3's bounds on a part and the TTL's least are the gateway's
+// rules (limitsCrossValidate).
+var multipartFields = []field{
+	sizeSetting("threshold", "multipart-threshold", 0, maxSize),
+	sizeSetting("part_size", "multipart-part-size", 1, maxSize),
+	durationSetting("upload_ttl", "upload-ttl", aboveZero),
+}
+
+// eventsFields bound the event feed (GET /v1/events).
+var eventsFields = []field{
+	intSetting("max_subscribers", "events-max-subscribers", 1, maxEventSubscribers),
+	intSetting("buffer", "events-buffer", 1, maxEventBuffer),
 }
 
 var objectFields = []field{
@@ -976,12 +993,34 @@ func (d *decoder) limitsCrossValidate() {
 	for _, f := range []struct {
 		flag string
 		to   *byteSize
-	}{{"buffer-bytes", &l.buffer}, {"buffer-budget-bytes", &l.bufferBudget}, {"max-body-bytes", &l.maxBody}} {
+	}{
+		{"buffer-bytes", &l.buffer}, {"buffer-budget-bytes", &l.bufferBudget}, {"max-body-bytes", &l.maxBody},
+		{"multipart-threshold", &l.multipartThreshold}, {"multipart-part-size", &l.multipartPartSize},
+	} {
 		if s, ok := d.out.settings[f.flag]; ok && f.to.Set(s.value) != nil {
 			return
 		}
 	}
-	yamlPath := func(field string) string { return "limits." + field }
+	if s, ok := d.out.settings["upload-ttl"]; ok {
+		ttl, err := time.ParseDuration(s.value)
+		if err != nil {
+			return
+		}
+		l.uploadTTL = ttl
+	}
+	// The gateway's fields are named as the limits section's, but for
+	// the multipart section's.
+	sections := map[string]string{
+		"multipart_threshold": "multipart.threshold",
+		"multipart_part_size": "multipart.part_size",
+		"upload_ttl":          "multipart.upload_ttl",
+	}
+	yamlPath := func(field string) string {
+		if p, ok := sections[field]; ok {
+			return p
+		}
+		return "limits." + field
+	}
 	for _, fe := range gateway.FieldErrors(l.gateway().Validate(yamlPath)) {
 		if n := d.nodes[yamlPath(fe.Field)]; n != nil {
 			d.errorf(n, yamlPath(fe.Field), "%v", fe.Err)

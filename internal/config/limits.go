@@ -25,6 +25,8 @@ type limitFlags struct {
 	// Multipart uploads of large REST PUT bodies (gateway.Config).
 	multipartThreshold, multipartPartSize byteSize
 	uploadTTL                             time.Duration
+	// The event feed's bounds (gateway.Config).
+	eventSubscribers, eventBuffer int
 	// The mark evictor's (package retention).
 	markRetention, tombstoneRetention, evictionInterval time.Duration
 }
@@ -50,6 +52,8 @@ func addLimitFlags(fs *flag.FlagSet) *limitFlags {
 	fs.Var(&l.multipartThreshold, "multipart-threshold", "a REST PUT body larger than this (`bytes`) is uploaded to S3 in parts, fenced at\nits completion, up to 10,000 parts (0: every body in one PUT, up to --max-body-bytes)")
 	fs.Var(&l.multipartPartSize, "multipart-part-size", "size of those parts (`bytes`, 5MiB to 5GiB)")
 	fs.DurationVar(&l.uploadTTL, "upload-ttl", d.UploadTTL, "a multipart upload neither completed nor aborted is forgotten in etcd after this `duration`")
+	fs.IntVar(&l.eventSubscribers, "events-max-subscribers", d.EventSubscribers, "most subscribers of the event feed (GET /v1/events) at once on this gateway\n(`n`, 1 to 4096; 503 gateway-busy beyond)")
+	fs.IntVar(&l.eventBuffer, "events-buffer", d.EventBuffer, "events each subscriber's buffer holds (`n`, 1 to 65536); a subscriber further behind\nloses events, counted, and is told how many")
 	fs.DurationVar(&l.evictionInterval, "mark-eviction-interval", retention.DefaultInterval, "pause between two passes of the mark evictor over etcd's marks (`duration`)")
 	return l
 }
@@ -74,6 +78,8 @@ func (l *limitFlags) gateway() gateway.Config {
 		MultipartThreshold:   offIfZero(int64(l.multipartThreshold)),
 		MultipartPartSize:    int64(l.multipartPartSize),
 		UploadTTL:            l.uploadTTL,
+		EventSubscribers:     l.eventSubscribers,
+		EventBuffer:          l.eventBuffer,
 	}
 }
 
@@ -99,6 +105,16 @@ func noLimitIfZero(n int) int {
 	return n
 }
 
+// The bounds of --events-max-subscribers and --events-buffer (and the
+// events section's fields). Each subscriber holds a connection, a
+// goroutine and a buffer of this many events, allocated when it
+// subscribes; an event waiting in buffers is about 300 bytes, shared by
+// them: 65536 such events are about 20 MiB.
+const (
+	maxEventSubscribers = 4096
+	maxEventBuffer      = 1 << 16
+)
+
 // The bounds of --max-header-bytes (and limits.max_header_bytes): the
 // http.Server's own limit is this plus headerSlack, and the headers are
 // read whole.
@@ -119,6 +135,9 @@ func (l *limitFlags) validate() error {
 	}{
 		{"buffer-bytes", l.buffer, 1, maxSize}, {"buffer-budget-bytes", l.bufferBudget, 1, maxSize},
 		{"max-body-bytes", l.maxBody, 1, maxSize}, {"max-header-bytes", l.maxHeader, minHeaderBytes, maxHeaderBytes},
+		// 0 is "every body in one PUT"; S3's bounds on a part are the
+		// gateway's rule (below): zero here is refused, not the default.
+		{"multipart-threshold", l.multipartThreshold, 0, maxSize}, {"multipart-part-size", l.multipartPartSize, 1, maxSize},
 	} {
 		if err := validateSize(f.b, f.least, f.most); err != nil {
 			errs = append(errs, fmt.Errorf("--%s %w", f.flag, err))
@@ -132,7 +151,16 @@ func (l *limitFlags) validate() error {
 			errs = append(errs, fmt.Errorf("--%s %d: must not be negative (0: no limit)", c.flag, c.n))
 		}
 	}
-	errs = append(errs, positive("transfer-chunk-timeout", l.transferChunk), positive("mark-eviction-interval", l.evictionInterval))
+	for _, c := range []struct {
+		flag    string
+		n, most int
+	}{{"events-max-subscribers", l.eventSubscribers, maxEventSubscribers}, {"events-buffer", l.eventBuffer, maxEventBuffer}} {
+		if c.n < 1 || c.n > c.most {
+			errs = append(errs, fmt.Errorf("--%s %d: must be from 1 to %d", c.flag, c.n, c.most))
+		}
+	}
+	errs = append(errs, positive("transfer-chunk-timeout", l.transferChunk), positive("mark-eviction-interval", l.evictionInterval),
+		positive("upload-ttl", l.uploadTTL))
 	if l.tombstoneRetention < 0 {
 		errs = append(errs, fmt.Errorf("--tombstone-retention %v: must not be negative (0: kept for ever)", l.tombstoneRetention))
 	}
