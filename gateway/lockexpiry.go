@@ -71,20 +71,20 @@ func (f *lockExpiryFeed) join() (leave func()) {
 }
 
 // watch publishes expiries until ctx ends, then closes done. It starts
-// only once the watch before it (previous, nil: none) has ended: never
-// two at once, which would publish an expiry twice. A new watch starts
-// from etcd's revision of then, after the last one the previous could
-// have published.
+// only once the watch before it (previous, nil: none) has ended, and
+// ends only after it, even when stopped before its turn: so the watches
+// end in the order they were started, and never do two run at once,
+// which would publish an expiry twice. A new watch starts from etcd's
+// revision of then, after the last one the previous could have
+// published.
 func (f *lockExpiryFeed) watch(ctx context.Context, previous <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	if previous != nil {
-		select {
-		case <-previous:
-		case <-ctx.Done():
-			return
-		}
+		<-previous // stopped already, when the last subscriber left
 	}
-	_ = f.source.WatchLockExpiries(ctx, f.publish) // ends with ctx
+	if ctx.Err() == nil {
+		_ = f.source.WatchLockExpiries(ctx, f.publish) // ends with ctx
+	}
 }
 
 // publish publishes the expiry of grant, owned by holder. The event's
