@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -78,10 +81,20 @@ func (c lockClient) waitSessionEnd(tb testing.TB, lock string, session api.Sessi
 	tb.Fatalf("session %s still lives after a minute without keepalive", session)
 }
 
+// fenceExpiry takes lock name through c with a session that it lets
+// expire, and returns the grant: its lock.expired comes from the same
+// watch, in etcd's order, as any lock.expired of an earlier revision, so
+// a test that sees it next on a stream has seen that none came before.
+func (c lockClient) fenceExpiry(tb testing.TB, name string) api.LockGrant {
+	tb.Helper()
+	return c.acquire(tb, name, c.session(tb, api.MinSessionTTL).ID, 0)
+}
+
 // TestEventsLockExpired: client 1 holds a lock and stalls past its
 // session's TTL while client 2 waits for the lock. The feed shows
 // exactly one lock.expired, with client 1's token and session, and the
-// grant to client 2: nothing else comes before client 2's release.
+// grant to client 2: nothing else comes before client 2's release, nor
+// before a later expiry (fenceExpiry).
 func TestEventsLockExpired(t *testing.T) {
 	e := newEventsEnv(t, gateway.Config{}, nil)
 	s := subscribe(t, nil, e.url, "jobs-", "").read()
@@ -123,13 +136,16 @@ func TestEventsLockExpired(t *testing.T) {
 		t.Fatalf("release: %s", r)
 	}
 	wantFields(t, s.nextDecision(t, events.KindLockReleased), map[string]any{"token": second.Token.String()})
+	fence := c.fenceExpiry(t, "jobs-fence")
+	s.nextDecision(t, events.KindLockGranted)
+	wantFields(t, s.nextDecision(t, events.KindLockExpired), map[string]any{"resource": "jobs-fence", "token": fence.Token.String()})
 }
 
 // TestEventsLockReleasedIsNotExpired: a lock released by its holder is
 // lock.released, and when the holder's session then expires, no
 // lock.expired follows; a lock whose session is revoked is no
-// lock.expired either. The next event after all of that is a later
-// grant.
+// lock.expired either. The next events after all of that are a later
+// grant and its expiry (fenceExpiry).
 func TestEventsLockReleasedIsNotExpired(t *testing.T) {
 	e := newEventsEnv(t, gateway.Config{}, nil)
 	s := subscribe(t, nil, e.url, "jobs-", "").read()
@@ -151,9 +167,9 @@ func TestEventsLockReleasedIsNotExpired(t *testing.T) {
 	}
 
 	c.waitSessionEnd(t, "jobs-a", released.ID)
-	later := c.session(t, 30)
-	last := c.acquire(t, "jobs-c", later.ID, 0)
-	wantFields(t, s.nextDecision(t, events.KindLockGranted), map[string]any{"resource": "jobs-c", "token": last.Token.String()})
+	fence := c.fenceExpiry(t, "jobs-c")
+	wantFields(t, s.nextDecision(t, events.KindLockGranted), map[string]any{"resource": "jobs-c", "token": fence.Token.String()})
+	wantFields(t, s.nextDecision(t, events.KindLockExpired), map[string]any{"resource": "jobs-c", "token": fence.Token.String()})
 }
 
 // TestEventsLockExpiredAuthorization: with auth, a lock.expired goes
@@ -187,4 +203,54 @@ func TestEventsLockExpiredAuthorization(t *testing.T) {
 	later := c.session(t, 30)
 	other := c.acquire(t, "other-x", later.ID, 0)
 	wantFields(t, bob.nextDecision(t, events.KindLockGranted), map[string]any{"resource": "other-x", "token": other.Token.String()})
+}
+
+// newEventsGatewaySharing starts another gateway with the lock API on
+// e's etcd and bucket, served over HTTP, and returns its URL.
+func newEventsGatewaySharing(tb testing.TB, e *env) string {
+	tb.Helper()
+	e2 := &env{etcd: e.etcd, bucket: e.bucket, minio: e.minio}
+	store, backend := e2.connect(tb, tokenstore.Config{RequestTimeout: 5 * time.Second})
+	gw, err := gateway.New(gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store, backend, gateway.WithLocks(store))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := httptest.NewServer(gw)
+	tb.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestEventsLockExpiredOnEachGateway: two gateways share etcd, each with
+// a subscriber. A lock granted through the first and lost to its
+// session's expiry is one lock.expired on each gateway's feed; a lock
+// granted through the first and released through the second is none on
+// either. The next event on each is a later expiry (fenceExpiry).
+func TestEventsLockExpiredOnEachGateway(t *testing.T) {
+	e := newEventsEnv(t, gateway.Config{}, nil)
+	url2 := newEventsGatewaySharing(t, e.env)
+	s1 := subscribe(t, nil, e.url, "jobs-", "").read()
+	s2 := subscribe(t, nil, url2, "jobs-", "").read()
+	c1, c2 := lockClient{base: e.url}, lockClient{base: url2}
+
+	releasedSession := c1.session(t, api.MinSessionTTL)
+	released := c1.acquire(t, "jobs-released", releasedSession.ID, 0)
+	s1.nextDecision(t, events.KindLockGranted)
+	if r := c2.call(t, http.MethodDelete, fmt.Sprintf("/v1/locks/jobs-released?token=%d", released.Token), nil); r.status != http.StatusOK {
+		t.Fatalf("release through the other gateway: %s", r)
+	}
+	wantFields(t, s2.nextDecision(t, events.KindLockReleased), map[string]any{"token": released.Token.String()})
+
+	stalled := c1.session(t, api.MinSessionTTL)
+	grant := c1.acquire(t, "jobs-stalled", stalled.ID, 0)
+	s1.nextDecision(t, events.KindLockGranted)
+	want := map[string]any{"resource": "jobs-stalled", "token": grant.Token.String(), "session": stalled.ID.String()}
+	wantFields(t, s1.nextDecision(t, events.KindLockExpired), want)
+	wantFields(t, s2.nextDecision(t, events.KindLockExpired), want)
+
+	c1.waitSessionEnd(t, "jobs-released", releasedSession.ID)
+	fence := c2.fenceExpiry(t, "jobs-fence")
+	s2.nextDecision(t, events.KindLockGranted)
+	for _, s := range []*stream{s1, s2} {
+		wantFields(t, s.nextDecision(t, events.KindLockExpired), map[string]any{"resource": "jobs-fence", "token": fence.Token.String()})
+	}
 }
