@@ -385,6 +385,15 @@ func TestConsoleSeedReplay(t *testing.T) {
 	// The store holds client 2's report: the page's requests were real.
 	var key string
 	eval(t, tab, `document.getElementById('seed-log').textContent.match(/console-seed-([a-z0-9]+)/)[1]`, &key)
+	// The feed showed client 1's lock lost to its session's expiry, with
+	// client 1's token.
+	expired := rowExpr(map[string]string{"kind": "lock.expired", "resource": "console-seed-" + key, "token": result.Token})
+	waitDOM(t, tab, "client 1's lock.expired row", expired)
+	var text string
+	eval(t, tab, `document.querySelector('#decisions tr[data-kind="lock.expired"] td.kind').textContent`, &text)
+	if !strings.Contains(text, "expired") || !strings.Contains(text, "session ") {
+		t.Errorf("the lock.expired row's kind reads %q; want it to name the session that expired", text)
+	}
 	status, body := e.send(t, http.MethodGet, "/v1/objects/"+bucket+"/console-seed/"+key, adminKey, nil, "")
 	if status != http.StatusOK || body != "client 2's report" {
 		t.Fatalf("the scratch key holds %d %q; want client 2's report", status, body)

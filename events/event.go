@@ -25,8 +25,10 @@ const (
 	KindLockGranted = "lock.granted"
 	// KindLockReleased: a grant was released by its holder.
 	KindLockReleased = "lock.released"
-	// KindLockExpired is reserved for a grant whose session expired. The
-	// gateway does not watch sessions, so it publishes none yet.
+	// KindLockExpired: a grant was lost because its session expired
+	// (nobody kept it alive for its TTL), not released nor revoked;
+	// Token and Session are the lost grant's, Holder the identity that
+	// owned the session. Time is when the gateway learned it.
 	KindLockExpired = "lock.expired"
 	// KindPartnerAdmitted: a partner request was admitted (its fence
 	// check passed, its in-flight marker was placed), before its call.
@@ -88,7 +90,8 @@ type Event struct {
 	// Session is the lock grant's session.
 	Session string `json:"session,omitempty"`
 	// Holder is, for lock events, the identity that was granted the
-	// lock or released it ("" without auth).
+	// lock, released it, or whose session expired holding it ("" without
+	// auth).
 	Holder string `json:"holder,omitempty"`
 	// Waiters counts the requests queued behind a lock's holder after a
 	// grant or release; nil when unknown.

@@ -1,7 +1,8 @@
 // Package events owns the gateway's decision feed: the Event record of one
-// decision (a write accepted or refused, a lock granted or released, a
-// partner request admitted, replayed or busy), its wire form as a
-// Server-Sent Event, and the Hub that fans events out to subscribers.
+// decision (a write accepted or refused, a lock granted, released or
+// expired, a partner request admitted, replayed or busy), its wire form
+// as a Server-Sent Event, and the Hub that fans events out to
+// subscribers.
 //
 // The Hub is built so that publishing never waits for a subscriber: each
 // subscriber has a bounded buffer, a publisher puts an event in it with a

@@ -15,7 +15,7 @@ import (
 )
 
 // The event feed: GET /v1/events streams the gateway's decisions (writes
-// accepted and refused, locks granted and released, partner requests
+// accepted and refused, locks granted, released and expired, partner requests
 // admitted, replayed and busy) as Server-Sent Events, from an events.Hub
 // (docs/events.md has the format). It never slows the write path: a
 // decision is published with a send that never waits (a subscriber whose
@@ -26,7 +26,9 @@ import (
 // middleware when the request ends (exchange.go), with what was noted in
 // the request's exchange on the way (decisionNote: by eventFences around
 // the fence store, and by the partner handler); lock events from the
-// lock handlers; partner admissions from the partner handler.
+// lock handlers, but expiries, which no request sees, from a watch of
+// the lock store while anyone subscribes (lockexpiry.go); partner
+// admissions from the partner handler.
 
 const (
 	// eventsPath is the feed's route.
@@ -72,6 +74,9 @@ type eventFeed struct {
 	// lookups holds a token per lock state read in flight
 	// (maxWaiterLookups).
 	lookups chan struct{}
+	// lockExpiries publishes lock.expired while anyone subscribes; nil
+	// without a source (lockexpiry.go).
+	lockExpiries *lockExpiryFeed
 }
 
 // newEventFeed returns the feed of a gateway configured by cfg, its
@@ -117,6 +122,7 @@ func (g *Gateway) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sub.Close()
+	defer g.events.lockExpiries.join()() // lockexpiry.go
 	g.stream(w, r, sub)
 }
 

@@ -85,6 +85,10 @@ const maxLockRequestBytes = 4 << 10
 // GET shows the holder's token only to a request that names the holder's
 // session: anyone allowed to read the lock may not hold it, and the token
 // is all that a write behind a "held" token check needs.
+//
+// When locks also implements LockExpiries, the event feed publishes
+// lock.expired for each grant lost to its session's expiry, while it has
+// subscribers (lockExpiryFeed).
 func WithLocks(locks LockService) Option {
 	if locks == nil {
 		panic("gateway: WithLocks(nil)")
@@ -99,6 +103,9 @@ func WithLocks(locks LockService) Option {
 			Help: "Lock requests with a wait above zero being served (Config.MaxLockWaiters bounds them; past it they are answered 503 too-many-waiters).",
 		}, func() float64 { return float64(h.waiting.Load()) }))
 		g.mounts = append(g.mounts, h.mount)
+		if source, ok := locks.(LockExpiries); ok {
+			g.events.lockExpiries = &lockExpiryFeed{source: source, hub: g.events.hub}
+		}
 	}
 }
 

@@ -20,6 +20,9 @@
 //	<prefix>locks/<name>/<session>   a session's place in lock name's
 //	                                 queue, bound to its lease; the oldest
 //	                                 holds the lock (locks.go)
+//	<prefix>revoking/<session>       a session being revoked, bound to
+//	                                 its lease, so that its end is told
+//	                                 from an expiry (lockexpiry.go)
 //	<prefix>inflight/<resource>      a partner request in flight for the
 //	                                 resource, bound to a gateway's lease
 //	                                 (partner.go)

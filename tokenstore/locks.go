@@ -35,6 +35,10 @@ import (
 //	<prefix>session-locks/<session id in hex>/<name>
 //	                                         the session's index of its
 //	                                         places in queues
+//	<prefix>revoking/<session id in hex>     written by RevokeSession just
+//	                                         before the revoke, so that the
+//	                                         lease's end is told from an
+//	                                         expiry (lockexpiry.go)
 //
 // The two indexes exist so that the limits (Config.MaxSessionsPerIdentity,
 // MaxLocksPerSession) can be counted in etcd, for every gateway at once,
@@ -241,11 +245,17 @@ func (s *Store) KeepAlive(ctx context.Context, id api.SessionID, owner *string) 
 // left, in one etcd revision. A session that expired or was revoked
 // already, and a lease that is no session, are api.ErrSessionNotFound;
 // another identity's session is api.ErrForbidden. Neither is revoked.
+//
+// The owner's check is a transaction that also writes the session's
+// revoke marker, bound to its lease (see lockexpiry.go: it tells
+// WatchLockExpiries that the lease's end is no expiry); what the check
+// finds stays true until the revoke, as for checkSession.
 func (s *Store) RevokeSession(ctx context.Context, id api.SessionID, owner *string) error {
 	const op = "revoke session"
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	if err := s.checkSession(ctx, op, id, owner); err != nil {
+	mark := clientv3.OpPut(s.revokingKey(id), "", clientv3.WithLease(clientv3.LeaseID(id)))
+	if _, _, err := s.commitOwned(ctx, op, id, owner, clientv3.OpTxn(nil, []clientv3.Op{mark}, nil)); err != nil {
 		return err
 	}
 	resp, err := s.client.Revoke(ctx, clientv3.LeaseID(id))
@@ -706,11 +716,15 @@ type LockStats struct {
 	// queue key wakes at most one waiter: with n acquirers served one
 	// after another, it grows by n-1.
 	Wakeups int64
+	// ExpiryWatchErrors counts the restarts of WatchLockExpiries' watch
+	// and the deletions it could not judge (their revision compacted,
+	// or a read failed): each may have cost a report of an expiry.
+	ExpiryWatchErrors int64
 }
 
 // LockStats returns the lock API's counters since New.
 func (s *Store) LockStats() LockStats {
-	return LockStats{Wakeups: s.lockWakeups.Load()}
+	return LockStats{Wakeups: s.lockWakeups.Load(), ExpiryWatchErrors: s.expiryWatchErrors.Load()}
 }
 
 // observeHeader raises the revision clock from a response header (nil

@@ -74,6 +74,9 @@ type Store struct {
 	revisions     *revisionClock
 	revisionReads atomic.Int64
 	lockWakeups   atomic.Int64
+	// expiryWatchErrors counts what may have cost WatchLockExpiries a
+	// report (lockexpiry.go).
+	expiryWatchErrors atomic.Int64
 	// maxSessions and maxLocks are Config's MaxSessionsPerIdentity and
 	// MaxLocksPerSession, negative for no limit (locks.go).
 	maxSessions int64
@@ -89,7 +92,7 @@ const (
 	// DefaultMaxLocksPerSession is the default bound on the locks a
 	// session holds plus the queues it waits in. Revoking a session
 	// deletes all its keys in one etcd revision; the bound keeps that
-	// revision small (two keys a lock, plus two).
+	// revision small (two keys a lock, plus three).
 	DefaultMaxLocksPerSession = 64
 )
 

@@ -216,14 +216,15 @@ function addDecisionRow(d) {
     'data-kind': kind, 'data-resource': d.resource || '', 'data-token': d.token || '', 'data-hwm': d.hwm || '', 'data-status': d.status || '',
   },
   el('td', { class: 'mono' }, clock(d.time)),
-  el('td', { class: 'kind' }, kind + (refused && d.token && d.hwm ? ': token ' + d.token + ' < HWM ' + d.hwm : '')),
+  el('td', { class: 'kind', title: kind === 'lock.expired' ? 'the holder\'s session expired (no keepalive within its TTL): the lock was lost, not released' : undefined },
+    kind + (refused && d.token && d.hwm ? ': token ' + d.token + ' < HWM ' + d.hwm : '') + (kind === 'lock.expired' ? ': session ' + (d.session || '?') + ' expired' : '')),
   el('td', { class: 'mono' }, d.resource || ''),
   tokenCell,
   el('td', { class: 'mono', 'data-field': 'hwm' }, hwm),
   el('td', {}, status),
   el('td', {}, d.caught || ''),
   el('td', {}, d.latency_ms !== undefined ? Number(d.latency_ms).toFixed(2) + ' ms' : ''),
-  el('td', {}, d.identity || ''));
+  el('td', {}, d.identity || d.holder || ''));
   const body = $('decisions').tBodies[0];
   body.prepend(row);
   while (body.rows.length > MAX_ROWS) body.deleteRow(body.rows.length - 1);
