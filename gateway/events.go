@@ -310,7 +310,7 @@ func (g *Gateway) publishRefused(p api.Problem, err error, x *exchange, resource
 		Resource: string(resource),
 		Token:    token,
 		HWM:      p.HighWaterMark,
-		Problem:  x.problem,
+		Problem:  strings.TrimPrefix(p.Type, api.ProblemTypePrefix), // not x.problem: a door's is its own error code
 		Status:   p.Status,
 		Identity: x.identity.name(),
 	}

@@ -356,9 +356,10 @@ func (a *authenticator) identityNamed(name string) *Identity { return a.byName[n
 // writeError does for the REST API: a stale token counts in
 // fencegate_stale_refusals_total (by where it was found), and a write
 // refused for an audited reason (a stale token, a token check, 401, 403)
-// counts in fencegate_refused_writes_total and gets the audit line
-// ("write refused", at WARN) with the resource, the token, the mark, the
-// problem type, the request id and the identity. write says whether the
+// counts in fencegate_refused_writes_total, is published on the event
+// feed (write.refused), and gets the audit line ("write refused", at
+// WARN) with the resource, the token, the mark, the problem type, the
+// request id and the identity. write says whether the
 // request was a write; resource and token are what it named (either may
 // be zero). ctx is the request's, from WithIdentity.
 func (g *Gateway) NoteRefusal(ctx context.Context, write bool, resource api.Resource, token api.Token, err error) {
@@ -378,6 +379,9 @@ func (g *Gateway) NoteRefusal(ctx context.Context, write bool, resource api.Reso
 	g.metrics.refusedWrites.WithLabelValues(slug).Inc()
 	if p.Resource != "" {
 		resource, token = p.Resource, p.Token
+	}
+	if x != nil {
+		g.publishRefused(p, err, x, resource, token)
 	}
 	suppressed, ok := g.authLines.allow(p.Status) // 401 and 403 cost the sender nothing
 	if !ok {

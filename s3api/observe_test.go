@@ -105,8 +105,8 @@ func wantEvent(tb testing.TB, e map[string]any, want map[string]any) {
 // (PutObject, CopyObject's destination, DeleteObject, each key that
 // DeleteObjects deletes, CompleteMultipartUpload) is a write.accepted or
 // delete.accepted decision on the event feed, with the fields a REST
-// write's has; a subscriber that may not read the objects sees none of
-// them.
+// write's has, and a stale one a write.refused; a subscriber that may not
+// read the objects sees none of them.
 func TestDoorWritesArePublished(t *testing.T) {
 	d := newDoor(t, doorOptions{})
 	ctx := context.Background()
@@ -127,6 +127,18 @@ func TestDoorWritesArePublished(t *testing.T) {
 	}
 	wantEvent(t, all.next(t), map[string]any{"kind": "write.accepted", "resource": prefix + "k", "token": "6", "hwm_before": "5", "hwm": "6",
 		"etag": aws.ToString(put.ETag), "status": 200.0, "identity": "writer"})
+
+	// A stale write through the door is a write.refused decision, as on
+	// REST.
+	_, err = d.put(t, w, "k", 4, "four")
+	wantAPIError(t, err, http.StatusConflict, "StaleFenceToken")
+	refused := all.next(t)
+	for k, v := range map[string]any{"kind": "write.refused", "resource": prefix + "k", "token": "4", "hwm": "6",
+		"problem": "stale-token", "caught": "cache", "status": 409.0, "identity": "writer"} {
+		if refused[k] != v {
+			t.Errorf("event %v: %s = %#v; want %#v", refused, k, refused[k], v)
+		}
+	}
 
 	cp, err := w.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(d.bucket), Key: aws.String("copy"),
 		CopySource: aws.String(d.bucket + "/k"), Metadata: map[string]string{"fence-token": "7"}})
