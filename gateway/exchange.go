@@ -15,12 +15,14 @@ import (
 // The track middleware, first in the chain, gives every request an id and
 // an exchange, and when the request ends it counts and times it
 // (metrics.go), ends its span when it is traced (tracing.go) and writes
-// its one log line. Another front door's requests get the same from
-// TrackRequests (s3door.go). That line is the access log line ("request", at INFO),
-// or, for a write refused for an audited reason, the audit line ("write
-// refused", at WARN, audit.go), which carries the access line's fields
-// too. One line a request keeps the cost of logging a stale refusal, the
-// cheapest request the gateway serves, at one formatted record.
+// its one log line. That line is the access log line ("request", at
+// INFO), or, for a write refused for an audited reason, the audit line
+// ("write refused", at WARN, audit.go), which carries the access line's
+// fields too. One line a request keeps the cost of logging a stale
+// refusal, the cheapest request the gateway serves, at one formatted
+// record. Another front door's requests are tracked alike by
+// TrackRequests (s3door.go), but for the audit line, which NoteRefusal
+// writes beside the access line.
 
 // exchange is what the gateway learns of one request while serving it.
 // The track middleware makes one per request and puts it in the
