@@ -22,9 +22,12 @@ import (
 // buffer is full loses the event, counted, and is told how many it lost),
 // and while nobody subscribes publishing is one atomic load. Most
 // decisions are published from the places that already see them whole:
-// refusals from noteProblem (audit.go), accepted writes from the track
-// middleware when the request ends (exchange.go), with what was noted in
-// the request's exchange on the way (decisionNote: by eventFences around
+// refusals from noteProblem (audit.go) and, for the S3 API, NoteRefusal
+// (s3door.go); accepted object writes and deletes from the fenced write
+// path that every front door shares (putFenced, deleteFenced,
+// CompleteUpload: accepted, publishObject), forwarded partner requests
+// from the track middleware when the request ends (exchange.go), with
+// what was noted in the request's exchange on the way (decisionNote: by eventFences around
 // the fence store, and by the partner handler); lock events from the
 // lock handlers, but expiries, which no request sees, from a watch of
 // the lock store while anyone subscribes (lockexpiry.go); partner
@@ -224,45 +227,80 @@ func (g *Gateway) eventFilter(ctx context.Context, prefix string) (func(string) 
 	}, nil
 }
 
-// publishAccepted publishes the accepted write that the request whose
-// exchange is x was, if it was one: an object PUT or DELETE answered 2xx,
-// or a partner request forwarded (whatever the partner answered). The
-// track middleware calls it when the request ends.
-func (g *Gateway) publishAccepted(r *http.Request, x *exchange, status int, header http.Header, end time.Time, elapsed time.Duration) {
-	if !g.events.hub.Active() || x.problem != "" || x.resource == "" {
-		return
-	}
-	kind := events.KindWriteAccepted
-	switch path := r.URL.Path; {
-	case strings.HasPrefix(path, partnersPrefix):
-		if !x.decision.forwarded {
-			return
-		}
-	case !strings.HasPrefix(path, objectsPrefix) || status < 200 || status > 299:
-		return
-	case r.Method == http.MethodDelete:
-		kind = events.KindDeleteAccepted
-	case r.Method != http.MethodPut:
+// publishForwarded publishes the partner request that the request whose
+// exchange is x was, if it was one forwarded (whatever the partner
+// answered: status). The track middleware calls it when the request
+// ends. Accepted object writes are published where they are decided
+// (accepted).
+func (g *Gateway) publishForwarded(r *http.Request, x *exchange, status int, end time.Time, elapsed time.Duration) {
+	if !g.events.hub.Active() || x.problem != "" || x.resource == "" || !x.decision.forwarded ||
+		!strings.HasPrefix(r.URL.Path, partnersPrefix) {
 		return
 	}
 	e := events.Event{
 		Time:      end,
-		Kind:      kind,
+		Kind:      events.KindWriteAccepted,
 		Resource:  string(x.resource),
 		Token:     x.token,
 		HWMBefore: x.decision.hwmBefore,
-		HWM:       x.decision.hwmBefore, // a check that raised nothing
+		HWM:       x.token, // the admission raised the mark
 		Status:    status,
 		LatencyMS: float64(elapsed.Microseconds()) / 1000,
 		Identity:  x.identity.name(),
 	}
-	if x.decision.raised {
-		e.HWM = x.token
+	g.events.hub.Publish(&e)
+}
+
+// accepted publishes the object write res, which the fenced write path
+// of every front door (putFenced, CompleteUpload) has just accepted, and
+// returns it.
+func (g *Gateway) accepted(ctx context.Context, res WriteResult) WriteResult {
+	g.publishObject(ctx, events.KindWriteAccepted, res.Resource, res.Token, res.ETag, res.Created)
+	return res
+}
+
+// publishObject publishes an accepted object write or delete (kind) of
+// resource with token, from the one place that decides it for every
+// front door (putFenced, deleteFenced, CompleteUpload), so that a write
+// through the S3 API is published as one through REST is: with the marks
+// that the request's exchange noted around its last fence check
+// (eventFences), its latency so far (from its arrival, the exchange's
+// start), its identity, and the status its front door answers
+// (acceptedStatus). created says that a PUT created the object.
+func (g *Gateway) publishObject(ctx context.Context, kind string, resource api.Resource, token api.Token, etag string, created bool) {
+	if !g.events.hub.Active() {
+		return
 	}
-	if kind == events.KindWriteAccepted && strings.HasPrefix(r.URL.Path, objectsPrefix) {
-		e.ETag = header.Get("ETag")
+	now := time.Now()
+	e := events.Event{Time: now, Kind: kind, Resource: string(resource), Token: token, ETag: etag}
+	if x := exchangeOf(ctx); x != nil {
+		e.HWMBefore, e.HWM = x.decision.hwmBefore, x.decision.hwmBefore // a check that raised nothing
+		if x.decision.raised {
+			e.HWM = token
+		}
+		if !x.start.IsZero() {
+			e.LatencyMS = float64(now.Sub(x.start).Microseconds()) / 1000
+		}
+		e.Identity = x.identity.name()
+		e.Status = acceptedStatus(x.api, kind, created)
 	}
 	g.events.hub.Publish(&e)
+}
+
+// acceptedStatus is the status that a front door (api: "" for REST)
+// answers a write of kind that it accepted: on REST 201 for a PUT that
+// created the object, 200 for another, 204 for a DELETE; on the S3 API
+// 200 for PutObject, CopyObject and CompleteMultipartUpload, 204 for
+// DeleteObject (and for each key DeleteObjects deletes, whose answer is
+// one 200 for them all).
+func acceptedStatus(api, kind string, created bool) int {
+	switch {
+	case kind == events.KindDeleteAccepted:
+		return http.StatusNoContent
+	case created && api == "":
+		return http.StatusCreated
+	}
+	return http.StatusOK
 }
 
 // publishRefused publishes the write refused with p for err, about
@@ -278,7 +316,7 @@ func (g *Gateway) publishRefused(p api.Problem, err error, x *exchange, resource
 		Resource: string(resource),
 		Token:    token,
 		HWM:      p.HighWaterMark,
-		Problem:  x.problem,
+		Problem:  strings.TrimPrefix(p.Type, api.ProblemTypePrefix), // not x.problem: a door's is its own error code
 		Status:   p.Status,
 		Identity: x.identity.name(),
 	}
@@ -293,7 +331,7 @@ func (g *Gateway) publishRefused(p api.Problem, err error, x *exchange, resource
 
 // publishAdmission publishes a partner request's admission: replayed
 // from its idempotency record, or admitted to be forwarded, which it
-// notes for publishAccepted.
+// notes for publishForwarded.
 func (g *Gateway) publishAdmission(r *http.Request, pr partnerRequest, adm api.Admission) {
 	x := exchangeOf(r.Context())
 	if x != nil && adm.Replay == nil {
@@ -405,6 +443,7 @@ func noteMarkBefore(ctx context.Context, hub *events.Hub, cached func(api.Resour
 	x := exchangeOf(ctx)
 	if x != nil {
 		x.decision.hwmBefore, _ = cached(resource)
+		x.decision.raised = false // this check's outcome, not an earlier one's
 	}
 	return x
 }

@@ -15,11 +15,14 @@ import (
 // The track middleware, first in the chain, gives every request an id and
 // an exchange, and when the request ends it counts and times it
 // (metrics.go), ends its span when it is traced (tracing.go) and writes
-// its one log line. That line is the access log line ("request", at INFO),
-// or, for a write refused for an audited reason, the audit line ("write
-// refused", at WARN, audit.go), which carries the access line's fields
-// too. One line a request keeps the cost of logging a stale refusal, the
-// cheapest request the gateway serves, at one formatted record.
+// its one log line. That line is the access log line ("request", at
+// INFO), or, for a write refused for an audited reason, the audit line
+// ("write refused", at WARN, audit.go), which carries the access line's
+// fields too. One line a request keeps the cost of logging a stale
+// refusal, the cheapest request the gateway serves, at one formatted
+// record. Another front door's requests are tracked alike by
+// TrackRequests (s3door.go), but for the audit line, which NoteRefusal
+// writes beside the access line.
 
 // exchange is what the gateway learns of one request while serving it.
 // The track middleware makes one per request and puts it in the
@@ -49,6 +52,15 @@ type exchange struct {
 	tracing *tracing
 	// decision is what the event feed notes (events.go).
 	decision decisionNote
+	// start is when the request arrived (its accepted writes' latency).
+	start time.Time
+	// api names the front door of a request that is not the REST API's
+	// ("s3": TrackRequests), "" for REST; operation is that door's name
+	// of what the request does ("PutObject"), its route label.
+	api, operation string
+	// identified is set once WithIdentity named the request's caller: a
+	// second call makes a new exchange (one goroutine per exchange).
+	identified bool
 }
 
 type exchangeKey struct{}
@@ -95,7 +107,7 @@ func (g *Gateway) track(next http.Handler) http.Handler {
 		start := time.Now()
 		m.inFlight.Inc()
 		defer m.inFlight.Dec()
-		x := &exchange{id: r.Header.Get(headerRequestID)}
+		x := &exchange{id: r.Header.Get(headerRequestID), start: start}
 		if !validRequestID(x.id) {
 			x.id = newRequestID()
 		}
@@ -124,7 +136,7 @@ func (g *Gateway) track(next http.Handler) http.Handler {
 			g.endRequestSpan(span, r, x, route, status)
 		}
 		g.logExchange(ctx, r, x, status, ww.BytesWritten(), start, elapsed)
-		g.publishAccepted(r, x, status, ww.Header(), start.Add(elapsed), elapsed)
+		g.publishForwarded(r, x, status, start.Add(elapsed), elapsed)
 	})
 }
 
@@ -154,6 +166,9 @@ func (g *Gateway) logExchange(ctx context.Context, r *http.Request, x *exchange,
 		slog.Duration("duration", elapsed),
 		slog.String("identity", x.identity.name()),
 	)
+	if x.api != "" {
+		attrs = append(attrs, slog.String("api", x.api), slog.String("operation", x.operation))
+	}
 	if suppressed > 0 {
 		attrs = append(attrs, slog.Uint64("suppressed", suppressed))
 	}

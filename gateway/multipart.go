@@ -360,7 +360,7 @@ func (g *Gateway) CompleteUpload(ctx context.Context, path api.ObjectPath, uploa
 		g.multipart.metrics.completed.Inc()
 		g.etags.learn(resource, api.ObjectVersion{Exists: true, ETag: etag, Token: b.Token})
 		g.unbind(ctx, uploadID)
-		return WriteResult{Resource: resource, Token: b.Token, ETag: etag, Created: !seen.Exists, ReplacedETag: seen.ETag}, nil
+		return g.accepted(ctx, WriteResult{Resource: resource, Token: b.Token, ETag: etag, Created: !seen.Exists, ReplacedETag: seen.ETag}), nil
 	}
 }
 

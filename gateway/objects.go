@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"fencegate/api"
+	"fencegate/events"
 )
 
 // objectsPrefix starts every object route.
@@ -296,7 +297,7 @@ func (g *Gateway) putFenced(ctx context.Context, fr fencedRequest, body *request
 		// An answer without an ETag teaches the cache nothing but that
 		// its entry is out of date (learn drops it).
 		g.etags.learn(fr.resource, api.ObjectVersion{Exists: true, ETag: etag, Token: fr.token})
-		return WriteResult{Resource: fr.resource, Token: fr.token, ETag: etag, Created: !seen.Exists, ReplacedETag: seen.ETag}, nil
+		return g.accepted(ctx, WriteResult{Resource: fr.resource, Token: fr.token, ETag: etag, Created: !seen.Exists, ReplacedETag: seen.ETag}), nil
 	}
 }
 
@@ -369,6 +370,7 @@ func (g *Gateway) deleteFenced(ctx context.Context, fr fencedRequest) error {
 			// hold.
 			g.etags.learn(fr.resource, api.ObjectVersion{Token: fr.token})
 		}
+		g.publishObject(ctx, events.KindDeleteAccepted, fr.resource, fr.token, "", false)
 		return nil
 	}
 }

@@ -9,6 +9,7 @@ package gateway
 // protocol is written twice.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,9 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5/middleware"
 
 	"fencegate/api"
 )
@@ -59,24 +63,120 @@ func (g *Gateway) StoreOf(bucket string) string {
 // everything, as on the REST API.
 func (g *Gateway) AuthEnabled() bool { return g.auth != nil }
 
+// TrackRequests wraps the handler of another front door, whose name door
+// is ("s3"), as the track middleware wraps the REST routes
+// (exchange.go): each request gets an id (RequestID) and an exchange, is
+// counted in fencegate_requests_in_flight while it is served, and when it
+// ends in fencegate_requests_total and fencegate_request_duration_seconds
+// with the route label door + ":" + its operation (NoteOperation; "none"
+// until one is noted) and the problem label its error code
+// (NoteErrorCode), and gets one access log line ("request", at INFO)
+// with its id, method, path, status, bytes, duration, identity, api and
+// operation. The path is the URL's, never its query (a presigned URL's
+// signature); no header is logged. Lines of 401 and 403 answers are
+// limited as the REST API's are (Config.AuthRefusalLogRate).
+//
+// The door's handlers call WithIdentity with the context it gives them,
+// so that the identity, the problem and the fenced writes' decisions are
+// noted in the request's own exchange.
+func (g *Gateway) TrackRequests(door string, next http.Handler) http.Handler {
+	m := g.metrics
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		m.inFlight.Inc()
+		defer m.inFlight.Dec()
+		x := &exchange{id: newRequestID(), start: start, api: door}
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		ctx := withExchange(r.Context(), x)
+		next.ServeHTTP(ww, r.WithContext(ctx))
+		elapsed := time.Since(start)
+		status := ww.Status()
+		if status == 0 {
+			status = http.StatusOK // nothing written: net/http answers 200
+		}
+		route, method := door+":"+cmp.Or(x.operation, routeNone), methodLabel(r.Method)
+		m.requests.WithLabelValues(route, method, statusClass(status), x.problem).Inc()
+		m.requestDuration.WithLabelValues(route, method).Observe(elapsed.Seconds())
+		g.logExchange(ctx, r, x, status, ww.BytesWritten(), start, elapsed)
+	})
+}
+
+// RequestID returns the id of the request of ctx (TrackRequests,
+// WithIdentity), "" when none.
+func RequestID(ctx context.Context) string { return requestID(ctx) }
+
+// NoteOperation records what a front door's request (TrackRequests) is:
+// its route label and its access line's operation. op must come from a
+// fixed set of names (the S3 operations'), never from the request, so
+// that the metrics' series stay bounded.
+func NoteOperation(ctx context.Context, op string) {
+	if x := exchangeOf(ctx); x != nil {
+		x.operation = op
+	}
+}
+
+// NoteErrorCode records the error a front door answered its request
+// with, as a code of a fixed set (S3's "StaleFenceToken", "SlowDown",
+// ...): the problem label of fencegate_requests_total.
+func NoteErrorCode(ctx context.Context, code string) {
+	if x := exchangeOf(ctx); x != nil {
+		x.problem = code
+	}
+}
+
 // WithIdentity returns ctx for a request that a front door authenticated
 // as the identity named name: Authorize, PutFenced and the others then
 // check that identity's grants, exactly as for a REST request by one of
-// its API keys. The context also carries the request's id (requestID,
-// made here) for the gateway's log lines. Without auth the name is only
-// recorded; with auth, a name the auth config does not define is
-// api.ErrUnauthorized, so that a key store and the auth config that
-// disagree fail closed.
+// its API keys. The context carries the request's id (requestID) for the
+// gateway's log lines. Without auth the name is only recorded; with
+// auth, a name the auth config does not define is api.ErrUnauthorized,
+// so that a key store and the auth config that disagree fail closed.
+//
+// Under TrackRequests the identity is noted in the request's exchange.
+// A context already identified gets an exchange of its own, of the same
+// request: one per goroutine that serves a part of it (the keys of a
+// DeleteObjects), since the gateway notes what a request checked in its
+// exchange without locking.
 func (g *Gateway) WithIdentity(ctx context.Context, name, requestID string) (context.Context, error) {
-	x := &exchange{id: requestID}
+	var id *Identity
 	if g.auth != nil {
-		id := g.auth.identityNamed(name)
-		if id == nil {
+		if id = g.auth.identityNamed(name); id == nil {
 			return ctx, fmt.Errorf("%w: identity %q is not in the auth config", api.ErrUnauthorized, name)
 		}
-		x.identity = id
 	}
-	return withExchange(ctx, x), nil
+	x := exchangeOf(ctx)
+	if x == nil || x.identified {
+		own := &exchange{id: requestID}
+		if x != nil {
+			own.start, own.api, own.operation = x.start, x.api, x.operation
+		}
+		x, ctx = own, withExchange(ctx, own)
+	}
+	if requestID != "" {
+		x.id = requestID
+	}
+	x.identity, x.identified = id, true
+	return ctx, nil
+}
+
+// LimitClient counts a request of another front door, authenticated as
+// the identity named name, against Config.MaxRequestsPerClient, as the
+// REST API's object requests are (limitPerClient): it returns the
+// function that counts it out, or api.ErrTooManyRequests when the
+// identity already has that many requests in flight. An identity's
+// requests through every front door count against one budget. A front
+// door calls it once the request's signature is verified: a request that
+// only names an identity's access key must not take from its budget.
+// Without a limit it always admits.
+func (g *Gateway) LimitClient(name string) (release func(), err error) {
+	if g.perClient == nil {
+		return func() {}, nil
+	}
+	client := "identity:" + name
+	if !g.perClient.acquire(client) {
+		return nil, fmt.Errorf("%w: %d requests of this client in flight", api.ErrTooManyRequests, g.perClient.max)
+	}
+	return func() { g.perClient.release(client) }, nil
 }
 
 // Authorize reports whether the identity of ctx (WithIdentity) may do op
@@ -256,9 +356,10 @@ func (a *authenticator) identityNamed(name string) *Identity { return a.byName[n
 // writeError does for the REST API: a stale token counts in
 // fencegate_stale_refusals_total (by where it was found), and a write
 // refused for an audited reason (a stale token, a token check, 401, 403)
-// counts in fencegate_refused_writes_total and gets the audit line
-// ("write refused", at WARN) with the resource, the token, the mark, the
-// problem type, the request id and the identity. write says whether the
+// counts in fencegate_refused_writes_total, is published on the event
+// feed (write.refused), and gets the audit line ("write refused", at
+// WARN) with the resource, the token, the mark, the problem type, the
+// request id and the identity. write says whether the
 // request was a write; resource and token are what it named (either may
 // be zero). ctx is the request's, from WithIdentity.
 func (g *Gateway) NoteRefusal(ctx context.Context, write bool, resource api.Resource, token api.Token, err error) {
@@ -278,6 +379,9 @@ func (g *Gateway) NoteRefusal(ctx context.Context, write bool, resource api.Reso
 	g.metrics.refusedWrites.WithLabelValues(slug).Inc()
 	if p.Resource != "" {
 		resource, token = p.Resource, p.Token
+	}
+	if x != nil {
+		g.publishRefused(p, err, x, resource, token)
 	}
 	suppressed, ok := g.authLines.allow(p.Status) // 401 and 403 cost the sender nothing
 	if !ok {

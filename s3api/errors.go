@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"fencegate/api"
+	"fencegate/gateway"
 	"fencegate/s3api/sigv4"
 )
 
@@ -117,6 +118,7 @@ type errorBody struct {
 // answered 500 are logged with their details.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, rq *request, err error) {
 	c, message := s3ErrorOf(err)
+	gateway.NoteErrorCode(r.Context(), c.code)
 	s.noteRefusal(r, rq, err)
 	if c.status >= 500 {
 		s.log.ErrorContext(r.Context(), "s3 request failed", "request_id", rq.id, "op", rq.op, "status", c.status, "err", err)

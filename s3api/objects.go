@@ -377,8 +377,10 @@ func (s *server) deleteObjects(w http.ResponseWriter, r *http.Request, rq *reque
 		return
 	}
 	results := make([]error, len(req.Objects))
-	// Each worker has a request context of its own: the gateway notes
-	// what a request checked in its context, one goroutine per context.
+	// Each worker has a request context of its own (gateway.WithIdentity
+	// on a context already identified): the gateway notes what a request
+	// checked in its context, one goroutine per context. Each key that
+	// is deleted is published on the event feed from there.
 	workerCtxs := make([]context.Context, min(deleteWorkers, len(req.Objects)))
 	for i := range workerCtxs {
 		if workerCtxs[i], err = s.gw.WithIdentity(ctx, rq.auth.Identity, rq.id); err != nil {
@@ -394,6 +396,11 @@ func (s *server) deleteObjects(w http.ResponseWriter, r *http.Request, rq *reque
 			defer wg.Done()
 			for i := range next {
 				results[i] = s.deleteOne(workerCtx, rq.bucket, req.Objects[i].Key, req.Objects[i].VersionID, token)
+				if results[i] != nil {
+					// Counted and audited with what the worker's own
+					// exchange noted (where a stale token was caught).
+					s.gw.NoteRefusal(workerCtx, true, api.ObjectResource(rq.bucket, req.Objects[i].Key), token, results[i])
+				}
 			}
 		}()
 	}
@@ -415,7 +422,6 @@ func (s *server) deleteObjects(w http.ResponseWriter, r *http.Request, rq *reque
 		if c.status >= 500 {
 			s.log.ErrorContext(ctx, "s3 delete of one key failed", "request_id", rq.id, "key", o.Key, "err", err)
 		}
-		s.gw.NoteRefusal(ctx, true, api.ObjectResource(rq.bucket, o.Key), token, err)
 		e := deleteError{Key: o.Key, Code: c.code, Message: message}
 		var stale *api.StaleTokenError
 		if errors.As(err, &stale) {

@@ -73,7 +73,10 @@ func New(cfg Config, deps Deps) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3api: %w", err)
 	}
-	return &server{cfg: cfg, log: cfg.Logger, gw: deps.Gateway, buckets: deps.Buckets, verifier: verifier}, nil
+	s := &server{cfg: cfg, log: cfg.Logger, gw: deps.Gateway, buckets: deps.Buckets, verifier: verifier}
+	// The gateway counts, times and logs each request as a REST one
+	// (route label "s3:<operation>").
+	return deps.Gateway.TrackRequests("s3", s), nil
 }
 
 // server is the front door.
@@ -114,7 +117,10 @@ func newRequestID() string {
 // ServeHTTP authenticates the request (Signature Version 4), picks its
 // operation, and runs it as the request's identity.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rq := &request{id: newRequestID()}
+	rq := &request{id: gateway.RequestID(r.Context())}
+	if rq.id == "" { // not under TrackRequests (tests of the server alone)
+		rq.id = newRequestID()
+	}
 	w.Header().Set(headerRequestID, rq.id)
 	w.Header().Set("X-Request-Id", rq.id)
 	if err := s.gw.CheckRequestSize(r); err != nil {
@@ -127,6 +133,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	handler, op := s.route(r, rq)
 	rq.op = op
+	gateway.NoteOperation(r.Context(), op)
 	// No temporary credentials: the gateway has no STS, so a session
 	// token could only be a client's AWS credentials sent to the wrong
 	// place (and sigv4 would not check it).
@@ -148,7 +155,17 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, rq, err)
 		return
 	}
-	handler(w, r.WithContext(ctx), rq)
+	r = r.WithContext(ctx)
+	// The per-client limit (Config.MaxRequestsPerClient) counts verified
+	// identities only: a request that merely names an access key was
+	// refused above, and takes nothing from that identity's budget.
+	release, err := s.gw.LimitClient(res.Identity)
+	if err != nil {
+		s.writeError(w, r, rq, err)
+		return
+	}
+	defer release()
+	handler(w, r, rq)
 }
 
 // address finds the bucket and key the request names: from Host when it
