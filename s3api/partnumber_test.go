@@ -17,6 +17,8 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/minio/minio-go/v7"
+
+	"fencegate/api"
 )
 
 // partSizes are the parts of the multipart objects of these tests: two
@@ -290,5 +292,43 @@ func TestPartNumberRefused(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestPartNumberAfterOverwrite: parts are the current version's. An
+// object uploaded in parts and then replaced by a single PUT has only
+// part 1, the new bytes; one written in a PUT and replaced by an upload
+// in parts has the new parts.
+func TestPartNumberAfterOverwrite(t *testing.T) {
+	d := newDoor(t, doorOptions{})
+	ctx := context.Background()
+	w := d.client(writerKey)
+	d.putInParts(t, w, "k", 30, randomBytes(5<<20+5<<20+1000, 9))
+	if _, err := d.put(t, w, "k", 31, "0123456789"); err != nil {
+		t.Fatal(err)
+	}
+	c := d.client(readerKey)
+	o, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(d.bucket), Key: aws.String("k"), PartNumber: aws.Int32(1)})
+	if err != nil {
+		t.Fatalf("part 1 after a PUT: %v", err)
+	}
+	got, _ := io.ReadAll(o.Body)
+	o.Body.Close()
+	if string(got) != "0123456789" || aws.ToInt32(o.PartsCount) > 1 || o.Metadata["fence-token"] != "31" {
+		t.Fatalf("part 1 after a PUT = %q (%d bytes), PartsCount %d, token %q; want the PUT's bytes, token 31", api.Truncate(string(got), 20), len(got), aws.ToInt32(o.PartsCount), o.Metadata["fence-token"])
+	}
+	_, err = c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(d.bucket), Key: aws.String("k"), PartNumber: aws.Int32(2)})
+	wantAPIError(t, err, http.StatusRequestedRangeNotSatisfiable, "InvalidPartNumber")
+
+	body := randomBytes(5<<20+5<<20+1000, 10)
+	d.putInParts(t, w, "k", 32, body)
+	o, err = c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(d.bucket), Key: aws.String("k"), PartNumber: aws.Int32(3)})
+	if err != nil {
+		t.Fatalf("part 3 after an upload in parts: %v", err)
+	}
+	got, _ = io.ReadAll(o.Body)
+	o.Body.Close()
+	if !bytes.Equal(got, partsOf(body)[2]) || aws.ToInt32(o.PartsCount) != 3 || o.Metadata["fence-token"] != "32" {
+		t.Fatalf("part 3 after an upload in parts = %d bytes, PartsCount %d, token %q; want the new part 3, 3, token 32", len(got), aws.ToInt32(o.PartsCount), o.Metadata["fence-token"])
 	}
 }
