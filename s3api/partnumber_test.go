@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -19,6 +22,13 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"fencegate/api"
+	"fencegate/backends/gcs"
+	s3backend "fencegate/backends/s3"
+	"fencegate/backends/stores"
+	"fencegate/gateway"
+	"fencegate/internal/testenv"
+	"fencegate/s3api"
+	"fencegate/tokenstore"
 )
 
 // partSizes are the parts of the multipart objects of these tests: two
@@ -330,5 +340,70 @@ func TestPartNumberAfterOverwrite(t *testing.T) {
 	o.Body.Close()
 	if !bytes.Equal(got, partsOf(body)[2]) || aws.ToInt32(o.PartsCount) != 3 || o.Metadata["fence-token"] != "32" {
 		t.Fatalf("part 3 after an upload in parts = %d bytes, PartsCount %d, token %q; want the new part 3, 3, token 32", len(got), aws.ToInt32(o.PartsCount), o.Metadata["fence-token"])
+	}
+}
+
+// TestPartNumberOnGCSBucket: objects in GCS have no parts, and the GCS
+// backend would answer the whole object to a read of part 2; the door
+// refuses partNumber on a GCS bucket (501) before anything reaches GCS,
+// and serves the bucket's plain reads.
+func TestPartNumberOnGCSBucket(t *testing.T) {
+	ctx := context.Background()
+	gcsServer := testenv.StartGCS(t)
+	bucket := fmt.Sprintf("gcsdoor%d", bucketSeq.Add(1))
+	gcsServer.CreateBucket(t, bucket)
+	gcsProxy := testenv.NewCountingProxy(t, "http://"+gcsServer.Host())
+	gcsBackend, err := gcs.New(ctx, gcs.Config{Endpoint: gcsProxy.URL() + "/storage/v1/", WithoutAuthentication: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gcsBackend.Close() })
+	s3Backend, err := s3backend.New(ctx, s3backend.Config{Endpoint: sharedS3.Endpoint(), AccessKeyID: sharedS3.AccessKey, SecretAccessKey: sharedS3.SecretKey, UsePathStyle: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects, err := stores.New(stores.Named{Name: api.StoreS3, Store: s3Backend}, map[string]stores.Named{bucket: {Name: api.StoreGCS, Store: gcsBackend}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := tokenstore.New(testenv.StartEtcd(t).Client(t), tokenstore.Config{RequestTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	gw, err := gateway.New(gateway.Config{Logger: logger}, store, objects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &door{bucket: bucket, keys: keys{writerKey: {secretOf + writerKey, "writer"}}}
+	h, err := s3api.New(s3api.Config{Logger: logger}, s3api.Deps{Gateway: gw, Keys: d.keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.srv = httptest.NewTLSServer(h)
+	t.Cleanup(d.srv.Close)
+	d.url = d.srv.URL
+	c := d.client(writerKey)
+	if _, err := d.put(t, c, "k", 3, "0123456789"); err != nil {
+		t.Fatal(err)
+	}
+	gcsProxy.Reset()
+	for _, n := range []int32{1, 2} {
+		_, err = c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("k"), PartNumber: aws.Int32(n)})
+		wantAPIError(t, err, http.StatusNotImplemented, "NotImplemented")
+		_, err = c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String("k"), PartNumber: aws.Int32(n)})
+		wantStatus(t, err, http.StatusNotImplemented)
+	}
+	if n := gcsProxy.Count(); n != 0 {
+		t.Fatalf("%d GCS requests for partNumber reads; want none", n)
+	}
+	o, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("k")})
+	if err != nil {
+		t.Fatalf("plain read of the GCS bucket: %v", err)
+	}
+	got, _ := io.ReadAll(o.Body)
+	o.Body.Close()
+	if string(got) != "0123456789" {
+		t.Fatalf("plain read of the GCS bucket = %q; want the object", got)
 	}
 }
