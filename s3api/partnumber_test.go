@@ -105,8 +105,12 @@ func TestStoreServesPartNumber(t *testing.T) {
 		Credentials: credentials.NewStaticCredentialsProvider(sharedS3.AccessKey, sharedS3.SecretKey, ""),
 	})
 	head, err := store.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(d.bucket), Key: aws.String("mp"), PartNumber: aws.Int32(1)})
-	if err != nil || aws.ToInt64(head.ContentLength) != int64(partSizes[0]) || aws.ToInt32(head.PartsCount) != 3 || aws.ToString(head.ContentRange) != contentRangeOf(0) {
-		t.Fatalf("store HEAD partNumber=1 = %v; want Content-Length %d, PartsCount 3, Content-Range %q", err, partSizes[0], contentRangeOf(0))
+	if err != nil {
+		t.Fatalf("store HEAD partNumber=1: %v", err)
+	}
+	if aws.ToInt64(head.ContentLength) != int64(partSizes[0]) || aws.ToInt32(head.PartsCount) != 3 || aws.ToString(head.ContentRange) != contentRangeOf(0) {
+		t.Fatalf("store HEAD partNumber=1 = Content-Length %d, PartsCount %d, Content-Range %q; want %d, 3, %q",
+			aws.ToInt64(head.ContentLength), aws.ToInt32(head.PartsCount), aws.ToString(head.ContentRange), partSizes[0], contentRangeOf(0))
 	}
 }
 
