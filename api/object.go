@@ -78,6 +78,14 @@ type GetObjectInput struct {
 	// failed If-Unmodified-Since is ErrPreconditionFailed.
 	IfModifiedSince   time.Time
 	IfUnmodifiedSince time.Time
+	// PartNumber reads one part of an object uploaded in parts (S3's
+	// partNumber): 1 to MaxParts, the part's bytes with its ContentRange
+	// and the object's PartsCount; an object written in one PUT has only
+	// part 1, the whole object. A part past the object's last is
+	// ErrRangeNotSatisfiable. Zero means none. It excludes Range: the
+	// gateway refuses a read with both (ErrInvalidRequest), and reads
+	// with it only from S3 buckets.
+	PartNumber int32
 }
 
 // Object is an object's content and metadata, as read back.
@@ -93,8 +101,13 @@ type Object struct {
 	// Token is the fencing token recorded on the object, zero if none.
 	Token Token
 	// ContentRange is S3's Content-Range for a partial read, such as
-	// "bytes 2-5/10"; empty when Body is the whole object.
+	// "bytes 2-5/10"; empty when Body is the whole object. A read of a
+	// part (GetObjectInput.PartNumber) has the part's, on HEAD too.
 	ContentRange string
+	// PartsCount is the number of parts of an object uploaded in parts,
+	// as S3 answers it to a read of one part (x-amz-mp-parts-count);
+	// zero when S3 did not say.
+	PartsCount int32
 	// NotModified is true when the read's If-None-Match or
 	// If-Modified-Since did not hold (S3 answered 304). It is a result,
 	// not an error: Body is nil, Size zero, and ETag, LastModified and

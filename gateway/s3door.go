@@ -308,22 +308,46 @@ func (g *Gateway) admit(ctx context.Context, op Operation, path api.ObjectPath, 
 // ReadInput builds a read's api.GetObjectInput for path from r's Range
 // and conditional headers, with the REST API's rules (see readInput):
 // what S3 would read differently is refused or ignored, never forwarded
-// raw.
+// raw. PartNumber is left zero: a front door whose dialect has parts sets
+// it (see ReadObject).
 func ReadInput(r *http.Request, path api.ObjectPath) (api.GetObjectInput, error) {
 	return readInput(r, path)
 }
 
 // ReadObject reads in.Path (Get, or Head when head is true) after
 // checking that the identity of ctx may read it, as GET and HEAD of
-// /v1/objects/... do. The caller closes a returned Body.
+// /v1/objects/... do. The caller closes a returned Body. A read of one
+// part (in.PartNumber, which ReadInput leaves to the front door that
+// parses it) must name a part from 1 to api.MaxParts, no Range, and an
+// object of an S3 bucket, else it is api.ErrInvalidRequest and nothing is
+// read: a store that does not know parts would answer the whole object.
 func (g *Gateway) ReadObject(ctx context.Context, in api.GetObjectInput, head bool) (*api.Object, error) {
 	if err := g.authorize(ctx, OpRead, in.Path.Resource()); err != nil {
+		return nil, err
+	}
+	if err := checkPartRead(in); err != nil {
 		return nil, err
 	}
 	if head {
 		return g.objects.Head(ctx, in)
 	}
 	return g.objects.Get(ctx, in)
+}
+
+// checkPartRead refuses a read of a part (in.PartNumber) that no store
+// reads as one part: see ReadObject.
+func checkPartRead(in api.GetObjectInput) error {
+	switch {
+	case in.PartNumber == 0:
+		return nil
+	case in.PartNumber < 0 || in.PartNumber > api.MaxParts:
+		return fmt.Errorf("%w: part number %d, want 1 to %d", api.ErrInvalidRequest, in.PartNumber, api.MaxParts)
+	case in.Range != "":
+		return fmt.Errorf("%w: a part number and a Range", api.ErrInvalidRequest)
+	case in.Path.Store != "" && in.Path.Store != api.StoreS3:
+		return fmt.Errorf("%w: parts of objects in %s buckets", api.ErrInvalidRequest, in.Path.Store)
+	}
+	return nil
 }
 
 // WatchBody puts r's body under the gateway's transfer deadlines, as a

@@ -51,6 +51,8 @@ var s3Codes = []s3Code{
 	{errInvalidToken, "InvalidToken", http.StatusBadRequest},
 	{errEntityTooLarge, "EntityTooLarge", http.StatusBadRequest},
 	{errNoSuchUpload, "NoSuchUpload", http.StatusNotFound}, // multipart.go
+	// read.go:
+	{errInvalidPartNumber, "InvalidPartNumber", http.StatusRequestedRangeNotSatisfiable},
 
 	{api.ErrMissingToken, "MissingFenceToken", http.StatusPreconditionRequired},
 	{api.ErrMalformedToken, "InvalidFenceToken", http.StatusBadRequest},

@@ -243,20 +243,18 @@ func (m *md5Body) Read(p []byte) (int, error) {
 }
 
 // getObject is GetObject and HeadObject: the gateway's read, with the
-// client's Range and conditional headers as the REST API validates them.
+// client's Range and conditional headers as the REST API validates them,
+// or one part of the object (partNumber; read.go).
 func (s *server) getObject(w http.ResponseWriter, r *http.Request, rq *request) {
 	head := r.Method == http.MethodHead
 	path, err := s.objectPath(rq.bucket, rq.key)
-	if err == nil {
-		err = refuseReadParams(r.URL.Query())
-	}
 	var in api.GetObjectInput
 	if err == nil {
-		in, err = gateway.ReadInput(r, path)
+		in, err = s.readInput(r, path) // read.go
 	}
 	var obj *api.Object
 	if err == nil {
-		obj, err = s.gw.ReadObject(r.Context(), in, head)
+		obj, err = s.readObject(r.Context(), in, head)
 	}
 	if err != nil {
 		s.writeError(w, r, rq, err)
@@ -283,6 +281,9 @@ func (s *server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	if obj.ContentType != "" {
 		h.Set("Content-Type", obj.ContentType)
 	}
+	if obj.PartsCount != 0 {
+		h.Set("X-Amz-Mp-Parts-Count", strconv.FormatInt(int64(obj.PartsCount), 10))
+	}
 	status := http.StatusOK
 	if obj.ContentRange != "" {
 		h.Set("Content-Range", obj.ContentRange)
@@ -294,18 +295,6 @@ func (s *server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 			s.log.WarnContext(r.Context(), "s3 object read interrupted", "request_id", rq.id, "bucket", path.Bucket, "key", path.Key, "err", err)
 		}
 	}
-}
-
-// refuseReadParams refuses the read parameters the door does not serve:
-// versionId (no versions), partNumber (parts of multipart objects), and
-// the response-* overrides of the answer's headers.
-func refuseReadParams(q url.Values) error {
-	for _, name := range readParams {
-		if q.Has(name) {
-			return fmt.Errorf("%w: the %s parameter", errNotImplemented, name)
-		}
-	}
-	return nil
 }
 
 // deleteObject is DeleteObject: the gateway's fenced delete. Deleting an

@@ -18,7 +18,7 @@ import (
 // TestGetAndHeadObject reads through the door with aws-sdk-go-v2: the
 // whole object with its recorded token, a range, the conditional headers
 // (304, 412), HEAD, a missing key (NoSuchKey, and HEAD's bodiless 404),
-// and the refused parameters (partNumber, versionId).
+// and a refused parameter (versionId). partNumber: partnumber_test.go.
 func TestGetAndHeadObject(t *testing.T) {
 	d := newDoor(t, doorOptions{})
 	ctx := context.Background()
@@ -54,8 +54,6 @@ func TestGetAndHeadObject(t *testing.T) {
 	if !errors.As(err, &respErr) || respErr.HTTPStatusCode() != http.StatusNotModified {
 		t.Fatalf("If-None-Match of the current ETag: %v; want 304", err)
 	}
-	_, _, err = get(&s3.GetObjectInput{PartNumber: aws.Int32(1)})
-	wantAPIError(t, err, http.StatusNotImplemented, "NotImplemented")
 	_, _, err = get(&s3.GetObjectInput{VersionId: aws.String("v1")})
 	wantAPIError(t, err, http.StatusNotImplemented, "NotImplemented")
 

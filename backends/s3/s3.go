@@ -265,7 +265,9 @@ func (c *Client) Delete(ctx context.Context, p api.ObjectPath, etag string) erro
 	return nil
 }
 
-// Get reads the object, or the range of it that in.Range names, if in's
+// Get reads the object, or the range of it that in.Range names, or the
+// part that in.PartNumber names (a part past the last is
+// api.ErrRangeNotSatisfiable, S3's 416 InvalidPartNumber), if in's
 // preconditions hold. The caller closes its Body. S3's 304 is a result,
 // Object.NotModified, with the current version's ETag, Last-Modified and
 // token (see withCurrentVersion); its 412 is api.ErrPreconditionFailed and
@@ -275,7 +277,8 @@ func (c *Client) Get(ctx context.Context, in api.GetObjectInput) (*api.Object, e
 }
 
 // Head reads the object's metadata, if in's preconditions hold (in.Range
-// is ignored). Its answers are Get's, without a Body.
+// is ignored; in.PartNumber is sent, and a part's ContentRange and
+// PartsCount answered). Its answers are Get's, without a Body.
 func (c *Client) Head(ctx context.Context, in api.GetObjectInput) (*api.Object, error) {
 	return c.withCurrentVersion(ctx, in, c.head)
 }
@@ -367,6 +370,9 @@ func (c *Client) get(ctx context.Context, in api.GetObjectInput) (*api.Object, e
 	if in.Range != "" {
 		get.Range = aws.String(in.Range)
 	}
+	if in.PartNumber != 0 {
+		get.PartNumber = aws.Int32(in.PartNumber)
+	}
 	if in.IfMatch != "" {
 		get.IfMatch = aws.String(in.IfMatch)
 	}
@@ -400,6 +406,7 @@ func (c *Client) get(ctx context.Context, in api.GetObjectInput) (*api.Object, e
 		LastModified: aws.ToTime(out.LastModified),
 		Token:        recordedToken(out.Metadata),
 		ContentRange: aws.ToString(out.ContentRange),
+		PartsCount:   aws.ToInt32(out.PartsCount),
 	}, nil
 }
 
@@ -423,6 +430,9 @@ func (c *Client) head(ctx context.Context, in api.GetObjectInput) (_ *api.Object
 		}
 	}
 	head := &s3.HeadObjectInput{Bucket: aws.String(p.Bucket), Key: aws.String(p.Key)}
+	if in.PartNumber != 0 {
+		head.PartNumber = aws.Int32(in.PartNumber)
+	}
 	if in.IfMatch != "" {
 		head.IfMatch = aws.String(in.IfMatch)
 	}
@@ -448,6 +458,8 @@ func (c *Client) head(ctx context.Context, in api.GetObjectInput) (_ *api.Object
 		ETag:         aws.ToString(out.ETag),
 		LastModified: aws.ToTime(out.LastModified),
 		Token:        recordedToken(out.Metadata),
+		ContentRange: aws.ToString(out.ContentRange),
+		PartsCount:   aws.ToInt32(out.PartsCount),
 	}, nil
 }
 
@@ -520,7 +532,8 @@ func mapWriteError(err error) error {
 
 // mapReadError maps the failure of a read: S3's 404 (NoSuchKey, or a
 // HEAD's bodiless NotFound), its 412 to a read's If-Match or
-// If-Unmodified-Since, and its 416 (InvalidRange) to a range past the end.
+// If-Unmodified-Since, and its 416 to a range past the end (InvalidRange)
+// or a part past the last (InvalidPartNumber).
 func mapReadError(err error) error {
 	var apiErr smithy.APIError
 	if errors.As(err, &apiErr) {
@@ -529,7 +542,7 @@ func mapReadError(err error) error {
 			return fmt.Errorf("%w: %w", api.ErrNotFound, err)
 		case "PreconditionFailed":
 			return fmt.Errorf("%w: %w", api.ErrPreconditionFailed, err)
-		case "InvalidRange":
+		case "InvalidRange", "InvalidPartNumber":
 			return fmt.Errorf("%w: %w", api.ErrRangeNotSatisfiable, err)
 		}
 	}

@@ -268,15 +268,19 @@ func (s *signedHTTP) put(ctx context.Context, in api.PutObjectInput, cond condit
 	return resp.Header.Get("ETag"), false, nil
 }
 
-// head is Client.Head on the signed path, with in's preconditions (as the
-// SDK sends them); see put for sdk.
+// head is Client.Head on the signed path, with in's preconditions and
+// part number (as the SDK sends them); see put for sdk.
 func (s *signedHTTP) head(ctx context.Context, in api.GetObjectInput) (obj *api.Object, sdk bool, err error) {
 	p := in.Path
 	ep := s.endpoint(ctx, p.Bucket)
 	if ep.sdk {
 		return nil, true, nil
 	}
-	req, err := s.newRequest(ctx, ep, http.MethodHead, p.Key, "", nil, 0, func(h http.Header) {
+	query := "" // canonical: sorted, escaped
+	if in.PartNumber != 0 {
+		query = "partNumber=" + strconv.FormatInt(int64(in.PartNumber), 10)
+	}
+	req, err := s.newRequest(ctx, ep, http.MethodHead, p.Key, query, nil, 0, func(h http.Header) {
 		if in.IfMatch != "" {
 			h["If-Match"] = []string{in.IfMatch}
 		}
@@ -306,9 +310,13 @@ func (s *signedHTTP) head(ctx context.Context, in api.GetObjectInput) (obj *api.
 	}
 	h := resp.Header
 	obj = &api.Object{
-		Size:        resp.ContentLength,
-		ContentType: h.Get("Content-Type"),
-		ETag:        h.Get("ETag"),
+		Size:         resp.ContentLength,
+		ContentType:  h.Get("Content-Type"),
+		ETag:         h.Get("ETag"),
+		ContentRange: h.Get("Content-Range"),
+	}
+	if n, err := strconv.ParseInt(h.Get("X-Amz-Mp-Parts-Count"), 10, 32); err == nil && n > 0 {
+		obj.PartsCount = int32(n)
 	}
 	if v := h.Get("Content-Length"); v != "" {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil {

@@ -1,0 +1,109 @@
+package s3api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"fencegate/api"
+	"fencegate/gateway"
+)
+
+// The reads' own parameters: GetObject and HeadObject of one part of an
+// object (partNumber), and the parameters the door refuses. The reads
+// themselves are the gateway's (gateway.ReadInput, gateway.ReadObject).
+
+// errInvalidPartNumber is S3's 416 InvalidPartNumber: the read named a
+// part past the object's last (S3 answered 416 to a read of a part).
+var errInvalidPartNumber = errors.New("invalid part number")
+
+// readInput is the api.GetObjectInput of a GetObject or HeadObject:
+// gateway.ReadInput's Range and conditions, and the part that partNumber
+// names. The read parameters the door does not serve are refused
+// (refuseReadParams). partNumber is refused with a Range header (S3's
+// InvalidRequest, whatever the Range says), and on a bucket whose store
+// has no parts (NotImplemented), before anything is read.
+func (s *server) readInput(r *http.Request, path api.ObjectPath) (api.GetObjectInput, error) {
+	if err := refuseReadParams(r.URL.Query()); err != nil {
+		return api.GetObjectInput{}, err
+	}
+	part, err := partNumber(r.URL.RawQuery)
+	if err != nil {
+		return api.GetObjectInput{}, err
+	}
+	if part != 0 {
+		if _, ok := r.Header["Range"]; ok {
+			return api.GetObjectInput{}, fmt.Errorf("%w: cannot specify both Range header and partNumber query parameter", api.ErrInvalidRequest)
+		}
+		if path.Store != "" && path.Store != api.StoreS3 {
+			return api.GetObjectInput{}, fmt.Errorf("%w: partNumber on a bucket in %s, whose objects have no parts", errNotImplemented, path.Store)
+		}
+	}
+	in, err := gateway.ReadInput(r, path)
+	in.PartNumber = part
+	return in, err
+}
+
+// readObject is gateway.ReadObject, with S3's code for a part past the
+// object's last: InvalidPartNumber rather than InvalidRange (both 416).
+func (s *server) readObject(ctx context.Context, in api.GetObjectInput, head bool) (*api.Object, error) {
+	obj, err := s.gw.ReadObject(ctx, in, head)
+	if in.PartNumber != 0 && errors.Is(err, api.ErrRangeNotSatisfiable) {
+		err = fmt.Errorf("%w: the object has no part %d: %w", errInvalidPartNumber, in.PartNumber, err)
+	}
+	return obj, err
+}
+
+// partNumber returns the part that the query names with partNumber, or 0
+// when it names none. The value must be one
+// decimal number from 1 to api.MaxParts in its plain spelling: digits
+// only, no sign, no leading zero, no space, once. Anything else is
+// InvalidArgument, never read as some part: a parser that took "+1",
+// "01" or a number that wraps around 32 bits (4294967297) for part 1
+// would answer a part the client did not name. A query that does not
+// parse (a bad escape, a ';') is refused too: url.ParseQuery drops the
+// pairs it cannot read, and a dropped partNumber would read the whole
+// object.
+func partNumber(rawQuery string) (int32, error) {
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return 0, fmt.Errorf("%w: the query does not parse: %v", errInvalidArgument, err)
+	}
+	values, ok := q["partNumber"]
+	if !ok {
+		return 0, nil
+	}
+	invalid := fmt.Errorf("%w: partNumber must be one integer from 1 to %d", errInvalidArgument, api.MaxParts)
+	if len(values) != 1 {
+		return 0, invalid
+	}
+	v := values[0]
+	if len(v) == 0 || len(v) > len(strconv.Itoa(api.MaxParts)) || v[0] < '1' || v[0] > '9' {
+		return 0, invalid
+	}
+	for i := 1; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return 0, invalid
+		}
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n > api.MaxParts {
+		return 0, invalid
+	}
+	return int32(n), nil
+}
+
+// refuseReadParams refuses the read parameters the door does not serve:
+// versionId (no versions) and the response-* overrides of the answer's
+// headers. (partNumber is served: see partNumber.)
+func refuseReadParams(q url.Values) error {
+	for _, name := range readParams {
+		if name != "partNumber" && q.Has(name) {
+			return fmt.Errorf("%w: the %s parameter", errNotImplemented, name)
+		}
+	}
+	return nil
+}
