@@ -49,7 +49,8 @@ var s3Codes = []s3Code{
 	{errInvalidDigest, "InvalidDigest", http.StatusBadRequest},
 	{errInvalidToken, "InvalidToken", http.StatusBadRequest},
 	{errEntityTooLarge, "EntityTooLarge", http.StatusBadRequest},
-	{errNoSuchUpload, "NoSuchUpload", http.StatusNotFound}, // multipart.go
+	{errMetadataTooLarge, "MetadataTooLarge", http.StatusBadRequest}, // metadata.go
+	{errNoSuchUpload, "NoSuchUpload", http.StatusNotFound},           // multipart.go
 
 	{api.ErrMissingToken, "MissingFenceToken", http.StatusPreconditionRequired},
 	{api.ErrMalformedToken, "InvalidFenceToken", http.StatusBadRequest},

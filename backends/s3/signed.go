@@ -249,6 +249,7 @@ func (s *signedHTTP) put(ctx context.Context, in api.PutObjectInput, cond condit
 		if cond.header != "" {
 			h[cond.header] = []string{cond.value}
 		}
+		setMetadataHeaders(h, in.Metadata)
 		h[fenceTokenHeader] = []string{in.Token.String()}
 		if in.Size >= continueThreshold {
 			h["Expect"] = []string{"100-continue"}
@@ -309,6 +310,7 @@ func (s *signedHTTP) head(ctx context.Context, in api.GetObjectInput) (obj *api.
 		Size:        resp.ContentLength,
 		ContentType: h.Get("Content-Type"),
 		ETag:        h.Get("ETag"),
+		Metadata:    metadataFromHeaders(h),
 	}
 	if v := h.Get("Content-Length"); v != "" {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
