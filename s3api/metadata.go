@@ -61,8 +61,8 @@ var standardMetadataHeaders = []struct {
 // objectMetadata reads and validates the metadata of a write (PutObject,
 // CopyObject with REPLACE, CreateMultipartUpload) from r, for an object
 // that records token. Its errors are S3's: MetadataTooLarge,
-// InvalidArgument; a gcs store, which keeps no Expires, is NotImplemented
-// for it.
+// InvalidArgument; Expires and Content-Encoding in a GCS bucket are
+// NotImplemented (storeKeeps).
 func objectMetadata(r *http.Request, token api.Token, store string) (api.ObjectMetadata, error) {
 	var m api.ObjectMetadata
 	size := len(api.MetadataFenceToken) + len(token.String())
@@ -127,11 +127,27 @@ func objectMetadata(r *http.Request, token api.Token, store string) (api.ObjectM
 		if _, err := http.ParseTime(m.Expires); err != nil {
 			return api.ObjectMetadata{}, fmt.Errorf("%w: Expires %q is not an HTTP date", errInvalidArgument, api.Truncate(m.Expires, 80))
 		}
-		if store == api.StoreGCS {
-			return api.ObjectMetadata{}, fmt.Errorf("%w: Expires on an object in GCS, which keeps no Expires", errNotImplemented)
-		}
+	}
+	if err := storeKeeps(store, m); err != nil {
+		return api.ObjectMetadata{}, err
 	}
 	return m, nil
+}
+
+// storeKeeps refuses metadata that the object's store cannot keep as S3
+// does: GCS has no Expires, and serves an object with a Content-Encoding
+// decoded (backends/gcs refuses both again, before sending).
+func storeKeeps(store string, m api.ObjectMetadata) error {
+	if store != api.StoreGCS {
+		return nil
+	}
+	switch {
+	case m.Expires != "":
+		return fmt.Errorf("%w: Expires on an object in GCS, which keeps none", errNotImplemented)
+	case m.ContentEncoding != "":
+		return fmt.Errorf("%w: Content-Encoding on an object in GCS, which would serve it decoded", errNotImplemented)
+	}
+	return nil
 }
 
 // checkMetadataValue refuses a value that is not printable US-ASCII.

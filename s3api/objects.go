@@ -504,6 +504,10 @@ func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 		contentType = r.Header.Get("Content-Type")
 	} else {
 		meta = obj.Metadata
+		if err := storeKeeps(dst.Store, meta); err != nil {
+			s.writeError(w, r, rq, err)
+			return
+		}
 	}
 	res, err := s.gw.PutFenced(ctx, gateway.PutRequest{Path: dst, Token: token, Body: obj.Body, Size: obj.Size, ContentType: contentType, Metadata: meta})
 	if err != nil {
