@@ -59,12 +59,6 @@ type ObjectMetadata struct {
 	Expires            string
 }
 
-// IsZero reports whether m holds nothing.
-func (m ObjectMetadata) IsZero() bool {
-	return len(m.User) == 0 && m.CacheControl == "" && m.ContentDisposition == "" &&
-		m.ContentEncoding == "" && m.ContentLanguage == "" && m.Expires == ""
-}
-
 // PutObjectInput is one conditional write.
 type PutObjectInput struct {
 	Path ObjectPath
