@@ -29,6 +29,9 @@ type UploadBinding struct {
 type CreateUploadInput struct {
 	Path        ObjectPath
 	ContentType string
+	// Metadata is stored with the object that the upload completes, as
+	// PutObjectInput.Metadata.
+	Metadata ObjectMetadata
 	// Token is recorded on the object that the upload completes, as
 	// MetadataFenceToken.
 	Token Token

@@ -36,6 +36,29 @@ func (v ObjectVersion) Named() bool {
 	return !v.Exists || strings.Trim(v.ETag, `"`) != ""
 }
 
+// ObjectMetadata is what an object keeps besides its bytes, its
+// Content-Type and its token, as S3 keeps it: user metadata (S3's
+// x-amz-meta-NAME headers) and the standard headers that a read answers
+// with what the write sent. The zero value is none of them; an empty
+// string is a header not set.
+//
+// Front doors validate it before it reaches a store (S3's limits, see
+// package s3api); backends send it as it is.
+type ObjectMetadata struct {
+	// User is the user metadata by NAME, lower case, without the
+	// x-amz-meta- prefix. It never holds MetadataFenceToken: that entry
+	// is the token's, written from PutObjectInput.Token. Nil means none.
+	User map[string]string
+	// CacheControl, ContentDisposition, ContentEncoding, ContentLanguage
+	// and Expires are the object's headers of those names. Expires is an
+	// HTTP date (RFC 9110 section 5.6.7), as sent.
+	CacheControl       string
+	ContentDisposition string
+	ContentEncoding    string
+	ContentLanguage    string
+	Expires            string
+}
+
 // PutObjectInput is one conditional write.
 type PutObjectInput struct {
 	Path ObjectPath
@@ -45,6 +68,9 @@ type PutObjectInput struct {
 	// Size is the exact length of Body.
 	Size        int64
 	ContentType string
+	// Metadata is stored with the object: its user metadata and standard
+	// headers. The zero value stores none.
+	Metadata ObjectMetadata
 	// Token is recorded on the object as MetadataFenceToken.
 	Token Token
 	// Replaces is the version the write replaces: the write applies only
@@ -98,6 +124,9 @@ type Object struct {
 	ContentType  string
 	ETag         string
 	LastModified time.Time
+	// Metadata is the object's user metadata (without the token) and
+	// standard headers, as the store answered them; zero when NotModified.
+	Metadata ObjectMetadata
 	// Token is the fencing token recorded on the object, zero if none.
 	Token Token
 	// ContentRange is S3's Content-Range for a partial read, such as

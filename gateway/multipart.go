@@ -178,7 +178,7 @@ func (g *Gateway) multipartPath(p api.ObjectPath) (api.ObjectPath, error) {
 // A binding that cannot be recorded aborts the upload (an unbound upload
 // could never be completed through the gateway). The caller needs
 // OpWrite on the resource.
-func (g *Gateway) CreateUpload(ctx context.Context, path api.ObjectPath, token api.Token, contentType string) (api.UploadBinding, error) {
+func (g *Gateway) CreateUpload(ctx context.Context, path api.ObjectPath, token api.Token, contentType string, meta api.ObjectMetadata) (api.UploadBinding, error) {
 	path, err := g.multipartPath(path)
 	if err != nil {
 		return api.UploadBinding{}, err
@@ -193,7 +193,7 @@ func (g *Gateway) CreateUpload(ctx context.Context, path api.ObjectPath, token a
 	if err := g.fences.FenceCheck(ctx, resource, token); err != nil {
 		return api.UploadBinding{}, err
 	}
-	id, err := g.multipart.store.CreateUpload(ctx, api.CreateUploadInput{Path: path, ContentType: contentType, Token: token})
+	id, err := g.multipart.store.CreateUpload(ctx, api.CreateUploadInput{Path: path, ContentType: contentType, Metadata: meta, Token: token})
 	if err != nil {
 		return api.UploadBinding{}, err
 	}
@@ -456,7 +456,7 @@ func (g *Gateway) putInParts(w http.ResponseWriter, r *http.Request, fr fencedRe
 		return true
 	}
 	ctx := r.Context()
-	b, err := g.CreateUpload(ctx, fr.path, fr.token, r.Header.Get("Content-Type"))
+	b, err := g.CreateUpload(ctx, fr.path, fr.token, r.Header.Get("Content-Type"), api.ObjectMetadata{})
 	if err != nil {
 		g.writeError(w, r, err)
 		return true

@@ -78,7 +78,7 @@ func TestMultipartMetrics(t *testing.T) {
 
 	// A part of an upload whose token another writer passed: refused,
 	// and the upload aborted as stale.
-	b, err := gw.CreateUpload(ctx, p, 8, "")
+	b, err := gw.CreateUpload(ctx, p, 8, "", api.ObjectMetadata{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestMultipartMetrics(t *testing.T) {
 	before = e.wantMoved(t, "stale part", before, map[*series]float64{uploadsCreated: 1, partsStale: 1, abortedStale: 1})
 
 	// A client's abort.
-	b, err = gw.CreateUpload(ctx, p, 9, "")
+	b, err = gw.CreateUpload(ctx, p, 9, "", api.ObjectMetadata{})
 	if err != nil {
 		t.Fatal(err)
 	}

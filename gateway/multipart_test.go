@@ -215,14 +215,14 @@ func TestMultipartMethods(t *testing.T) {
 	p := api.ObjectPath{Bucket: e.bucket, Key: "doc"}
 	part := bytes.Repeat([]byte("a"), api.MinPartSize)
 
-	b, err := gw.CreateUpload(ctx, p, 10, "text/plain")
+	b, err := gw.CreateUpload(ctx, p, 10, "text/plain", api.ObjectMetadata{})
 	if err != nil || b.Token != 10 || b.Resource != p.Resource() {
 		t.Fatalf("CreateUpload = %+v, %v", b, err)
 	}
 	// The create raised the mark: an upload of an older holder is
 	// refused at once, without a request to S3.
 	e.resetStoreCounts()
-	if _, err := gw.CreateUpload(ctx, p, 9, ""); !errors.Is(err, api.ErrStaleToken) || e.storeRequests() != 0 {
+	if _, err := gw.CreateUpload(ctx, p, 9, "", api.ObjectMetadata{}); !errors.Is(err, api.ErrStaleToken) || e.storeRequests() != 0 {
 		t.Fatalf("CreateUpload(9) after 10 = %v, %d S3 requests; want stale, none", err, e.storeRequests())
 	}
 	etag1, err := gw.UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: b.UploadID, Number: 1, Body: bytes.NewReader(part), Size: int64(len(part))})
@@ -266,7 +266,7 @@ func TestMultipartMethods(t *testing.T) {
 
 	// A part of an upload whose token another writer passed is refused
 	// at once: nothing but the abort reaches S3.
-	b, err = gw.CreateUpload(ctx, p, 11, "")
+	b, err = gw.CreateUpload(ctx, p, 11, "", api.ObjectMetadata{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestMultipartMethods(t *testing.T) {
 	}
 
 	// Abort of a live upload.
-	b, err = gw.CreateUpload(ctx, p, 12, "")
+	b, err = gw.CreateUpload(ctx, p, 12, "", api.ObjectMetadata{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -235,7 +235,7 @@ func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer body.release()
-	res, err := g.putFenced(r.Context(), fr, body, r.Header.Get("Content-Type"))
+	res, err := g.putFenced(r.Context(), fr, body, r.Header.Get("Content-Type"), api.ObjectMetadata{})
 	if err != nil {
 		g.writeError(w, r, err)
 		return
@@ -255,11 +255,12 @@ func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
 // the body can be replayed, again from a fresh observation, up to
 // Config.WriteAttempts rounds. What the write leaves is learned by the
 // ETag cache.
-func (g *Gateway) putFenced(ctx context.Context, fr fencedRequest, body *requestBody, contentType string) (WriteResult, error) {
+func (g *Gateway) putFenced(ctx context.Context, fr fencedRequest, body *requestBody, contentType string, meta api.ObjectMetadata) (WriteResult, error) {
 	in := api.PutObjectInput{
 		Path:        fr.path,
 		Size:        body.size,
 		ContentType: contentType,
+		Metadata:    meta,
 		Token:       fr.token,
 	}
 	// The first attempt may take its observation from the ETag cache (for

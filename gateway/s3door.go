@@ -225,6 +225,9 @@ type PutRequest struct {
 	// ContentType is stored with the object; empty leaves the store's
 	// default.
 	ContentType string
+	// Metadata is stored with the object (user metadata and standard
+	// headers), as the front door validated it; the zero value is none.
+	Metadata api.ObjectMetadata
 }
 
 // PutFenced is the fenced write that PUT /v1/objects/... runs, for a
@@ -245,7 +248,7 @@ func (g *Gateway) PutFenced(ctx context.Context, in PutRequest) (WriteResult, er
 		return WriteResult{}, err
 	}
 	defer body.release()
-	res, err := g.putFenced(ctx, fr, body, in.ContentType)
+	res, err := g.putFenced(ctx, fr, body, in.ContentType, in.Metadata)
 	if err != nil && from.err != nil {
 		// A body that failed while it streamed to the store (a checksum
 		// the door verifies at its end, a client that went away) is why

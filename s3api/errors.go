@@ -50,7 +50,8 @@ var s3Codes = []s3Code{
 	{errInvalidDigest, "InvalidDigest", http.StatusBadRequest},
 	{errInvalidToken, "InvalidToken", http.StatusBadRequest},
 	{errEntityTooLarge, "EntityTooLarge", http.StatusBadRequest},
-	{errNoSuchUpload, "NoSuchUpload", http.StatusNotFound}, // multipart.go
+	{errMetadataTooLarge, "MetadataTooLarge", http.StatusBadRequest}, // metadata.go
+	{errNoSuchUpload, "NoSuchUpload", http.StatusNotFound},           // multipart.go
 	// read.go:
 	{errInvalidPartNumber, "InvalidPartNumber", http.StatusRequestedRangeNotSatisfiable},
 

@@ -81,8 +81,9 @@ func uploadError(err error) error {
 }
 
 // createMultipartUpload is CreateMultipartUpload, with the request's
-// token: the gateway refuses it if stale, raises the mark, creates the
-// upload and binds it to the token.
+// token and metadata (validated as PutObject's, see objectMetadata): the
+// gateway refuses it if stale, raises the mark, creates the upload and
+// binds it to the token.
 func (s *server) createMultipartUpload(w http.ResponseWriter, r *http.Request, rq *request) {
 	discardBody(r.Body)
 	ctx := r.Context()
@@ -90,11 +91,15 @@ func (s *server) createMultipartUpload(w http.ResponseWriter, r *http.Request, r
 	if err == nil {
 		err = refuseWriteConditions(r.Header)
 	}
+	var meta api.ObjectMetadata
+	if err == nil {
+		meta, err = objectMetadata(r, token, path.Store)
+	}
 	if err != nil {
 		s.writeError(w, r, rq, err)
 		return
 	}
-	b, err := s.gw.CreateUpload(ctx, path, token, r.Header.Get("Content-Type"))
+	b, err := s.gw.CreateUpload(ctx, path, token, r.Header.Get("Content-Type"), meta)
 	if err != nil {
 		s.writeError(w, r, rq, err)
 		return

@@ -118,6 +118,10 @@ func (s *server) putObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	if err == nil {
 		err = refuseWriteConditions(r.Header)
 	}
+	var meta api.ObjectMetadata
+	if err == nil {
+		meta, err = objectMetadata(r, token, path.Store)
+	}
 	var body io.Reader = rq.auth.Body
 	if err == nil {
 		body, err = contentMD5(r.Header, body)
@@ -132,6 +136,7 @@ func (s *server) putObject(w http.ResponseWriter, r *http.Request, rq *request) 
 		Body:        body,
 		Size:        rq.auth.DecodedContentLength,
 		ContentType: r.Header.Get("Content-Type"),
+		Metadata:    meta,
 	})
 	if err != nil {
 		s.writeError(w, r, rq, err)
@@ -276,6 +281,7 @@ func (s *server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
+	setMetadataHeaders(h, obj.Metadata)
 	h.Set("Accept-Ranges", "bytes")
 	h.Set("Content-Length", strconv.FormatInt(obj.Size, 10))
 	if obj.ContentType != "" {
@@ -435,9 +441,10 @@ func (s *server) deleteOne(ctx context.Context, bucket, key, versionID string, t
 
 // copyObject is CopyObject: the source is read with the read grant, and
 // its bytes written to the destination by the gateway's fenced write,
-// with the request's token. The destination's metadata is the token and
-// the content type (the source's, or with x-amz-metadata-directive
-// REPLACE the request's).
+// with the request's token. The destination records the request's token,
+// and the source's content type and metadata (x-amz-metadata-directive
+// COPY, the default) or the request's (REPLACE, validated as PutObject's),
+// as on S3.
 func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx := r.Context()
 	discardBody(rq.auth.Body)
@@ -450,11 +457,13 @@ func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 		src, err = s.copySource(r)
 	}
 	replace := false
+	var meta api.ObjectMetadata
 	if err == nil {
 		switch d := r.Header.Get("X-Amz-Metadata-Directive"); d {
 		case "", "COPY":
 		case "REPLACE":
 			replace = true
+			meta, err = objectMetadata(r, token, dst.Store)
 		default:
 			err = fmt.Errorf("%w: x-amz-metadata-directive %q", errInvalidArgument, api.Truncate(d, 40))
 		}
@@ -488,8 +497,14 @@ func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 	contentType := obj.ContentType
 	if replace {
 		contentType = r.Header.Get("Content-Type")
+	} else {
+		meta = obj.Metadata
+		if err := storeKeeps(dst.Store, meta); err != nil {
+			s.writeError(w, r, rq, err)
+			return
+		}
 	}
-	res, err := s.gw.PutFenced(ctx, gateway.PutRequest{Path: dst, Token: token, Body: obj.Body, Size: obj.Size, ContentType: contentType})
+	res, err := s.gw.PutFenced(ctx, gateway.PutRequest{Path: dst, Token: token, Body: obj.Body, Size: obj.Size, ContentType: contentType, Metadata: meta})
 	if err != nil {
 		s.writeError(w, r, rq, err)
 		return

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -19,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"fencegate/api"
 	"fencegate/gateway"
@@ -397,13 +395,4 @@ func (d *door) inFlight(tb testing.TB) float64 {
 		}
 	}
 	return 0
-}
-
-// wantStatus fails unless err is an HTTP answer with status.
-func wantStatus(tb testing.TB, err error, status int) {
-	tb.Helper()
-	var respErr *smithyhttp.ResponseError
-	if !errors.As(err, &respErr) || respErr.HTTPStatusCode() != status {
-		tb.Fatalf("err = %v; want an answer %d", err, status)
-	}
 }

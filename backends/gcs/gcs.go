@@ -154,12 +154,18 @@ func writeConditions(in api.PutObjectInput) (storage.Conditions, bool, error) {
 // (ifGenerationMatch), in one request (a multipart upload), and returns
 // the new generation as its entity tag. A lost race is
 // api.ErrConcurrentModification; a Replaces that names no generation is an
-// api.ErrUpstream, and nothing is sent.
+// api.ErrUpstream, and nothing is sent. in.Metadata is the object's
+// Metadata, CacheControl, ContentDisposition and ContentLanguage; what
+// refuses names is api.ErrInvalidRequest, with nothing sent, rather than
+// dropped.
 func (c *Client) Put(ctx context.Context, in api.PutObjectInput) (string, error) {
 	p := in.Path
 	cond, conditional, err := writeConditions(in)
 	if err != nil {
 		return "", fmt.Errorf("gcs put %s/%s: %w: %w", p.Bucket, p.Key, api.ErrUpstream, err)
+	}
+	if err := refuses(in.Metadata); err != nil {
+		return "", fmt.Errorf("gcs put %s/%s: %w: %w", p.Bucket, p.Key, api.ErrInvalidRequest, err)
 	}
 	obj := c.gcs.Bucket(p.Bucket).Object(p.Key)
 	if conditional {
@@ -173,7 +179,14 @@ func (c *Client) Put(ctx context.Context, in api.PutObjectInput) (string, error)
 	// its last chunk.
 	w.ChunkSize = 0
 	w.ContentType = in.ContentType
-	w.Metadata = map[string]string{api.MetadataFenceToken: in.Token.String()}
+	w.CacheControl = in.Metadata.CacheControl
+	w.ContentDisposition = in.Metadata.ContentDisposition
+	w.ContentLanguage = in.Metadata.ContentLanguage
+	w.Metadata = make(map[string]string, len(in.Metadata.User)+1)
+	for name, value := range in.Metadata.User {
+		w.Metadata[name] = value
+	}
+	w.Metadata[api.MetadataFenceToken] = in.Token.String() // the token's entry is the token's
 	if _, err := io.Copy(w, in.Body); err != nil {
 		cancel()
 		_ = w.Close()
@@ -272,6 +285,7 @@ func (c *Client) decided(ctx context.Context, in api.GetObjectInput) (*storage.O
 		ContentType:  attrs.ContentType,
 		ETag:         versionTag(attrs.Generation),
 		LastModified: attrs.Updated,
+		Metadata:     metadataOf(attrs),
 		Token:        recordedToken(attrs.Metadata),
 	}
 	modified := func(since time.Time) bool { return obj.LastModified.Truncate(time.Second).After(since) }
@@ -281,7 +295,7 @@ func (c *Client) decided(ctx context.Context, in api.GetObjectInput) (*storage.O
 		return nil, nil, fmt.Errorf("gcs get %s/%s: %w", p.Bucket, p.Key, api.ErrPreconditionFailed)
 	case in.IfNoneMatch != "" && matchesEntityTag(in.IfNoneMatch, obj.ETag, true),
 		in.IfNoneMatch == "" && !in.IfModifiedSince.IsZero() && !modified(in.IfModifiedSince):
-		obj.NotModified, obj.Size, obj.ContentType = true, 0, ""
+		obj.NotModified, obj.Size, obj.ContentType, obj.Metadata = true, 0, "", api.ObjectMetadata{}
 	}
 	return attrs, obj, nil
 }
@@ -351,6 +365,43 @@ func recordedToken(meta map[string]string) api.Token {
 		return t
 	}
 	return 0
+}
+
+// refuses says why a GCS object cannot keep m, or nil: GCS has no
+// Expires, and serves an object with a Content-Encoding decoded
+// (decompressive transcoding; the JSON API reads of this package cannot
+// ask for the stored bytes), which would answer a Content-Encoding with
+// bytes not in it. Put refuses such a write before sending it; the S3
+// front door refuses it before the fence check (package s3api, which
+// knows the bucket's store but not this package).
+func refuses(m api.ObjectMetadata) error {
+	switch {
+	case m.Expires != "":
+		return errors.New("GCS keeps no Expires")
+	case m.ContentEncoding != "":
+		return errors.New("the gateway stores no Content-Encoding in GCS, which would serve the object decoded")
+	}
+	return nil
+}
+
+// metadataOf is an object's metadata but its token and Content-Encoding
+// (see refuses).
+func metadataOf(attrs *storage.ObjectAttrs) api.ObjectMetadata {
+	m := api.ObjectMetadata{
+		CacheControl:       attrs.CacheControl,
+		ContentDisposition: attrs.ContentDisposition,
+		ContentLanguage:    attrs.ContentLanguage,
+	}
+	for name, value := range attrs.Metadata {
+		if name == api.MetadataFenceToken {
+			continue
+		}
+		if m.User == nil {
+			m.User = make(map[string]string, len(attrs.Metadata))
+		}
+		m.User[name] = value
+	}
+	return m
 }
 
 // mapWriteError maps the failure of a conditional write: GCS's 412

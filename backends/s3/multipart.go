@@ -47,12 +47,18 @@ func newCompleteHTTP(cfg Config) *awshttp.BuildableClient {
 }
 
 // CreateUpload starts a multipart upload of in.Path that records in.Token
-// on the object it completes, and returns the upload's id.
+// and in.Metadata on the object it completes, and returns the upload's id.
 func (c *Client) CreateUpload(ctx context.Context, in api.CreateUploadInput) (string, error) {
 	create := &s3.CreateMultipartUploadInput{
 		Bucket:   aws.String(in.Path.Bucket),
 		Key:      aws.String(in.Path.Key),
-		Metadata: map[string]string{api.MetadataFenceToken: in.Token.String()},
+		Metadata: sdkUserMetadata(in.Metadata, in.Token),
+
+		CacheControl:       optional(in.Metadata.CacheControl),
+		ContentDisposition: optional(in.Metadata.ContentDisposition),
+		ContentEncoding:    optional(in.Metadata.ContentEncoding),
+		ContentLanguage:    optional(in.Metadata.ContentLanguage),
+		Expires:            sdkExpires(in.Metadata),
 	}
 	if in.ContentType != "" {
 		create.ContentType = aws.String(in.ContentType)

@@ -223,7 +223,13 @@ func (c *Client) Put(ctx context.Context, in api.PutObjectInput) (etag string, e
 		Key:           aws.String(in.Path.Key),
 		Body:          in.Body,
 		ContentLength: aws.Int64(in.Size),
-		Metadata:      map[string]string{api.MetadataFenceToken: in.Token.String()},
+		Metadata:      sdkUserMetadata(in.Metadata, in.Token),
+
+		CacheControl:       optional(in.Metadata.CacheControl),
+		ContentDisposition: optional(in.Metadata.ContentDisposition),
+		ContentEncoding:    optional(in.Metadata.ContentEncoding),
+		ContentLanguage:    optional(in.Metadata.ContentLanguage),
+		Expires:            sdkExpires(in.Metadata),
 	}
 	if in.ContentType != "" {
 		put.ContentType = aws.String(in.ContentType)
@@ -307,7 +313,7 @@ func (c *Client) withCurrentVersion(ctx context.Context, in api.GetObjectInput, 
 			return nil, err
 		}
 		if err == nil && stillNotModified(in, obj, current) {
-			current.NotModified, current.Size, current.ContentType = true, 0, ""
+			current.NotModified, current.Size, current.ContentType, current.Metadata = true, 0, "", api.ObjectMetadata{}
 			return current, nil
 		}
 		if attempt == notModifiedAttempts {
@@ -404,6 +410,7 @@ func (c *Client) get(ctx context.Context, in api.GetObjectInput) (*api.Object, e
 		ContentType:  aws.ToString(out.ContentType),
 		ETag:         aws.ToString(out.ETag),
 		LastModified: aws.ToTime(out.LastModified),
+		Metadata:     metadataFromSDK(out.Metadata, out.CacheControl, out.ContentDisposition, out.ContentEncoding, out.ContentLanguage, out.ExpiresString),
 		Token:        recordedToken(out.Metadata),
 		ContentRange: aws.ToString(out.ContentRange),
 		PartsCount:   aws.ToInt32(out.PartsCount),
@@ -457,6 +464,7 @@ func (c *Client) head(ctx context.Context, in api.GetObjectInput) (_ *api.Object
 		ContentType:  aws.ToString(out.ContentType),
 		ETag:         aws.ToString(out.ETag),
 		LastModified: aws.ToTime(out.LastModified),
+		Metadata:     metadataFromSDK(out.Metadata, out.CacheControl, out.ContentDisposition, out.ContentEncoding, out.ContentLanguage, out.ExpiresString),
 		Token:        recordedToken(out.Metadata),
 		ContentRange: aws.ToString(out.ContentRange),
 		PartsCount:   aws.ToInt32(out.PartsCount),

@@ -249,6 +249,7 @@ func (s *signedHTTP) put(ctx context.Context, in api.PutObjectInput, cond condit
 		if cond.header != "" {
 			h[cond.header] = []string{cond.value}
 		}
+		setMetadataHeaders(h, in.Metadata)
 		h[fenceTokenHeader] = []string{in.Token.String()}
 		if in.Size >= continueThreshold {
 			h["Expect"] = []string{"100-continue"}
@@ -314,6 +315,7 @@ func (s *signedHTTP) head(ctx context.Context, in api.GetObjectInput) (obj *api.
 		ContentType:  h.Get("Content-Type"),
 		ETag:         h.Get("ETag"),
 		ContentRange: h.Get("Content-Range"),
+		Metadata:     metadataFromHeaders(h),
 	}
 	if n, err := strconv.ParseInt(h.Get("X-Amz-Mp-Parts-Count"), 10, 32); err == nil && n > 0 {
 		obj.PartsCount = int32(n)

@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // exitCode is err's exit status: 0 for nil, -1 for an error that is not
@@ -176,4 +178,25 @@ func tail(out string) string {
 		lines = lines[len(lines)-15:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestRcloneModTimeSurvives: rclone records a file's modification time as
+// x-amz-meta-mtime on upload and reads it back to decide whether to
+// upload again; through the door the metadata is stored, so rclone reads
+// back the file's time, not the upload's.
+func TestRcloneModTimeSurvives(t *testing.T) {
+	d := newDoor(t)
+	c := newClient(t, "rclone", d)
+	file, _ := writeFile(t, t.TempDir(), "old", 1<<10, "rclone mtime")
+	modTime := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	if err := os.Chtimes(file, modTime, modTime); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.put("mtime/old", file, 3); err != nil {
+		t.Fatalf("rclone put: exit %d, %v\n%s", exitCode(err), err, out)
+	}
+	got, err := c.modTime("mtime/old")
+	if want := modTime.Format(time.DateTime); err != nil || got != want {
+		t.Fatalf("rclone reads back mod time %q (%v); want the file's, %s", got, err, want)
+	}
 }

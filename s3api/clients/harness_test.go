@@ -152,6 +152,10 @@ type client struct {
 	// readFrom reads key from byte first to the end (a ranged GET) and
 	// returns the bytes.
 	readFrom func(key string, first int64) ([]byte, string, error)
+	// modTime is the modification time the client reads back for key
+	// (rclone's, from the mtime metadata it writes), in UTC as
+	// time.DateTime; nil for the others.
+	modTime func(key string) (string, error)
 }
 
 // clientNames are the clients every test runs, each a subtest.
@@ -252,6 +256,13 @@ func newClient(t *testing.T, name string, d *door) client {
 			},
 			readFrom: func(key string, first int64) ([]byte, string, error) {
 				return runOut(env, rclone, append([]string{"cat", remote(key), "--offset", fmt.Sprint(first)}, once...)...)
+			},
+			modTime: func(key string) (string, error) {
+				out, printed, err := runOut(append(env, "TZ=UTC"), rclone, append([]string{"lsf", "--format", "t", remote(key)}, once...)...)
+				if err != nil {
+					return printed, err
+				}
+				return strings.TrimSpace(string(out)), nil
 			},
 		}
 	case "s3cmd":

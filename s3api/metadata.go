@@ -1,0 +1,225 @@
+package s3api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+
+	"fencegate/api"
+)
+
+// An object's metadata through the door: what a write sends
+// (x-amz-meta-NAME headers, Cache-Control, Content-Disposition,
+// Content-Encoding, Content-Language, Expires) is validated here, before
+// anything reaches etcd or S3, stored with the object, and answered on
+// GET and HEAD as S3 answers it.
+//
+// The rules, S3's where S3 has one, and stricter where a value would
+// otherwise reach the upstream request or a reader's headers unchecked:
+//
+//   - User metadata is at most maxUserMetadataBytes, counted as S3 counts
+//     it: the bytes of every name (without x-amz-meta-) and value, the
+//     token's own fence-token entry included (MetadataTooLarge).
+//   - Names are HTTP token characters (RFC 9110 section 5.6.2), stored
+//     lower case; each name once, in the headers or the query
+//     (a presigned URL carries what it signed there) but not both.
+//   - Values, of user metadata and of the standard headers, are printable
+//     US-ASCII (0x20 to 0x7E): no control characters (a CR or LF would
+//     split the upstream request's headers; a query parameter can carry
+//     them), and no raw non-ASCII bytes, which S3 servers sign, store and
+//     answer differently. Text beyond ASCII is sent RFC 2047-encoded
+//     (=?UTF-8?B?...?=), as S3 answers it, and stored as sent.
+//   - Expires is an HTTP date.
+//   - Content-Encoding loses its aws-chunked coding, as on S3: it names
+//     how the request's body was framed, not the object.
+
+// maxUserMetadataBytes is S3's limit on an object's user metadata.
+const maxUserMetadataBytes = 2 << 10
+
+// errMetadataTooLarge is user metadata above maxUserMetadataBytes.
+var errMetadataTooLarge = errors.New("metadata too large")
+
+// userMetadataPrefix starts the name of each user metadata header or
+// query parameter, compared without case.
+const userMetadataPrefix = "x-amz-meta-"
+
+// standardMetadataHeaders are the headers an object keeps besides
+// Content-Type, with their place in api.ObjectMetadata.
+var standardMetadataHeaders = []struct {
+	name  string
+	field func(*api.ObjectMetadata) *string
+}{
+	{"Cache-Control", func(m *api.ObjectMetadata) *string { return &m.CacheControl }},
+	{"Content-Disposition", func(m *api.ObjectMetadata) *string { return &m.ContentDisposition }},
+	{"Content-Encoding", func(m *api.ObjectMetadata) *string { return &m.ContentEncoding }},
+	{"Content-Language", func(m *api.ObjectMetadata) *string { return &m.ContentLanguage }},
+	{"Expires", func(m *api.ObjectMetadata) *string { return &m.Expires }},
+}
+
+// objectMetadata reads and validates the metadata of a write (PutObject,
+// CopyObject with REPLACE, CreateMultipartUpload) from r, for an object
+// that records token. Its errors are S3's: MetadataTooLarge,
+// InvalidArgument; Expires and Content-Encoding in a GCS bucket are
+// NotImplemented (storeKeeps).
+func objectMetadata(r *http.Request, token api.Token, store string) (api.ObjectMetadata, error) {
+	var m api.ObjectMetadata
+	size := len(api.MetadataFenceToken) + len(token.String())
+	add := func(place, name string, values []string) error {
+		name = strings.ToLower(name)
+		if name == api.MetadataFenceToken {
+			return nil // the token's, read by fenceToken
+		}
+		if name == "" || !isToken(name) {
+			return fmt.Errorf("%w: user metadata name %q is not an HTTP token", errInvalidArgument, api.Truncate(name, 80))
+		}
+		if _, dup := m.User[name]; dup || len(values) != 1 {
+			return fmt.Errorf("%w: x-amz-meta-%s is sent more than once: send it once", errInvalidArgument, name)
+		}
+		if err := checkMetadataValue(place+" x-amz-meta-"+name, values[0]); err != nil {
+			return err
+		}
+		if m.User == nil {
+			m.User = make(map[string]string)
+		}
+		m.User[name] = values[0]
+		size += len(name) + len(values[0])
+		return nil
+	}
+	// In a fixed order, so that the error a request gets does not vary.
+	for _, name := range sortedKeys(r.Header) {
+		if rest, ok := cutPrefixFold(name, userMetadataPrefix); ok {
+			if err := add("header", rest, r.Header[name]); err != nil {
+				return api.ObjectMetadata{}, err
+			}
+		}
+	}
+	query := r.URL.Query()
+	for _, name := range sortedKeys(query) {
+		if rest, ok := cutPrefixFold(name, userMetadataPrefix); ok {
+			if err := add("query parameter", rest, query[name]); err != nil {
+				return api.ObjectMetadata{}, err
+			}
+		}
+	}
+	if size > maxUserMetadataBytes {
+		return api.ObjectMetadata{}, fmt.Errorf("%w: the user metadata is %d bytes (names and values, fence-token included), limit %d",
+			errMetadataTooLarge, size, maxUserMetadataBytes)
+	}
+	for _, s := range standardMetadataHeaders {
+		values := r.Header.Values(s.name)
+		if s.name == "Content-Encoding" {
+			values = withoutAWSChunked(values)
+		}
+		switch {
+		case len(values) == 0:
+			continue
+		case len(values) > 1:
+			return api.ObjectMetadata{}, fmt.Errorf("%w: %s is sent more than once: send it once", errInvalidArgument, s.name)
+		}
+		if err := checkMetadataValue(s.name, values[0]); err != nil {
+			return api.ObjectMetadata{}, err
+		}
+		*s.field(&m) = values[0]
+	}
+	if m.Expires != "" {
+		if _, err := http.ParseTime(m.Expires); err != nil {
+			return api.ObjectMetadata{}, fmt.Errorf("%w: Expires %q is not an HTTP date", errInvalidArgument, api.Truncate(m.Expires, 80))
+		}
+	}
+	if err := storeKeeps(store, m); err != nil {
+		return api.ObjectMetadata{}, err
+	}
+	return m, nil
+}
+
+// storeKeeps refuses metadata that the object's store cannot keep as S3
+// does: GCS has no Expires, and serves an object with a Content-Encoding
+// decoded (backends/gcs refuses both again, before sending).
+func storeKeeps(store string, m api.ObjectMetadata) error {
+	if store != api.StoreGCS {
+		return nil
+	}
+	switch {
+	case m.Expires != "":
+		return fmt.Errorf("%w: Expires on an object in GCS, which keeps none", errNotImplemented)
+	case m.ContentEncoding != "":
+		return fmt.Errorf("%w: Content-Encoding on an object in GCS, which would serve it decoded", errNotImplemented)
+	}
+	return nil
+}
+
+// checkMetadataValue refuses a value that is not printable US-ASCII.
+func checkMetadataValue(what, v string) error {
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c >= 0x80:
+			return fmt.Errorf("%w: %s holds a byte beyond ASCII: encode such text as RFC 2047 (=?UTF-8?B?...?=)", errInvalidArgument, what)
+		case c < 0x20 || c == 0x7f:
+			return fmt.Errorf("%w: %s holds a control character (0x%02x)", errInvalidArgument, what, c)
+		}
+	}
+	return nil
+}
+
+// withoutAWSChunked is Content-Encoding without aws-chunked, the framing
+// of the request's body: "aws-chunked,gzip" is "gzip", "aws-chunked"
+// alone is none.
+func withoutAWSChunked(values []string) []string {
+	var out []string
+	for _, v := range values {
+		var kept []string
+		for _, coding := range strings.Split(v, ",") {
+			if c := strings.TrimSpace(coding); c != "" && !strings.EqualFold(c, "aws-chunked") {
+				kept = append(kept, c)
+			}
+		}
+		if len(kept) > 0 {
+			out = append(out, strings.Join(kept, ","))
+		}
+	}
+	return out
+}
+
+// setMetadataHeaders writes m to the headers of a read's answer, as S3
+// answers them: x-amz-meta-NAME and the standard headers.
+func setMetadataHeaders(h http.Header, m api.ObjectMetadata) {
+	for name, value := range m.User {
+		h[http.CanonicalHeaderKey(userMetadataPrefix+name)] = []string{value}
+	}
+	for _, s := range standardMetadataHeaders {
+		if v := *s.field(&m); v != "" {
+			h[s.name] = []string{v}
+		}
+	}
+}
+
+// isToken reports whether s is made of HTTP token characters.
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// cutPrefixFold is strings.CutPrefix without case.
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if len(s) < len(prefix) || !strings.EqualFold(s[:len(prefix)], prefix) {
+		return s, false
+	}
+	return s[len(prefix):], true
+}
+
+// sortedKeys are m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
