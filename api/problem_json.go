@@ -11,22 +11,22 @@ import (
 // encoding is a visible part of its cost.
 func (p Problem) AppendJSON(b []byte) []byte {
 	b = append(b, `{"type":`...)
-	b = appendJSONString(b, p.Type)
+	b = AppendJSONString(b, p.Type)
 	b = append(b, `,"title":`...)
-	b = appendJSONString(b, p.Title)
+	b = AppendJSONString(b, p.Title)
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(p.Status), 10)
 	if p.Detail != "" {
 		b = append(b, `,"detail":`...)
-		b = appendJSONString(b, p.Detail)
+		b = AppendJSONString(b, p.Detail)
 	}
 	if p.Instance != "" {
 		b = append(b, `,"instance":`...)
-		b = appendJSONString(b, p.Instance)
+		b = AppendJSONString(b, p.Instance)
 	}
 	if p.Resource != "" {
 		b = append(b, `,"resource":`...)
-		b = appendJSONString(b, string(p.Resource))
+		b = AppendJSONString(b, string(p.Resource))
 	}
 	if p.Token != 0 {
 		b = append(b, `,"token":`...)
@@ -41,15 +41,17 @@ func (p Problem) AppendJSON(b []byte) []byte {
 	}
 	if p.RequestID != "" {
 		b = append(b, `,"request_id":`...)
-		b = appendJSONString(b, p.RequestID)
+		b = AppendJSONString(b, p.RequestID)
 	}
 	return append(b, '}')
 }
 
-// appendJSONString appends s as a JSON string, escaped as encoding/json
-// escapes it: quote, backslash and control characters; <, > and & (HTML
-// safety); invalid UTF-8 as U+FFFD; U+2028 and U+2029.
-func appendJSONString(b []byte, s string) []byte {
+// AppendJSONString appends s to b as a JSON string, escaped exactly as
+// encoding/json escapes it: quote, backslash and control characters; <, >
+// and & (HTML safety); invalid UTF-8 as U+FFFD; U+2028 and U+2029. The
+// problem bodies and the event feed's events write their strings with it,
+// without reflection.
+func AppendJSONString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0

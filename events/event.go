@@ -3,7 +3,6 @@ package events
 import (
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"fencegate/api"
 )
@@ -107,9 +106,9 @@ func (e *Event) appendFields(b []byte) []byte {
 	b = append(b, `,"time":"`...)
 	b = e.Time.UTC().AppendFormat(b, timeLayout)
 	b = append(b, `","kind":`...)
-	b = appendJSONString(b, e.Kind)
+	b = api.AppendJSONString(b, e.Kind)
 	b = append(b, `,"resource":`...)
-	b = appendJSONString(b, e.Resource)
+	b = api.AppendJSONString(b, e.Resource)
 	b = appendToken(b, `,"token":"`, e.Token)
 	b = appendToken(b, `,"hwm_before":"`, e.HWMBefore)
 	b = appendToken(b, `,"hwm":"`, e.HWM)
@@ -183,59 +182,5 @@ func appendOptString(b []byte, field, s string) []byte {
 	if s == "" {
 		return b
 	}
-	return appendJSONString(append(b, field...), s)
-}
-
-// appendJSONString appends s as a JSON string, escaped as encoding/json
-// escapes it (and as package api's problem bodies are): quote, backslash and control characters; <, > and & (HTML
-// safety); invalid UTF-8 as U+FFFD; U+2028 and U+2029.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	return api.AppendJSONString(append(b, field...), s)
 }
