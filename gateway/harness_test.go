@@ -283,23 +283,8 @@ func (e *env) stored(tb testing.TB, key string) (body, token string, ok bool) {
 		}
 		return string(b), attrs.Metadata[api.MetadataFenceToken], true
 	}
-	info, err := e.minio.StatObject(ctx, e.bucket, key, minio.StatObjectOptions{})
-	if minio.ToErrorResponse(err).Code == "NoSuchKey" {
-		return "", "", false
-	}
-	if err != nil {
-		tb.Fatalf("stat %s/%s: %v", e.bucket, key, err)
-	}
-	obj, err := e.minio.GetObject(ctx, e.bucket, key, minio.GetObjectOptions{})
-	if err != nil {
-		tb.Fatalf("get %s/%s: %v", e.bucket, key, err)
-	}
-	defer obj.Close()
-	b, err := io.ReadAll(obj)
-	if err != nil {
-		tb.Fatalf("read %s/%s: %v", e.bucket, key, err)
-	}
-	return string(b), info.UserMetadata["Fence-Token"], true
+	b, token, ok := testenv.ReadStored(tb, e.minio, e.bucket, key)
+	return string(b), token, ok
 }
 
 // wantProblem fails unless r is a problem+json answer with the status and

@@ -193,24 +193,8 @@ func (st *stack) mustWrite(tb testing.TB, url, key string, token api.Token, body
 // and recorded token, or ok false when absent.
 func (st *stack) stored(tb testing.TB, key string) (body, token string, ok bool) {
 	tb.Helper()
-	ctx := context.Background()
-	info, err := st.minio.StatObject(ctx, st.bucket, key, minio.StatObjectOptions{})
-	if minio.ToErrorResponse(err).Code == "NoSuchKey" {
-		return "", "", false
-	}
-	if err != nil {
-		tb.Fatalf("stat %s: %v", key, err)
-	}
-	obj, err := st.minio.GetObject(ctx, st.bucket, key, minio.GetObjectOptions{})
-	if err != nil {
-		tb.Fatalf("get %s: %v", key, err)
-	}
-	defer obj.Close()
-	b, err := io.ReadAll(obj)
-	if err != nil {
-		tb.Fatalf("read %s: %v", key, err)
-	}
-	return string(b), info.UserMetadata["Fence-Token"], true
+	b, token, ok := testenv.ReadStored(tb, st.minio, st.bucket, key)
+	return string(b), token, ok
 }
 
 // mark reads key's high-water mark linearizably, with a store whose cache

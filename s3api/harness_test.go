@@ -183,24 +183,8 @@ func (d *door) put(tb testing.TB, c *s3.Client, key string, token api.Token, bod
 // client: its bytes and recorded fence token, or ok false when absent.
 func (d *door) stored(tb testing.TB, key string) (body, token string, ok bool) {
 	tb.Helper()
-	ctx := context.Background()
-	info, err := d.minio.StatObject(ctx, d.bucket, key, minio.StatObjectOptions{})
-	if minio.ToErrorResponse(err).Code == "NoSuchKey" {
-		return "", "", false
-	}
-	if err != nil {
-		tb.Fatalf("stat %s/%s: %v", d.bucket, key, err)
-	}
-	obj, err := d.minio.GetObject(ctx, d.bucket, key, minio.GetObjectOptions{})
-	if err != nil {
-		tb.Fatalf("get %s/%s: %v", d.bucket, key, err)
-	}
-	defer obj.Close()
-	b, err := io.ReadAll(obj)
-	if err != nil {
-		tb.Fatalf("read %s/%s: %v", d.bucket, key, err)
-	}
-	return string(b), info.UserMetadata["Fence-Token"], true
+	b, token, ok := testenv.ReadStored(tb, d.minio, d.bucket, key)
+	return string(b), token, ok
 }
 
 // mark returns key's high-water mark in etcd.

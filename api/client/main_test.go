@@ -195,22 +195,6 @@ func heldBucket(lock string) func(bucket string) []tokenstore.Policy {
 // (minio-go): its bytes and recorded token, or ok false when absent.
 func (e *env) stored(tb testing.TB, key string) (body, token string, ok bool) {
 	tb.Helper()
-	ctx := context.Background()
-	info, err := e.minio.StatObject(ctx, e.bucket, key, minio.StatObjectOptions{})
-	if minio.ToErrorResponse(err).Code == "NoSuchKey" {
-		return "", "", false
-	}
-	if err != nil {
-		tb.Fatalf("stat %s/%s: %v", e.bucket, key, err)
-	}
-	obj, err := e.minio.GetObject(ctx, e.bucket, key, minio.GetObjectOptions{})
-	if err != nil {
-		tb.Fatalf("get %s/%s: %v", e.bucket, key, err)
-	}
-	defer obj.Close()
-	b, err := io.ReadAll(obj)
-	if err != nil {
-		tb.Fatalf("read %s/%s: %v", e.bucket, key, err)
-	}
-	return string(b), info.UserMetadata["Fence-Token"], true
+	b, token, ok := testenv.ReadStored(tb, e.minio, e.bucket, key)
+	return string(b), token, ok
 }

@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -197,4 +198,31 @@ func (s *S3) PlaceFile(tb testing.TB, bucket, key string, data []byte) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		tb.Fatalf("testenv: place %s/%s: %v", bucket, key, err)
 	}
+}
+
+// ReadStored reads bucket/key with mc, an S3 client that the code under
+// test does not use for writing (minio-go), so that a test sees what
+// landed rather than what the writer believes: the object's bytes and the
+// fence token it records (x-amz-meta-fence-token), or ok false when the
+// key is absent. Any other failure fails tb.
+func ReadStored(tb testing.TB, mc *minio.Client, bucket, key string) (body []byte, token string, ok bool) {
+	tb.Helper()
+	ctx := context.Background()
+	info, err := mc.StatObject(ctx, bucket, key, minio.StatObjectOptions{})
+	if minio.ToErrorResponse(err).Code == "NoSuchKey" {
+		return nil, "", false
+	}
+	if err != nil {
+		tb.Fatalf("stat %s/%s: %v", bucket, key, err)
+	}
+	obj, err := mc.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		tb.Fatalf("get %s/%s: %v", bucket, key, err)
+	}
+	defer obj.Close()
+	b, err := io.ReadAll(obj)
+	if err != nil {
+		tb.Fatalf("read %s/%s: %v", bucket, key, err)
+	}
+	return b, info.UserMetadata["Fence-Token"], true
 }

@@ -106,24 +106,7 @@ func newDoor(t *testing.T) *door {
 // token; ok false when absent.
 func (d *door) stored(t *testing.T, key string) (body []byte, token string, ok bool) {
 	t.Helper()
-	ctx := context.Background()
-	info, err := d.minio.StatObject(ctx, d.bucket, key, minio.StatObjectOptions{})
-	if minio.ToErrorResponse(err).Code == "NoSuchKey" {
-		return nil, "", false
-	}
-	if err != nil {
-		t.Fatalf("stat %s/%s: %v", d.bucket, key, err)
-	}
-	obj, err := d.minio.GetObject(ctx, d.bucket, key, minio.GetObjectOptions{})
-	if err != nil {
-		t.Fatalf("get %s/%s: %v", d.bucket, key, err)
-	}
-	defer obj.Close()
-	b, err := io.ReadAll(obj)
-	if err != nil {
-		t.Fatalf("read %s/%s: %v", d.bucket, key, err)
-	}
-	return b, info.UserMetadata["Fence-Token"], true
+	return testenv.ReadStored(t, d.minio, d.bucket, key)
 }
 
 // mark returns key's high-water mark in etcd.
