@@ -2,14 +2,19 @@ package clients_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"fencegate/api"
+	"fencegate/gateway"
 )
 
 // exitCode is err's exit status: 0 for nil, -1 for an error that is not
@@ -90,6 +95,52 @@ func TestMultipartUpload(t *testing.T) {
 			}
 			if body, token, _ := d.stored(t, key); sha256.Sum256(body) != wantSum || token != "7" {
 				t.Errorf("after the stale upload versitygw holds token %q; want token 7's object untouched", token)
+			}
+		})
+	}
+}
+
+// TestStaleMultipartRefusedAtCompletion: each client uploads 40 MiB in
+// parts of 16 MiB with token 33; as its CompleteMultipartUpload arrives,
+// a newer holder writes the key with token 34. The completion is the
+// upload's write, fenced like a PUT: refused, the client exits non-zero
+// printing StaleFenceToken, versitygw holds the newer holder's bytes with
+// token 34, and no upload is left behind.
+func TestStaleMultipartRefusedAtCompletion(t *testing.T) {
+	d := newDoor(t)
+	file, _ := writeFile(t, t.TempDir(), "late", 40<<20, "40 MiB")
+	newer := []byte("the newer holder's bytes")
+	for _, name := range clientNames {
+		t.Run(name, func(t *testing.T) {
+			c := newClient(t, name, d)
+			key := "late/" + name
+			var raised atomic.Int32
+			hook := func(k string) {
+				if k != key || raised.Add(1) != 1 {
+					return
+				}
+				ctx, err := d.gw.WithIdentity(context.Background(), "clients", "")
+				if err == nil {
+					_, err = d.gw.PutFenced(ctx, gateway.PutRequest{Path: api.ObjectPath{Bucket: d.bucket, Key: key}, Token: 34, Body: bytes.NewReader(newer), Size: int64(len(newer))})
+				}
+				if err != nil {
+					t.Errorf("the newer holder's write with token 34: %v", err)
+				}
+			}
+			d.beforeComplete.Store(&hook)
+			defer d.beforeComplete.Store(nil)
+			out, err := c.upload(key, file, 33, 16)
+			if err == nil || !strings.Contains(out, "StaleFenceToken") {
+				t.Errorf("%s upload whose completion is stale: exit %d; want a failure naming StaleFenceToken\n%s", name, exitCode(err), tail(out))
+			}
+			if raised.Load() == 0 {
+				t.Fatalf("%s sent no CompleteMultipartUpload", name)
+			}
+			if body, token, _ := d.stored(t, key); !bytes.Equal(body, newer) || token != "34" {
+				t.Errorf("versitygw holds %d bytes with token %q; want the newer holder's %d bytes with token 34", len(body), token, len(newer))
+			}
+			for u := range d.minio.ListIncompleteUploads(context.Background(), d.bucket, key, true) {
+				t.Errorf("upload %s of %s left behind (err %v)", u.UploadID, u.Key, u.Err)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -51,6 +52,11 @@ type door struct {
 	bucket   string
 	store    *tokenstore.Store
 	minio    *minio.Client // reads what landed in versitygw, not through the door
+	gw       *gateway.Gateway
+	// beforeComplete, when set, runs as a CompleteMultipartUpload request
+	// arrives, before the door serves it: a test's way to let another
+	// writer act at that moment.
+	beforeComplete atomic.Pointer[func(key string)]
 }
 
 func newDoor(t *testing.T) *door {
@@ -96,7 +102,13 @@ func newDoor(t *testing.T) *door {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
+	d.gw = gw
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if f := d.beforeComplete.Load(); f != nil && r.Method == http.MethodPost && r.URL.Query().Has("uploadId") {
+			(*f)(strings.TrimPrefix(r.URL.Path, "/"+d.bucket+"/"))
+		}
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	d.endpoint = srv.URL
 	return d
