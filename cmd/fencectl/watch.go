@@ -171,6 +171,7 @@ func (c *cli) eventLine(name, data string) (string, error) {
 //
 //	23:40:01.123456 write.accepted   s3/demo/k token 34 (hwm 33 -> 34) 200 etag "abc" 1.42ms [alice]
 //	23:40:02.000100 write.refused    s3/demo/k token 33 < hwm 34: 409 stale-token, caught by cache [bob]
+//	23:40:09.500000 lock.expired     jobs token 41 session 7f5fa23f6c265e04 [holder alice]
 func decisionText(e events.Event) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %-16s %s", e.Time.Local().Format("15:04:05.000000"), e.Kind, e.Resource)
@@ -211,8 +212,11 @@ func decisionText(e events.Event) string {
 			fmt.Fprintf(&b, " %d", e.Status)
 		}
 	}
-	if e.Identity != "" {
+	switch {
+	case e.Identity != "":
 		fmt.Fprintf(&b, " [%s]", e.Identity)
+	case e.Holder != "": // lock.expired: no request, but the session's owner
+		fmt.Fprintf(&b, " [holder %s]", e.Holder)
 	}
 	return b.String()
 }

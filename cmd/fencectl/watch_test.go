@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"fencegate/events"
 	"fencegate/internal/testenv"
 )
 
@@ -82,6 +83,30 @@ func TestWatch(t *testing.T) {
 		if accepted["kind"] != "write.accepted" || accepted["token"] != "7" || accepted["hwm_before"] != "5" ||
 			refused["kind"] != "write.refused" || refused["hwm"] != "7" || refused["caught"] != "cache" {
 			t.Errorf("--json events %v, %v", accepted, refused)
+		}
+	}
+}
+
+// TestDecisionText: each kind of decision as the line watch prints; a
+// lock.expired, which no request made, names the session's owner.
+func TestDecisionText(t *testing.T) {
+	at := time.Date(2026, 12, 3, 23, 40, 1, 123456000, time.Local)
+	tests := []struct {
+		e    events.Event
+		want string
+	}{
+		{events.Event{Time: at, Kind: events.KindWriteAccepted, Resource: "s3/demo/k", Token: 34, HWMBefore: 33, HWM: 34, Status: 200, ETag: `"abc"`, LatencyMS: 1.42, Identity: "alice"},
+			`23:40:01.123456 write.accepted   s3/demo/k token 34 (hwm 33 -> 34) 200 etag "abc" 1.42ms [alice]`},
+		{events.Event{Time: at, Kind: events.KindWriteRefused, Resource: "s3/demo/k", Token: 33, HWM: 34, Status: 409, Problem: "stale-token", Caught: "cache", Identity: "bob"},
+			`23:40:01.123456 write.refused    s3/demo/k token 33 < hwm 34: 409 stale-token, caught by cache [bob]`},
+		{events.Event{Time: at, Kind: events.KindLockExpired, Resource: "jobs", Token: 41, Session: "7f5fa23f6c265e04", Holder: "alice"},
+			`23:40:01.123456 lock.expired     jobs token 41 session 7f5fa23f6c265e04 [holder alice]`},
+		{events.Event{Time: at, Kind: events.KindLockExpired, Resource: "jobs", Token: 41, Session: "7f5fa23f6c265e04"},
+			`23:40:01.123456 lock.expired     jobs token 41 session 7f5fa23f6c265e04`},
+	}
+	for _, tt := range tests {
+		if got := decisionText(tt.e); got != tt.want {
+			t.Errorf("decisionText(%s)\n got %s\nwant %s", tt.e.Kind, got, tt.want)
 		}
 	}
 }
