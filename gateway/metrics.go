@@ -86,7 +86,7 @@ func newMetrics(bodies *bodyBudget) *metrics {
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencegate_requests_total",
-			Help: "HTTP requests answered, by route pattern, method, status class (2xx...) and problem type slug (empty when the answer is not a problem).",
+			Help: "HTTP requests answered, by route pattern (s3:<operation> on the S3 API), method, status class (2xx...) and problem type slug (the S3 error code on the S3 API; empty when the answer is not a problem).",
 		}, []string{"route", "method", "status_class", "problem"}),
 		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fencegate_request_duration_seconds",
