@@ -59,6 +59,21 @@ type ObjectMetadata struct {
 	Expires            string
 }
 
+// MetadataHeaders are ObjectMetadata's fields but User, each with the
+// canonical name of the header it is stored and answered as: the one
+// list that the S3 front door reads from requests and writes on
+// answers, and that the S3 backend sends and reads back.
+var MetadataHeaders = []struct {
+	Name  string
+	Field func(*ObjectMetadata) *string
+}{
+	{"Cache-Control", func(m *ObjectMetadata) *string { return &m.CacheControl }},
+	{"Content-Disposition", func(m *ObjectMetadata) *string { return &m.ContentDisposition }},
+	{"Content-Encoding", func(m *ObjectMetadata) *string { return &m.ContentEncoding }},
+	{"Content-Language", func(m *ObjectMetadata) *string { return &m.ContentLanguage }},
+	{"Expires", func(m *ObjectMetadata) *string { return &m.Expires }},
+}
+
 // PutObjectInput is one conditional write.
 type PutObjectInput struct {
 	Path ObjectPath

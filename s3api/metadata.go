@@ -46,18 +46,6 @@ var errMetadataTooLarge = errors.New("metadata too large")
 const userMetadataPrefix = "x-amz-meta-"
 
 // standardMetadataHeaders are the headers an object keeps besides
-// Content-Type, with their place in api.ObjectMetadata.
-var standardMetadataHeaders = []struct {
-	name  string
-	field func(*api.ObjectMetadata) *string
-}{
-	{"Cache-Control", func(m *api.ObjectMetadata) *string { return &m.CacheControl }},
-	{"Content-Disposition", func(m *api.ObjectMetadata) *string { return &m.ContentDisposition }},
-	{"Content-Encoding", func(m *api.ObjectMetadata) *string { return &m.ContentEncoding }},
-	{"Content-Language", func(m *api.ObjectMetadata) *string { return &m.ContentLanguage }},
-	{"Expires", func(m *api.ObjectMetadata) *string { return &m.Expires }},
-}
-
 // objectMetadata reads and validates the metadata of a write (PutObject,
 // CopyObject with REPLACE, CreateMultipartUpload) from r, for an object
 // that records token. Its errors are S3's: MetadataTooLarge,
@@ -107,21 +95,21 @@ func objectMetadata(r *http.Request, token api.Token, store string) (api.ObjectM
 		return api.ObjectMetadata{}, fmt.Errorf("%w: the user metadata is %d bytes (names and values, fence-token included), limit %d",
 			errMetadataTooLarge, size, maxUserMetadataBytes)
 	}
-	for _, s := range standardMetadataHeaders {
-		values := r.Header.Values(s.name)
-		if s.name == "Content-Encoding" {
+	for _, s := range api.MetadataHeaders {
+		values := r.Header.Values(s.Name)
+		if s.Name == "Content-Encoding" {
 			values = withoutAWSChunked(values)
 		}
 		switch {
 		case len(values) == 0:
 			continue
 		case len(values) > 1:
-			return api.ObjectMetadata{}, fmt.Errorf("%w: %s is sent more than once: send it once", errInvalidArgument, s.name)
+			return api.ObjectMetadata{}, fmt.Errorf("%w: %s is sent more than once: send it once", errInvalidArgument, s.Name)
 		}
-		if err := checkMetadataValue(s.name, values[0]); err != nil {
+		if err := checkMetadataValue(s.Name, values[0]); err != nil {
 			return api.ObjectMetadata{}, err
 		}
-		*s.field(&m) = values[0]
+		*s.Field(&m) = values[0]
 	}
 	if m.Expires != "" {
 		if _, err := http.ParseTime(m.Expires); err != nil {
@@ -188,9 +176,9 @@ func setMetadataHeaders(h http.Header, m api.ObjectMetadata) {
 	for name, value := range m.User {
 		h[http.CanonicalHeaderKey(userMetadataPrefix+name)] = []string{value}
 	}
-	for _, s := range standardMetadataHeaders {
-		if v := *s.field(&m); v != "" {
-			h[s.name] = []string{v}
+	for _, s := range api.MetadataHeaders {
+		if v := *s.Field(&m); v != "" {
+			h[s.Name] = []string{v}
 		}
 	}
 }

@@ -21,18 +21,6 @@ import (
 const userMetadataPrefix = "X-Amz-Meta-"
 
 // standardHeaders are the headers of api.ObjectMetadata but User, by
-// canonical name.
-var standardHeaders = []struct {
-	name  string
-	field func(*api.ObjectMetadata) *string
-}{
-	{"Cache-Control", func(m *api.ObjectMetadata) *string { return &m.CacheControl }},
-	{"Content-Disposition", func(m *api.ObjectMetadata) *string { return &m.ContentDisposition }},
-	{"Content-Encoding", func(m *api.ObjectMetadata) *string { return &m.ContentEncoding }},
-	{"Content-Language", func(m *api.ObjectMetadata) *string { return &m.ContentLanguage }},
-	{"Expires", func(m *api.ObjectMetadata) *string { return &m.Expires }},
-}
-
 // setMetadataHeaders sets m on the headers of a write (the signed path's
 // PUT). The token's entry is the caller's.
 func setMetadataHeaders(h http.Header, m api.ObjectMetadata) {
@@ -42,9 +30,9 @@ func setMetadataHeaders(h http.Header, m api.ObjectMetadata) {
 		}
 		h[http.CanonicalHeaderKey(userMetadataPrefix+name)] = []string{value}
 	}
-	for _, s := range standardHeaders {
-		if v := *s.field(&m); v != "" {
-			h[s.name] = []string{v}
+	for _, s := range api.MetadataHeaders {
+		if v := *s.Field(&m); v != "" {
+			h[s.Name] = []string{v}
 		}
 	}
 }
@@ -66,8 +54,8 @@ func metadataFromHeaders(h http.Header) api.ObjectMetadata {
 		}
 		m.User[name] = strings.Join(values, ",")
 	}
-	for _, s := range standardHeaders {
-		*s.field(&m) = h.Get(s.name)
+	for _, s := range api.MetadataHeaders {
+		*s.Field(&m) = h.Get(s.Name)
 	}
 	return m
 }
