@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -153,6 +154,14 @@ func (g *Gateway) requestSubject(r *http.Request, x *exchange) (api.Resource, ap
 // request, logged or not (fencegate_refused_writes_total,
 // fencegate_requests_total).
 
+//
+// The routes open to anyone (openPaths: /healthz, /readyz, /metrics) are
+// limited the same way, a bucket each, whatever their status: they need
+// no credential either, so a flood of probes would otherwise write a line
+// each (35 MiB of log in 15 s, measured by make abuse's readyz-flood). A
+// load balancer's or Prometheus's few requests a second stay well within
+// the rate.
+
 // limitedLineStatuses are the statuses whose lines lineLimiter limits.
 var limitedLineStatuses = [...]int{
 	http.StatusUnauthorized,
@@ -161,14 +170,19 @@ var limitedLineStatuses = [...]int{
 	http.StatusRequestHeaderFieldsTooLarge,
 }
 
-// lineLimiter is a token bucket for each of limitedLineStatuses.
+// limitedLinePaths are openPaths in a fixed order, whose buckets follow
+// those of limitedLineStatuses.
+var limitedLinePaths = slices.Sorted(maps.Keys(openPaths))
+
+// lineLimiter is a token bucket for each of limitedLineStatuses, then
+// each of limitedLinePaths.
 type lineLimiter struct {
 	now   func() time.Time
 	rate  float64 // tokens a second
 	burst float64
 
 	mu      sync.Mutex
-	buckets [len(limitedLineStatuses)]lineBucket
+	buckets []lineBucket
 }
 
 type lineBucket struct {
@@ -183,7 +197,7 @@ func newLineLimiter(now func() time.Time, rate float64, burst int) *lineLimiter 
 	if rate < 0 {
 		return nil
 	}
-	l := &lineLimiter{now: now, rate: rate, burst: float64(burst)}
+	l := &lineLimiter{now: now, rate: rate, burst: float64(burst), buckets: make([]lineBucket, len(limitedLineStatuses)+len(limitedLinePaths))}
 	for i := range l.buckets {
 		l.buckets[i].tokens = l.burst
 	}
@@ -196,11 +210,22 @@ func newLineLimiter(now func() time.Time, rate float64, burst int) *lineLimiter 
 // limitedLineStatuses are always allowed. A nil limiter allows every
 // line.
 func (l *lineLimiter) allow(status int) (suppressed uint64, ok bool) {
-	if l == nil {
-		return 0, true
+	return l.take(slices.Index(limitedLineStatuses[:], status))
+}
+
+// allowOpen is allow for a request to path: the bucket of one of
+// limitedLinePaths, whatever the answer's status, or allow(status) for
+// any other path.
+func (l *lineLimiter) allowOpen(path string, status int) (suppressed uint64, ok bool) {
+	if i := slices.Index(limitedLinePaths, path); i >= 0 {
+		return l.take(len(limitedLineStatuses) + i)
 	}
-	i := slices.Index(limitedLineStatuses[:], status)
-	if i < 0 {
+	return l.allow(status)
+}
+
+// take takes a token from bucket i; i < 0 (no bucket) always allows.
+func (l *lineLimiter) take(i int) (suppressed uint64, ok bool) {
+	if l == nil || i < 0 {
 		return 0, true
 	}
 	b := &l.buckets[i]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5/middleware"
@@ -152,9 +153,13 @@ func (g *Gateway) logExchange(ctx context.Context, r *http.Request, x *exchange,
 	if !g.log.Enabled(ctx, level) {
 		return
 	}
-	suppressed, ok := g.authLines.allow(status)
+	suppressed, ok := g.authLines.allowOpen(r.URL.Path, status)
 	if !ok {
-		g.metrics.suppressedLines.WithLabelValues(x.problem).Inc()
+		reason := x.problem
+		if openPaths[r.URL.Path] {
+			reason = strings.TrimPrefix(r.URL.Path, "/")
+		}
+		g.metrics.suppressedLines.WithLabelValues(reason).Inc()
 		return
 	}
 	attrs := append(x.audit,

@@ -48,9 +48,10 @@ type Config struct {
 	// 8 KiB.
 	MaxTargetBytes int
 	// AuthRefusalLogRate bounds the log lines of requests refused 401,
-	// 403, 414 or 431, which clients without credentials can send at no
-	// cost (see limitedLineStatuses): lines a
-	// second, per status, with AuthRefusalLogBurst more at once; the
+	// 403, 414 or 431, and of requests to /healthz, /readyz and /metrics,
+	// which clients without credentials can send at no cost (see
+	// limitedLineStatuses and limitedLinePaths): lines a second, per
+	// status and per open route, with AuthRefusalLogBurst more at once; the
 	// lines left out are counted in fencegate_log_lines_suppressed_total
 	// and in the next line's suppressed field. Zero means 10; negative
 	// means no limit.
@@ -279,8 +280,9 @@ type Gateway struct {
 	// perClient counts each client's object requests in flight; nil when
 	// Config.MaxRequestsPerClient is zero.
 	perClient *clientCounts
-	// authLines limits the log lines of 401, 403, 414 and 431 answers; nil when
-	// Config.AuthRefusalLogRate is negative.
+	// authLines limits the log lines of 401, 403, 414 and 431 answers and
+	// of the open routes (audit.go); nil when Config.AuthRefusalLogRate is
+	// negative.
 	authLines *lineLimiter
 	// multipart serves multipart uploads; nil without WithMultipart.
 	multipart *multipart

@@ -180,7 +180,8 @@ func (c *fakeClock) advance(d time.Duration) {
 // reports them: lines plus suppressed counts add up to the requests. It
 // does so for each answer given before authentication has a say: 401 (no
 // key) and 414 (a request target over the limit, refused before the key
-// is looked at).
+// is looked at), and for the routes open to anyone, which a flood of
+// GET /readyz or /healthz would otherwise turn into a line each.
 func TestRefusalLinesAreLimited(t *testing.T) {
 	const (
 		requests = 1000
@@ -192,12 +193,15 @@ func TestRefusalLinesAreLimited(t *testing.T) {
 	store, backend := e.connect(t, tokenstore.Config{RequestTimeout: 5 * time.Second})
 	for _, tc := range []struct {
 		name   string
+		path   string // "": a PUT of an object
 		query  string
 		status int
 		reason string
 	}{
-		{"no key", "", http.StatusUnauthorized, "unauthorized"},
-		{"target too long", "?" + strings.Repeat("a", 9<<10), http.StatusRequestURITooLong, "uri-too-long"},
+		{"no key", "", "", http.StatusUnauthorized, "unauthorized"},
+		{"target too long", "", "?" + strings.Repeat("a", 9<<10), http.StatusRequestURITooLong, "uri-too-long"},
+		{"readiness probe", "/readyz", "", http.StatusOK, "readyz"},
+		{"liveness probe", "/healthz", "", http.StatusOK, "healthz"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs lockedBuffer
@@ -210,14 +214,25 @@ func TestRefusalLinesAreLimited(t *testing.T) {
 			}
 			a := &authEnv{env: e, gw: gw, log: &logs}
 			a.serve(t)
-			url := e.objectURL("flood") + tc.query
-			for range requests {
+			url, path := e.objectURL("flood")+tc.query, "/v1/objects/"+e.bucket+"/flood"
+			send := func() {
+				t.Helper()
+				if tc.path != "" {
+					url, path = a.url+tc.path, tc.path
+					if r := do(t, http.MethodGet, url, nil, nil); r.status != tc.status {
+						t.Fatalf("GET %s = %s; want %d", tc.path, r, tc.status)
+					}
+					return
+				}
 				if r := do(t, http.MethodPut, url, []string{"5"}, []byte("x")); r.status != tc.status {
 					t.Fatalf("PUT = %s; want %d", r, tc.status)
 				}
+			}
+			for range requests {
+				send()
 				clock.advance(step)
 			}
-			lines, reported := refusalLines(t, &logs, tc.status)
+			lines, reported := refusalLines(t, &logs, tc.status, path)
 			if limit := burst + rate*int(requests*step/time.Second); lines > limit || lines == 0 {
 				t.Errorf("%d lines for %d refused writes in %v; want 1 to %d (burst %d, %d a second)", lines, requests, requests*step, limit, burst, rate)
 			}
@@ -230,10 +245,8 @@ func TestRefusalLinesAreLimited(t *testing.T) {
 			}
 			// A second later, the next refusal's line reports every line left out.
 			clock.advance(time.Second)
-			if r := do(t, http.MethodPut, url, []string{"5"}, []byte("x")); r.status != tc.status {
-				t.Fatalf("PUT = %s; want %d", r, tc.status)
-			}
-			lines, reported = refusalLines(t, &logs, tc.status)
+			send()
+			lines, reported = refusalLines(t, &logs, tc.status, path)
 			if lines+reported != requests+1 {
 				t.Errorf("%d lines + %d reported suppressed = %d; want %d, every request", lines, reported, lines+reported, requests+1)
 			}
@@ -241,12 +254,12 @@ func TestRefusalLinesAreLimited(t *testing.T) {
 	}
 }
 
-// refusalLines counts the log's lines of answers with status and adds up
-// their suppressed fields.
-func refusalLines(tb testing.TB, logs *lockedBuffer, status int) (lines, suppressed int) {
+// refusalLines counts the log's lines of answers with status to path
+// and adds up their suppressed fields.
+func refusalLines(tb testing.TB, logs *lockedBuffer, status int, path string) (lines, suppressed int) {
 	tb.Helper()
 	for _, line := range logs.lines(tb) {
-		if line["status"] != float64(status) {
+		if line["status"] != float64(status) || line["path"] != path {
 			continue
 		}
 		lines++

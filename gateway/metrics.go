@@ -126,7 +126,7 @@ func newMetrics(bodies *bodyBudget) *metrics {
 	}
 	m.suppressedLines = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencegate_log_lines_suppressed_total",
-		Help: "Log lines of requests refused before authentication had a say (401, 403, 414, 431) that were left out by the limit on their rate, by reason: unauthorized (401), forbidden (403), uri-too-long (414), headers-too-large (431). The next line written of that reason has their count in its suppressed field.",
+		Help: "Log lines of requests that need no credential that were left out by the limit on their rate, by reason: unauthorized (401), forbidden (403), uri-too-long (414), headers-too-large (431), and healthz, readyz, metrics (requests to those open routes, whatever their answer). The next line written of that reason has their count in its suppressed field.",
 	}, []string{"reason"})
 	m.registry.MustRegister(m.suppressedLines)
 	m.bodyBudgetRefusals = prometheus.NewCounter(prometheus.CounterOpts{
