@@ -26,29 +26,9 @@ func TestMain(m *testing.M) {
 // gateway's figures are there, and the stale cell reached neither etcd
 // nor S3.
 func TestRunEndToEnd(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "fencegate")
-	if out, err := exec.Command("go", "build", "-o", bin, "fencegate/cmd/fencegate").CombinedOutput(); err != nil {
-		t.Fatalf("go build fencegate: %v\n%s", err, out)
-	}
 	const duration = 400 * time.Millisecond
-	cfg, err := parseFlags([]string{
-		"--fencegate", bin, "--dir", t.TempDir(), "--json",
-		"--modes", "direct,clientside,gateway,stale", "--patterns", "distinct", "--sizes", "1KiB", "--concurrency", "4",
-		"--rounds", "2", "--duration", duration.String(), "--warmup", "20ms", "--upload-bytes", "1MiB", "--large-upload-bytes", "0",
-	}, &bytes.Buffer{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	if err := run(ctx, cfg, &stdout, &stderr); err != nil {
-		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
-	}
-	var rep report
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("report: %v\n%s", err, stdout.String())
-	}
+	rep := runReport(t, "--modes", "direct,clientside,gateway,stale", "--patterns", "distinct", "--sizes", "1KiB", "--concurrency", "4",
+		"--rounds", "2", "--duration", duration.String(), "--warmup", "20ms", "--upload-bytes", "1MiB", "--large-upload-bytes", "0")
 	if rep.Config.Rounds != 2 {
 		t.Errorf("config rounds %d; want 2", rep.Config.Rounds)
 	}
@@ -90,27 +70,7 @@ func TestRunEndToEnd(t *testing.T) {
 // it; both cells get answers and no errors, and the summary line has the
 // gateway's ratio over direct.
 func TestRunGCSCells(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "fencegate")
-	if out, err := exec.Command("go", "build", "-o", bin, "fencegate/cmd/fencegate").CombinedOutput(); err != nil {
-		t.Fatalf("go build fencegate: %v\n%s", err, out)
-	}
-	cfg, err := parseFlags([]string{
-		"--fencegate", bin, "--dir", t.TempDir(), "--json", "--modes", "gcs-direct,gcs-gateway",
-		"--rounds", "2", "--duration", "400ms", "--warmup", "20ms", "--upload-bytes", "0",
-	}, &bytes.Buffer{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	if err := run(ctx, cfg, &stdout, &stderr); err != nil {
-		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
-	}
-	var rep report
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("report: %v\n%s", err, stdout.String())
-	}
+	rep := runReport(t, "--modes", "gcs-direct,gcs-gateway", "--rounds", "2", "--duration", "400ms", "--warmup", "20ms", "--upload-bytes", "0")
 	if len(rep.Cells) != 2 || rep.Cells[0].Mode != modeGCSDirect || rep.Cells[1].Mode != modeGCSGateway {
 		t.Fatalf("cells %+v; want gcs-direct and gcs-gateway", rep.Cells)
 	}
@@ -126,4 +86,31 @@ func TestRunGCSCells(t *testing.T) {
 		strings.Contains(rep.SummaryLine, "gcs_c64_ratio_vs_direct=n/a") {
 		t.Errorf("summary %q; want gcs_c64_ratio_vs_direct with a figure", rep.SummaryLine)
 	}
+}
+
+// runReport runs fencebench with args against the real stack it starts
+// (etcd as a child process, versitygw, a fencegate built from this
+// repository, in a directory of the test's), with --json, and returns the
+// report.
+func runReport(t *testing.T, args ...string) report {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "fencegate")
+	if out, err := exec.Command("go", "build", "-o", bin, "fencegate/cmd/fencegate").CombinedOutput(); err != nil {
+		t.Fatalf("go build fencegate: %v\n%s", err, out)
+	}
+	cfg, err := parseFlags(append([]string{"--fencegate", bin, "--dir", t.TempDir(), "--json"}, args...), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	if err := run(ctx, cfg, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	var rep report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, stdout.String())
+	}
+	return rep
 }
