@@ -1,5 +1,5 @@
-// Package deptest enforces the project's dependency direction (see the
-// README's "Project structure") as rules that fail the build, each with
+// Package deptest enforces the project's dependency direction (see
+// docs/architecture.md) as rules that fail the build, each with
 // the reason it exists: api depends on nothing, the gateway reaches the
 // token store and the backends only through its own interfaces, backends
 // know nothing of etcd or HTTP routing, and what runs in production never
