@@ -169,6 +169,7 @@ func TestSummaryLine(t *testing.T) {
 			{Mode: modeS3API, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 2550},
 			{Mode: modeStale, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 4, RPS: 23456.7, P99: 1.42},
 			{Mode: modeDirect, Pattern: patternRaise, SizeBytes: 1 << 10, Concurrency: 64, RPS: 1500},
+			{Mode: modeDirectSDK, Pattern: patternRaise, SizeBytes: 1 << 10, Concurrency: 64, RPS: 1600},
 			{Mode: modeClientSide, Pattern: patternRaise, SizeBytes: 1 << 10, Concurrency: 64, RPS: 1000},
 			{Mode: modeGateway, Pattern: patternRaise, SizeBytes: 1 << 10, Concurrency: 64, RPS: 1200, OK: 900, Conflicts: 100,
 				CPUPer1000: perProcess{Gateway: ptr(0.225), Etcd: ptr(0.09), S3: ptr(0.36)}},
@@ -180,16 +181,16 @@ func TestSummaryLine(t *testing.T) {
 		Uploads: []uploadResult{{Gateway: modeGateway, Bytes: 1 << 30, RSSGrowthMiB: 3.4}, {Gateway: "large", Bytes: 6 << 30, RSSGrowthMiB: 20.2}},
 	}
 	r.finish(config{staleSummaryC: 4})
-	want := "summary: c64_ratio_vs_direct=0.60 c64_ratio_vs_clientside=1.20 serial_p50_overhead_ms=1.10 stale_rps=23457 stale_p99_ms=1.42 upload_1g_rss_mib=3 upload_6g_rss_mib=20" +
-		" raise_c64_ratio_vs_clientside=1.20 raise_c64_ratio_vs_direct=0.80 raise_ceiling_ratio_batched_vs_unbatched=2.00" +
+	want := "summary: c64_ratio_vs_direct=0.60 c64_ratio_vs_direct_sdk=0.80 c64_ratio_vs_clientside=1.20 serial_p50_overhead_ms=1.10 stale_rps=23457 stale_p99_ms=1.42 upload_1g_rss_mib=3 upload_6g_rss_mib=20" +
+		" raise_c64_ratio_vs_clientside=1.20 raise_c64_ratio_vs_direct=0.80 raise_c64_ratio_vs_direct_sdk=0.75 raise_ceiling_ratio_batched_vs_unbatched=2.00" +
 		" gw_cpu_ms_per_write=0.200 etcd_cpu_ms_per_write=0.050 s3_cpu_ms_per_write=0.300" +
 		" raise_gw_cpu_ms_per_write=0.250 raise_etcd_cpu_ms_per_write=0.100 raise_s3_cpu_ms_per_write=0.400 gcs_c64_ratio_vs_direct=0.95" +
 		" s3api_c64_ratio_vs_direct_sdk=0.85"
 	if r.SummaryLine != want {
 		t.Fatalf("summary line\n%s\nwant\n%s", r.SummaryLine, want)
 	}
-	form := regexp.MustCompile(`^summary: c64_ratio_vs_direct=\S+ c64_ratio_vs_clientside=\S+ serial_p50_overhead_ms=\S+ stale_rps=\S+ stale_p99_ms=\S+ upload_1g_rss_mib=\S+ upload_6g_rss_mib=\S+ ` +
-		`raise_c64_ratio_vs_clientside=\S+ raise_c64_ratio_vs_direct=\S+ raise_ceiling_ratio_batched_vs_unbatched=\S+ ` +
+	form := regexp.MustCompile(`^summary: c64_ratio_vs_direct=\S+ c64_ratio_vs_direct_sdk=\S+ c64_ratio_vs_clientside=\S+ serial_p50_overhead_ms=\S+ stale_rps=\S+ stale_p99_ms=\S+ upload_1g_rss_mib=\S+ upload_6g_rss_mib=\S+ ` +
+		`raise_c64_ratio_vs_clientside=\S+ raise_c64_ratio_vs_direct=\S+ raise_c64_ratio_vs_direct_sdk=\S+ raise_ceiling_ratio_batched_vs_unbatched=\S+ ` +
 		`gw_cpu_ms_per_write=\S+ etcd_cpu_ms_per_write=\S+ s3_cpu_ms_per_write=\S+ ` +
 		`raise_gw_cpu_ms_per_write=\S+ raise_etcd_cpu_ms_per_write=\S+ raise_s3_cpu_ms_per_write=\S+ gcs_c64_ratio_vs_direct=\S+ s3api_c64_ratio_vs_direct_sdk=\S+$`)
 	if !form.MatchString((&report{}).withSummary().SummaryLine) {

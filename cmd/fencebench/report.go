@@ -196,8 +196,16 @@ func newCellResult(c cell, w window, start, end snapshot) cellResult {
 }
 
 // summary is the figures of the issue's targets.
+//
+// Each ratio to direct writes comes twice: against modeDirect (the
+// gateway's own lean signed PUT, which no application runs: the harder
+// floor) and, as _sdk, against modeDirectSDK (aws-sdk-go-v2 writing
+// straight to S3: what an application that does not use fencegate runs,
+// and what modeDirect was until the signed path replaced the SDK's
+// PutObject in backends/s3).
 type summary struct {
 	C64RatioVsDirect     *float64 `json:"c64_ratio_vs_direct"`
+	C64RatioVsDirectSDK  *float64 `json:"c64_ratio_vs_direct_sdk"`
 	C64RatioVsClientSide *float64 `json:"c64_ratio_vs_clientside"`
 	SerialP50OverheadMs  *float64 `json:"serial_p50_overhead_ms"`
 	StaleRPS             *float64 `json:"stale_rps"`
@@ -210,6 +218,7 @@ type summary struct {
 	// at raiseCeilingConcurrency, with group commit over without.
 	RaiseC64RatioVsClientSide           *float64 `json:"raise_c64_ratio_vs_clientside"`
 	RaiseC64RatioVsDirect               *float64 `json:"raise_c64_ratio_vs_direct"`
+	RaiseC64RatioVsDirectSDK            *float64 `json:"raise_c64_ratio_vs_direct_sdk"`
 	RaiseCeilingRatioBatchedVsUnbatched *float64 `json:"raise_ceiling_ratio_batched_vs_unbatched"`
 	// CPU milliseconds per accepted write of each process on the
 	// gateway's path at 64 writers, 1 KiB, distinct objects: the
@@ -260,7 +269,7 @@ func (r *report) finish(cfg config) {
 	}
 	s := &r.Summary
 	if g := find(modeGateway, patternDistinct, 1<<10, 64); g != nil {
-		s.C64RatioVsDirect, s.C64RatioVsClientSide = g.RatioVsDirect, g.RatioVsClientSide
+		s.C64RatioVsDirect, s.C64RatioVsDirectSDK, s.C64RatioVsClientSide = g.RatioVsDirect, g.RatioVsDirectSDK, g.RatioVsClientSide
 	}
 	g, d := find(modeGateway, patternDistinct, 1<<10, 1), find(modeDirect, patternDistinct, 1<<10, 1)
 	if g != nil && d != nil && !math.IsNaN(float64(g.P50)) && !math.IsNaN(float64(d.P50)) {
@@ -278,7 +287,7 @@ func (r *report) finish(cfg config) {
 		s.GatewayCPUMsPerWrite, s.EtcdCPUMsPerWrite, s.S3CPUMsPerWrite = g.cpuMsPerWrite()
 	}
 	if g := find(modeGateway, patternRaise, 1<<10, 64); g != nil {
-		s.RaiseC64RatioVsDirect, s.RaiseC64RatioVsClientSide = g.RatioVsDirect, g.RatioVsClientSide
+		s.RaiseC64RatioVsDirect, s.RaiseC64RatioVsDirectSDK, s.RaiseC64RatioVsClientSide = g.RatioVsDirect, g.RatioVsDirectSDK, g.RatioVsClientSide
 		s.RaiseGatewayCPUMsPerWrite, s.RaiseEtcdCPUMsPerWrite, s.RaiseS3CPUMsPerWrite = g.cpuMsPerWrite()
 	}
 	s.RaiseCeilingRatioBatchedVsUnbatched = ratio(
@@ -301,6 +310,7 @@ func (r *report) finish(cfg config) {
 	}
 	r.SummaryLine = "summary: " + strings.Join([]string{
 		"c64_ratio_vs_direct=" + format(s.C64RatioVsDirect, 2),
+		"c64_ratio_vs_direct_sdk=" + format(s.C64RatioVsDirectSDK, 2),
 		"c64_ratio_vs_clientside=" + format(s.C64RatioVsClientSide, 2),
 		"serial_p50_overhead_ms=" + format(s.SerialP50OverheadMs, 2),
 		"stale_rps=" + format(s.StaleRPS, 0),
@@ -309,6 +319,7 @@ func (r *report) finish(cfg config) {
 		"upload_6g_rss_mib=" + format(s.Upload6GRSSMiB, 0),
 		"raise_c64_ratio_vs_clientside=" + format(s.RaiseC64RatioVsClientSide, 2),
 		"raise_c64_ratio_vs_direct=" + format(s.RaiseC64RatioVsDirect, 2),
+		"raise_c64_ratio_vs_direct_sdk=" + format(s.RaiseC64RatioVsDirectSDK, 2),
 		"raise_ceiling_ratio_batched_vs_unbatched=" + format(s.RaiseCeilingRatioBatchedVsUnbatched, 2),
 		"gw_cpu_ms_per_write=" + format(s.GatewayCPUMsPerWrite, 3),
 		"etcd_cpu_ms_per_write=" + format(s.EtcdCPUMsPerWrite, 3),
