@@ -15,8 +15,9 @@ import (
 )
 
 // Tracing (Config.Tracer; off when nil). Each request gets one server
-// span, started by the track middleware and continuing the client's W3C
-// traceparent, named by its route pattern. Its children are client spans
+// span, started by the track middleware (TrackRequests for another front
+// door's) and continuing the client's W3C traceparent, named by its
+// route pattern (the door's route label). Its children are client spans
 // of the round trips the request makes: the fence check, mark read or
 // partner admission in etcd and every S3 request (started by the store
 // decorators in metrics.go, with the result their metrics count), and a
@@ -68,15 +69,28 @@ func startRequestSpan(ctx context.Context, tracer trace.Tracer, r *http.Request,
 		))
 }
 
-// endRequestSpan names span by route ("PUT /v1/objects/{bucket}/*"), adds
-// the request's outcome and ends it. The status is Error for a 5xx.
+// endRequestSpan names span by route ("PUT /v1/objects/{bucket}/*"; a
+// front door's route, "s3:PutObject", names the operation, method
+// included, and is the name alone), adds the request's outcome and ends
+// it. The status is Error for a 5xx. A front door's request names its
+// resource and token in its exchange (the fence check's, or NoteRefusal's),
+// never as the REST API's path and header do, which its own may only
+// look like.
 func (g *Gateway) endRequestSpan(span trace.Span, r *http.Request, x *exchange, route string, status int) {
 	if route != routeNone {
-		span.SetName(r.Method + " " + route)
+		name := r.Method + " " + route
+		if x.api != "" {
+			name = route
+		}
+		span.SetName(name)
 		span.SetAttributes(attrRoute.String(route))
 	}
 	span.SetAttributes(attrStatusCode.Int(status))
-	if resource, token := g.requestSubject(r, x); resource != "" && token != 0 {
+	resource, token := x.resource, x.token
+	if x.api == "" {
+		resource, token = g.requestSubject(r, x)
+	}
+	if resource != "" && token != 0 {
 		span.SetAttributes(attrResource.String(string(resource)), attrToken.String(token.String()))
 	}
 	if x.problem != "" {
