@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -136,4 +137,36 @@ func injectTraceparent(ctx context.Context, h http.Header) {
 		return
 	}
 	traceContext.Inject(ctx, propagation.HeaderCarrier(h))
+}
+
+// TraceS3 starts the client span "s3 "+operation of an S3 request that a
+// front door sends itself rather than through the gateway's stores (the
+// S3 API's bucket reads), under the span of ctx's request, with the
+// bucket (none for "") as the store decorators' spans have it. It does
+// nothing when the request is not traced. The function it returns ends
+// the span with the store's answer, as the decorators' results name it:
+// "ok" for a 2xx status, "not_found" for a 404, else "error", which with
+// err (no answer) or a 5xx sets the span's status Error.
+func TraceS3(ctx context.Context, operation, bucket string) (context.Context, func(status int, err error)) {
+	ctx, span := startClientSpan(ctx, "s3 "+operation)
+	if span == nil {
+		return ctx, func(int, error) {}
+	}
+	if bucket != "" {
+		span.SetAttributes(attrBucket.String(bucket))
+	}
+	return ctx, func(status int, err error) {
+		result := s3Error
+		switch {
+		case err != nil:
+		case status/100 == 2:
+			result = s3OK
+		case status == http.StatusNotFound:
+			result = s3NotFound
+		}
+		if err == nil && status >= 500 {
+			err = fmt.Errorf("status %d", status)
+		}
+		endClientSpan(span, result, err != nil, err)
+	}
 }

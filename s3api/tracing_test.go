@@ -2,6 +2,7 @@ package s3api_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -289,4 +291,52 @@ func requestIDOf(tb testing.TB, md middleware.Metadata) string {
 	tb.Helper()
 	id, _ := awsmiddleware.GetRequestIDMetadata(md)
 	return id
+}
+
+// TestTracingBucketReads: the door's bucket reads, which it sends to S3
+// itself (Deps.Buckets), are client spans of the request's span too,
+// with the bucket and the store's answer as their result.
+func TestTracingBucketReads(t *testing.T) {
+	d, rec := tracedDoor(t)
+	ctx := context.Background()
+	w := d.client(writerKey)
+	if _, err := d.put(t, w, "listed", 1, "x"); err != nil {
+		t.Fatal(err)
+	}
+	list, err := w.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(d.bucket)})
+	if err != nil || len(list.Contents) != 1 {
+		t.Fatalf("ListObjectsV2 = %v, %v; want one key", list, err)
+	}
+	buckets, err := w.ListBuckets(ctx, &s3.ListBucketsInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	absent := d.bucket + "-absent"
+	_, headErr := w.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(absent)})
+	var notFound *types.NotFound
+	if !errors.As(headErr, &notFound) {
+		t.Fatalf("HeadBucket of an absent bucket: %v; want NotFound", headErr)
+	}
+	var respErr *smithyhttp.ResponseError
+	errors.As(headErr, &respErr)
+
+	for _, tc := range []struct {
+		requestID, route, status, child, bucket, result string
+	}{
+		{requestIDOf(t, list.ResultMetadata), "s3:ListObjectsV2", "200", "s3 list_objects", d.bucket, "ok"},
+		{requestIDOf(t, buckets.ResultMetadata), "s3:ListBuckets", "200", "s3 list_buckets", "", "ok"},
+		{respErr.Response.Header.Get("X-Amz-Request-Id"), "s3:HeadBucket", "404", "s3 head_bucket", absent, "not_found"},
+	} {
+		server, all := serverSpan(t, rec, tc.requestID)
+		if server.Name() != tc.route {
+			t.Errorf("server span name = %q; want %s", server.Name(), tc.route)
+		}
+		wantSpanAttrs(t, server, map[string]string{"http.route": tc.route, "http.response.status_code": tc.status})
+		names, children := spanChildren(t, server, all)
+		if !slices.Equal(names, []string{tc.child}) {
+			t.Errorf("%s's children = %q; want [%s]", tc.route, names, tc.child)
+			continue
+		}
+		wantSpanAttrs(t, children[0], map[string]string{"bucket": tc.bucket, "result": tc.result})
+	}
 }
