@@ -87,7 +87,7 @@ func spanChildren(tb testing.TB, parent sdktrace.ReadOnlySpan, all []sdktrace.Re
 func spanAttrs(s sdktrace.ReadOnlySpan) map[string]string {
 	m := map[string]string{}
 	for _, kv := range s.Attributes() {
-		m[string(kv.Key)] = kv.Value.Emit()
+		m[string(kv.Key)] = kv.Value.String()
 	}
 	return m
 }
