@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5/middleware"
+	"go.opentelemetry.io/otel/trace"
 
 	"fencegate/api"
 )
@@ -74,20 +75,32 @@ func (g *Gateway) AuthEnabled() bool { return g.auth != nil }
 // with its id, method, path, status, bytes, duration, identity, api and
 // operation. The path is the URL's, never its query (a presigned URL's
 // signature); no header is logged. Lines of 401 and 403 answers are
-// limited as the REST API's are (Config.AuthRefusalLogRate).
+// limited as the REST API's are (Config.AuthRefusalLogRate). With a
+// tracer (Config.Tracer), each request gets a server span as a REST one
+// does (tracing.go), named by its route label ("s3:PutObject").
 //
 // The door's handlers call WithIdentity with the context it gives them,
 // so that the identity, the problem and the fenced writes' decisions are
 // noted in the request's own exchange.
 func (g *Gateway) TrackRequests(door string, next http.Handler) http.Handler {
 	m := g.metrics
+	var tracer *tracing
+	if g.cfg.Tracer != nil {
+		tracer = &tracing{tracer: g.cfg.Tracer}
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		m.inFlight.Inc()
 		defer m.inFlight.Dec()
 		x := &exchange{id: newRequestID(), start: start, api: door}
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		ctx := withExchange(r.Context(), x)
+		ctx := r.Context()
+		var span trace.Span
+		if tracer != nil {
+			x.tracing = tracer
+			ctx, span = startRequestSpan(ctx, tracer.tracer, r, x, start)
+		}
+		ctx = withExchange(ctx, x)
 		next.ServeHTTP(ww, r.WithContext(ctx))
 		elapsed := time.Since(start)
 		status := ww.Status()
@@ -97,6 +110,9 @@ func (g *Gateway) TrackRequests(door string, next http.Handler) http.Handler {
 		route, method := door+":"+cmp.Or(x.operation, routeNone), methodLabel(r.Method)
 		m.requests.WithLabelValues(route, method, statusClass(status), x.problem).Inc()
 		m.requestDuration.WithLabelValues(route, method).Observe(elapsed.Seconds())
+		if span != nil {
+			g.endRequestSpan(span, r, x, route, status)
+		}
 		g.logExchange(ctx, r, x, status, ww.BytesWritten(), start, elapsed)
 	})
 }
@@ -148,7 +164,9 @@ func (g *Gateway) WithIdentity(ctx context.Context, name, requestID string) (con
 	if x == nil || x.identified {
 		own := &exchange{id: requestID}
 		if x != nil {
-			own.start, own.api, own.operation = x.start, x.api, x.operation
+			// The tracer too: the round trips of each part are children
+			// of the request's span, which ctx carries.
+			own.start, own.api, own.operation, own.tracing = x.start, x.api, x.operation, x.tracing
 		}
 		x, ctx = own, withExchange(ctx, own)
 	}
@@ -392,6 +410,11 @@ func (a *authenticator) identityNamed(name string) *Identity { return a.byName[n
 func (g *Gateway) NoteRefusal(ctx context.Context, write bool, resource api.Resource, token api.Token, err error) {
 	p := api.ProblemFor(err)
 	x := exchangeOf(ctx)
+	if x != nil && x.resource == "" {
+		// What the request named, for its span, when no fence check
+		// noted what it checked (a refusal before one).
+		x.resource, x.token = resource, token
+	}
 	if errors.Is(err, api.ErrStaleToken) {
 		source := staleFromEtcd
 		if x != nil && x.staleSource != "" {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -15,8 +16,9 @@ import (
 )
 
 // Tracing (Config.Tracer; off when nil). Each request gets one server
-// span, started by the track middleware and continuing the client's W3C
-// traceparent, named by its route pattern. Its children are client spans
+// span, started by the track middleware (TrackRequests for another front
+// door's) and continuing the client's W3C traceparent, named by its
+// route pattern (the door's route label). Its children are client spans
 // of the round trips the request makes: the fence check, mark read or
 // partner admission in etcd and every S3 request (started by the store
 // decorators in metrics.go, with the result their metrics count), and a
@@ -68,15 +70,28 @@ func startRequestSpan(ctx context.Context, tracer trace.Tracer, r *http.Request,
 		))
 }
 
-// endRequestSpan names span by route ("PUT /v1/objects/{bucket}/*"), adds
-// the request's outcome and ends it. The status is Error for a 5xx.
+// endRequestSpan names span by route ("PUT /v1/objects/{bucket}/*"; a
+// front door's route, "s3:PutObject", names the operation, method
+// included, and is the name alone), adds the request's outcome and ends
+// it. The status is Error for a 5xx. A front door's request names its
+// resource and token in its exchange (the fence check's, or NoteRefusal's),
+// never as the REST API's path and header do, which its own may only
+// look like.
 func (g *Gateway) endRequestSpan(span trace.Span, r *http.Request, x *exchange, route string, status int) {
 	if route != routeNone {
-		span.SetName(r.Method + " " + route)
+		name := r.Method + " " + route
+		if x.api != "" {
+			name = route
+		}
+		span.SetName(name)
 		span.SetAttributes(attrRoute.String(route))
 	}
 	span.SetAttributes(attrStatusCode.Int(status))
-	if resource, token := g.requestSubject(r, x); resource != "" && token != 0 {
+	resource, token := x.resource, x.token
+	if x.api == "" {
+		resource, token = g.requestSubject(r, x)
+	}
+	if resource != "" && token != 0 {
 		span.SetAttributes(attrResource.String(string(resource)), attrToken.String(token.String()))
 	}
 	if x.problem != "" {
@@ -122,4 +137,36 @@ func injectTraceparent(ctx context.Context, h http.Header) {
 		return
 	}
 	traceContext.Inject(ctx, propagation.HeaderCarrier(h))
+}
+
+// TraceS3 starts the client span "s3 "+operation of an S3 request that a
+// front door sends itself rather than through the gateway's stores (the
+// S3 API's bucket reads), under the span of ctx's request, with the
+// bucket (none for "") as the store decorators' spans have it. It does
+// nothing when the request is not traced. The function it returns ends
+// the span with the store's answer, as the decorators' results name it:
+// "ok" for a 2xx status, "not_found" for a 404, else "error", which with
+// err (no answer) or a 5xx sets the span's status Error.
+func TraceS3(ctx context.Context, operation, bucket string) (context.Context, func(status int, err error)) {
+	ctx, span := startClientSpan(ctx, "s3 "+operation)
+	if span == nil {
+		return ctx, func(int, error) {}
+	}
+	if bucket != "" {
+		span.SetAttributes(attrBucket.String(bucket))
+	}
+	return ctx, func(status int, err error) {
+		result := s3Error
+		switch {
+		case err != nil:
+		case status/100 == 2:
+			result = s3OK
+		case status == http.StatusNotFound:
+			result = s3NotFound
+		}
+		if err == nil && status >= 500 {
+			err = fmt.Errorf("status %d", status)
+		}
+		endClientSpan(span, result, err != nil, err)
+	}
 }

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"fencegate/api"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
+	"fencegate/tokenstore"
 )
 
 // newTracer returns a tracer whose ended spans rec records.
@@ -287,5 +289,66 @@ func TestTracingOff(t *testing.T) {
 	}
 	if got := partner.snapshot()[0].Header.Get("Traceparent"); got != traceparent {
 		t.Errorf("partner saw traceparent %q; want the client's %q", got, traceparent)
+	}
+}
+
+// TestTraceS3: a front door's own S3 request (TraceS3) is a client span
+// of the request's span, named by its operation, with the bucket and
+// the answer's result: Error status for no answer or a 5xx, as the store
+// decorators' spans; nothing when the request is not traced.
+func TestTraceS3(t *testing.T) {
+	tests := []struct {
+		name    string
+		status  int
+		err     error
+		result  string
+		isError bool
+	}{
+		{name: "2xx", status: http.StatusOK, result: "ok"},
+		{name: "404", status: http.StatusNotFound, result: "not_found"},
+		{name: "403", status: http.StatusForbidden, result: "error"},
+		{name: "5xx", status: http.StatusServiceUnavailable, result: "error", isError: true},
+		{name: "no answer", err: api.ErrUpstreamTimeout, result: "error", isError: true},
+	}
+	tracer, rec := newTracer(t)
+	e := newStackEnv(t)
+	store, backend := e.connect(t, tokenstore.Config{RequestTimeout: time.Second})
+	gw, err := gateway.New(gateway.Config{Tracer: tracer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store, backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			door := gw.TrackRequests("s3", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				gateway.NoteOperation(r.Context(), "ListObjectsV2")
+				_, end := gateway.TraceS3(r.Context(), "list_objects", "b")
+				end(tt.status, tt.err)
+			}))
+			door.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/b?list-type=2", nil))
+			servers, all := serverSpans(t, rec, i+1)
+			server := servers[i]
+			if server.Name() != "s3:ListObjectsV2" {
+				t.Errorf("server span name = %q; want s3:ListObjectsV2", server.Name())
+			}
+			names, children := childrenOf(t, server, all)
+			if !slices.Equal(names, []string{"s3 list_objects"}) {
+				t.Fatalf("children = %q; want [s3 list_objects]", names)
+			}
+			wantAttrs(t, children[0], map[string]string{"bucket": "b", "result": tt.result})
+			if got := children[0].Status().Code == codes.Error; got != tt.isError {
+				t.Errorf("span status %v; want Error %v", children[0].Status(), tt.isError)
+			}
+		})
+	}
+
+	// Not traced: the function ends nothing, and no span is started.
+	before := len(rec.Ended())
+	ctx, end := gateway.TraceS3(context.Background(), "list_objects", "b")
+	end(http.StatusOK, nil)
+	if trace.SpanFromContext(ctx).SpanContext().IsValid() {
+		t.Error("TraceS3 started a span outside a traced request")
+	}
+	if n := len(rec.Ended()); n != before {
+		t.Errorf("%d spans ended outside a traced request", n-before)
 	}
 }

@@ -130,7 +130,7 @@ func (s *server) bucketRead(ctx context.Context, bucket string) error {
 // region), a refusal as the door's own XML error with the store's code
 // and status.
 func (s *server) passThrough(w http.ResponseWriter, r *http.Request, rq *request, method, bucket string, query url.Values) {
-	resp, err := s.buckets.BucketRequest(r.Context(), method, bucket, query)
+	resp, err := s.bucketRequest(r.Context(), rq.op, method, bucket, query)
 	if err != nil {
 		s.writeError(w, r, rq, err)
 		return
@@ -154,6 +154,26 @@ func (s *server) passThrough(w http.ResponseWriter, r *http.Request, rq *request
 			s.log.WarnContext(r.Context(), "s3 listing interrupted", "request_id", rq.id, "bucket", bucket, "err", err)
 		}
 	}
+}
+
+// bucketSpans name the span of each operation's request to the store
+// (gateway.TraceS3).
+var bucketSpans = map[string]string{
+	"ListObjectsV2": "list_objects", "ListObjects": "list_objects", "ListBuckets": "list_buckets",
+	"HeadBucket": "head_bucket", "GetBucketLocation": "get_bucket_location",
+}
+
+// bucketRequest is Deps.Buckets' BucketRequest for the operation op,
+// traced as the gateway traces its own S3 requests.
+func (s *server) bucketRequest(ctx context.Context, op, method, bucket string, query url.Values) (*http.Response, error) {
+	ctx, end := gateway.TraceS3(ctx, bucketSpans[op], bucket)
+	resp, err := s.buckets.BucketRequest(ctx, method, bucket, query)
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+	}
+	end(status, err)
+	return resp, err
 }
 
 // relayError answers the store's refusal of a bucket read with its code
@@ -196,7 +216,7 @@ func (s *server) listBuckets(w http.ResponseWriter, r *http.Request, rq *request
 		s.writeError(w, r, rq, err)
 		return
 	}
-	resp, err := s.buckets.BucketRequest(ctx, http.MethodGet, "", query)
+	resp, err := s.bucketRequest(ctx, rq.op, http.MethodGet, "", query)
 	if err != nil {
 		s.writeError(w, r, rq, err)
 		return

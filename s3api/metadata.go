@@ -14,7 +14,10 @@ import (
 // (x-amz-meta-NAME headers, Cache-Control, Content-Disposition,
 // Content-Encoding, Content-Language, Expires) is validated here, before
 // anything reaches etcd or S3, stored with the object, and answered on
-// GET and HEAD as S3 answers it.
+// GET and HEAD as S3 answers it. What a copy takes from its source
+// (CopyObject with COPY) is held to the same rules before the copy's
+// fence check: the source may have been written to S3 past the door, and
+// the copy's token entry may take it over the limit.
 //
 // The rules, S3's where S3 has one, and stricter where a value would
 // otherwise reach the upstream request or a reader's headers unchecked:
@@ -45,7 +48,6 @@ var errMetadataTooLarge = errors.New("metadata too large")
 // query parameter, compared without case.
 const userMetadataPrefix = "x-amz-meta-"
 
-// standardMetadataHeaders are the headers an object keeps besides
 // objectMetadata reads and validates the metadata of a write (PutObject,
 // CopyObject with REPLACE, CreateMultipartUpload) from r, for an object
 // that records token. Its errors are S3's: MetadataTooLarge,
@@ -53,47 +55,37 @@ const userMetadataPrefix = "x-amz-meta-"
 // NotImplemented (storeKeeps).
 func objectMetadata(r *http.Request, token api.Token, store string) (api.ObjectMetadata, error) {
 	var m api.ObjectMetadata
-	size := len(api.MetadataFenceToken) + len(token.String())
-	add := func(place, name string, values []string) error {
+	add := func(name string, values []string) error {
 		name = strings.ToLower(name)
 		if name == api.MetadataFenceToken {
 			return nil // the token's, read by fenceToken
 		}
-		if name == "" || !isToken(name) {
-			return fmt.Errorf("%w: user metadata name %q is not an HTTP token", errInvalidArgument, api.Truncate(name, 80))
-		}
 		if _, dup := m.User[name]; dup || len(values) != 1 {
-			return fmt.Errorf("%w: x-amz-meta-%s is sent more than once: send it once", errInvalidArgument, name)
-		}
-		if err := checkMetadataValue(place+" x-amz-meta-"+name, values[0]); err != nil {
-			return err
+			return fmt.Errorf("%w: x-amz-meta-%s is sent more than once: send it once", errInvalidArgument, api.Truncate(name, 80))
 		}
 		if m.User == nil {
 			m.User = make(map[string]string)
 		}
 		m.User[name] = values[0]
-		size += len(name) + len(values[0])
 		return nil
 	}
 	// In a fixed order, so that the error a request gets does not vary.
 	for _, name := range sortedKeys(r.Header) {
+		values := r.Header[name]
 		if rest, ok := cutPrefixFold(name, userMetadataPrefix); ok {
-			if err := add("header", rest, r.Header[name]); err != nil {
+			if err := add(rest, values); err != nil {
 				return api.ObjectMetadata{}, err
 			}
 		}
 	}
 	query := r.URL.Query()
 	for _, name := range sortedKeys(query) {
+		values := query[name]
 		if rest, ok := cutPrefixFold(name, userMetadataPrefix); ok {
-			if err := add("query parameter", rest, query[name]); err != nil {
+			if err := add(rest, values); err != nil {
 				return api.ObjectMetadata{}, err
 			}
 		}
-	}
-	if size > maxUserMetadataBytes {
-		return api.ObjectMetadata{}, fmt.Errorf("%w: the user metadata is %d bytes (names and values, fence-token included), limit %d",
-			errMetadataTooLarge, size, maxUserMetadataBytes)
 	}
 	for _, s := range api.MetadataHeaders {
 		values := r.Header.Values(s.Name)
@@ -106,20 +98,51 @@ func objectMetadata(r *http.Request, token api.Token, store string) (api.ObjectM
 		case len(values) > 1:
 			return api.ObjectMetadata{}, fmt.Errorf("%w: %s is sent more than once: send it once", errInvalidArgument, s.Name)
 		}
-		if err := checkMetadataValue(s.Name, values[0]); err != nil {
-			return api.ObjectMetadata{}, err
-		}
 		*s.Field(&m) = values[0]
 	}
-	if m.Expires != "" {
-		if _, err := http.ParseTime(m.Expires); err != nil {
-			return api.ObjectMetadata{}, fmt.Errorf("%w: Expires %q is not an HTTP date", errInvalidArgument, api.Truncate(m.Expires, 80))
-		}
-	}
-	if err := storeKeeps(store, m); err != nil {
+	if err := checkStored(m, token, store); err != nil {
 		return api.ObjectMetadata{}, err
 	}
 	return m, nil
+}
+
+// checkStored holds m, the metadata that an object recording token will
+// be stored with, to the rules above: whether a request sent it
+// (objectMetadata) or a copy takes it from its source (CopyObject with
+// COPY), which may have been written to S3 past the door. The token's
+// own entry is counted as the store will write it, from token; one in
+// m.User is not stored (the store writes the token's). It checks in a
+// fixed order, so that the error a request gets does not vary.
+func checkStored(m api.ObjectMetadata, token api.Token, store string) error {
+	size := len(api.MetadataFenceToken) + len(token.String())
+	for _, name := range sortedKeys(m.User) {
+		if strings.EqualFold(name, api.MetadataFenceToken) {
+			continue
+		}
+		if name == "" || !isToken(name) || name != strings.ToLower(name) {
+			return fmt.Errorf("%w: user metadata name %q is not a lower-case HTTP token", errInvalidArgument, api.Truncate(name, 80))
+		}
+		value := m.User[name]
+		if err := checkMetadataValue("x-amz-meta-"+name, value); err != nil {
+			return err
+		}
+		size += len(name) + len(value)
+	}
+	if size > maxUserMetadataBytes {
+		return fmt.Errorf("%w: the user metadata is %d bytes (names and values, fence-token included), limit %d",
+			errMetadataTooLarge, size, maxUserMetadataBytes)
+	}
+	for _, s := range api.MetadataHeaders {
+		if err := checkMetadataValue(s.Name, *s.Field(&m)); err != nil {
+			return err
+		}
+	}
+	if m.Expires != "" {
+		if _, err := http.ParseTime(m.Expires); err != nil {
+			return fmt.Errorf("%w: Expires %q is not an HTTP date", errInvalidArgument, api.Truncate(m.Expires, 80))
+		}
+	}
+	return storeKeeps(store, m)
 }
 
 // storeKeeps refuses metadata that the object's store cannot keep as S3

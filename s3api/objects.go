@@ -443,8 +443,8 @@ func (s *server) deleteOne(ctx context.Context, bucket, key, versionID string, t
 // its bytes written to the destination by the gateway's fenced write,
 // with the request's token. The destination records the request's token,
 // and the source's content type and metadata (x-amz-metadata-directive
-// COPY, the default) or the request's (REPLACE, validated as PutObject's),
-// as on S3.
+// COPY, the default) or the request's (REPLACE), as on S3; either is held
+// to PutObject's rules (checkStored) before the fence check.
 func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx := r.Context()
 	discardBody(rq.auth.Body)
@@ -498,8 +498,10 @@ func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if replace {
 		contentType = r.Header.Get("Content-Type")
 	} else {
+		// Before PutFenced raises the mark: a source that S3 took may
+		// still be refused as the copy's metadata.
 		meta = obj.Metadata
-		if err := storeKeeps(dst.Store, meta); err != nil {
+		if err := checkStored(meta, token, dst.Store); err != nil {
 			s.writeError(w, r, rq, err)
 			return
 		}

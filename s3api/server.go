@@ -74,8 +74,8 @@ func New(cfg Config, deps Deps) (http.Handler, error) {
 		return nil, fmt.Errorf("s3api: %w", err)
 	}
 	s := &server{cfg: cfg, log: cfg.Logger, gw: deps.Gateway, buckets: deps.Buckets, verifier: verifier}
-	// The gateway counts, times and logs each request as a REST one
-	// (route label "s3:<operation>").
+	// The gateway counts, times, logs and traces each request as a REST
+	// one (route label and span name "s3:<operation>").
 	return deps.Gateway.TrackRequests("s3", s), nil
 }
 
