@@ -22,6 +22,11 @@
 //     hmac.Equal. Unknown key: InvalidAccessKeyId; mismatch:
 //     SignatureDoesNotMatch. host must be signed and so must every x-amz-*
 //     header present (else AccessDenied, as S3).
+//   - Nothing rides along a valid signature unsigned: Authorization,
+//     X-Amz-Date, X-Amz-Content-Sha256, X-Amz-Decoded-Content-Length and
+//     X-Amz-Trailer are sent at most once, and the query must parse (a
+//     pair with a bad escape or after a ';' is dropped by url.ParseQuery,
+//     so no canonical query covers it): else InvalidArgument.
 //   - The body, by x-amz-content-sha256: UNSIGNED-PAYLOAD; a hex SHA-256
 //     (XAmzContentSHA256Mismatch); aws-chunked STREAMING-AWS4-HMAC-SHA256-PAYLOAD
 //     (each chunk signature chained from the request's signature),

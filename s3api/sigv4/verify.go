@@ -156,6 +156,9 @@ type authentication struct {
 // gives the S3 code and status (a KeyStore failure is InternalError, with
 // the store's error wrapped alongside for the log); r.Body has not been read.
 func (v *Verifier) Verify(ctx context.Context, r *http.Request) (*Result, error) {
+	if err := checkSingleValues(r); err != nil {
+		return nil, err
+	}
 	header := r.Header.Get("Authorization")
 	query := r.URL.Query()
 	_, presigned := query["X-Amz-Algorithm"]
@@ -233,6 +236,30 @@ func (v *Verifier) Verify(ctx context.Context, r *http.Request) (*Result, error)
 		return nil, err
 	}
 	return res, nil
+}
+
+// singleValueHeaders are the headers that authentication and the body's
+// framing read one value of. A second value would be read by nobody and
+// covered by no signature: the signer re-adds X-Amz-Date from the parsed
+// time, so a second X-Amz-Date line rode along a valid signature, and a
+// second Authorization was never looked at.
+var singleValueHeaders = []string{"Authorization", "X-Amz-Date", "X-Amz-Content-Sha256", "X-Amz-Decoded-Content-Length", "X-Amz-Trailer"}
+
+// checkSingleValues refuses what the signature cannot cover: a header of
+// singleValueHeaders sent more than once, and a query that does not
+// parse. url.ParseQuery drops a pair with a bad escape or a ';'
+// separator, so the canonical query (and every reader of r.URL.Query())
+// would not see it, while anything reading the raw query would.
+func checkSingleValues(r *http.Request) error {
+	for _, name := range singleValueHeaders {
+		if len(r.Header.Values(name)) > 1 {
+			return newError(ErrInvalidArgument, "The "+name+" header is sent more than once; send it once.")
+		}
+	}
+	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		return newError(ErrInvalidArgument, "The query string does not parse: a parameter is not URL-encoded, or ';' separates parameters.")
+	}
+	return nil
 }
 
 func (v *Verifier) checkTime(auth *authentication) error {
