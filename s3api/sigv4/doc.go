@@ -32,7 +32,9 @@
 //     (each chunk signature chained from the request's signature),
 //     STREAMING-UNSIGNED-PAYLOAD-TRAILER and
 //     STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER (the trailer signature too),
-//     with x-amz-decoded-content-length enforced (IncompleteBody). A checksum
+//     with x-amz-decoded-content-length enforced (IncompleteBody), and
+//     nothing but blank lines after the last chunk and its trailer
+//     (IncompleteBody: no signature covers such bytes). A checksum
 //     x-amz-checksum-crc32, -crc32c, -crc64nvme, -sha1 or -sha256, as a
 //     header or as the trailer x-amz-trailer names, is verified (BadDigest).
 //

@@ -317,6 +317,15 @@ func TestBadRequestsRefused(t *testing.T) {
 			r.URL.RawQuery += "&prefix=%zz"
 			return r
 		}},
+		{name: "bytes after the last chunk", wantCode: "IncompleteBody", req: func(t *testing.T, base string) *http.Request {
+			return chunked{payload: payload, chunkSize: 8192}.build(t, base, func(b []byte) []byte { return append(b, "smuggled"...) })
+		}},
+		{name: "a line after the last chunk", wantCode: "IncompleteBody", wantMsg: "after the end", req: func(t *testing.T, base string) *http.Request {
+			return chunked{payload: payload, chunkSize: 8192}.build(t, base, func(b []byte) []byte { return append(b, "smuggled\r\n"...) })
+		}},
+		{name: "a line after the trailer", wantCode: "IncompleteBody", wantMsg: "after the end", req: func(t *testing.T, base string) *http.Request {
+			return minioTrailer(t, base, payload, crc32Base64(payload), true, func(b []byte) []byte { return append(b, "x-amz-checksum-crc32:AAAAAA==\r\n"...) })
+		}},
 		{name: "wrong trailing checksum, unsigned trailer", wantCode: "BadDigest", req: func(t *testing.T, base string) *http.Request {
 			return minioTrailer(t, base, payload, crc32Base64([]byte("other")), false, nil)
 		}},
