@@ -46,6 +46,8 @@
 // end). So a caller commits only after io.EOF: streamed into an upstream
 // PutObject with a fixed Content-Length, a failed body makes the upload fail
 // short of its last byte and nothing is stored.
+// A body of length zero has no last byte: Verify checks it (its payload
+// hash, checksum, chunk framing and trailer) before it returns.
 //
 // # Bounds
 //

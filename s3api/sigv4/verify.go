@@ -120,7 +120,9 @@ type Result struct {
 	// holds the whole body unless it was verified. A caller streams Body to
 	// its destination and commits only after reading io.EOF; a destination
 	// with a fixed Content-Length (an upstream PutObject) never receives its
-	// last byte from a body that failed, so it cannot store it.
+	// last byte from a body that failed, so it cannot store it. A body of
+	// length zero has no last byte to withhold: Verify reads and checks it
+	// before it returns, and Body is then http.NoBody.
 	Body io.Reader
 	// DecodedContentLength is the payload length (x-amz-decoded-content-length
 	// for aws-chunked bodies, else Content-Length), or -1 if unknown.
@@ -154,7 +156,9 @@ type authentication struct {
 // Verify authenticates r. On success the returned Result's Body replaces
 // r.Body (see Result.Body). On failure errors.As(err, &e) with e an *Error
 // gives the S3 code and status (a KeyStore failure is InternalError, with
-// the store's error wrapped alongside for the log); r.Body has not been read.
+// the store's error wrapped alongside for the log); r.Body has not been read,
+// but for a body of length zero, which Verify checks itself (see
+// Result.Body).
 func (v *Verifier) Verify(ctx context.Context, r *http.Request) (*Result, error) {
 	if err := checkSingleValues(r); err != nil {
 		return nil, err
@@ -234,6 +238,19 @@ func (v *Verifier) Verify(ctx context.Context, r *http.Request) (*Result, error)
 		algorithm: payloadHash,
 	}); err != nil {
 		return nil, err
+	}
+	if res.DecodedContentLength == 0 {
+		// A body of no bytes has no last byte to hold back, and a
+		// consumer that reads exactly its length (a store sent
+		// Content-Length: 0) never reads to the checks: a signed payload
+		// hash, a checksum or a trailer that do not match would let an
+		// empty body through. Check it now; what is read is the
+		// framing only (a chunk header, the trailer), bounded by the
+		// line limits.
+		if _, err := io.Copy(io.Discard, res.Body); err != nil {
+			return nil, err
+		}
+		res.Body = http.NoBody
 	}
 	return res, nil
 }
