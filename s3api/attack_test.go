@@ -10,6 +10,7 @@ package s3api_test
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/minio/minio-go/v7"
 
 	"fencegate/api"
@@ -907,4 +909,94 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n.Add(int64(n))
 	return n, err
+}
+
+// TestAttackEmptyBodies: a body of zero bytes has no last byte to hold
+// back, so a failed check cannot keep a store that was sent nothing from
+// completing: an empty PutObject or UploadPart whose signed payload hash,
+// checksum header or aws-chunked trailer does not match must be refused
+// before the store is asked at all. A captured request replayed with its
+// body dropped is this case.
+func TestAttackEmptyBodies(t *testing.T) {
+	d := newDoor(t, doorOptions{})
+	ctx := context.Background()
+	b := "/" + d.bucket
+	created, err := d.client(writerKey).CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
+		Bucket: aws.String(d.bucket), Key: aws.String("parts"), Metadata: map[string]string{"fence-token": "3"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uploadID := aws.ToString(created.UploadId)
+	otherHash := sha256.Sum256([]byte("the real part"))
+	wrongCRC := base64.StdEncoding.EncodeToString(crc32Bytes(crc32.ChecksumIEEE([]byte("the real part"))))
+	otherMD5 := md5.Sum([]byte("the real part"))
+	wrongMD5 := base64.StdEncoding.EncodeToString(otherMD5[:])
+	tests := []struct {
+		name string
+		req  func(t *testing.T) *http.Request
+	}{
+		{"PutObject, payload hash of other bytes", func(t *testing.T) *http.Request {
+			return signedRequest{method: "PUT", target: b + "/empty1", header: http.Header{"X-Amz-Meta-Fence-Token": {"3"}}, payloadHash: hex.EncodeToString(otherHash[:])}.build(t, d, writerKey)
+		}},
+		{"PutObject, checksum of other bytes", func(t *testing.T) *http.Request {
+			return signedRequest{method: "PUT", target: b + "/empty2", header: http.Header{"X-Amz-Meta-Fence-Token": {"3"}, "X-Amz-Checksum-Crc32": {wrongCRC}}, payloadHash: "UNSIGNED-PAYLOAD"}.build(t, d, writerKey)
+		}},
+		{"UploadPart, payload hash of other bytes", func(t *testing.T) *http.Request {
+			return signedRequest{method: "PUT", target: b + "/parts?partNumber=1&uploadId=" + url.QueryEscape(uploadID), payloadHash: hex.EncodeToString(otherHash[:])}.build(t, d, writerKey)
+		}},
+		{"UploadPart, checksum of other bytes", func(t *testing.T) *http.Request {
+			return signedRequest{method: "PUT", target: b + "/parts?partNumber=2&uploadId=" + url.QueryEscape(uploadID), header: http.Header{"X-Amz-Checksum-Crc32": {wrongCRC}}, payloadHash: "UNSIGNED-PAYLOAD"}.build(t, d, writerKey)
+		}},
+		{"PutObject, aws-chunked trailer of other bytes", func(t *testing.T) *http.Request {
+			return chunkedPut{key: "empty3", token: 3, trailer: true, decoded: -1, tamper: func(body []byte) []byte {
+				good := base64.StdEncoding.EncodeToString(crc32Bytes(crc32.ChecksumIEEE(nil)))
+				return bytes.Replace(body, []byte(good), []byte(wrongCRC), 1)
+			}}.build(t, d)
+		}},
+		{"PutObject, aws-chunked, bytes after the last chunk", func(t *testing.T) *http.Request {
+			return chunkedPut{key: "empty4", token: 3, decoded: -1, tamper: func(body []byte) []byte { return append(body, "smuggled"...) }}.build(t, d)
+		}},
+		{"PutObject, Content-MD5 of other bytes", func(t *testing.T) *http.Request {
+			return signedRequest{method: "PUT", target: b + "/empty5", header: http.Header{"X-Amz-Meta-Fence-Token": {"3"}, "Content-Md5": {wrongMD5}}, payloadHash: "UNSIGNED-PAYLOAD"}.build(t, d, writerKey)
+		}},
+		{"UploadPart, Content-MD5 of other bytes", func(t *testing.T) *http.Request {
+			return signedRequest{method: "PUT", target: b + "/parts?partNumber=3&uploadId=" + url.QueryEscape(uploadID), header: http.Header{"Content-Md5": {wrongMD5}}, payloadHash: "UNSIGNED-PAYLOAD"}.build(t, d, writerKey)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, e := d.send(t, tt.req(t))
+			if status/100 == 2 {
+				t.Errorf("answered %d; want a refusal", status)
+			} else if status != http.StatusBadRequest {
+				t.Errorf("answered %d %s (%s); want 400", status, e.Code, e.Message)
+			}
+		})
+	}
+	for _, k := range []string{"empty1", "empty2", "empty3", "empty4", "empty5"} {
+		if _, _, ok := d.stored(t, k); ok {
+			t.Errorf("%s stored", k)
+		}
+		if hwm := d.mark(t, k); hwm != 0 {
+			t.Errorf("mark of %s raised to %d", k, hwm)
+		}
+	}
+	// The same requests with what the empty body really is are served.
+	emptyMD5 := md5.Sum(nil)
+	good := signedRequest{method: "PUT", target: b + "/empty-good", header: http.Header{"X-Amz-Meta-Fence-Token": {"3"},
+		"Content-Md5": {base64.StdEncoding.EncodeToString(emptyMD5[:])}, "X-Amz-Checksum-Crc32": {base64.StdEncoding.EncodeToString(crc32Bytes(crc32.ChecksumIEEE(nil)))}}}
+	if status, e := d.send(t, good.build(t, d, writerKey)); status != http.StatusOK {
+		t.Fatalf("a good empty put: %d %s (%s)", status, e.Code, e.Message)
+	}
+	if body, token, ok := d.stored(t, "empty-good"); !ok || body != "" || token != "3" {
+		t.Fatalf("a good empty put stored %q token %q (exists %v)", body, token, ok)
+	}
+	parts, err := minio.Core{Client: d.minio}.ListObjectParts(ctx, d.bucket, "parts", uploadID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range parts.ObjectParts {
+		t.Errorf("part %d of %d bytes stored", p.PartNumber, p.Size)
+	}
 }
