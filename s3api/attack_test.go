@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/xml"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -998,5 +999,55 @@ func TestAttackEmptyBodies(t *testing.T) {
 	}
 	for _, p := range parts.ObjectParts {
 		t.Errorf("part %d of %d bytes stored", p.PartNumber, p.Size)
+	}
+}
+
+// TestAttackListingStaysInPrefix: the logs identity may read under logs/
+// only. Listings with the prefix its grant needs, and markers,
+// continuation tokens and delimiters of its choosing, name no key
+// outside logs/; a prefix that is not under logs/ is refused.
+func TestAttackListingStaysInPrefix(t *testing.T) {
+	d := newDoor(t, doorOptions{})
+	for _, k := range []string{"a-secret", "logs/x", "logs/y/z", "logsz-secret", "z-secret"} {
+		d.seed(t, k, "x")
+	}
+	b := "/" + d.bucket
+	tokens := []string{"", "a", "YS1zZWNyZXQ=", "z-secret", base64.StdEncoding.EncodeToString([]byte("a-secret")), "bG9nc3otc2VjcmV0"}
+	var targets []string
+	for _, tok := range tokens {
+		targets = append(targets,
+			b+"?list-type=2&prefix=logs%2F&continuation-token="+url.QueryEscape(tok),
+			b+"?list-type=2&prefix=logs%2F&start-after="+url.QueryEscape(tok),
+			b+"?prefix=logs%2F&marker="+url.QueryEscape(tok),
+			b+"?list-type=2&prefix=logs%2F&delimiter="+url.QueryEscape(tok))
+	}
+	for _, target := range targets {
+		req := signedRequest{method: "GET", target: target}.build(t, d, logsKey)
+		resp, err := d.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var list struct {
+			Keys     []string `xml:"Contents>Key"`
+			Prefixes []string `xml:"CommonPrefixes>Prefix"`
+		}
+		if resp.StatusCode == http.StatusOK {
+			if err := xml.Unmarshal(body, &list); err != nil {
+				t.Fatalf("GET %s: %v: %s", target, err, body)
+			}
+		}
+		for _, k := range append(list.Keys, list.Prefixes...) {
+			if !strings.HasPrefix(k, "logs/") {
+				t.Errorf("GET %s (%d) names %q", target, resp.StatusCode, k)
+			}
+		}
+	}
+	for _, prefix := range []string{"", "logs", "logsz", "a", "logs/../a-secret"} {
+		req := signedRequest{method: "GET", target: b + "?list-type=2&prefix=" + url.QueryEscape(prefix)}.build(t, d, logsKey)
+		if status, e := d.send(t, req); status/100 == 2 {
+			t.Errorf("list with prefix %q: %d %s; want a refusal", prefix, status, e.Code)
+		}
 	}
 }
