@@ -349,6 +349,9 @@ func (c *chunkedBody) Read(b []byte) (int, error) {
 		} else {
 			err = c.readFinalCRLF()
 		}
+		if err == nil {
+			err = c.readEnd()
+		}
 		if err == nil && c.checksum != nil {
 			err = c.checksum.verify()
 		}
@@ -433,6 +436,26 @@ func (c *chunkedBody) readFinalCRLF() error {
 		return newError(ErrIncompleteBody, "Unexpected data after the last aws-chunked chunk.")
 	}
 	return nil
+}
+
+// readEnd checks that nothing but blank lines follows the last chunk
+// (and its trailer): bytes there are covered by no chunk signature, no
+// decoded length and no checksum, so a body that carries them is not the
+// body the client signed.
+func (c *chunkedBody) readEnd() error {
+	for range maxTrailerLines {
+		line, err := c.line()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(line) != 0 {
+			break
+		}
+	}
+	return newError(ErrIncompleteBody, "Unexpected data after the end of the aws-chunked body.")
 }
 
 // readTrailer reads the trailer section: the checksum line and, for signed

@@ -22,12 +22,19 @@
 //     hmac.Equal. Unknown key: InvalidAccessKeyId; mismatch:
 //     SignatureDoesNotMatch. host must be signed and so must every x-amz-*
 //     header present (else AccessDenied, as S3).
+//   - Nothing rides along a valid signature unsigned: Authorization,
+//     X-Amz-Date, X-Amz-Content-Sha256, X-Amz-Decoded-Content-Length and
+//     X-Amz-Trailer are sent at most once, and the query must parse (a
+//     pair with a bad escape or after a ';' is dropped by url.ParseQuery,
+//     so no canonical query covers it): else InvalidArgument.
 //   - The body, by x-amz-content-sha256: UNSIGNED-PAYLOAD; a hex SHA-256
 //     (XAmzContentSHA256Mismatch); aws-chunked STREAMING-AWS4-HMAC-SHA256-PAYLOAD
 //     (each chunk signature chained from the request's signature),
 //     STREAMING-UNSIGNED-PAYLOAD-TRAILER and
 //     STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER (the trailer signature too),
-//     with x-amz-decoded-content-length enforced (IncompleteBody). A checksum
+//     with x-amz-decoded-content-length enforced (IncompleteBody), and
+//     nothing but blank lines after the last chunk and its trailer
+//     (IncompleteBody: no signature covers such bytes). A checksum
 //     x-amz-checksum-crc32, -crc32c, -crc64nvme, -sha1 or -sha256, as a
 //     header or as the trailer x-amz-trailer names, is verified (BadDigest).
 //
@@ -39,6 +46,8 @@
 // end). So a caller commits only after io.EOF: streamed into an upstream
 // PutObject with a fixed Content-Length, a failed body makes the upload fail
 // short of its last byte and nothing is stored.
+// A body of length zero has no last byte: Verify checks it (its payload
+// hash, checksum, chunk framing and trailer) before it returns.
 //
 // # Bounds
 //

@@ -120,7 +120,9 @@ type Result struct {
 	// holds the whole body unless it was verified. A caller streams Body to
 	// its destination and commits only after reading io.EOF; a destination
 	// with a fixed Content-Length (an upstream PutObject) never receives its
-	// last byte from a body that failed, so it cannot store it.
+	// last byte from a body that failed, so it cannot store it. A body of
+	// length zero has no last byte to withhold: Verify reads and checks it
+	// before it returns, and Body is then http.NoBody.
 	Body io.Reader
 	// DecodedContentLength is the payload length (x-amz-decoded-content-length
 	// for aws-chunked bodies, else Content-Length), or -1 if unknown.
@@ -154,8 +156,13 @@ type authentication struct {
 // Verify authenticates r. On success the returned Result's Body replaces
 // r.Body (see Result.Body). On failure errors.As(err, &e) with e an *Error
 // gives the S3 code and status (a KeyStore failure is InternalError, with
-// the store's error wrapped alongside for the log); r.Body has not been read.
+// the store's error wrapped alongside for the log); r.Body has not been read,
+// but for a body of length zero, which Verify checks itself (see
+// Result.Body).
 func (v *Verifier) Verify(ctx context.Context, r *http.Request) (*Result, error) {
+	if err := checkSingleValues(r); err != nil {
+		return nil, err
+	}
 	header := r.Header.Get("Authorization")
 	query := r.URL.Query()
 	_, presigned := query["X-Amz-Algorithm"]
@@ -232,7 +239,44 @@ func (v *Verifier) Verify(ctx context.Context, r *http.Request) (*Result, error)
 	}); err != nil {
 		return nil, err
 	}
+	if res.DecodedContentLength == 0 {
+		// A body of no bytes has no last byte to hold back, and a
+		// consumer that reads exactly its length (a store sent
+		// Content-Length: 0) never reads to the checks: a signed payload
+		// hash, a checksum or a trailer that do not match would let an
+		// empty body through. Check it now; what is read is the
+		// framing only (a chunk header, the trailer), bounded by the
+		// line limits.
+		if _, err := io.Copy(io.Discard, res.Body); err != nil {
+			return nil, err
+		}
+		res.Body = http.NoBody
+	}
 	return res, nil
+}
+
+// singleValueHeaders are the headers that authentication and the body's
+// framing read one value of. A second value would be read by nobody and
+// covered by no signature: the signer re-adds X-Amz-Date from the parsed
+// time, so a second X-Amz-Date line rode along a valid signature, and a
+// second Authorization was never looked at.
+var singleValueHeaders = []string{"Authorization", "X-Amz-Date", "X-Amz-Content-Sha256", "X-Amz-Decoded-Content-Length", "X-Amz-Trailer"}
+
+// checkSingleValues refuses what the signature cannot cover: a header of
+// singleValueHeaders sent more than once, and a query that does not
+// parse. url.ParseQuery drops a pair with a bad escape or a ';'
+// separator, so the canonical query (and every reader of r.URL.Query())
+// would not see it, while anything reading the raw query would.
+func checkSingleValues(r *http.Request) error {
+	for _, name := range singleValueHeaders {
+		if len(r.Header.Values(name)) > 1 {
+			return newError(ErrInvalidArgument, "The "+name+" header is sent more than once; send it once.")
+		}
+	}
+	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		return newError(ErrInvalidArgument, "The query string does not parse: a parameter is not URL-encoded, or ';' separates parameters.")
+	}
+	return nil
 }
 
 func (v *Verifier) checkTime(auth *authentication) error {

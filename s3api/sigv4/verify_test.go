@@ -292,6 +292,40 @@ func TestBadRequestsRefused(t *testing.T) {
 		{name: "decoded length beyond Content-Length", wantCode: "IncompleteBody", req: func(t *testing.T, base string) *http.Request {
 			return chunked{payload: payload, chunkSize: 8192, decodedLen: 1 << 60}.build(t, base, nil)
 		}},
+		{name: "second X-Amz-Date added", wantCode: "InvalidArgument", wantMsg: "X-Amz-Date", req: func(t *testing.T, base string) *http.Request {
+			r := request{target: "/bucket/key", body: payload}.build(t, base)
+			r.Header.Add("X-Amz-Date", now.Add(-time.Hour).Format("20060102T150405Z"))
+			return r
+		}},
+		{name: "second Authorization added", wantCode: "InvalidArgument", wantMsg: "Authorization", req: func(t *testing.T, base string) *http.Request {
+			r := request{target: "/bucket/key", body: payload}.build(t, base)
+			r.Header.Add("Authorization", "AWS4-HMAC-SHA256 Credential=x")
+			return r
+		}},
+		{name: "second x-amz-content-sha256 on a presigned URL", wantCode: "InvalidArgument", wantMsg: "X-Amz-Content-Sha256", req: func(t *testing.T, base string) *http.Request {
+			r, _ := http.NewRequest(http.MethodPut, presign(t, base, http.MethodPut, "/bucket/key", time.Hour, now), bytes.NewReader(payload))
+			r.Header["X-Amz-Content-Sha256"] = []string{hexSHA256(payload), sigv4.UnsignedPayload}
+			return r
+		}},
+		{name: "query pair after ';' appended", wantCode: "InvalidArgument", wantMsg: "query", req: func(t *testing.T, base string) *http.Request {
+			r := request{method: http.MethodGet, target: "/bucket/key"}.build(t, base)
+			r.URL.RawQuery = "uploads;"
+			return r
+		}},
+		{name: "query pair with a bad escape appended", wantCode: "InvalidArgument", wantMsg: "query", req: func(t *testing.T, base string) *http.Request {
+			r := request{method: http.MethodGet, target: "/bucket?list-type=2"}.build(t, base)
+			r.URL.RawQuery += "&prefix=%zz"
+			return r
+		}},
+		{name: "bytes after the last chunk", wantCode: "IncompleteBody", req: func(t *testing.T, base string) *http.Request {
+			return chunked{payload: payload, chunkSize: 8192}.build(t, base, func(b []byte) []byte { return append(b, "smuggled"...) })
+		}},
+		{name: "a line after the last chunk", wantCode: "IncompleteBody", wantMsg: "after the end", req: func(t *testing.T, base string) *http.Request {
+			return chunked{payload: payload, chunkSize: 8192}.build(t, base, func(b []byte) []byte { return append(b, "smuggled\r\n"...) })
+		}},
+		{name: "a line after the trailer", wantCode: "IncompleteBody", wantMsg: "after the end", req: func(t *testing.T, base string) *http.Request {
+			return minioTrailer(t, base, payload, crc32Base64(payload), true, func(b []byte) []byte { return append(b, "x-amz-checksum-crc32:AAAAAA==\r\n"...) })
+		}},
 		{name: "wrong trailing checksum, unsigned trailer", wantCode: "BadDigest", req: func(t *testing.T, base string) *http.Request {
 			return minioTrailer(t, base, payload, crc32Base64([]byte("other")), false, nil)
 		}},
