@@ -46,6 +46,11 @@ const (
 	fenceRefused  = "refused" // a token check: lock not held, implausible
 	fenceError    = "error"   // outcome unknown: etcd unavailable, timeout
 
+	// Results of the token store's requests that decide nothing (their
+	// spans'; a failure is fenceError): a mark read, the upload bindings.
+	etcdOK       = "ok"
+	etcdNotFound = "not_found" // no binding of that upload
+
 	// S3 request results (fencegate_s3_request_duration_seconds).
 	s3OK                 = "ok"
 	s3PreconditionFailed = "precondition_failed"
@@ -112,16 +117,16 @@ func newMetrics(bodies *bodyBudget) *metrics {
 		}, []string{"result"}),
 		etcdErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencegate_etcd_errors_total",
-			Help: "Token store requests that failed without a decision (not refusals), by operation: fence_check, high_water_mark, partner_admission.",
+			Help: "Token store requests that failed without a decision (not refusals), by operation: fence_check, high_water_mark, partner_admission, and the multipart uploads' bindings: bind_upload, upload (a binding's read), unbind_upload.",
 		}, []string{"operation"}),
 		s3Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fencegate_s3_request_duration_seconds",
-			Help:    "S3 requests, by operation (observe, put, delete, get, head) and result (ok, precondition_failed: a lost race or a read's failed precondition or unsatisfiable range, not_found, error). A get is timed to its answer's headers, not to the end of its body.",
+			Help:    "S3 requests, by operation (observe, put, delete, get, head; multipart uploads': create_upload, upload_part, copy_part, complete_upload, abort_upload, list_parts, list_uploads) and result (ok, precondition_failed: a lost race or a read's failed precondition or unsatisfiable range, not_found, error). A get is timed to its answer's headers, not to the end of its body.",
 			Buckets: latencyBuckets,
 		}, []string{"operation", "result"}),
 		lostRaces: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencegate_s3_lost_races_total",
-			Help: "Conditional writes S3 refused with 412 Precondition Failed (another writer changed the object since it was observed), by operation: put, delete. Each is observed again and retried, up to the write attempts.",
+			Help: "Conditional writes S3 refused with 412 Precondition Failed (another writer changed the object since it was observed), by operation: put, delete, complete_upload (a multipart upload's completion). Each is observed again and retried, up to the write attempts.",
 		}, []string{"operation"}),
 	}
 	m.suppressedLines = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -282,7 +287,7 @@ func (f *instrumentedFences) HighWaterMark(ctx context.Context, resource api.Res
 		span.SetAttributes(attrResource.String(string(resource)))
 	}
 	hwm, err := f.FenceStore.HighWaterMark(ctx, resource)
-	result := "ok" // a read: there is no decision to classify
+	result := etcdOK // a read: there is no decision to classify
 	if err != nil {
 		result = fenceError
 		f.m.etcdErrors.WithLabelValues("high_water_mark").Inc()
@@ -329,6 +334,42 @@ func (p *instrumentedPartners) AdmitPartner(ctx context.Context, req api.Partner
 	return adm, err
 }
 
+// startS3 starts the client span spanName ("s3 put") of an S3 request on
+// bucket, when the request is traced (nil otherwise), and returns the
+// time it starts. The S3 store decorators (instrumentedObjects,
+// instrumentedMultipart) start every S3 request with it and end it with
+// doneS3, so that each is one span and one sample of the same metric.
+func startS3(ctx context.Context, spanName, bucket string) (context.Context, trace.Span, time.Time) {
+	ctx, span := startClientSpan(ctx, spanName)
+	if span != nil {
+		span.SetAttributes(attrBucket.String(bucket))
+	}
+	return ctx, span, time.Now()
+}
+
+// doneS3 observes one S3 request of operation (a fixed name, never
+// anything of the request: the label's values stay bounded) that started
+// at start, counts it as a lost race if S3 refused its condition, and
+// ends its span.
+func (m *metrics) doneS3(operation string, start time.Time, span trace.Span, err error) {
+	result := s3OK
+	switch {
+	case err == nil:
+	case errors.Is(err, api.ErrConcurrentModification):
+		result = s3PreconditionFailed
+		m.lostRaces.WithLabelValues(operation).Inc()
+	case errors.Is(err, api.ErrPreconditionFailed), errors.Is(err, api.ErrRangeNotSatisfiable):
+		// A read's client asked for it: S3 did its job.
+		result = s3PreconditionFailed
+	case errors.Is(err, api.ErrNotFound):
+		result = s3NotFound
+	default:
+		result = s3Error
+	}
+	m.s3Duration.WithLabelValues(operation, result).Observe(time.Since(start).Seconds())
+	endClientSpan(span, result, result == s3Error, err)
+}
+
 // instrumentedObjects times every S3 request by operation, counts the
 // conditional writes that lost a race, and traces every S3 request.
 type instrumentedObjects struct {
@@ -338,71 +379,155 @@ type instrumentedObjects struct {
 
 var _ ObjectStore = (*instrumentedObjects)(nil)
 
-// start starts the client span spanName ("s3 put") of a request on
-// bucket, when the request is traced (nil otherwise), and returns the
-// time it starts.
-func (o *instrumentedObjects) start(ctx context.Context, spanName, bucket string) (context.Context, trace.Span, time.Time) {
-	ctx, span := startClientSpan(ctx, spanName)
-	if span != nil {
-		span.SetAttributes(attrBucket.String(bucket))
-	}
-	return ctx, span, time.Now()
-}
-
-// done observes one S3 request of operation that started at start, and
-// ends its span.
-func (o *instrumentedObjects) done(operation string, start time.Time, span trace.Span, err error) {
-	result := s3OK
-	switch {
-	case err == nil:
-	case errors.Is(err, api.ErrConcurrentModification):
-		result = s3PreconditionFailed
-		o.m.lostRaces.WithLabelValues(operation).Inc()
-	case errors.Is(err, api.ErrPreconditionFailed), errors.Is(err, api.ErrRangeNotSatisfiable):
-		// A read's client asked for it: S3 did its job.
-		result = s3PreconditionFailed
-	case errors.Is(err, api.ErrNotFound):
-		result = s3NotFound
-	default:
-		result = s3Error
-	}
-	o.m.s3Duration.WithLabelValues(operation, result).Observe(time.Since(start).Seconds())
-	endClientSpan(span, result, result == s3Error, err)
-}
-
 func (o *instrumentedObjects) Observe(ctx context.Context, path api.ObjectPath) (api.ObjectVersion, error) {
-	ctx, span, start := o.start(ctx, "s3 observe", path.Bucket)
+	ctx, span, start := startS3(ctx, "s3 observe", path.Bucket)
 	v, err := o.ObjectStore.Observe(ctx, path)
-	o.done("observe", start, span, err)
+	o.m.doneS3("observe", start, span, err)
 	return v, err
 }
 
 func (o *instrumentedObjects) Put(ctx context.Context, in api.PutObjectInput) (string, error) {
-	ctx, span, start := o.start(ctx, "s3 put", in.Path.Bucket)
+	ctx, span, start := startS3(ctx, "s3 put", in.Path.Bucket)
 	etag, err := o.ObjectStore.Put(ctx, in)
-	o.done("put", start, span, err)
+	o.m.doneS3("put", start, span, err)
 	return etag, err
 }
 
 func (o *instrumentedObjects) Delete(ctx context.Context, path api.ObjectPath, etag string) error {
-	ctx, span, start := o.start(ctx, "s3 delete", path.Bucket)
+	ctx, span, start := startS3(ctx, "s3 delete", path.Bucket)
 	err := o.ObjectStore.Delete(ctx, path, etag)
-	o.done("delete", start, span, err)
+	o.m.doneS3("delete", start, span, err)
 	return err
 }
 
 func (o *instrumentedObjects) Get(ctx context.Context, in api.GetObjectInput) (*api.Object, error) {
-	ctx, span, start := o.start(ctx, "s3 get", in.Path.Bucket)
+	ctx, span, start := startS3(ctx, "s3 get", in.Path.Bucket)
 	obj, err := o.ObjectStore.Get(ctx, in)
-	o.done("get", start, span, err)
+	o.m.doneS3("get", start, span, err)
 	return obj, err
 }
 
 func (o *instrumentedObjects) Head(ctx context.Context, in api.GetObjectInput) (*api.Object, error) {
-	ctx, span, start := o.start(ctx, "s3 head", in.Path.Bucket)
+	ctx, span, start := startS3(ctx, "s3 head", in.Path.Bucket)
 	obj, err := o.ObjectStore.Head(ctx, in)
-	o.done("head", start, span, err)
+	o.m.doneS3("head", start, span, err)
 	return obj, err
+}
+
+// instrumentedMultipart times, counts and traces the multipart uploads'
+// S3 requests as instrumentedObjects does the others: in the same metric,
+// by operation (create_upload, upload_part, copy_part, complete_upload,
+// abort_upload, list_parts, list_uploads). A completion that loses a
+// race counts as one, as a conditional put does.
+type instrumentedMultipart struct {
+	MultipartStore
+	m *metrics
+}
+
+var _ MultipartStore = (*instrumentedMultipart)(nil)
+
+func (s *instrumentedMultipart) CreateUpload(ctx context.Context, in api.CreateUploadInput) (string, error) {
+	ctx, span, start := startS3(ctx, "s3 create_upload", in.Path.Bucket)
+	id, err := s.MultipartStore.CreateUpload(ctx, in)
+	s.m.doneS3("create_upload", start, span, err)
+	return id, err
+}
+
+func (s *instrumentedMultipart) UploadPart(ctx context.Context, in api.UploadPartInput) (string, error) {
+	ctx, span, start := startS3(ctx, "s3 upload_part", in.Path.Bucket)
+	etag, err := s.MultipartStore.UploadPart(ctx, in)
+	s.m.doneS3("upload_part", start, span, err)
+	return etag, err
+}
+
+func (s *instrumentedMultipart) CopyPart(ctx context.Context, in api.CopyPartInput) (string, error) {
+	ctx, span, start := startS3(ctx, "s3 copy_part", in.Path.Bucket)
+	etag, err := s.MultipartStore.CopyPart(ctx, in)
+	s.m.doneS3("copy_part", start, span, err)
+	return etag, err
+}
+
+func (s *instrumentedMultipart) CompleteUpload(ctx context.Context, in api.CompleteUploadInput) (string, error) {
+	ctx, span, start := startS3(ctx, "s3 complete_upload", in.Path.Bucket)
+	etag, err := s.MultipartStore.CompleteUpload(ctx, in)
+	s.m.doneS3("complete_upload", start, span, err)
+	return etag, err
+}
+
+func (s *instrumentedMultipart) AbortUpload(ctx context.Context, path api.ObjectPath, uploadID string) error {
+	ctx, span, start := startS3(ctx, "s3 abort_upload", path.Bucket)
+	err := s.MultipartStore.AbortUpload(ctx, path, uploadID)
+	s.m.doneS3("abort_upload", start, span, err)
+	return err
+}
+
+func (s *instrumentedMultipart) ListParts(ctx context.Context, path api.ObjectPath, uploadID string, marker, max int32) (api.PartList, error) {
+	ctx, span, start := startS3(ctx, "s3 list_parts", path.Bucket)
+	list, err := s.MultipartStore.ListParts(ctx, path, uploadID, marker, max)
+	s.m.doneS3("list_parts", start, span, err)
+	return list, err
+}
+
+func (s *instrumentedMultipart) ListUploads(ctx context.Context, in api.ListUploadsInput) (api.UploadList, error) {
+	ctx, span, start := startS3(ctx, "s3 list_uploads", in.Bucket)
+	list, err := s.MultipartStore.ListUploads(ctx, in)
+	s.m.doneS3("list_uploads", start, span, err)
+	return list, err
+}
+
+// instrumentedUploads traces the upload bindings' round trips to etcd
+// ("etcd bind_upload", "etcd upload", "etcd unbind_upload") and counts
+// those that fail as etcd errors, as instrumentedFences does a mark read.
+// They decide nothing, so the fence check metric does not time them.
+type instrumentedUploads struct {
+	UploadStore
+	m *metrics
+}
+
+var _ UploadStore = (*instrumentedUploads)(nil)
+
+func (u *instrumentedUploads) BindUpload(ctx context.Context, b api.UploadBinding, ttl time.Duration) error {
+	ctx, span := startClientSpan(ctx, "etcd bind_upload")
+	if span != nil {
+		span.SetAttributes(attrResource.String(string(b.Resource)), attrToken.String(b.Token.String()))
+	}
+	err := u.UploadStore.BindUpload(ctx, b, ttl)
+	u.done("bind_upload", span, err)
+	return err
+}
+
+func (u *instrumentedUploads) Upload(ctx context.Context, resource api.Resource, uploadID string) (api.UploadBinding, error) {
+	ctx, span := startClientSpan(ctx, "etcd upload")
+	if span != nil {
+		span.SetAttributes(attrResource.String(string(resource)))
+	}
+	b, err := u.UploadStore.Upload(ctx, resource, uploadID)
+	u.done("upload", span, err)
+	return b, err
+}
+
+// UnbindUpload's span names no resource: the store deletes by upload id.
+func (u *instrumentedUploads) UnbindUpload(ctx context.Context, uploadID string) error {
+	ctx, span := startClientSpan(ctx, "etcd unbind_upload")
+	err := u.UploadStore.UnbindUpload(ctx, uploadID)
+	u.done("unbind_upload", span, err)
+	return err
+}
+
+// done ends the span of a binding's round trip of operation with its
+// result (an upload with no binding is an answer, not_found), and counts
+// a failure as an etcd error.
+func (u *instrumentedUploads) done(operation string, span trace.Span, err error) {
+	result := etcdOK
+	switch {
+	case err == nil:
+	case errors.Is(err, api.ErrNotFound):
+		result = etcdNotFound
+	default:
+		result = fenceError
+		u.m.etcdErrors.WithLabelValues(operation).Inc()
+	}
+	endClientSpan(span, result, result == fenceError, err)
 }
 
 // spaceCollector exports the fence store's space reading (Config.

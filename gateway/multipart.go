@@ -79,6 +79,10 @@ func WithMultipart(store MultipartStore, uploads UploadStore) Option {
 		panic("gateway: WithMultipart(nil)")
 	}
 	return func(g *Gateway) {
+		// Every round trip of an upload goes through the decorators: one
+		// span each, and the S3 requests in the S3 request metric.
+		store := &instrumentedMultipart{MultipartStore: store, m: g.metrics}
+		uploads := &instrumentedUploads{UploadStore: uploads, m: g.metrics}
 		if g.multipart != nil { // given twice: its metrics are registered
 			g.multipart.store, g.multipart.uploads = store, uploads
 			return
@@ -89,6 +93,9 @@ func WithMultipart(store MultipartStore, uploads UploadStore) Option {
 
 // multipart is what WithMultipart gives a Gateway.
 type multipart struct {
+	// store and uploads are the stores WithMultipart was given, behind
+	// the decorators that time, count and trace their round trips
+	// (instrumentedMultipart, instrumentedUploads).
 	store   MultipartStore
 	uploads UploadStore
 	metrics *multipartMetrics

@@ -19,9 +19,10 @@ import (
 // span, started by the track middleware (TrackRequests for another front
 // door's) and continuing the client's W3C traceparent, named by its
 // route pattern (the door's route label). Its children are client spans
-// of the round trips the request makes: the fence check, mark read or
-// partner admission in etcd and every S3 request (started by the store
-// decorators in metrics.go, with the result their metrics count), and a
+// of the round trips the request makes: the fence check, mark read,
+// partner admission or upload binding in etcd and every S3 request,
+// multipart uploads' included (started by the store decorators in
+// metrics.go, with the result their metrics count), and a
 // partner route's upstream call (partners_forward.go), whose request
 // carries the span's traceparent. The tracer travels with the request's
 // exchange, so that code that never sees the Gateway starts spans too;
