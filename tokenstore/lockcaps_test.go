@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"fencegate/api"
 	"fencegate/internal/testenv"
@@ -194,5 +197,82 @@ func TestLockCapUnderContention(t *testing.T) {
 	wg.Wait()
 	if len(failed) > 0 {
 		t.Fatalf("%d of %d concurrent acquires below the cap failed; first: %v", len(failed), locks, failed[0])
+	}
+}
+
+// interceptedClient returns a client of etcd, closed when the test ends,
+// whose unary calls go through intercept.
+func interceptedClient(tb testing.TB, etcd *testenv.Etcd, intercept grpc.UnaryClientInterceptor) *clientv3.Client {
+	tb.Helper()
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints:   etcd.Endpoints(),
+		DialTimeout: 2 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(intercept)},
+		Logger:      zap.NewNop(), // the failures it logs are the test's doing
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// isGuardedTxn reports whether req is a transaction with compares: one
+// that creates a limited key (CreateSession's, queueUp's), not a count.
+func isGuardedTxn(method string, req any) bool {
+	txn, ok := req.(*etcdserverpb.TxnRequest)
+	return method == "/etcdserverpb.KV/Txn" && ok && len(txn.Compare) > 0
+}
+
+// TestLockCapRetriesEachHaveTheRequestTimeout: an acquire that loses the
+// optimistic count's race several times, each of its etcd requests well
+// within Config.RequestTimeout, is granted. RequestTimeout bounds each
+// etcd request; the retries of lost races must not share one, or a burst
+// of acquires by one session answers the late ones as etcd unavailable.
+//
+// Each of the acquire's transactions reaches etcd a third of the timeout
+// late (an etcd that is slow, not down), and before each of the first
+// three another gateway gives the session a place in another queue, so
+// the acquire loses three races and wins the fourth: four requests whose
+// delays alone add up past one timeout.
+func TestLockCapRetriesEachHaveTheRequestTimeout(t *testing.T) {
+	const (
+		timeout = 3 * time.Second
+		delay   = timeout / 3
+		lost    = 3
+	)
+	etcd := testenv.StartEtcd(t)
+	cfg := tokenstore.Config{Prefix: "test/", RequestTimeout: timeout, MaxLocksPerSession: 64}
+	other, err := tokenstore.New(etcd.Client(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	session := newSession(t, other, 60)
+	attempts := 0 // only the acquire below calls the interceptor's transactions
+	slow := interceptedClient(t, etcd, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if isGuardedTxn(method, req) {
+			attempts++
+			if attempts <= lost {
+				if _, err := other.Acquire(ctx, fmt.Sprintf("rival%d", attempts), session, anonymous, 0); err != nil {
+					return fmt.Errorf("test: the rival acquire: %w", err)
+				}
+			}
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+	s, err := tokenstore.New(slow, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(context.Background(), "mine", session, anonymous, 0); err != nil {
+		t.Fatalf("Acquire after %d transactions, %d of them lost races: %v", attempts, lost, err)
+	}
+	if attempts != lost+1 {
+		t.Fatalf("Acquire sent %d transactions; want %d (%d lost races and the grant)", attempts, lost+1, lost)
 	}
 }

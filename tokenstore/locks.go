@@ -450,15 +450,21 @@ func (s *Store) queueUp(ctx context.Context, name string, session api.SessionID,
 	queue := s.lockQueue(name)
 	key := queue + session.String()
 	index := s.sessionLocks(session)
-	rctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
+	// Each request has its own timeout (Config.RequestTimeout bounds each
+	// etcd request): the tries after lost races are requests of their
+	// own, and under a burst of acquires by one session there may be as
+	// many as the limit; under one timeout for all, the late ones would
+	// fail as if etcd had.
 	var rev int64 // the revision at which index held fewer than the limit
 	if s.maxLocks >= 0 {
 		var (
 			count    int64
 			hasPlace bool
 		)
-		if rev, count, hasPlace, err = s.countPlaces(rctx, op, session, owner, key); err != nil {
+		rctx, cancel := context.WithTimeout(ctx, s.timeout)
+		rev, count, hasPlace, err = s.countPlaces(rctx, op, session, owner, key)
+		cancel()
+		if err != nil {
 			return 0, 0, err
 		}
 		if !hasPlace && count >= s.maxLocks {
@@ -475,9 +481,11 @@ func (s *Store) queueUp(ctx context.Context, name string, session api.SessionID,
 		if noWait {
 			put = append(put, clientv3.Compare(clientv3.CreateRevision(queue), "=", 0).WithPrefix())
 		}
+		rctx, cancel := context.WithTimeout(ctx, s.timeout)
 		resp, txnRev, err := s.commitOwned(rctx, op, session, owner, clientv3.OpTxn(put,
 			[]clientv3.Op{clientv3.OpPut(key, "", lease), clientv3.OpPut(index+name, "", lease), first},
 			[]clientv3.Op{clientv3.OpGet(key), first, clientv3.OpGet(index, clientv3.WithPrefix(), clientv3.WithCountOnly())}))
+		cancel()
 		if err != nil {
 			return 0, 0, err
 		}
