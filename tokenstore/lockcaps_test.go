@@ -276,3 +276,81 @@ func TestLockCapRetriesEachHaveTheRequestTimeout(t *testing.T) {
 		t.Fatalf("Acquire sent %d transactions; want %d (%d lost races and the grant)", attempts, lost+1, lost)
 	}
 }
+
+// TestSessionCapRetryOutlivesItsLease: a creation that loses the
+// optimistic count's race, and retries only once the lease it was granted
+// has expired (a long run of lost races, as under a burst of creations by
+// one identity), still creates the session, on a lease that lives, and
+// does not fail as if etcd had.
+func TestSessionCapRetryOutlivesItsLease(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	plain := etcd.Client(t)
+	cfg := tokenstore.Config{Prefix: "test/", RequestTimeout: 5 * time.Second, MaxSessionsPerIdentity: 10}
+	other, err := tokenstore.New(plain, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		first    clientv3.LeaseID // the lease granted first
+		attempts int
+	)
+	late := interceptedClient(t, etcd, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if !isGuardedTxn(method, req) {
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			if grant, ok := reply.(*etcdserverpb.LeaseGrantResponse); ok && err == nil && first == 0 {
+				first = clientv3.LeaseID(grant.ID)
+			}
+			return err
+		}
+		attempts++
+		if attempts > 1 {
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
+		if _, err := other.CreateSession(ctx, 60, "alice"); err != nil {
+			return fmt.Errorf("test: the rival creation: %w", err)
+		}
+		if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
+			return err
+		}
+		// Lost (the rival's index key is newer than the count): come
+		// back once the lease is gone.
+		for {
+			ttl, err := plain.TimeToLive(ctx, first)
+			if err != nil {
+				return fmt.Errorf("test: TimeToLive(%x): %w", first, err)
+			}
+			if ttl.TTL < 0 { // -1: expired (0 is less than a second left)
+				return nil
+			}
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	})
+	s, err := tokenstore.New(late, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := s.CreateSession(context.Background(), 2, "alice")
+	if err != nil {
+		t.Fatalf("CreateSession retried after its lease expired: %v", err)
+	}
+	if attempts < 2 || first == 0 {
+		t.Fatalf("the creation sent %d guarded transactions after lease %x; want a lost race and a retry", attempts, first)
+	}
+	if owner, lease, ok := ownerRecord(t, plain, sess.ID); !ok || owner != "alice" || lease != int64(sess.ID) {
+		t.Fatalf("record of %s = %q on lease %x (exists %v); want alice's, on the session's lease", sess.ID, owner, lease, ok)
+	}
+	if ttl, err := plain.TimeToLive(context.Background(), clientv3.LeaseID(sess.ID)); err != nil || ttl.TTL < 0 {
+		t.Fatalf("session %s was answered on a lease that is gone (TimeToLive: %v, %v)", sess.ID, ttl, err)
+	}
+	resp, err := plain.Get(context.Background(), "test/owner-sessions/alice/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Count != 2 {
+		t.Fatalf("alice's index holds %d keys; want 2 (the rival's and this session's)", resp.Count)
+	}
+}
