@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,10 +117,43 @@ func TestObjectRecordedTokenRefusesStaleWithoutHWM(t *testing.T) {
 // never decrease. On S3 the applied writes are read on the wire (the
 // conditional PUTs S3 answered 2xx); on GCS they are the gateway's
 // acknowledged writes, each naming the generation GCS answered and the
-// one its ifGenerationMatch required.
+// one its ifGenerationMatch required. A writer answered a retryable 503
+// (etcd slower than the request timeout) waits and sends the write again,
+// as a client would (putRetrying); every write's last answer must be a
+// success or a 409.
 func TestConcurrentWritersMonotonic(t *testing.T) {
 	for _, store := range objectStores {
 		t.Run(store, func(t *testing.T) { concurrentWritersMonotonic(t, store) })
+	}
+}
+
+// retryAttempts is how many times putRetrying sends one write.
+const retryAttempts = 10
+
+// putRetrying is e.put by a client that does what a retryable 503 asks:
+// it waits for Retry-After and sends the same write again, up to
+// retryAttempts times in all. It answers the last answer and how many
+// times it sent the write. On a loaded machine etcd may take longer than
+// the harness's request timeout, and the gateway then answers 503
+// fence-unavailable: the fence check's outcome is unknown, and nothing was
+// written to the store (the check comes before the write). That is the
+// protocol's answer to a slow etcd, not to a race between writers; what
+// the races must never do (versions out of token order, a write applied
+// but not acknowledged) is checked on the chain of versions, retries or
+// not.
+func (e *env) putRetrying(tb testing.TB, key string, token api.Token, body string) (result, int) {
+	tb.Helper()
+	for attempt := 1; ; attempt++ {
+		r := e.put(tb, key, token, body)
+		if r.status != http.StatusServiceUnavailable || !r.problem.Retryable || attempt == retryAttempts {
+			return r, attempt
+		}
+		wait, err := strconv.Atoi(r.header.Get("Retry-After"))
+		if err != nil || wait < 0 {
+			tb.Errorf("retryable 503 with Retry-After %q: %s", r.header.Get("Retry-After"), r)
+			return r, attempt
+		}
+		time.Sleep(time.Duration(wait) * time.Second)
 	}
 }
 
@@ -139,12 +174,17 @@ func concurrentWritersMonotonic(t *testing.T, store string) {
 		delays[i] = time.Duration(rng.IntN(200)) * time.Millisecond
 	}
 	results := make([]result, writers*writesEach)
-	var wg sync.WaitGroup
+	var (
+		wg      sync.WaitGroup
+		retried atomic.Int64 // sends after a retryable 503
+	)
 	for i, tok := range tokens {
 		wg.Go(func() {
 			time.Sleep(delays[i])
 			for j := range writesEach {
-				results[i*writesEach+j] = e.put(t, "hot", api.Token(tok+1), fmt.Sprintf("writer %d, write %d", tok+1, j))
+				r, sends := e.putRetrying(t, "hot", api.Token(tok+1), fmt.Sprintf("writer %d, write %d", tok+1, j))
+				results[i*writesEach+j] = r
+				retried.Add(int64(sends - 1))
 			}
 		})
 	}
@@ -211,7 +251,7 @@ func concurrentWritersMonotonic(t *testing.T, store string) {
 	if token != maxAccepted.String() || !strings.HasPrefix(body, fmt.Sprintf("writer %d,", maxAccepted)) {
 		t.Fatalf("%s holds %q with token %s; want the largest accepted token %d", store, body, token, maxAccepted)
 	}
-	t.Logf("%d writes by %d writers: %d accepted (tokens %v), final token %s", len(results), writers, len(accepted), accepted, token)
+	t.Logf("%d writes by %d writers (%d sent again after a 503): %d accepted (tokens %v), final token %s", len(results), writers, retried.Load(), len(accepted), accepted, token)
 }
 
 // TestEtcdDownFailsClosed stops etcd: a write then gets 503 with

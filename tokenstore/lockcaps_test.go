@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"fencegate/api"
 	"fencegate/internal/testenv"
@@ -194,5 +197,160 @@ func TestLockCapUnderContention(t *testing.T) {
 	wg.Wait()
 	if len(failed) > 0 {
 		t.Fatalf("%d of %d concurrent acquires below the cap failed; first: %v", len(failed), locks, failed[0])
+	}
+}
+
+// interceptedClient returns a client of etcd, closed when the test ends,
+// whose unary calls go through intercept.
+func interceptedClient(tb testing.TB, etcd *testenv.Etcd, intercept grpc.UnaryClientInterceptor) *clientv3.Client {
+	tb.Helper()
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints:   etcd.Endpoints(),
+		DialTimeout: 2 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(intercept)},
+		Logger:      zap.NewNop(), // the failures it logs are the test's doing
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// isGuardedTxn reports whether req is a transaction with compares: one
+// that creates a limited key (CreateSession's, queueUp's), not a count.
+func isGuardedTxn(method string, req any) bool {
+	txn, ok := req.(*etcdserverpb.TxnRequest)
+	return method == "/etcdserverpb.KV/Txn" && ok && len(txn.Compare) > 0
+}
+
+// TestLockCapRetriesEachHaveTheRequestTimeout: an acquire that loses the
+// optimistic count's race several times, each of its etcd requests well
+// within Config.RequestTimeout, is granted. RequestTimeout bounds each
+// etcd request; the retries of lost races must not share one, or a burst
+// of acquires by one session answers the late ones as etcd unavailable.
+//
+// Each of the acquire's transactions reaches etcd a third of the timeout
+// late (an etcd that is slow, not down), and before each of the first
+// three another gateway gives the session a place in another queue, so
+// the acquire loses three races and wins the fourth: four requests whose
+// delays alone add up past one timeout.
+func TestLockCapRetriesEachHaveTheRequestTimeout(t *testing.T) {
+	const (
+		timeout = 3 * time.Second
+		delay   = timeout / 3
+		lost    = 3
+	)
+	etcd := testenv.StartEtcd(t)
+	cfg := tokenstore.Config{Prefix: "test/", RequestTimeout: timeout, MaxLocksPerSession: 64}
+	other, err := tokenstore.New(etcd.Client(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	session := newSession(t, other, 60)
+	attempts := 0 // only the acquire below calls the interceptor's transactions
+	slow := interceptedClient(t, etcd, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if isGuardedTxn(method, req) {
+			attempts++
+			if attempts <= lost {
+				if _, err := other.Acquire(ctx, fmt.Sprintf("rival%d", attempts), session, anonymous, 0); err != nil {
+					return fmt.Errorf("test: the rival acquire: %w", err)
+				}
+			}
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+	s, err := tokenstore.New(slow, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(context.Background(), "mine", session, anonymous, 0); err != nil {
+		t.Fatalf("Acquire after %d transactions, %d of them lost races: %v", attempts, lost, err)
+	}
+	if attempts != lost+1 {
+		t.Fatalf("Acquire sent %d transactions; want %d (%d lost races and the grant)", attempts, lost+1, lost)
+	}
+}
+
+// TestSessionCapRetryOutlivesItsLease: a creation that loses the
+// optimistic count's race, and retries only once the lease it was granted
+// has expired (a long run of lost races, as under a burst of creations by
+// one identity), still creates the session, on a lease that lives, and
+// does not fail as if etcd had.
+func TestSessionCapRetryOutlivesItsLease(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	plain := etcd.Client(t)
+	cfg := tokenstore.Config{Prefix: "test/", RequestTimeout: 5 * time.Second, MaxSessionsPerIdentity: 10}
+	other, err := tokenstore.New(plain, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		first    clientv3.LeaseID // the lease granted first
+		attempts int
+	)
+	late := interceptedClient(t, etcd, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if !isGuardedTxn(method, req) {
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			if grant, ok := reply.(*etcdserverpb.LeaseGrantResponse); ok && err == nil && first == 0 {
+				first = clientv3.LeaseID(grant.ID)
+			}
+			return err
+		}
+		attempts++
+		if attempts > 1 {
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
+		if _, err := other.CreateSession(ctx, 60, "alice"); err != nil {
+			return fmt.Errorf("test: the rival creation: %w", err)
+		}
+		if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
+			return err
+		}
+		// Lost (the rival's index key is newer than the count): come
+		// back once the lease is gone.
+		for {
+			ttl, err := plain.TimeToLive(ctx, first)
+			if err != nil {
+				return fmt.Errorf("test: TimeToLive(%x): %w", first, err)
+			}
+			if ttl.TTL < 0 { // -1: expired (0 is less than a second left)
+				return nil
+			}
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	})
+	s, err := tokenstore.New(late, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := s.CreateSession(context.Background(), 2, "alice")
+	if err != nil {
+		t.Fatalf("CreateSession retried after its lease expired: %v", err)
+	}
+	if attempts < 2 || first == 0 {
+		t.Fatalf("the creation sent %d guarded transactions after lease %x; want a lost race and a retry", attempts, first)
+	}
+	if owner, lease, ok := ownerRecord(t, plain, sess.ID); !ok || owner != "alice" || lease != int64(sess.ID) {
+		t.Fatalf("record of %s = %q on lease %x (exists %v); want alice's, on the session's lease", sess.ID, owner, lease, ok)
+	}
+	if ttl, err := plain.TimeToLive(context.Background(), clientv3.LeaseID(sess.ID)); err != nil || ttl.TTL < 0 {
+		t.Fatalf("session %s was answered on a lease that is gone (TimeToLive: %v, %v)", sess.ID, ttl, err)
+	}
+	resp, err := plain.Get(context.Background(), "test/owner-sessions/alice/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Count != 2 {
+		t.Fatalf("alice's index holds %d keys; want 2 (the rival's and this session's)", resp.Count)
 	}
 }

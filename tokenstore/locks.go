@@ -141,7 +141,9 @@ func belowLimit(index string, rev int64) clientv3.Cmp {
 // is of owner's index, in etcd, so the limit holds across every gateway
 // (see the top of this file for why it cannot be overshot). When the
 // record cannot be written, the lease is revoked and the call fails with
-// api.ErrUnavailable.
+// api.ErrUnavailable. A lost race of the count is tried again, on a lease
+// kept fresh meanwhile (keepLeaseFresh), so that a long run of them is
+// neither answered as etcd unavailable nor with a lease about to expire.
 func (s *Store) CreateSession(ctx context.Context, ttl int64, owner string) (api.Session, error) {
 	const op = "create session"
 	if ttl == 0 {
@@ -166,17 +168,18 @@ func (s *Store) CreateSession(ctx context.Context, ttl int64, owner string) (api
 		rev = resp.Header.Revision
 	}
 
-	gctx, cancel := context.WithTimeout(ctx, s.timeout)
-	resp, err := s.client.Grant(gctx, ttl)
-	cancel()
+	sess, fresh, err := s.grantLease(ctx, ttl)
 	if err != nil {
-		return api.Session{}, fmt.Errorf("%s: %w: %w", op, api.ErrUnavailable, err)
+		return api.Session{}, err
 	}
-	s.observeHeader(resp.ResponseHeader)
-	sess := api.Session{ID: api.SessionID(resp.ID), TTL: resp.TTL}
-	lease := clientv3.WithLease(resp.ID)
-	writes := []clientv3.Op{clientv3.OpPut(s.sessionKey(sess.ID), owner, lease), clientv3.OpPut(index+sess.ID.String(), "", lease)}
 	for attempt := int64(1); ; attempt++ {
+		if attempt > 1 {
+			if sess, fresh, err = s.keepLeaseFresh(ctx, sess, fresh, ttl); err != nil {
+				return api.Session{}, err
+			}
+		}
+		lease := clientv3.WithLease(clientv3.LeaseID(sess.ID))
+		writes := []clientv3.Op{clientv3.OpPut(s.sessionKey(sess.ID), owner, lease), clientv3.OpPut(index+sess.ID.String(), "", lease)}
 		var limit []clientv3.Cmp
 		if s.maxSessions >= 0 {
 			limit = append(limit, belowLimit(index, rev))
@@ -186,7 +189,7 @@ func (s *Store) CreateSession(ctx context.Context, ttl int64, owner string) (api
 			Else(clientv3.OpGet(index, clientv3.WithPrefix(), clientv3.WithCountOnly())).Commit()
 		cancel()
 		if err != nil {
-			return api.Session{}, s.abandonLease(ctx, resp.ID, fmt.Errorf("%s: recording its owner: %w: %w", op, api.ErrUnavailable, err))
+			return api.Session{}, s.abandonLease(ctx, clientv3.LeaseID(sess.ID), fmt.Errorf("%s: recording its owner: %w: %w", op, api.ErrUnavailable, err))
 		}
 		s.observeHeader(put.Header)
 		if put.Succeeded {
@@ -195,12 +198,54 @@ func (s *Store) CreateSession(ctx context.Context, ttl int64, owner string) (api
 		// Another session of owner was created since rev: count again.
 		switch count := put.Responses[0].GetResponseRange().Count; {
 		case count >= s.maxSessions:
-			return api.Session{}, s.abandonLease(ctx, resp.ID, tooManySessionsError(s.maxSessions))
+			return api.Session{}, s.abandonLease(ctx, clientv3.LeaseID(sess.ID), tooManySessionsError(s.maxSessions))
 		case attempt >= limitAttempts(s.maxSessions):
-			return api.Session{}, s.abandonLease(ctx, resp.ID, fmt.Errorf("%s: %w: the owner's sessions changed %d times while counting them", op, api.ErrUnavailable, attempt))
+			return api.Session{}, s.abandonLease(ctx, clientv3.LeaseID(sess.ID), fmt.Errorf("%s: %w: the owner's sessions changed %d times while counting them", op, api.ErrUnavailable, attempt))
 		}
 		rev = put.Header.Revision
 	}
+}
+
+// grantLease grants the lease of a session to be, of ttl seconds, and
+// answers it with the time just before it was asked for: the lease lasts
+// at least its TTL from then.
+func (s *Store) grantLease(ctx context.Context, ttl int64) (api.Session, time.Time, error) {
+	asked := time.Now()
+	gctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.client.Grant(gctx, ttl)
+	if err != nil {
+		return api.Session{}, time.Time{}, fmt.Errorf("create session: %w: %w", api.ErrUnavailable, err)
+	}
+	s.observeHeader(resp.ResponseHeader)
+	return api.Session{ID: api.SessionID(resp.ID), TTL: resp.TTL}, asked, nil
+}
+
+// keepLeaseFresh is called by CreateSession before it tries again after
+// a lost race, with the lease it holds for the session to be and the time
+// that lease's TTL was last started (fresh). The tries may go on for a
+// while, one per creation that won meanwhile, and the lease was granted
+// before the first: it must neither run out before the record is written
+// (the write would fail as if etcd had) nor be answered with less time
+// left than its TTL. Once a third of its TTL has passed, it is renewed;
+// if it has expired already, which leaves nothing behind since no try
+// wrote anything bound to it, another of ttl seconds is granted.
+func (s *Store) keepLeaseFresh(ctx context.Context, sess api.Session, fresh time.Time, ttl int64) (api.Session, time.Time, error) {
+	if time.Since(fresh) < time.Duration(sess.TTL)*time.Second/3 {
+		return sess, fresh, nil
+	}
+	asked := time.Now()
+	kctx, cancel := context.WithTimeout(ctx, s.timeout)
+	resp, err := s.client.KeepAliveOnce(kctx, clientv3.LeaseID(sess.ID))
+	cancel()
+	switch {
+	case err == nil:
+		s.observeHeader(resp.ResponseHeader)
+		return api.Session{ID: sess.ID, TTL: resp.TTL}, asked, nil
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		return s.grantLease(ctx, ttl)
+	}
+	return api.Session{}, time.Time{}, s.abandonLease(ctx, clientv3.LeaseID(sess.ID), fmt.Errorf("create session: renewing its lease: %w: %w", api.ErrUnavailable, err))
 }
 
 // tooManySessionsError refuses a session past the limit of its owner.
@@ -450,15 +495,21 @@ func (s *Store) queueUp(ctx context.Context, name string, session api.SessionID,
 	queue := s.lockQueue(name)
 	key := queue + session.String()
 	index := s.sessionLocks(session)
-	rctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
+	// Each request has its own timeout (Config.RequestTimeout bounds each
+	// etcd request): the tries after lost races are requests of their
+	// own, and under a burst of acquires by one session there may be as
+	// many as the limit; under one timeout for all, the late ones would
+	// fail as if etcd had.
 	var rev int64 // the revision at which index held fewer than the limit
 	if s.maxLocks >= 0 {
 		var (
 			count    int64
 			hasPlace bool
 		)
-		if rev, count, hasPlace, err = s.countPlaces(rctx, op, session, owner, key); err != nil {
+		rctx, cancel := context.WithTimeout(ctx, s.timeout)
+		rev, count, hasPlace, err = s.countPlaces(rctx, op, session, owner, key)
+		cancel()
+		if err != nil {
 			return 0, 0, err
 		}
 		if !hasPlace && count >= s.maxLocks {
@@ -475,9 +526,11 @@ func (s *Store) queueUp(ctx context.Context, name string, session api.SessionID,
 		if noWait {
 			put = append(put, clientv3.Compare(clientv3.CreateRevision(queue), "=", 0).WithPrefix())
 		}
+		rctx, cancel := context.WithTimeout(ctx, s.timeout)
 		resp, txnRev, err := s.commitOwned(rctx, op, session, owner, clientv3.OpTxn(put,
 			[]clientv3.Op{clientv3.OpPut(key, "", lease), clientv3.OpPut(index+name, "", lease), first},
 			[]clientv3.Op{clientv3.OpGet(key), first, clientv3.OpGet(index, clientv3.WithPrefix(), clientv3.WithCountOnly())}))
+		cancel()
 		if err != nil {
 			return 0, 0, err
 		}
