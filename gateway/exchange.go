@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5/middleware"
-	"go.opentelemetry.io/otel/trace"
 
 	"fencegate/api"
 )
@@ -100,10 +99,7 @@ func (g *Gateway) logger(ctx context.Context) *slog.Logger {
 // (tracing.go).
 func (g *Gateway) track(next http.Handler) http.Handler {
 	m := g.metrics
-	var tracer *tracing
-	if g.cfg.Tracer != nil {
-		tracer = &tracing{tracer: g.cfg.Tracer}
-	}
+	tracer := g.newTracing()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		m.inFlight.Inc()
@@ -114,13 +110,7 @@ func (g *Gateway) track(next http.Handler) http.Handler {
 		}
 		w.Header().Set(headerRequestID, x.id)
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		ctx := r.Context()
-		var span trace.Span
-		if tracer != nil {
-			x.tracing = tracer
-			ctx, span = startRequestSpan(ctx, tracer.tracer, r, x, start)
-		}
-		ctx = withExchange(ctx, x)
+		ctx, span := tracer.begin(r, x)
 		next.ServeHTTP(ww, r.WithContext(ctx))
 		elapsed := time.Since(start)
 		status := ww.Status()

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5/middleware"
-	"go.opentelemetry.io/otel/trace"
 
 	"fencegate/api"
 )
@@ -84,23 +83,14 @@ func (g *Gateway) AuthEnabled() bool { return g.auth != nil }
 // noted in the request's own exchange.
 func (g *Gateway) TrackRequests(door string, next http.Handler) http.Handler {
 	m := g.metrics
-	var tracer *tracing
-	if g.cfg.Tracer != nil {
-		tracer = &tracing{tracer: g.cfg.Tracer}
-	}
+	tracer := g.newTracing()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		m.inFlight.Inc()
 		defer m.inFlight.Dec()
 		x := &exchange{id: newRequestID(), start: start, api: door}
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		ctx := r.Context()
-		var span trace.Span
-		if tracer != nil {
-			x.tracing = tracer
-			ctx, span = startRequestSpan(ctx, tracer.tracer, r, x, start)
-		}
-		ctx = withExchange(ctx, x)
+		ctx, span := tracer.begin(r, x)
 		next.ServeHTTP(ww, r.WithContext(ctx))
 		elapsed := time.Since(start)
 		status := ww.Status()

@@ -52,6 +52,27 @@ type tracing struct {
 	tracer trace.Tracer
 }
 
+// newTracing returns the gateway's tracing, or nil when it has no tracer.
+func (g *Gateway) newTracing() *tracing {
+	if g.cfg.Tracer == nil {
+		return nil
+	}
+	return &tracing{tracer: g.cfg.Tracer}
+}
+
+// begin returns r's context carrying its exchange x and, with tracing on
+// (t not nil), the request's server span, which it also returns (nil
+// otherwise) and notes in x for the round trips' spans.
+func (t *tracing) begin(r *http.Request, x *exchange) (context.Context, trace.Span) {
+	ctx := r.Context()
+	var span trace.Span
+	if t != nil {
+		x.tracing = t
+		ctx, span = startRequestSpan(ctx, t.tracer, r, x, x.start)
+	}
+	return withExchange(ctx, x), span
+}
+
 // traceContext reads and writes W3C traceparent and tracestate headers.
 var traceContext propagation.TraceContext
 
