@@ -21,6 +21,7 @@ import (
 
 	"fencegate/api"
 	"fencegate/gateway"
+	"fencegate/internal/testenv"
 	"fencegate/tokenstore"
 )
 
@@ -121,7 +122,7 @@ func TestTracingPutInParts(t *testing.T) {
 		part, part, part,
 		[]string{"etcd upload", "s3 observe", "etcd fence_check", "s3 complete_upload", "etcd unbind_upload"},
 	)
-	names, children := childrenOf(t, server, all)
+	names, children := testenv.SpanChildren(t, server, all)
 	if !slices.Equal(names, want) {
 		t.Fatalf("children of a PUT in parts =\n%q;\nwant\n%q", names, want)
 	}
@@ -129,15 +130,15 @@ func TestTracingPutInParts(t *testing.T) {
 	for _, c := range children {
 		switch {
 		case strings.HasPrefix(c.Name(), "s3 "):
-			wantAttrs(t, c, map[string]string{"bucket": e.bucket, "result": "ok"})
+			testenv.WantSpanAttrs(t, c, map[string]string{"bucket": e.bucket, "result": "ok"})
 		case c.Name() == "etcd fence_check":
-			wantAttrs(t, c, map[string]string{"fencegate.resource": resource, "fencegate.token": "7", "result": "accepted"})
+			testenv.WantSpanAttrs(t, c, map[string]string{"fencegate.resource": resource, "fencegate.token": "7", "result": "accepted"})
 		case c.Name() == "etcd bind_upload":
-			wantAttrs(t, c, map[string]string{"fencegate.resource": resource, "fencegate.token": "7", "result": "ok"})
+			testenv.WantSpanAttrs(t, c, map[string]string{"fencegate.resource": resource, "fencegate.token": "7", "result": "ok"})
 		case c.Name() == "etcd upload":
-			wantAttrs(t, c, map[string]string{"fencegate.resource": resource, "result": "ok"})
+			testenv.WantSpanAttrs(t, c, map[string]string{"fencegate.resource": resource, "result": "ok"})
 		default:
-			wantAttrs(t, c, map[string]string{"result": "ok"})
+			testenv.WantSpanAttrs(t, c, map[string]string{"result": "ok"})
 		}
 		if c.Status().Code == codes.Error {
 			t.Errorf("span %q has status %v; want not Error", c.Name(), c.Status())
@@ -272,11 +273,11 @@ func TestTracingMultipartOperations(t *testing.T) {
 		if server.Name() != "s3:"+tt.op {
 			t.Errorf("request %d: server span name = %q; want s3:%s", i, server.Name(), tt.op)
 		}
-		_, children := childrenOf(t, server, all)
+		_, children := testenv.SpanChildren(t, server, all)
 		var got []span
 		for _, c := range children {
-			got = append(got, span{c.Name(), attrs(c)["result"]})
-			if failed := c.Status().Code == codes.Error; failed != (attrs(c)["result"] == "error") {
+			got = append(got, span{c.Name(), testenv.SpanAttrs(c)["result"]})
+			if failed := c.Status().Code == codes.Error; failed != (testenv.SpanAttrs(c)["result"] == "error") {
 				t.Errorf("request %d, %s: span %q has status %v; want Error only for an error", i, tt.op, c.Name(), c.Status())
 			}
 			wantSpanSubject(t, c, e.bucket, resource)
@@ -306,9 +307,9 @@ func wantSpanSubject(tb testing.TB, s sdktrace.ReadOnlySpan, bucket, resource st
 	tb.Helper()
 	switch {
 	case strings.HasPrefix(s.Name(), "s3 "):
-		wantAttrs(tb, s, map[string]string{"bucket": bucket})
+		testenv.WantSpanAttrs(tb, s, map[string]string{"bucket": bucket})
 	case s.Name() != "etcd unbind_upload": // an unbind names the upload only
-		wantAttrs(tb, s, map[string]string{"fencegate.resource": resource})
+		testenv.WantSpanAttrs(tb, s, map[string]string{"fencegate.resource": resource})
 	}
 }
 
@@ -356,9 +357,9 @@ func TestTracingCompletionLosesRace(t *testing.T) {
 	servers, all := serverSpans(t, rec, 3)
 	type span struct{ name, result string }
 	var got []span
-	_, children := childrenOf(t, servers[2], all)
+	_, children := testenv.SpanChildren(t, servers[2], all)
 	for _, c := range children {
-		got = append(got, span{c.Name(), attrs(c)["result"]})
+		got = append(got, span{c.Name(), testenv.SpanAttrs(c)["result"]})
 	}
 	want := []span{
 		{"etcd fence_check", "accepted"}, {"s3 create_upload", "ok"}, {"etcd bind_upload", "ok"},

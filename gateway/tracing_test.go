@@ -53,48 +53,6 @@ func serverSpans(tb testing.TB, rec *tracetest.SpanRecorder, n int) (servers, al
 	return servers, all
 }
 
-// childrenOf returns the names of the spans in all whose parent is
-// parent, in the order they ended, failing on any in another trace.
-func childrenOf(tb testing.TB, parent sdktrace.ReadOnlySpan, all []sdktrace.ReadOnlySpan) ([]string, []sdktrace.ReadOnlySpan) {
-	tb.Helper()
-	var names []string
-	var spans []sdktrace.ReadOnlySpan
-	for _, s := range all {
-		if s.Parent().SpanID() != parent.SpanContext().SpanID() {
-			continue
-		}
-		if s.SpanContext().TraceID() != parent.SpanContext().TraceID() {
-			tb.Errorf("span %q is in trace %s; want its parent's %s", s.Name(), s.SpanContext().TraceID(), parent.SpanContext().TraceID())
-		}
-		if s.SpanKind() != trace.SpanKindClient {
-			tb.Errorf("span %q is of kind %v; want client", s.Name(), s.SpanKind())
-		}
-		names = append(names, s.Name())
-		spans = append(spans, s)
-	}
-	return names, spans
-}
-
-// attrs returns the span's attributes as strings, by key.
-func attrs(s sdktrace.ReadOnlySpan) map[string]string {
-	m := map[string]string{}
-	for _, kv := range s.Attributes() {
-		m[string(kv.Key)] = kv.Value.String()
-	}
-	return m
-}
-
-// wantAttrs fails unless s has every attribute of want.
-func wantAttrs(tb testing.TB, s sdktrace.ReadOnlySpan, want map[string]string) {
-	tb.Helper()
-	got := attrs(s)
-	for k, v := range want {
-		if got[k] != v {
-			tb.Errorf("span %q: attribute %s = %q; want %q (all: %v)", s.Name(), k, got[k], v, got)
-		}
-	}
-}
-
 func TestTracingAcceptedPut(t *testing.T) {
 	tracer, rec := newTracer(t)
 	e := newEnv(t, gateway.Config{Tracer: tracer})
@@ -106,7 +64,7 @@ func TestTracingAcceptedPut(t *testing.T) {
 		t.Fatalf("first PUT = %s; want 201", r)
 	}
 	servers, all := serverSpans(t, rec, 1)
-	names, _ := childrenOf(t, servers[0], all)
+	names, _ := testenv.SpanChildren(t, servers[0], all)
 	if want := []string{"s3 observe", "etcd fence_check", "s3 put"}; !slices.Equal(names, want) {
 		t.Errorf("first PUT's children = %q; want %q", names, want)
 	}
@@ -126,7 +84,7 @@ func TestTracingAcceptedPut(t *testing.T) {
 	if server.Status().Code == codes.Error {
 		t.Errorf("server span status = %v; want not Error for a 200", server.Status())
 	}
-	wantAttrs(t, server, map[string]string{
+	testenv.WantSpanAttrs(t, server, map[string]string{
 		"http.request.method":       "PUT",
 		"url.path":                  "/v1/objects/" + e.bucket + "/k",
 		"http.response.status_code": "200",
@@ -134,12 +92,12 @@ func TestTracingAcceptedPut(t *testing.T) {
 		"fencegate.resource":        string(api.ObjectResource(e.bucket, "k")),
 		"fencegate.token":           "2",
 	})
-	names, children := childrenOf(t, server, all)
+	names, children := testenv.SpanChildren(t, server, all)
 	if want := []string{"etcd fence_check", "s3 put"}; !slices.Equal(names, want) {
 		t.Fatalf("second PUT's children = %q; want %q", names, want)
 	}
-	wantAttrs(t, children[0], map[string]string{"result": "accepted", "fencegate.resource": string(api.ObjectResource(e.bucket, "k"))})
-	wantAttrs(t, children[1], map[string]string{"result": "ok", "bucket": e.bucket})
+	testenv.WantSpanAttrs(t, children[0], map[string]string{"result": "accepted", "fencegate.resource": string(api.ObjectResource(e.bucket, "k"))})
+	testenv.WantSpanAttrs(t, children[1], map[string]string{"result": "ok", "bucket": e.bucket})
 	for _, c := range children {
 		if c.StartTime().Before(server.StartTime()) || c.EndTime().After(server.EndTime()) {
 			t.Errorf("span %q [%v, %v] is not within its parent's [%v, %v]", c.Name(), c.StartTime(), c.EndTime(), server.StartTime(), server.EndTime())
@@ -171,7 +129,7 @@ func TestTracingContinuesTraceparent(t *testing.T) {
 	if got := server.Parent().SpanID().String(); got != spanID || !server.Parent().IsRemote() {
 		t.Errorf("server span's parent = %s (remote %v); want the traceparent's %s", got, server.Parent().IsRemote(), spanID)
 	}
-	if names, _ := childrenOf(t, server, all); !slices.Contains(names, "etcd fence_check") || !slices.Contains(names, "s3 put") {
+	if names, _ := testenv.SpanChildren(t, server, all); !slices.Contains(names, "etcd fence_check") || !slices.Contains(names, "s3 put") {
 		t.Errorf("children = %q; want the fence check and the put", names)
 	}
 }
@@ -191,7 +149,7 @@ func TestTracingStaleFromCache(t *testing.T) {
 	}
 	servers, all := serverSpans(t, rec, 2)
 	server := servers[1]
-	wantAttrs(t, server, map[string]string{
+	testenv.WantSpanAttrs(t, server, map[string]string{
 		"http.response.status_code": "409",
 		"fencegate.resource":        string(api.ObjectResource(e.bucket, "k")),
 		"fencegate.token":           "5",
@@ -199,7 +157,7 @@ func TestTracingStaleFromCache(t *testing.T) {
 	if server.Status().Code == codes.Error {
 		t.Errorf("a 409's server span has status %v; want not Error", server.Status())
 	}
-	if names, _ := childrenOf(t, server, all); len(names) != 0 {
+	if names, _ := testenv.SpanChildren(t, server, all); len(names) != 0 {
 		t.Errorf("the stale refusal's children = %q; want none (no etcd, no S3)", names)
 	}
 }
@@ -228,12 +186,12 @@ func TestTracingPartnerTraceparent(t *testing.T) {
 	if server.Name() != "POST /v1/partners/{route}/*" {
 		t.Errorf("server span name = %q", server.Name())
 	}
-	names, children := childrenOf(t, server, all)
+	names, children := testenv.SpanChildren(t, server, all)
 	if want := []string{"etcd partner_admission", "partner pay"}; !slices.Equal(names, want) {
 		t.Fatalf("children = %q; want %q", names, want)
 	}
-	wantAttrs(t, children[0], map[string]string{"result": "accepted", "fencegate.token": "7"})
-	wantAttrs(t, children[1], map[string]string{"http.response.status_code": "201"})
+	testenv.WantSpanAttrs(t, children[0], map[string]string{"result": "accepted", "fencegate.token": "7"})
+	testenv.WantSpanAttrs(t, children[1], map[string]string{"http.response.status_code": "201"})
 	calls := partner.snapshot()
 	if len(calls) != 1 {
 		t.Fatalf("partner got %d calls; want 1", len(calls))
@@ -259,7 +217,7 @@ func TestTracingAttributesOfFailures(t *testing.T) {
 	if server.Status().Code != codes.Error {
 		t.Errorf("server span status = %v; want Error for %d", server.Status(), r.status)
 	}
-	_, children := childrenOf(t, server, all)
+	_, children := testenv.SpanChildren(t, server, all)
 	var check sdktrace.ReadOnlySpan
 	for _, c := range children {
 		if c.Name() == "etcd fence_check" {
@@ -269,7 +227,7 @@ func TestTracingAttributesOfFailures(t *testing.T) {
 	if check == nil {
 		t.Fatalf("no fence check span among %d children", len(children))
 	}
-	wantAttrs(t, check, map[string]string{"result": "error"})
+	testenv.WantSpanAttrs(t, check, map[string]string{"result": "error"})
 	if check.Status().Code != codes.Error {
 		t.Errorf("fence check span status = %v; want Error", check.Status())
 	}
@@ -330,11 +288,11 @@ func TestTraceS3(t *testing.T) {
 			if server.Name() != "s3:ListObjectsV2" {
 				t.Errorf("server span name = %q; want s3:ListObjectsV2", server.Name())
 			}
-			names, children := childrenOf(t, server, all)
+			names, children := testenv.SpanChildren(t, server, all)
 			if !slices.Equal(names, []string{"s3 list_objects"}) {
 				t.Fatalf("children = %q; want [s3 list_objects]", names)
 			}
-			wantAttrs(t, children[0], map[string]string{"bucket": "b", "result": tt.result})
+			testenv.WantSpanAttrs(t, children[0], map[string]string{"bucket": "b", "result": tt.result})
 			if got := children[0].Status().Code == codes.Error; got != tt.isError {
 				t.Errorf("span status %v; want Error %v", children[0].Status(), tt.isError)
 			}

@@ -49,7 +49,7 @@ func serverSpan(tb testing.TB, rec *tracetest.SpanRecorder, requestID string) (s
 	testenv.WaitUntil(tb, 5*time.Second, "the server span of request "+requestID+" has ended", func() bool {
 		all = rec.Ended()
 		for _, s := range all {
-			if s.SpanKind() == trace.SpanKindServer && spanAttrs(s)["fencegate.request_id"] == requestID {
+			if s.SpanKind() == trace.SpanKindServer && testenv.SpanAttrs(s)["fencegate.request_id"] == requestID {
 				server = s
 				return true
 			}
@@ -57,51 +57,6 @@ func serverSpan(tb testing.TB, rec *tracetest.SpanRecorder, requestID string) (s
 		return false
 	})
 	return server, all
-}
-
-// spanChildren returns the spans of all whose parent is parent, in the
-// order they ended, failing on any that is not a client span of parent's
-// trace or that does not lie within parent.
-func spanChildren(tb testing.TB, parent sdktrace.ReadOnlySpan, all []sdktrace.ReadOnlySpan) (names []string, spans []sdktrace.ReadOnlySpan) {
-	tb.Helper()
-	for _, s := range all {
-		if s.Parent().SpanID() != parent.SpanContext().SpanID() {
-			continue
-		}
-		if s.SpanContext().TraceID() != parent.SpanContext().TraceID() {
-			tb.Errorf("span %q is in trace %s; want its parent's %s", s.Name(), s.SpanContext().TraceID(), parent.SpanContext().TraceID())
-		}
-		if s.SpanKind() != trace.SpanKindClient {
-			tb.Errorf("span %q is of kind %v; want client", s.Name(), s.SpanKind())
-		}
-		if s.StartTime().Before(parent.StartTime()) || s.EndTime().After(parent.EndTime()) {
-			tb.Errorf("span %q [%v, %v] is not within its parent's [%v, %v]", s.Name(), s.StartTime(), s.EndTime(), parent.StartTime(), parent.EndTime())
-		}
-		names = append(names, s.Name())
-		spans = append(spans, s)
-	}
-	return names, spans
-}
-
-// spanAttrs returns s's attributes as strings, by key.
-func spanAttrs(s sdktrace.ReadOnlySpan) map[string]string {
-	m := map[string]string{}
-	for _, kv := range s.Attributes() {
-		m[string(kv.Key)] = kv.Value.String()
-	}
-	return m
-}
-
-// wantSpanAttrs fails unless s has every attribute of want; a want of ""
-// is an attribute s must not have.
-func wantSpanAttrs(tb testing.TB, s sdktrace.ReadOnlySpan, want map[string]string) {
-	tb.Helper()
-	got := spanAttrs(s)
-	for k, v := range want {
-		if g, ok := got[k]; g != v || (v == "" && ok) {
-			tb.Errorf("span %q: attribute %s = %q (present %v); want %q (all: %v)", s.Name(), k, g, ok, v, got)
-		}
-	}
 }
 
 // A client's trace, as its W3C traceparent names it.
@@ -135,7 +90,7 @@ func TestTracingPutObject(t *testing.T) {
 		t.Errorf("server span status = %v; want not Error for a 200", server.Status())
 	}
 	resource := string(api.ObjectResource(d.bucket, "traced"))
-	wantSpanAttrs(t, server, map[string]string{
+	testenv.WantSpanAttrs(t, server, map[string]string{
 		"http.request.method":       "PUT",
 		"http.route":                "s3:PutObject",
 		"http.response.status_code": "200",
@@ -143,12 +98,12 @@ func TestTracingPutObject(t *testing.T) {
 		"fencegate.token":           "7",
 		"fencegate.problem":         "",
 	})
-	names, children := spanChildren(t, server, all)
+	names, children := testenv.SpanChildren(t, server, all)
 	if want := []string{"s3 observe", "etcd fence_check", "s3 put"}; !slices.Equal(names, want) {
 		t.Fatalf("PutObject's children = %q; want %q", names, want)
 	}
-	wantSpanAttrs(t, children[1], map[string]string{"result": "accepted", "fencegate.resource": resource, "fencegate.token": "7"})
-	wantSpanAttrs(t, children[2], map[string]string{"result": "ok", "bucket": d.bucket})
+	testenv.WantSpanAttrs(t, children[1], map[string]string{"result": "accepted", "fencegate.resource": resource, "fencegate.token": "7"})
+	testenv.WantSpanAttrs(t, children[2], map[string]string{"result": "ok", "bucket": d.bucket})
 	if _, token, ok := d.stored(t, "traced"); !ok || token != "7" {
 		t.Fatalf("stored token = %q (present %v); want 7", token, ok)
 	}
@@ -175,18 +130,18 @@ func TestTracingStalePutObject(t *testing.T) {
 	if server.Name() != "s3:PutObject" {
 		t.Errorf("server span name = %q; want s3:PutObject", server.Name())
 	}
-	wantSpanAttrs(t, server, map[string]string{
+	testenv.WantSpanAttrs(t, server, map[string]string{
 		"http.route":                "s3:PutObject",
 		"http.response.status_code": "409",
 		"fencegate.problem":         "StaleFenceToken",
 		"fencegate.resource":        string(resource),
 		"fencegate.token":           "3",
 	})
-	names, children := spanChildren(t, server, all)
+	names, children := testenv.SpanChildren(t, server, all)
 	if want := []string{"s3 observe", "etcd fence_check"}; !slices.Equal(names, want) {
 		t.Fatalf("stale PutObject's children = %q; want %q", names, want)
 	}
-	wantSpanAttrs(t, children[1], map[string]string{"result": "stale"})
+	testenv.WantSpanAttrs(t, children[1], map[string]string{"result": "stale"})
 	if _, _, ok := d.stored(t, "stale"); ok {
 		t.Fatal("the stale write reached S3")
 	}
@@ -196,13 +151,13 @@ func TestTracingStalePutObject(t *testing.T) {
 	_, err = d.put(t, d.client(writerKey), "stale", 4, "old")
 	resp = wantAPIError(t, err, http.StatusConflict, "StaleFenceToken")
 	server, all = serverSpan(t, rec, resp.Header.Get("X-Amz-Request-Id"))
-	wantSpanAttrs(t, server, map[string]string{
+	testenv.WantSpanAttrs(t, server, map[string]string{
 		"http.response.status_code": "409",
 		"fencegate.problem":         "StaleFenceToken",
 		"fencegate.resource":        string(resource),
 		"fencegate.token":           "4",
 	})
-	if names, _ := spanChildren(t, server, all); len(names) != 0 {
+	if names, _ := testenv.SpanChildren(t, server, all); len(names) != 0 {
 		t.Fatalf("a refusal from the cache has children %q; want none", names)
 	}
 }
@@ -224,11 +179,11 @@ func TestTracingUnauthenticated(t *testing.T) {
 	if server.Name() != "s3:PutObject" {
 		t.Errorf("server span name = %q; want s3:PutObject", server.Name())
 	}
-	wantSpanAttrs(t, server, map[string]string{
+	testenv.WantSpanAttrs(t, server, map[string]string{
 		"http.response.status_code": "403",
 		"fencegate.problem":         "SignatureDoesNotMatch",
 	})
-	if names, _ := spanChildren(t, server, all); len(names) != 0 {
+	if names, _ := testenv.SpanChildren(t, server, all); len(names) != 0 {
 		t.Fatalf("an unauthenticated request's span has children %q; want none", names)
 	}
 	if n := d.s3.Count() - before; n != 0 {
@@ -264,12 +219,12 @@ func TestTracingDeleteObjects(t *testing.T) {
 	if server.Name() != "s3:DeleteObjects" {
 		t.Errorf("server span name = %q; want s3:DeleteObjects", server.Name())
 	}
-	wantSpanAttrs(t, server, map[string]string{"http.route": "s3:DeleteObjects", "http.response.status_code": "200"})
-	names, children := spanChildren(t, server, all)
+	testenv.WantSpanAttrs(t, server, map[string]string{"http.route": "s3:DeleteObjects", "http.response.status_code": "200"})
+	names, children := testenv.SpanChildren(t, server, all)
 	checked := map[string]bool{}
 	for i, n := range names {
 		if n == "etcd fence_check" {
-			checked[spanAttrs(children[i])["fencegate.resource"]] = true
+			checked[testenv.SpanAttrs(children[i])["fencegate.resource"]] = true
 		}
 	}
 	for _, k := range keys {
@@ -331,12 +286,12 @@ func TestTracingBucketReads(t *testing.T) {
 		if server.Name() != tc.route {
 			t.Errorf("server span name = %q; want %s", server.Name(), tc.route)
 		}
-		wantSpanAttrs(t, server, map[string]string{"http.route": tc.route, "http.response.status_code": tc.status})
-		names, children := spanChildren(t, server, all)
+		testenv.WantSpanAttrs(t, server, map[string]string{"http.route": tc.route, "http.response.status_code": tc.status})
+		names, children := testenv.SpanChildren(t, server, all)
 		if !slices.Equal(names, []string{tc.child}) {
 			t.Errorf("%s's children = %q; want [%s]", tc.route, names, tc.child)
 			continue
 		}
-		wantSpanAttrs(t, children[0], map[string]string{"bucket": tc.bucket, "result": tc.result})
+		testenv.WantSpanAttrs(t, children[0], map[string]string{"bucket": tc.bucket, "result": tc.result})
 	}
 }
