@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -352,5 +353,61 @@ func TestSessionCapRetryOutlivesItsLease(t *testing.T) {
 	}
 	if resp.Count != 2 {
 		t.Fatalf("alice's index holds %d keys; want 2 (the rival's and this session's)", resp.Count)
+	}
+}
+
+// TestLimitedCreationsThroughOneStoreTakeTurns: concurrent creations under
+// one limit (sessions of one identity, places of one session) through one
+// store cost one guarded transaction each. Were they sent at once, every
+// commit would fail the others' compares, and n creations would cost
+// about n²/2 transactions, each a Raft entry and an fsync: a client with
+// n requests in flight could make etcd do n/2 times the work it asked for.
+// Creations through other gateways can still race; each such lost race is
+// another's success, as before.
+func TestLimitedCreationsThroughOneStoreTakeTurns(t *testing.T) {
+	const n = 24
+	tests := []struct {
+		name   string
+		create func(ctx context.Context, s *tokenstore.Store, session api.SessionID, i int) error
+	}{
+		{"sessions of one identity", func(ctx context.Context, s *tokenstore.Store, _ api.SessionID, _ int) error {
+			_, err := s.CreateSession(ctx, 30, "alice")
+			return err
+		}},
+		{"places of one session", func(ctx context.Context, s *tokenstore.Store, session api.SessionID, i int) error {
+			_, err := s.Acquire(ctx, fmt.Sprintf("l%d", i), session, anonymous, 0)
+			return err
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			etcd := testenv.StartEtcd(t)
+			var guarded atomic.Int64
+			client := interceptedClient(t, etcd, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+				if isGuardedTxn(method, req) {
+					guarded.Add(1)
+				}
+				return invoker(ctx, method, req, reply, cc, opts...)
+			})
+			s, err := tokenstore.New(client, tokenstore.Config{Prefix: "test/", RequestTimeout: 5 * time.Second, MaxSessionsPerIdentity: 100, MaxLocksPerSession: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			session := newSession(t, s, 30)
+			before := guarded.Load()
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					if err := tt.create(ctx, s, session, i); err != nil {
+						t.Errorf("creation %d: %v", i, err)
+					}
+				})
+			}
+			wg.Wait()
+			if got := guarded.Load() - before; got != n {
+				t.Fatalf("%d concurrent creations under one limit sent %d guarded transactions; want %d, one each", n, got, n)
+			}
+		})
 	}
 }

@@ -141,9 +141,11 @@ func belowLimit(index string, rev int64) clientv3.Cmp {
 // is of owner's index, in etcd, so the limit holds across every gateway
 // (see the top of this file for why it cannot be overshot). When the
 // record cannot be written, the lease is revoked and the call fails with
-// api.ErrUnavailable. A lost race of the count is tried again, on a lease
-// kept fresh meanwhile (keepLeaseFresh), so that a long run of them is
-// neither answered as etcd unavailable nor with a lease about to expire.
+// api.ErrUnavailable. Creations for one owner through this Store take
+// turns (indexturns.go), so only another gateway's creation can win the
+// count's race; a lost race is tried again, on a lease kept fresh
+// meanwhile (keepLeaseFresh), so that a long run of them is neither
+// answered as etcd unavailable nor with a lease about to expire.
 func (s *Store) CreateSession(ctx context.Context, ttl int64, owner string) (api.Session, error) {
 	const op = "create session"
 	if ttl == 0 {
@@ -155,6 +157,11 @@ func (s *Store) CreateSession(ctx context.Context, ttl int64, owner string) (api
 	index := s.ownerSessions(owner)
 	var rev int64 // the revision at which index held fewer than the limit
 	if s.maxSessions >= 0 {
+		release, err := s.limited.take(ctx, index)
+		if err != nil {
+			return api.Session{}, fmt.Errorf("%s: waiting for the owner's other creations: %w", op, err)
+		}
+		defer release()
 		cctx, cancel := context.WithTimeout(ctx, s.timeout)
 		resp, err := s.client.Get(cctx, index, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		cancel()
@@ -479,7 +486,9 @@ func (s *Store) Acquire(ctx context.Context, name string, session api.SessionID,
 // read before (see the top of this file): a read-only transaction, which
 // also refuses another identity's session and a session at its limit
 // without a write. A session at its limit still finds a place it has:
-// acquiring again is a retry, and queues nothing new.
+// acquiring again is a retry, and queues nothing new. The session's
+// acquires through this Store take turns at this (indexturns.go), so only
+// another gateway's can win the count's race.
 //
 // With noWait (an acquire with a zero wait), the put also needs the queue
 // to be empty: a place queued behind a holder would only be removed again
@@ -502,6 +511,11 @@ func (s *Store) queueUp(ctx context.Context, name string, session api.SessionID,
 	// fail as if etcd had.
 	var rev int64 // the revision at which index held fewer than the limit
 	if s.maxLocks >= 0 {
+		release, err := s.limited.take(ctx, index)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s %s: waiting for its other acquires: %w", op, session, err)
+		}
+		defer release()
 		var (
 			count    int64
 			hasPlace bool

@@ -81,6 +81,9 @@ type Store struct {
 	// MaxLocksPerSession, negative for no limit (locks.go).
 	maxSessions int64
 	maxLocks    int64
+	// limited makes the creations under one limited index take turns
+	// (indexturns.go).
+	limited *indexTurns
 }
 
 // Defaults of the lock API's limits (Config).
@@ -141,6 +144,7 @@ func New(client *clientv3.Client, cfg Config) (*Store, error) {
 		revisions:   newRevisionClock(),
 		maxSessions: int64(cfg.MaxSessionsPerIdentity),
 		maxLocks:    int64(cfg.MaxLocksPerSession),
+		limited:     newIndexTurns(),
 	}, nil
 }
 
