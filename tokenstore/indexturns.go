@@ -5,9 +5,10 @@ import (
 	"sync"
 )
 
-// indexTurns makes the creations under one limited index (an identity's
-// sessions, a session's places in queues: see locks.go) take turns within
-// this store: one counts and commits while the others wait.
+// indexTurns makes one caller's creations under one limited index (an
+// identity's sessions, a session's places in queues: see locks.go) take
+// turns within this store: one counts and commits while the others wait
+// (turnOf says why the caller is part of the turn).
 //
 // The limits are checked optimistically, and a commit fails the compare
 // of every creation under the same index that counted before it. Were n
@@ -63,4 +64,19 @@ func (t *indexTurns) leave(index string, turn *indexTurn) {
 	if turn.users--; turn.users == 0 {
 		delete(t.turns, index)
 	}
+}
+
+// turnOf is the turn that caller's creations under index take: the
+// caller's identity (nil for an operator, who may act for any) is part of
+// it. A session's index is named by the session's id, which any caller
+// can send, and guess; were the turn the index's alone, another
+// identity's acquires naming the session would hold it, each until etcd
+// refuses it as not the owner's, and the owner's acquires would wait
+// behind them. Only the owner's creations can commit under its index, so
+// they are the only ones that need to take turns.
+func (s *Store) turnOf(index string, caller *string) string {
+	if caller == nil {
+		return index + "\x00*"
+	}
+	return index + "\x00=" + *caller
 }

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"fencegate/api"
+	"fencegate/internal/testenv"
 )
 
 // TestIndexTurns: a turn is held by one caller at a time, per index; a
@@ -53,5 +56,39 @@ func TestIndexTurns(t *testing.T) {
 	defer turns.mu.Unlock()
 	if len(turns.turns) != 0 {
 		t.Fatalf("%d indexes still in the map with nobody holding or waiting; want 0", len(turns.turns))
+	}
+}
+
+// TestAcquireTakesNoTurnBehindAnotherIdentity: acquires that name a
+// session they do not own (another identity guessing its id) never make
+// its owner's acquires wait. The turn they would wait for is held here,
+// as a flood of such acquires would hold it, each until etcd refuses it;
+// the owner's acquire must still be granted. A session's acquires take
+// turns with those of the same caller only.
+func TestAcquireTakesNoTurnBehindAnotherIdentity(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	s := newTestStore(t, etcd.Client(t), "test/", nil)
+	ctx := context.Background()
+	sess, err := s.CreateSession(ctx, 30, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mallory := "mallory"
+	release, err := s.limited.take(ctx, s.turnOf(s.sessionLocks(sess.ID), &mallory))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A deadlock detector, not a measure: the acquire takes milliseconds.
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	alice := "alice"
+	if _, err := s.Acquire(actx, "l", sess.ID, &alice, 0); err != nil {
+		release()
+		t.Fatalf("the owner's acquire while another identity's acquires of its session hold their turn: %v", err)
+	}
+	release()
+	if _, err := s.Acquire(actx, "m", sess.ID, &mallory, 0); !errors.Is(err, api.ErrForbidden) {
+		t.Fatalf("another identity's acquire: %v; want %v", err, api.ErrForbidden)
 	}
 }

@@ -157,7 +157,7 @@ func (s *Store) CreateSession(ctx context.Context, ttl int64, owner string) (api
 	index := s.ownerSessions(owner)
 	var rev int64 // the revision at which index held fewer than the limit
 	if s.maxSessions >= 0 {
-		release, err := s.limited.take(ctx, index)
+		release, err := s.limited.take(ctx, s.turnOf(index, &owner))
 		if err != nil {
 			return api.Session{}, fmt.Errorf("%s: waiting for the owner's other creations: %w", op, err)
 		}
@@ -487,8 +487,8 @@ func (s *Store) Acquire(ctx context.Context, name string, session api.SessionID,
 // also refuses another identity's session and a session at its limit
 // without a write. A session at its limit still finds a place it has:
 // acquiring again is a retry, and queues nothing new. The session's
-// acquires through this Store take turns at this (indexturns.go), so only
-// another gateway's can win the count's race.
+// acquires by one caller through this Store take turns at this
+// (indexturns.go), so only another gateway's can win the count's race.
 //
 // With noWait (an acquire with a zero wait), the put also needs the queue
 // to be empty: a place queued behind a holder would only be removed again
@@ -511,7 +511,7 @@ func (s *Store) queueUp(ctx context.Context, name string, session api.SessionID,
 	// fail as if etcd had.
 	var rev int64 // the revision at which index held fewer than the limit
 	if s.maxLocks >= 0 {
-		release, err := s.limited.take(ctx, index)
+		release, err := s.limited.take(ctx, s.turnOf(index, owner))
 		if err != nil {
 			return 0, 0, fmt.Errorf("%s %s: waiting for its other acquires: %w", op, session, err)
 		}
