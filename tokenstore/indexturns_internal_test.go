@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"fencegate/api"
 	"fencegate/internal/testenv"
 )
@@ -90,5 +92,54 @@ func TestAcquireTakesNoTurnBehindAnotherIdentity(t *testing.T) {
 	release()
 	if _, err := s.Acquire(actx, "m", sess.ID, &mallory, 0); !errors.Is(err, api.ErrForbidden) {
 		t.Fatalf("another identity's acquire: %v; want %v", err, api.ErrForbidden)
+	}
+}
+
+// TestTurnWaitEndedIsUnavailable: a creation whose request ends while it
+// waits for its turn fails as etcd's unavailability does (503, try
+// again), having written nothing, not as an internal error.
+func TestTurnWaitEndedIsUnavailable(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	s := newTestStore(t, etcd.Client(t), "test/", nil)
+	ctx := context.Background()
+	alice := "alice"
+	sess, err := s.CreateSession(ctx, 30, alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		turn   string
+		create func(ctx context.Context) error
+	}{
+		{"session", s.turnOf(s.ownerSessions(alice), &alice), func(ctx context.Context) error {
+			_, err := s.CreateSession(ctx, 30, alice)
+			return err
+		}},
+		{"place in a queue", s.turnOf(s.sessionLocks(sess.ID), &alice), func(ctx context.Context) error {
+			_, err := s.Acquire(ctx, "l", sess.ID, &alice, 0)
+			return err
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			release, err := s.limited.take(ctx, tt.turn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer release()
+			short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			if err := tt.create(short); !errors.Is(err, api.ErrUnavailable) {
+				t.Fatalf("creation whose request ended waiting for its turn: %v; want %v", err, api.ErrUnavailable)
+			}
+		})
+	}
+	resp, err := etcd.Client(t).Get(ctx, "test/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Count != 2 { // the first session's record and its owner's index key
+		t.Fatalf("%d keys under the prefix; want 2 (the first session's): a creation that never had its turn wrote", resp.Count)
 	}
 }

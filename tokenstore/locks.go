@@ -159,7 +159,7 @@ func (s *Store) CreateSession(ctx context.Context, ttl int64, owner string) (api
 	if s.maxSessions >= 0 {
 		release, err := s.limited.take(ctx, s.turnOf(index, &owner))
 		if err != nil {
-			return api.Session{}, fmt.Errorf("%s: waiting for the owner's other creations: %w", op, err)
+			return api.Session{}, fmt.Errorf("%s: %w: waiting for the owner's other creations: %w", op, api.ErrUnavailable, err)
 		}
 		defer release()
 		cctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -513,7 +513,7 @@ func (s *Store) queueUp(ctx context.Context, name string, session api.SessionID,
 	if s.maxLocks >= 0 {
 		release, err := s.limited.take(ctx, s.turnOf(index, owner))
 		if err != nil {
-			return 0, 0, fmt.Errorf("%s %s: waiting for its other acquires: %w", op, session, err)
+			return 0, 0, fmt.Errorf("%s %s: %w: waiting for its other acquires: %w", op, session, api.ErrUnavailable, err)
 		}
 		defer release()
 		var (
