@@ -155,35 +155,35 @@ func (s *Store) CreateSession(ctx context.Context, ttl int64, owner string) (api
 		return api.Session{}, fmt.Errorf("%w: session ttl %d: want %d to %d seconds", api.ErrInvalidRequest, ttl, api.MinSessionTTL, api.MaxSessionTTL)
 	}
 	index := s.ownerSessions(owner)
-	var rev int64 // the revision at which index held fewer than the limit
 	if s.maxSessions >= 0 {
-		release, err := s.limited.take(ctx, s.turnOf(index, &owner))
-		if err != nil {
-			return api.Session{}, fmt.Errorf("%s: %w: waiting for the owner's other creations: %w", op, api.ErrUnavailable, err)
+		// Refuse an owner at its limit before granting a lease.
+		if _, err := s.countSessions(ctx, op, index); err != nil {
+			return api.Session{}, err
 		}
-		defer release()
-		cctx, cancel := context.WithTimeout(ctx, s.timeout)
-		resp, err := s.client.Get(cctx, index, clientv3.WithPrefix(), clientv3.WithCountOnly())
-		cancel()
-		if err != nil {
-			return api.Session{}, fmt.Errorf("%s: counting the owner's sessions: %w: %w", op, api.ErrUnavailable, err)
-		}
-		s.observeHeader(resp.Header)
-		if resp.Count >= s.maxSessions {
-			return api.Session{}, tooManySessionsError(s.maxSessions)
-		}
-		rev = resp.Header.Revision
 	}
-
 	sess, fresh, err := s.grantLease(ctx, ttl)
 	if err != nil {
 		return api.Session{}, err
 	}
+	var rev int64 // the revision at which index held fewer than the limit
+	if s.maxSessions >= 0 {
+		// The lease is granted outside the turn, which holds only what
+		// must be in order: the count and the commit.
+		release, err := s.limited.take(ctx, s.turnOf(index, &owner))
+		if err != nil {
+			return api.Session{}, s.abandonLease(ctx, clientv3.LeaseID(sess.ID), fmt.Errorf("%s: %w: waiting for the owner's other creations: %w", op, api.ErrUnavailable, err))
+		}
+		defer release()
+		// Counted again: the owner's creations that committed while this
+		// one waited for its turn are in this count.
+		if rev, err = s.countSessions(ctx, op, index); err != nil {
+			return api.Session{}, s.abandonLease(ctx, clientv3.LeaseID(sess.ID), err)
+		}
+	}
 	for attempt := int64(1); ; attempt++ {
-		if attempt > 1 {
-			if sess, fresh, err = s.keepLeaseFresh(ctx, sess, fresh, ttl); err != nil {
-				return api.Session{}, err
-			}
+		// The wait for the turn, and each lost race, age the lease.
+		if sess, fresh, err = s.keepLeaseFresh(ctx, sess, fresh, ttl); err != nil {
+			return api.Session{}, err
 		}
 		lease := clientv3.WithLease(clientv3.LeaseID(sess.ID))
 		writes := []clientv3.Op{clientv3.OpPut(s.sessionKey(sess.ID), owner, lease), clientv3.OpPut(index+sess.ID.String(), "", lease)}
@@ -211,6 +211,22 @@ func (s *Store) CreateSession(ctx context.Context, ttl int64, owner string) (api
 		}
 		rev = put.Header.Revision
 	}
+}
+
+// countSessions counts owner's index of sessions and answers the revision
+// of the count, or api.ErrTooManySessions when the owner is at its limit.
+func (s *Store) countSessions(ctx context.Context, op, index string) (rev int64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.client.Get(ctx, index, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("%s: counting the owner's sessions: %w: %w", op, api.ErrUnavailable, err)
+	}
+	s.observeHeader(resp.Header)
+	if resp.Count >= s.maxSessions {
+		return 0, tooManySessionsError(s.maxSessions)
+	}
+	return resp.Header.Revision, nil
 }
 
 // grantLease grants the lease of a session to be, of ttl seconds, and
