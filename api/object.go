@@ -140,7 +140,11 @@ type Object struct {
 	ETag         string
 	LastModified time.Time
 	// Metadata is the object's user metadata (without the token) and
-	// standard headers, as the store answered them; zero when NotModified.
+	// standard headers, as the store answered them. When NotModified it
+	// is the current version's, as far as the store told it: a 304 must
+	// repeat the Cache-Control and Expires that a 200 would carry (RFC
+	// 9110 section 15.4.5), and the front door that builds the 304 picks
+	// those.
 	Metadata ObjectMetadata
 	// Token is the fencing token recorded on the object, zero if none.
 	Token Token
@@ -154,7 +158,7 @@ type Object struct {
 	PartsCount int32
 	// NotModified is true when the read's If-None-Match or
 	// If-Modified-Since did not hold (S3 answered 304). It is a result,
-	// not an error: Body is nil, Size zero, and ETag, LastModified and
-	// Token describe the current object.
+	// not an error: Body is nil, Size zero, and ETag, LastModified,
+	// Metadata and Token describe the current object.
 	NotModified bool
 }

@@ -177,8 +177,11 @@ func httpDate(fields []string) time.Time {
 
 // setObjectHeaders sets the headers of a read's answer and returns its
 // status: 304 when obj is NotModified (with only ETag, Last-Modified and
-// the token, RFC 9110 section 15.4.5), 206 with Content-Range for a
-// partial read, else 200.
+// the token), 206 with Content-Range for a partial read, else 200. RFC
+// 9110 section 15.4.5 asks a 304 to repeat the Cache-Control and Expires
+// of the 200 to the same request; the REST API answers none of an
+// object's stored metadata (obj.Metadata) on a 200, so its 304 carries
+// none either, and none of the 200's Content-* headers.
 func setObjectHeaders(h http.Header, obj *api.Object) int {
 	h.Set("ETag", obj.ETag)
 	if !obj.LastModified.IsZero() {

@@ -287,6 +287,17 @@ func (s *server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 		h.Set(headerMetaFenceToken, obj.Token.String())
 	}
 	if obj.NotModified {
+		// RFC 9110 section 15.4.5: a 304 carries the Cache-Control and
+		// Expires that the 200 would (a cache refreshes its entry from
+		// them), and none of the object's other metadata. versitygw's
+		// 304 carries neither; the store's answer has the current
+		// version's (api.Object.Metadata).
+		if v := obj.Metadata.CacheControl; v != "" {
+			h["Cache-Control"] = []string{v}
+		}
+		if v := obj.Metadata.Expires; v != "" {
+			h["Expires"] = []string{v}
+		}
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}

@@ -295,7 +295,7 @@ func (c *Client) decided(ctx context.Context, in api.GetObjectInput) (*storage.O
 		return nil, nil, fmt.Errorf("gcs get %s/%s: %w", p.Bucket, p.Key, api.ErrPreconditionFailed)
 	case in.IfNoneMatch != "" && matchesEntityTag(in.IfNoneMatch, obj.ETag, true),
 		in.IfNoneMatch == "" && !in.IfModifiedSince.IsZero() && !modified(in.IfModifiedSince):
-		obj.NotModified, obj.Size, obj.ContentType, obj.Metadata = true, 0, "", api.ObjectMetadata{}
+		obj.NotModified, obj.Size, obj.ContentType = true, 0, ""
 	}
 	return attrs, obj, nil
 }

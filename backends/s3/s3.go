@@ -299,8 +299,9 @@ const notModifiedAttempts = 3
 // with. A HEAD without conditions then reads the current version, and it
 // answers the 304 only if the client's preconditions still say "not
 // modified" for that version (stillNotModified): the 304 then describes a
-// version that was current at the HEAD, with its own token, never another
-// version's. If the object changed in between, the read starts again, at
+// version that was current at the HEAD, with its own token and metadata
+// (whose Cache-Control and Expires the client's 304 repeats), never
+// another version's. If the object changed in between, the read starts again, at
 // most notModifiedAttempts times; after that it is an api.ErrUpstream.
 func (c *Client) withCurrentVersion(ctx context.Context, in api.GetObjectInput, read func(context.Context, api.GetObjectInput) (*api.Object, error)) (*api.Object, error) {
 	for attempt := 1; ; attempt++ {
@@ -313,7 +314,7 @@ func (c *Client) withCurrentVersion(ctx context.Context, in api.GetObjectInput, 
 			return nil, err
 		}
 		if err == nil && stillNotModified(in, obj, current) {
-			current.NotModified, current.Size, current.ContentType, current.Metadata = true, 0, "", api.ObjectMetadata{}
+			current.NotModified, current.Size, current.ContentType = true, 0, ""
 			return current, nil
 		}
 		if attempt == notModifiedAttempts {
@@ -482,9 +483,10 @@ func notModified(err error) (*api.Object, bool) {
 }
 
 // notModifiedObject is the result of a 304 with header: the current
-// ETag, Last-Modified and recorded token, as S3 gave them.
+// ETag, Last-Modified, metadata (Cache-Control and Expires, from the S3
+// servers that repeat them) and recorded token, as S3 gave them.
 func notModifiedObject(h http.Header) *api.Object {
-	obj := &api.Object{NotModified: true, ETag: h.Get("ETag")}
+	obj := &api.Object{NotModified: true, ETag: h.Get("ETag"), Metadata: metadataFromHeaders(h)}
 	if t, err := http.ParseTime(h.Get("Last-Modified")); err == nil {
 		obj.LastModified = t
 	}
