@@ -249,6 +249,30 @@ func (e *consoleEnv) put(t *testing.T, key string, token api.Token, body string)
 	return status
 }
 
+// session creates a lock-API session of ttl seconds as admin, which
+// nobody keeps alive, and returns its id.
+func (e *consoleEnv) session(t *testing.T, ttl int) string {
+	t.Helper()
+	status, body := e.send(t, http.MethodPost, "/v1/sessions", adminKey, nil, fmt.Sprintf(`{"ttl": %d}`, ttl))
+	var s struct{ Session string }
+	if err := json.Unmarshal([]byte(body), &s); status != http.StatusCreated || err != nil {
+		t.Fatalf("create session: %d %s", status, body)
+	}
+	return s.Session
+}
+
+// acquire takes lock name as admin with session, without waiting, and
+// returns the grant's token.
+func (e *consoleEnv) acquire(t *testing.T, name, session string) api.Token {
+	t.Helper()
+	status, body := e.send(t, http.MethodPost, "/v1/locks/"+name, adminKey, nil, fmt.Sprintf(`{"session": %q, "wait": 0}`, session))
+	var grant struct{ Token api.Token }
+	if err := json.Unmarshal([]byte(body), &grant); status != http.StatusOK || err != nil {
+		t.Fatalf("acquire %s: %d %s", name, status, body)
+	}
+	return grant.Token
+}
+
 // rowExpr is the JavaScript test of a decision row with these attributes.
 func rowExpr(attrs map[string]string) string {
 	sel := "#decisions tbody tr"
@@ -305,21 +329,8 @@ func TestConsoleDecisions(t *testing.T) {
 func TestConsoleLocks(t *testing.T) {
 	e := newConsoleEnv(t)
 	tab := e.tab(t, adminKey)
-	session := func() string {
-		status, body := e.send(t, http.MethodPost, "/v1/sessions", adminKey, nil, `{"ttl": 30}`)
-		var s struct{ Session string }
-		if err := json.Unmarshal([]byte(body), &s); status != http.StatusCreated || err != nil {
-			t.Fatalf("create session: %d %s", status, body)
-		}
-		return s.Session
-	}
-	holder := session()
-	status, body := e.send(t, http.MethodPost, "/v1/locks/report", adminKey, nil, fmt.Sprintf(`{"session": %q, "wait": 0}`, holder))
-	var grant struct{ Token api.Token }
-	if err := json.Unmarshal([]byte(body), &grant); status != http.StatusOK || err != nil {
-		t.Fatalf("acquire: %d %s", status, body)
-	}
-	waiter := session()
+	token := e.acquire(t, "report", e.session(t, 30))
+	waiter := e.session(t, 30)
 	waited := make(chan int, 1)
 	go func() {
 		// Waits in the queue until the holder releases, below.
@@ -336,10 +347,10 @@ func TestConsoleLocks(t *testing.T) {
 
 	show(t, tab, "locks")
 	waitDOM(t, tab, "the lock with its holder's token and one waiter",
-		fmt.Sprintf(`(() => { const r = document.querySelector('#locks tr[data-lock="report"]'); return r !== null && r.dataset.holder === %q && r.dataset.queue === "2" && r.dataset.waiters.split(' ').filter(Boolean).length === 1; })()`, grant.Token.String()))
+		fmt.Sprintf(`(() => { const r = document.querySelector('#locks tr[data-lock="report"]'); return r !== null && r.dataset.holder === %q && r.dataset.queue === "2" && r.dataset.waiters.split(' ').filter(Boolean).length === 1; })()`, token.String()))
 	screenshot(t, tab, "locks")
 
-	if status, body := e.send(t, http.MethodDelete, "/v1/locks/report?token="+grant.Token.String(), adminKey, nil, ""); status != http.StatusOK {
+	if status, body := e.send(t, http.MethodDelete, "/v1/locks/report?token="+token.String(), adminKey, nil, ""); status != http.StatusOK {
 		t.Fatalf("release: %d %s", status, body)
 	}
 	if s := <-waited; s != http.StatusOK {
@@ -347,6 +358,42 @@ func TestConsoleLocks(t *testing.T) {
 	}
 	waitDOM(t, tab, "the lock held by the former waiter, with no waiter",
 		`(() => { const r = document.querySelector('#locks tr[data-lock="report"]'); return r !== null && r.dataset.queue === "1"; })()`)
+}
+
+// TestConsoleLockRevoked: a session revoked (DELETE /v1/sessions/{id})
+// while it holds a lock shows in the decisions as lock.revoked, with the
+// grant's token, saying which session was revoked, as an expiry shows as
+// lock.expired; and the locks view no longer lists the lock.
+func TestConsoleLockRevoked(t *testing.T) {
+	e := newConsoleEnv(t)
+	tab := e.tab(t, adminKey)
+	waitLive(t, tab)
+	// An expiry's row says that the gateway's watch of lock expiries
+	// runs: the revoke below is after the revision it started from.
+	fence := e.acquire(t, "fence", e.session(t, api.MinSessionTTL))
+	waitDOM(t, tab, "the fence lock's lock.expired row", rowExpr(map[string]string{"kind": "lock.expired", "resource": "fence", "token": fence.String()}))
+
+	session := e.session(t, 30)
+	token := e.acquire(t, "report", session)
+	show(t, tab, "locks")
+	waitDOM(t, tab, "the lock held with the grant's token",
+		fmt.Sprintf(`(() => { const r = document.querySelector('#locks tr[data-lock="report"]'); return r !== null && r.dataset.holder === %q; })()`, token.String()))
+	if status, body := e.send(t, http.MethodDelete, "/v1/sessions/"+session, adminKey, nil, ""); status != http.StatusNoContent {
+		t.Fatalf("revoke: %d %s", status, body)
+	}
+	waitDOM(t, tab, "the lock.revoked row", rowExpr(map[string]string{"kind": "lock.revoked", "resource": "report", "token": token.String()}))
+	var cell struct{ Text, Title string }
+	eval(t, tab, `(() => { const c = document.querySelector('#decisions tr[data-kind="lock.revoked"] td.kind'); return {Text: c.textContent, Title: c.title}; })()`, &cell)
+	if want := "lock.revoked: session " + session + " revoked"; cell.Text != want {
+		t.Errorf("the lock.revoked row's kind reads %q; want %q", cell.Text, want)
+	}
+	if !strings.Contains(cell.Title, "revoked") || !strings.Contains(cell.Title, "not released") {
+		t.Errorf("the lock.revoked row's kind has the title %q; want it to say the session was revoked and the lock lost, not released", cell.Title)
+	}
+	waitDOM(t, tab, "the locks view without the lock", `document.querySelector('#locks tr[data-lock="report"]') === null`)
+	screenshot(t, tab, "locks-revoked")
+	show(t, tab, "decisions")
+	screenshot(t, tab, "decisions-revoked")
 }
 
 func TestConsoleSeedReplay(t *testing.T) {

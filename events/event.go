@@ -29,6 +29,11 @@ const (
 	// Token and Session are the lost grant's, Holder the identity that
 	// owned the session. Time is when the gateway learned it.
 	KindLockExpired = "lock.expired"
+	// KindLockRevoked: a grant was lost because its session was revoked
+	// (DELETE /v1/sessions/{id}, through any gateway), not released nor
+	// expired; Token, Session, Holder (the session's owner, not who
+	// revoked it) and Time as for KindLockExpired.
+	KindLockRevoked = "lock.revoked"
 	// KindPartnerAdmitted: a partner request was admitted (its fence
 	// check passed, its in-flight marker was placed), before its call.
 	KindPartnerAdmitted = "partner.admitted"
@@ -89,8 +94,8 @@ type Event struct {
 	// Session is the lock grant's session.
 	Session string `json:"session,omitempty"`
 	// Holder is, for lock events, the identity that was granted the
-	// lock, released it, or whose session expired holding it ("" without
-	// auth).
+	// lock, released it, or whose session expired or was revoked holding
+	// it ("" without auth).
 	Holder string `json:"holder,omitempty"`
 	// Waiters counts the requests queued behind a lock's holder after a
 	// grant or release; nil when unknown.

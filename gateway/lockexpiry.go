@@ -9,25 +9,27 @@ import (
 	"fencegate/events"
 )
 
-// LockExpiries reports the lock grants lost because their session
-// expired. tokenstore.Store implements it; WithLocks uses it when the
-// LockService it is given implements it too.
+// LockExpiries reports the lock grants lost with their session's lease:
+// because the session expired, or because it was revoked.
+// tokenstore.Store implements it; WithLocks uses it when the LockService
+// it is given implements it too.
 type LockExpiries interface {
 	// WatchLockExpiries calls fn, from one goroutine, for each grant lost
-	// because its session expired (never one released, nor one whose
-	// session was revoked), with the name of the identity that owned the
-	// session, from about the call on, until ctx ends; then it returns
-	// ctx's error.
-	WatchLockExpiries(ctx context.Context, fn func(grant api.LockGrant, holder string)) error
+	// with its session's lease (never one released), with the name of the
+	// identity that owned the session and whether the session was revoked
+	// (false: it expired), whichever gateway revoked it, from about the
+	// call on, until ctx ends; then it returns ctx's error.
+	WatchLockExpiries(ctx context.Context, fn func(grant api.LockGrant, holder string, revoked bool)) error
 }
 
-// lockExpiryFeed publishes lock.expired events on the gateway's feed.
+// lockExpiryFeed publishes lock.expired and lock.revoked events on the
+// gateway's feed.
 // It watches its source only while the feed has subscribers: the first
 // subscriber starts the watch, and the last one to leave stops it, so
 // that a gateway nobody watches holds no etcd watch and spends nothing.
 // The watch sees every gateway's locks: each gateway with subscribers
-// publishes each expiry once to its own subscribers, whichever gateway
-// granted the lock.
+// publishes each expiry or revoke once to its own subscribers, whichever
+// gateway granted the lock or revoked its session.
 type lockExpiryFeed struct {
 	source LockExpiries
 	hub    *events.Hub
@@ -70,11 +72,11 @@ func (f *lockExpiryFeed) join() (leave func()) {
 	}
 }
 
-// watch publishes expiries until ctx ends, then closes done. It starts
-// only once the watch before it (previous, nil: none) has ended, and
-// ends only after it, even when stopped before its turn: so the watches
-// end in the order they were started, and never do two run at once,
-// which would publish an expiry twice. A new watch starts from etcd's
+// watch publishes expiries and revokes until ctx ends, then closes done.
+// It starts only once the watch before it (previous, nil: none) has
+// ended, and ends only after it, even when stopped before its turn: so
+// the watches end in the order they were started, and never do two run
+// at once, which would publish one twice. A new watch starts from etcd's
 // revision of then, after the last one the previous could have
 // published.
 func (f *lockExpiryFeed) watch(ctx context.Context, previous <-chan struct{}, done chan<- struct{}) {
@@ -87,16 +89,22 @@ func (f *lockExpiryFeed) watch(ctx context.Context, previous <-chan struct{}, do
 	}
 }
 
-// publish publishes the expiry of grant, owned by holder. The event's
-// time is when this gateway learned it: etcd does not record when a lease
-// expired. It carries no identity (no request made it) and no waiters.
-func (f *lockExpiryFeed) publish(grant api.LockGrant, holder string) {
+// publish publishes the loss of grant, owned by holder, to its session's
+// expiry, or its revoke. The event's time is when this gateway learned
+// it: etcd does not record when a lease ended. It carries no identity
+// (no request of this gateway's made it: the revoke may have been
+// another's) and no waiters.
+func (f *lockExpiryFeed) publish(grant api.LockGrant, holder string, revoked bool) {
 	if !f.hub.Active() {
 		return
 	}
+	kind := events.KindLockExpired
+	if revoked {
+		kind = events.KindLockRevoked
+	}
 	f.hub.Publish(&events.Event{
 		Time:     time.Now(),
-		Kind:     events.KindLockExpired,
+		Kind:     kind,
 		Resource: grant.Name,
 		Token:    grant.Token,
 		Session:  grant.Session.String(),

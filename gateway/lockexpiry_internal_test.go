@@ -20,7 +20,7 @@ type countingExpiries struct {
 	ended         chan struct{}
 }
 
-func (c *countingExpiries) WatchLockExpiries(ctx context.Context, _ func(api.LockGrant, string)) error {
+func (c *countingExpiries) WatchLockExpiries(ctx context.Context, _ func(api.LockGrant, string, bool)) error {
 	c.mu.Lock()
 	c.running++
 	c.most = max(c.most, c.running)

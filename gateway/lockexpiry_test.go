@@ -17,6 +17,11 @@ import (
 	"fencegate/tokenstore"
 )
 
+// The store is the lock expiries' source that WithLocks looks for: a
+// change of either signature must not silently turn the feed's lock
+// expiries off.
+var _ gateway.LockExpiries = (*tokenstore.Store)(nil)
+
 // lockClient calls the lock API of the gateway at base, with key as its
 // bearer credential ("" sends none).
 type lockClient struct {
@@ -141,11 +146,21 @@ func TestEventsLockExpired(t *testing.T) {
 	wantFields(t, s.nextDecision(t, events.KindLockExpired), map[string]any{"resource": "jobs-fence", "token": fence.Token.String()})
 }
 
+// revoke ends session through c: DELETE /v1/sessions/{id}, 204.
+func (c lockClient) revoke(tb testing.TB, session api.SessionID) {
+	tb.Helper()
+	if r := c.call(tb, http.MethodDelete, "/v1/sessions/"+session.String(), nil); r.status != http.StatusNoContent {
+		tb.Fatalf("revoke session %s: %s", session, r)
+	}
+}
+
 // TestEventsLockReleasedIsNotExpired: a lock released by its holder is
 // lock.released, and when the holder's session then expires, no
-// lock.expired follows; a lock whose session is revoked is no
-// lock.expired either. The next events after all of that are a later
-// grant and its expiry (fenceExpiry).
+// lock.expired follows: the next events are a later grant and its expiry
+// (fenceExpiry). A lock whose session is then revoked is lock.revoked,
+// not lock.expired, with the grant's token and session and no identity
+// (no request of the holder's lost it), and nothing follows it but a
+// later grant and its expiry.
 func TestEventsLockReleasedIsNotExpired(t *testing.T) {
 	e := newEventsEnv(t, gateway.Config{}, nil)
 	s := subscribe(t, nil, e.url, "jobs-", "").read()
@@ -159,23 +174,28 @@ func TestEventsLockReleasedIsNotExpired(t *testing.T) {
 	}
 	wantFields(t, s.nextDecision(t, events.KindLockReleased), map[string]any{"token": grant.Token.String()})
 
-	revoked := c.session(t, 30)
-	c.acquire(t, "jobs-b", revoked.ID, 0)
-	s.nextDecision(t, events.KindLockGranted)
-	if r := c.call(t, http.MethodDelete, "/v1/sessions/"+revoked.ID.String(), nil); r.status != http.StatusNoContent {
-		t.Fatalf("revoke: %s", r)
-	}
-
 	c.waitSessionEnd(t, "jobs-a", released.ID)
 	fence := c.fenceExpiry(t, "jobs-c")
 	wantFields(t, s.nextDecision(t, events.KindLockGranted), map[string]any{"resource": "jobs-c", "token": fence.Token.String()})
 	wantFields(t, s.nextDecision(t, events.KindLockExpired), map[string]any{"resource": "jobs-c", "token": fence.Token.String()})
+
+	// The expiry just seen says that the watch runs: the revoke is after
+	// the revision it started from.
+	revoked := c.session(t, 30)
+	grant = c.acquire(t, "jobs-b", revoked.ID, 0)
+	s.nextDecision(t, events.KindLockGranted)
+	c.revoke(t, revoked.ID)
+	wantFields(t, s.nextDecision(t, events.KindLockRevoked), map[string]any{"resource": "jobs-b", "token": grant.Token.String(), "session": revoked.ID.String()}, "status", "identity", "holder", "waiters")
+	fence = c.fenceExpiry(t, "jobs-d")
+	s.nextDecision(t, events.KindLockGranted)
+	wantFields(t, s.nextDecision(t, events.KindLockExpired), map[string]any{"resource": "jobs-d", "token": fence.Token.String()})
 }
 
-// TestEventsLockExpiredAuthorization: with auth, a lock.expired goes
-// only to subscribers that may read the lock's name. Alice reads jobs-
-// and sees her lock's expiry with her name as its holder; Bob reads only
-// other-: the first event he gets is a later grant of other-x.
+// TestEventsLockExpiredAuthorization: with auth, a lock.expired or
+// lock.revoked goes only to subscribers that may read the lock's name.
+// Alice reads jobs- and sees her lock's expiry, then her lock's revoke,
+// with her name as its holder; Bob reads only other-: the first event he
+// gets is a later grant of other-x.
 func TestEventsLockExpiredAuthorization(t *testing.T) {
 	aliceKey, aliceAPIKey := newKey(t, "alice")
 	bobKey, bobAPIKey := newKey(t, "bob")
@@ -199,6 +219,12 @@ func TestEventsLockExpiredAuthorization(t *testing.T) {
 	grant := c.acquire(t, "jobs-x", stalled.ID, 0)
 	alice.nextDecision(t, events.KindLockGranted)
 	wantFields(t, alice.nextDecision(t, events.KindLockExpired), map[string]any{"resource": "jobs-x", "token": grant.Token.String(), "session": stalled.ID.String(), "holder": "alice"})
+
+	revoked := c.session(t, 30)
+	grant = c.acquire(t, "jobs-y", revoked.ID, 0)
+	alice.nextDecision(t, events.KindLockGranted)
+	c.revoke(t, revoked.ID)
+	wantFields(t, alice.nextDecision(t, events.KindLockRevoked), map[string]any{"resource": "jobs-y", "token": grant.Token.String(), "session": revoked.ID.String(), "holder": "alice"}, "identity")
 
 	later := c.session(t, 30)
 	other := c.acquire(t, "other-x", later.ID, 0)
@@ -250,6 +276,42 @@ func TestEventsLockExpiredOnEachGateway(t *testing.T) {
 	c1.waitSessionEnd(t, "jobs-released", releasedSession.ID)
 	fence := c2.fenceExpiry(t, "jobs-fence")
 	s2.nextDecision(t, events.KindLockGranted)
+	for _, s := range []*stream{s1, s2} {
+		wantFields(t, s.nextDecision(t, events.KindLockExpired), map[string]any{"resource": "jobs-fence", "token": fence.Token.String()})
+	}
+}
+
+// TestEventsLockRevokedOnEachGateway: two gateways share etcd, each with
+// a subscriber. A session that holds a lock, revoked through the first
+// gateway (DELETE /v1/sessions/{id}), is one lock.revoked on each
+// gateway's feed, the second's included, which served neither the grant
+// nor the revoke. The next event on each is a later expiry (fenceExpiry).
+func TestEventsLockRevokedOnEachGateway(t *testing.T) {
+	e := newEventsEnv(t, gateway.Config{}, nil)
+	url2 := newEventsGatewaySharing(t, e.env)
+	s1 := subscribe(t, nil, e.url, "jobs-", "").read()
+	s2 := subscribe(t, nil, url2, "jobs-", "").read()
+	c1 := lockClient{base: e.url}
+
+	// An expiry seen on both feeds says that both watches run: the
+	// revoke is after the revisions they started from.
+	ready := c1.fenceExpiry(t, "jobs-ready")
+	s1.nextDecision(t, events.KindLockGranted)
+	for _, s := range []*stream{s1, s2} {
+		wantFields(t, s.nextDecision(t, events.KindLockExpired), map[string]any{"resource": "jobs-ready", "token": ready.Token.String()})
+	}
+
+	held := c1.session(t, 30)
+	grant := c1.acquire(t, "jobs-revoked", held.ID, 0)
+	s1.nextDecision(t, events.KindLockGranted)
+	c1.revoke(t, held.ID)
+	want := map[string]any{"resource": "jobs-revoked", "token": grant.Token.String(), "session": held.ID.String()}
+	for _, s := range []*stream{s1, s2} {
+		wantFields(t, s.nextDecision(t, events.KindLockRevoked), want, "status", "identity", "holder", "waiters")
+	}
+
+	fence := c1.fenceExpiry(t, "jobs-fence")
+	s1.nextDecision(t, events.KindLockGranted)
 	for _, s := range []*stream{s1, s2} {
 		wantFields(t, s.nextDecision(t, events.KindLockExpired), map[string]any{"resource": "jobs-fence", "token": fence.Token.String()})
 	}

@@ -13,8 +13,11 @@ import (
 	"fencegate/api"
 )
 
-// Lock expiries: telling the grants lost because their session expired
-// from those released.
+// Lock expiries: telling the grants lost with their session's lease from
+// those released, and of those, the lease that expired from the lease
+// that was revoked. (The names here, WatchLockExpiries and
+// ExpiryWatchErrors, say expiry for both ends of a lease; the reports
+// tell them apart.)
 //
 // A session's lease ends by expiring (nobody kept it alive for its TTL) or
 // by a revoke (RevokeSession). Either way etcd deletes every key bound to
@@ -28,9 +31,12 @@ import (
 // To tell a revoke from an expiry, RevokeSession first writes a marker,
 // <prefix>revoking/<session id in hex>, bound to the session's lease, in
 // the transaction that checks the session's owner: the marker goes in the
-// revision that revokes the lease. A lease end whose revision deletes no
-// marker is an expiry. A marker whose revoke then fails stays until the
-// lease ends: that session's expiry is not reported (never the reverse).
+// revision that revokes the lease. A lease end whose revision deletes the
+// session's marker is a revoke; one that deletes none is an expiry. A
+// marker whose revoke then fails stays until the lease ends: if that
+// session then expires, its grants are reported as revoked. A revoke is
+// reported as an expiry only when the store that revoked wrote no marker
+// (one of a version from before the markers).
 //
 // The lock was lost only if the place held it: the oldest place in the
 // queue just before that revision, read at that revision minus one.
@@ -43,27 +49,29 @@ func (s *Store) revokingKey(id api.SessionID) string { return s.prefix + "revoki
 const expiryWatchRetry = time.Second
 
 // WatchLockExpiries calls fn, from one goroutine, for each lock grant
-// lost because its session expired, until ctx ends; then it returns
-// ctx's error. fn gets the grant (the lock's name, the holder's token and
-// session) and the name of the identity that owned the session ("" when
-// it was created without auth, or when etcd no longer has the record's
-// last value). A grant released, a place in a queue that did not hold
-// the lock, and a session revoked are never reported.
+// lost with its session's lease, until ctx ends; then it returns ctx's
+// error. The lease ended because the session expired (revoked false) or
+// because RevokeSession revoked it (revoked true; see the top of this
+// file for the exceptions). fn gets the grant (the lock's name, the
+// holder's token and session), the name of the identity that owned the
+// session ("" when it was created without auth, or when etcd no longer
+// has the record's last value), and which end it was. A grant released,
+// and a place in a queue that did not hold the lock, are never reported.
 //
 // It watches etcd from the revision after the current one when it is
-// called (one read first), so expiries from about the call on are
+// called (one read first), so lease ends from about the call on are
 // reported, each once per call: a watch that fails (etcd unavailable, no
-// leader) starts again where it stopped. What can be missed: expiries in revisions that etcd
-// compacted before they were read (a watch that fell behind its
-// compaction, or whose holder check found the revision compacted), and
-// holder checks that failed; LockStats.ExpiryWatchErrors counts these
-// and the watch's restarts. Two calls report an expiry twice.
+// leader) starts again where it stopped. What can be missed: lease ends
+// in revisions that etcd compacted before they were read (a watch that
+// fell behind its compaction, or whose holder check found the revision
+// compacted), and holder checks that failed; LockStats.ExpiryWatchErrors
+// counts these and the watch's restarts. Two calls report a grant twice.
 //
 // The watch is of the lock API's keys only (queues, sessions, their
 // indexes and revoke markers: the range from <prefix>locks/ to
 // <prefix>sessions/), and of deletions only: fence checks cost it
 // nothing.
-func (s *Store) WatchLockExpiries(ctx context.Context, fn func(grant api.LockGrant, holder string)) error {
+func (s *Store) WatchLockExpiries(ctx context.Context, fn func(grant api.LockGrant, holder string, revoked bool)) error {
 	var from int64 // 0: not read yet
 	for ctx.Err() == nil {
 		if from == 0 { // from now: etcd's current revision
@@ -91,9 +99,9 @@ func (s *Store) WatchLockExpiries(ctx context.Context, fn func(grant api.LockGra
 }
 
 // watchExpiries watches deletions of the lock API's keys from revision
-// from, reporting expiries to fn, until the watch or ctx ends, and
+// from, reporting the grants lost with their lease to fn, until the watch or ctx ends, and
 // returns the revision to watch from next.
-func (s *Store) watchExpiries(ctx context.Context, from int64, fn func(api.LockGrant, string)) int64 {
+func (s *Store) watchExpiries(ctx context.Context, from int64, fn func(api.LockGrant, string, bool)) int64 {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	watch := s.client.Watch(wctx, s.prefix+"locks/", clientv3.WithRange(s.prefix+"sessions0"),
@@ -121,8 +129,9 @@ func (s *Store) watchExpiries(ctx context.Context, from int64, fn func(api.LockG
 }
 
 // reportExpiries reports to fn the grants that the deletions of one
-// revision, rev, took from expired sessions (see the top of this file).
-func (s *Store) reportExpiries(ctx context.Context, rev int64, deletes []*clientv3.Event, fn func(api.LockGrant, string)) {
+// revision, rev, took from sessions whose lease ended, and whether it was
+// revoked (see the top of this file).
+func (s *Store) reportExpiries(ctx context.Context, rev int64, deletes []*clientv3.Event, fn func(api.LockGrant, string, bool)) {
 	var (
 		ended    map[string]string // session ids whose record went, to owners
 		revoked  map[string]bool
@@ -161,8 +170,8 @@ func (s *Store) reportExpiries(ctx context.Context, rev int64, deletes []*client
 	}
 	for _, place := range places {
 		name, id, ok := strings.Cut(strings.TrimPrefix(string(place.Key), queues), "/")
-		owner, expired := ended[id]
-		if !ok || !expired || revoked[id] {
+		owner, lost := ended[id]
+		if !ok || !lost {
 			continue
 		}
 		session, err := api.ParseSessionID(id)
@@ -175,7 +184,7 @@ func (s *Store) reportExpiries(ctx context.Context, rev int64, deletes []*client
 			continue
 		}
 		if held {
-			fn(api.LockGrant{Name: name, Token: api.Token(place.CreateRevision), Session: session}, owner)
+			fn(api.LockGrant{Name: name, Token: api.Token(place.CreateRevision), Session: session}, owner, revoked[id])
 		}
 	}
 }

@@ -13,8 +13,9 @@ import (
 
 // expiry is one report of WatchLockExpiries.
 type expiry struct {
-	grant  api.LockGrant
-	holder string
+	grant   api.LockGrant
+	holder  string
+	revoked bool
 }
 
 // waitLeaseGone waits until session id's lease has ended, failing after
@@ -34,11 +35,13 @@ func waitLeaseGone(tb testing.TB, s *tokenstore.Store, id api.SessionID) {
 }
 
 // TestWatchLockExpiries: one store watches while another, as a second
-// gateway on the same etcd, does the work. Of a holder whose session
-// expires, a holder that released and then expired, a holder whose
-// session was revoked, and a waiter whose session expired in the queue,
-// only the first is reported, once, with its token, session and owner;
-// the next report is a later expiry's. Cancelling the watch ends it.
+// gateway on the same etcd, does the work. A holder whose session
+// expires and a holder whose session is revoked are reported, each once,
+// with its token, session and owner, and whether its session was
+// revoked. Of a holder that released and then expired, a waiter whose
+// session expired in the queue, and a waiter whose session was revoked
+// in the queue, none is: the next report is a later expiry's.
+// Cancelling the watch ends it.
 func TestWatchLockExpiries(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	client := etcd.Client(t)
@@ -48,7 +51,9 @@ func TestWatchLockExpiries(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	ended := make(chan error, 1)
 	go func() {
-		ended <- watcher.WatchLockExpiries(wctx, func(grant api.LockGrant, holder string) { reports <- expiry{grant, holder} })
+		ended <- watcher.WatchLockExpiries(wctx, func(grant api.LockGrant, holder string, revoked bool) {
+			reports <- expiry{grant, holder, revoked}
+		})
 	}()
 
 	session := func(ttl int64, owner string) api.SessionID {
@@ -67,53 +72,79 @@ func TestWatchLockExpiries(t *testing.T) {
 		}
 		return grant
 	}
+	// wait queues id for lock name, behind its holder, and returns the
+	// error its Acquire ends with.
+	wait := func(actx context.Context, name string, id api.SessionID) <-chan error {
+		t.Helper()
+		waited := make(chan error, 1)
+		go func() {
+			_, err := other.Acquire(actx, name, id, nil, api.MaxLockWait)
+			waited <- err
+		}()
+		for queueKeyRevision(t, client, name, id) == 0 {
+			time.Sleep(10 * time.Millisecond) // until it is queued
+		}
+		return waited
+	}
 
+	// next fails unless the next report is w.
+	next := func(what string, w expiry) {
+		t.Helper()
+		select {
+		case got := <-reports:
+			if got != w {
+				t.Fatalf("report %+v; want %s, %+v", got, what, w)
+			}
+		case <-time.After(30 * time.Second): // a bound on a hang
+			t.Fatalf("no report of %s (%+v) within 30 s", what, w)
+		}
+	}
+
+	// The expiry's report also tells that the watch runs: what follows
+	// is after the revision it started from.
 	expired := session(api.MinSessionTTL, "alice")
-	want := acquire("expired", expired)
+	next("the expiry", expiry{acquire("expired", expired), "alice", false})
+
+	revoked := session(60, "carol")
+	grant := acquire("revoked", revoked)
+	if err := other.RevokeSession(ctx, revoked, nil); err != nil {
+		t.Fatalf("RevokeSession: %v", err)
+	}
+	next("the revoke", expiry{grant, "carol", true})
 
 	released := session(api.MinSessionTTL, "bob")
-	grant := acquire("released", released)
+	grant = acquire("released", released)
 	if ok, err := other.Release(ctx, "released", grant.Token, nil); err != nil || !ok {
 		t.Fatalf("Release = %v, %v; want true", ok, err)
 	}
 
-	revoked := session(60, "carol")
-	acquire("revoked", revoked)
-	if err := other.RevokeSession(ctx, revoked, nil); err != nil {
-		t.Fatalf("RevokeSession: %v", err)
-	}
-
 	acquire("waited", session(60, "dave"))
 	waiter := session(api.MinSessionTTL, "erin")
-	waited := make(chan error, 1)
 	actx, stopWaiting := context.WithCancel(ctx)
-	go func() {
-		_, err := other.Acquire(actx, "waited", waiter, nil, api.MaxLockWait)
-		waited <- err
-	}()
-	for queueKeyRevision(t, client, "waited", waiter) == 0 {
-		time.Sleep(10 * time.Millisecond) // until it is queued
-	}
+	waited := wait(actx, "waited", waiter)
 	waitLeaseGone(t, other, waiter) // expired while it waited
 	stopWaiting()
 	if err := <-waited; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the waiter whose session expired: Acquire = %v; want context.Canceled", err)
 	}
-	waitLeaseGone(t, other, expired)
+	revokedWaiter := session(60, "frank")
+	actx, stopWaiting = context.WithCancel(ctx)
+	waited = wait(actx, "waited", revokedWaiter)
+	if err := other.RevokeSession(ctx, revokedWaiter, nil); err != nil {
+		t.Fatalf("RevokeSession of the waiter: %v", err)
+	}
+	if queueKeyRevision(t, client, "waited", revokedWaiter) != 0 {
+		t.Fatal("the revoked waiter's place is still in the queue")
+	}
+	// Its Acquire looks again only when the place ahead goes: stop it.
+	stopWaiting()
+	if err := <-waited; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the waiter whose session was revoked: Acquire = %v; want context.Canceled", err)
+	}
 	waitLeaseGone(t, other, released)
 
 	later := session(api.MinSessionTTL, "")
-	last := acquire("later", later)
-	for i, w := range []expiry{{want, "alice"}, {last, ""}} {
-		select {
-		case got := <-reports:
-			if got != w {
-				t.Fatalf("report %d = %+v; want %+v", i, got, w)
-			}
-		case <-time.After(30 * time.Second): // a bound on a hang
-			t.Fatalf("no report %d (%+v) within 30 s", i, w)
-		}
-	}
+	next("the later expiry", expiry{acquire("later", later), "", false})
 	cancel()
 	if err := <-ended; !errors.Is(err, context.Canceled) {
 		t.Fatalf("WatchLockExpiries after cancel = %v; want context.Canceled", err)

@@ -200,6 +200,14 @@ function onDecision(d) {
   }
 }
 
+// LOCK_LOST explains the kinds of a lock lost with its holder's session,
+// not released: each row of one names the session.
+// A Map, not an object: a kind such as "constructor" is no key of it.
+const LOCK_LOST = new Map([
+  ['lock.expired', 'the holder\'s session expired (no keepalive within its TTL): the lock was lost, not released'],
+  ['lock.revoked', 'the holder\'s session was revoked (DELETE /v1/sessions/{id}): the lock was lost, not released'],
+]);
+
 function addDecisionRow(d) {
   const kind = d.kind || '?';
   const refused = kind.endsWith('.refused');
@@ -216,8 +224,8 @@ function addDecisionRow(d) {
     'data-kind': kind, 'data-resource': d.resource || '', 'data-token': d.token || '', 'data-hwm': d.hwm || '', 'data-status': d.status || '',
   },
   el('td', { class: 'mono' }, clock(d.time)),
-  el('td', { class: 'kind', title: kind === 'lock.expired' ? 'the holder\'s session expired (no keepalive within its TTL): the lock was lost, not released' : undefined },
-    kind + (refused && d.token && d.hwm ? ': token ' + d.token + ' < HWM ' + d.hwm : '') + (kind === 'lock.expired' ? ': session ' + (d.session || '?') + ' expired' : '')),
+  el('td', { class: 'kind', title: LOCK_LOST.get(kind) },
+    kind + (refused && d.token && d.hwm ? ': token ' + d.token + ' < HWM ' + d.hwm : '') + (LOCK_LOST.has(kind) ? ': session ' + (d.session || '?') + ' ' + kind.slice('lock.'.length) : '')),
   el('td', { class: 'mono' }, d.resource || ''),
   tokenCell,
   el('td', { class: 'mono', 'data-field': 'hwm' }, hwm),
