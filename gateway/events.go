@@ -77,8 +77,8 @@ type eventFeed struct {
 	// lookups holds a token per lock state read in flight
 	// (maxWaiterLookups).
 	lookups chan struct{}
-	// lockExpiries publishes lock.expired while anyone subscribes; nil
-	// without a source (lockexpiry.go).
+	// lockExpiries publishes lock.expired and lock.revoked while anyone
+	// subscribes; nil without a source (lockexpiry.go).
 	lockExpiries *lockExpiryFeed
 }
 

@@ -87,8 +87,9 @@ const maxLockRequestBytes = 4 << 10
 // is all that a write behind a "held" token check needs.
 //
 // When locks also implements LockExpiries, the event feed publishes
-// lock.expired for each grant lost to its session's expiry, while it has
-// subscribers (lockExpiryFeed).
+// lock.expired for each grant lost to its session's expiry, and
+// lock.revoked for each lost to its revoke, while it has subscribers
+// (lockExpiryFeed).
 func WithLocks(locks LockService) Option {
 	if locks == nil {
 		panic("gateway: WithLocks(nil)")

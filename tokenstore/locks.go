@@ -801,7 +801,8 @@ type LockStats struct {
 	Wakeups int64
 	// ExpiryWatchErrors counts the restarts of WatchLockExpiries' watch
 	// and the deletions it could not judge (their revision compacted,
-	// or a read failed): each may have cost a report of an expiry.
+	// or a read failed): each may have cost a report of a grant lost
+	// with its lease (expired or revoked).
 	ExpiryWatchErrors int64
 }
 

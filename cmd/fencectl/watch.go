@@ -215,7 +215,7 @@ func decisionText(e events.Event) string {
 	switch {
 	case e.Identity != "":
 		fmt.Fprintf(&b, " [%s]", e.Identity)
-	case e.Holder != "": // lock.expired: no request, but the session's owner
+	case e.Holder != "": // lock.expired, lock.revoked: no request, but the session's owner
 		fmt.Fprintf(&b, " [holder %s]", e.Holder)
 	}
 	return b.String()
