@@ -119,27 +119,24 @@ func TestWatchLockExpiries(t *testing.T) {
 	}
 
 	acquire("waited", session(60, "dave"))
+	// Waiters whose place goes with their session are answered at once
+	// (TestLockWaiterWhoseSessionEndsIsAnsweredAtOnce), and reported
+	// never: their places held no lock.
 	waiter := session(api.MinSessionTTL, "erin")
-	actx, stopWaiting := context.WithCancel(ctx)
-	waited := wait(actx, "waited", waiter)
-	waitLeaseGone(t, other, waiter) // expired while it waited
-	stopWaiting()
-	if err := <-waited; !errors.Is(err, context.Canceled) {
-		t.Fatalf("the waiter whose session expired: Acquire = %v; want context.Canceled", err)
+	waited := wait(ctx, "waited", waiter)
+	if err := <-waited; !errors.Is(err, api.ErrLockNotHeld) {
+		t.Fatalf("the waiter whose session expired: Acquire = %v; want %v", err, api.ErrLockNotHeld)
 	}
 	revokedWaiter := session(60, "frank")
-	actx, stopWaiting = context.WithCancel(ctx)
-	waited = wait(actx, "waited", revokedWaiter)
+	waited = wait(ctx, "waited", revokedWaiter)
 	if err := other.RevokeSession(ctx, revokedWaiter, nil); err != nil {
 		t.Fatalf("RevokeSession of the waiter: %v", err)
 	}
+	if err := <-waited; !errors.Is(err, api.ErrLockNotHeld) {
+		t.Fatalf("the waiter whose session was revoked: Acquire = %v; want %v", err, api.ErrLockNotHeld)
+	}
 	if queueKeyRevision(t, client, "waited", revokedWaiter) != 0 {
 		t.Fatal("the revoked waiter's place is still in the queue")
-	}
-	// Its Acquire looks again only when the place ahead goes: stop it.
-	stopWaiting()
-	if err := <-waited; !errors.Is(err, context.Canceled) {
-		t.Fatalf("the waiter whose session was revoked: Acquire = %v; want context.Canceled", err)
 	}
 	waitLeaseGone(t, other, released)
 

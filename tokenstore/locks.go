@@ -616,9 +616,9 @@ func firstCreate(r *etcdserverpb.ResponseOp) int64 {
 
 // waitTurn waits until key, created at myRev, is the oldest in queue: it
 // finds the key just ahead (the largest create revision below myRev),
-// waits for its deletion, and looks again, as concurrency's waitDeletes
-// does. Each look also checks, in the same transaction, that our own key
-// still exists.
+// waits for its deletion (or our own key's), and looks again, as
+// concurrency's waitDeletes does. Each look also checks, in the same
+// transaction, that our own key still exists.
 func (s *Store) waitTurn(ctx context.Context, queue, key string, myRev int64) error {
 	ahead := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(myRev-1))
 	for {
@@ -642,19 +642,43 @@ func (s *Store) waitTurn(ctx context.Context, queue, key string, myRev int64) er
 		if len(kvs) == 0 {
 			return nil // nobody ahead: ours is the oldest key
 		}
-		if err := s.waitDelete(ctx, string(kvs[0].Key), resp.Header.Revision+1); err != nil {
+		if err := s.waitDelete(ctx, resp.Header.Revision+1, string(kvs[0].Key), key); err != nil {
 			return err
 		}
 	}
 }
 
-// waitDelete waits for the deletion of key after revision fromRev-1. It
-// returns nil also when the watch cannot start at fromRev because etcd
-// compacted it: the caller looks again.
-func (s *Store) waitDelete(ctx context.Context, key string, fromRev int64) error {
+// waitDelete waits for the deletion of ahead, the place just ahead of
+// the caller's, or of own, the caller's place, after revision fromRev-1.
+// Own's deletion ends the wait too: the place went with its session (a
+// revoke, an expiry) or was released, and the caller's next look finds it
+// gone and answers so at once, instead of waiting on a place that no
+// longer exists until the one ahead goes or the wait runs out. It returns
+// nil also when a watch cannot start at fromRev because etcd compacted
+// it: the caller looks again.
+func (s *Store) waitDelete(ctx context.Context, fromRev int64, ahead, own string) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for wr := range s.client.Watch(wctx, key, clientv3.WithRev(fromRev), clientv3.WithFilterPut()) {
+	aheadDeleted := s.client.Watch(wctx, ahead, clientv3.WithRev(fromRev), clientv3.WithFilterPut())
+	ownDeleted := s.client.Watch(wctx, own, clientv3.WithRev(fromRev), clientv3.WithFilterPut())
+	for {
+		var (
+			wr  clientv3.WatchResponse
+			ok  bool
+			key string
+		)
+		select {
+		case wr, ok = <-aheadDeleted:
+			key = ahead
+		case wr, ok = <-ownDeleted:
+			key = own
+		}
+		if !ok {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return fmt.Errorf("%w: watch of %s closed", api.ErrUnavailable, key)
+		}
 		if err := wr.Err(); err != nil {
 			if errors.Is(err, rpctypes.ErrCompacted) {
 				return nil
@@ -669,10 +693,6 @@ func (s *Store) waitDelete(ctx context.Context, key string, fromRev int64) error
 			}
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return fmt.Errorf("%w: watch of %s closed", api.ErrUnavailable, key)
 }
 
 // Release removes the grant or queue place of lock name whose token is

@@ -331,6 +331,59 @@ func TestLockRevokeSessionReleases(t *testing.T) {
 	}
 }
 
+// TestLockWaiterWhoseSessionEndsIsAnsweredAtOnce: a waiter whose session
+// is revoked, or expires, while the lock is held is answered
+// api.ErrLockNotHeld when its place goes, not when the holder lets go or
+// its wait runs out: it waited on a place that no longer exists, holding
+// a request, a watch and a waiter's slot for nothing. The holder keeps the
+// lock throughout.
+func TestLockWaiterWhoseSessionEndsIsAnsweredAtOnce(t *testing.T) {
+	tests := []struct {
+		name string
+		ttl  int64
+		end  func(s *tokenstore.Store, session api.SessionID) error
+	}{
+		{"revoked", 60, func(s *tokenstore.Store, session api.SessionID) error {
+			return s.RevokeSession(context.Background(), session, anonymous)
+		}},
+		{"expired", 3, func(*tokenstore.Store, api.SessionID) error {
+			return nil // nobody keeps it alive
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			etcd := testenv.StartEtcd(t)
+			s := newStore(t, etcd.Client(t))
+			holderSession := newSession(t, s, 60)
+			holder := mustAcquire(t, s, "job", holderSession)
+			waiter := newSession(t, s, tt.ttl)
+			done := make(chan error, 1)
+			go func() {
+				_, err := s.Acquire(context.Background(), "job", waiter, anonymous, longWait)
+				done <- err
+			}()
+			waitForQueue(t, s, "job", 2)
+			if err := tt.end(s, waiter); err != nil {
+				t.Fatal(err)
+			}
+			// A deadlock detector, not a measure: the answer takes
+			// milliseconds once the place is gone (seconds for the expiry);
+			// without it, the wait runs out after longWait.
+			select {
+			case err := <-done:
+				if !errors.Is(err, api.ErrLockNotHeld) {
+					t.Fatalf("waiter whose session %s: %v; want %v", tt.name, err, api.ErrLockNotHeld)
+				}
+			case <-time.After(longWait / 2):
+				t.Fatalf("waiter whose session %s still waiting after %v: it waits for the holder, not for its own place", tt.name, longWait/2)
+			}
+			if st := lockStateWith(t, s, "job", holderSession); st.Holder != holder || st.QueueLength != 1 {
+				t.Fatalf("LockState = %+v; want holder %d alone", st, holder)
+			}
+		})
+	}
+}
+
 func TestLockBadInput(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	s := newStore(t, etcd.Client(t))
