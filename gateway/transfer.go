@@ -103,12 +103,19 @@ func (g *Gateway) newClientBody(w http.ResponseWriter, r *http.Request) *clientB
 }
 
 // Read reads from the body, setting a deadline at the first read of each
-// chunk. At the end of the body, or on any error, it clears the deadline
-// and sets no more: once the body is read the server reads the connection
-// in the background (to notice a client that goes away), and a deadline
-// that passed there would cancel the request while it writes to S3.
-// (net/http clears the deadline itself when it starts that read; clearing
-// it here too keeps that from resting on its internals.)
+// chunk. At the end of the body, or on an error of the client's, it
+// clears the deadline and sets no more: once the body is read the server
+// reads the connection in the background (to notice a client that goes
+// away), and a deadline that passed there would cancel the request while
+// it writes to S3. (net/http clears the deadline itself when it starts
+// that read; clearing it here too keeps that from resting on its
+// internals.) A sender that stalled is read no more: its deadline stays
+// passed. Cleared, net/http would read up to 256 KiB more of the unread
+// body, with no deadline, before it writes the answer, and a client that
+// sends nothing more would hold the connection, and the request's
+// goroutine, for ever without an answer. With the deadline passed that
+// read fails at once; the answer is written and the connection closed.
+// (The background read never starts: it waits for the body's end.)
 func (b *clientBody) Read(p []byte) (int, error) {
 	if b.done {
 		return b.body.Read(p)
@@ -126,11 +133,12 @@ func (b *clientBody) Read(p []byte) (int, error) {
 	b.left -= n
 	if err != nil {
 		b.done = true
-		b.rc.SetReadDeadline(time.Time{}) //nolint:errcheck // supported: set in newClientBody
 		if isTimeout(err) {
 			b.stalled = true
 			b.m.slowClients.WithLabelValues(directionUpload).Inc()
+			return n, err
 		}
+		b.rc.SetReadDeadline(time.Time{}) //nolint:errcheck // supported: set in newClientBody
 	}
 	return n, err
 }
