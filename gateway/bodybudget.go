@@ -120,6 +120,27 @@ func (b *bufferedBody) reader() io.Reader {
 	return io.MultiReader(readers...)
 }
 
+// bytes returns the body as one slice: its only chunk, or its chunks
+// joined into one, which the body's reservation still covers (it is at
+// least the body's size). nil for an empty or nil body.
+func (b *bufferedBody) bytes() []byte {
+	if b == nil {
+		return nil
+	}
+	switch len(b.chunks) {
+	case 0:
+		return nil
+	case 1:
+		return b.chunks[0]
+	}
+	joined := make([]byte, 0, b.size)
+	for _, c := range b.chunks {
+		joined = append(joined, c...)
+	}
+	b.chunks = [][]byte{joined}
+	return joined
+}
+
 // release gives the body's memory back to the budget. The body must not
 // be read after.
 func (b *bufferedBody) release() {

@@ -499,15 +499,7 @@ func (g *Gateway) readBodyFrom(from io.Reader, n int64, client *clientBody) (*re
 	if n > g.cfg.MaxBodyBytes {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", api.ErrBodyTooLarge, n, g.cfg.MaxBodyBytes)
 	}
-	readErr := func(err error) error {
-		if errors.Is(err, api.ErrGatewayBusy) {
-			return err
-		}
-		if client != nil && client.stalled {
-			return fmt.Errorf("%w: %w", api.ErrInvalidRequest, errBodyStalled(g.cfg.TransferChunkTimeout))
-		}
-		return fmt.Errorf("%w: reading body: %w", api.ErrInvalidRequest, err)
-	}
+	readErr := func(err error) error { return g.bodyReadError(err, client) }
 	switch {
 	case n > g.cfg.BufferBytes:
 		return &requestBody{stream: from, size: n, client: client}, nil
@@ -532,6 +524,20 @@ func (g *Gateway) readBodyFrom(from io.Reader, n int64, client *clientBody) (*re
 		return nil, fmt.Errorf("%w: a body over %d bytes needs a Content-Length", api.ErrLengthRequired, g.cfg.BufferBytes)
 	}
 	return &requestBody{buf: buf, size: buf.size}, nil
+}
+
+// bodyReadError is the answer to a failed read of a body being buffered,
+// read under client's transfer deadlines (nil: none): the budget's
+// refusal as it is (503 gateway-busy), else a 400 that says whether the
+// client stalled.
+func (g *Gateway) bodyReadError(err error, client *clientBody) error {
+	if errors.Is(err, api.ErrGatewayBusy) {
+		return err
+	}
+	if client != nil && client.stalled {
+		return fmt.Errorf("%w: %w", api.ErrInvalidRequest, errBodyStalled(g.cfg.TransferChunkTimeout))
+	}
+	return fmt.Errorf("%w: reading body: %w", api.ErrInvalidRequest, err)
 }
 
 // bufferBody reads up to max bytes of body into memory reserved from the

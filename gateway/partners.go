@@ -213,6 +213,12 @@ func newPartnerAPI(g *Gateway, routes []PartnerRoute, store PartnerStore, client
 		if err != nil {
 			return nil, fmt.Errorf("%q: %w", rt.Name, err)
 		}
+		// Partner bodies are buffered within the budget of buffered
+		// bodies (readPartnerBody): a larger one could never be taken.
+		if route.MaxBodyBytes > g.cfg.BufferBudgetBytes {
+			return nil, fmt.Errorf("%q: max_body_bytes %s is over the memory for buffered bodies, %s (limits.buffer_budget_bytes): every body above it would be refused; lower one or raise the other",
+				rt.Name, formatSize(route.MaxBodyBytes), formatSize(g.cfg.BufferBudgetBytes))
+		}
 		h.routes[route.Name] = route
 	}
 	return h, nil

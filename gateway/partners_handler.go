@@ -27,6 +27,9 @@ type partnerRequest struct {
 	token    api.Token
 	key      api.IdempotencyKey // "" without one
 	body     []byte
+	// buf holds body's memory, reserved from the gateway's budget of
+	// buffered bodies; serve releases it when the request ends.
+	buf *bufferedBody
 }
 
 // serve handles one partner request, in this order:
@@ -39,7 +42,7 @@ type partnerRequest struct {
 // Nothing reaches the upstream unless the admission succeeded: it fails
 // closed.
 func (h *partnerAPI) serve(w http.ResponseWriter, r *http.Request) {
-	pr, err := h.parse(r)
+	pr, err := h.parse(w, r)
 	if err != nil {
 		var notAllowed *methodNotAllowed
 		if errors.As(err, &notAllowed) {
@@ -48,6 +51,7 @@ func (h *partnerAPI) serve(w http.ResponseWriter, r *http.Request) {
 		h.g.writeError(w, r, err)
 		return
 	}
+	defer pr.buf.release()
 	ctx := r.Context()
 	adm := api.PartnerAdmission{
 		Resource: pr.resource,
@@ -98,7 +102,7 @@ func (h *partnerAPI) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // parse runs every check of a partner request that needs no round trip.
-func (h *partnerAPI) parse(r *http.Request) (partnerRequest, error) {
+func (h *partnerAPI) parse(w http.ResponseWriter, r *http.Request) (partnerRequest, error) {
 	name := chi.URLParam(r, "route")
 	route, ok := h.routes[name]
 	if !ok {
@@ -152,11 +156,11 @@ func (h *partnerAPI) parse(r *http.Request) (partnerRequest, error) {
 		noteStaleSource(r.Context(), staleFromCache)
 		return partnerRequest{}, &api.StaleTokenError{Resource: resource, Token: token, HighWaterMark: hwm}
 	}
-	body, err := readPartnerBody(r, route.MaxBodyBytes)
+	buf, err := h.g.readPartnerBody(w, r, route.MaxBodyBytes)
 	if err != nil {
 		return partnerRequest{}, err
 	}
-	return partnerRequest{route: route, target: target, resource: resource, token: token, key: key, body: body}, nil
+	return partnerRequest{route: route, target: target, resource: resource, token: token, key: key, body: buf.bytes(), buf: buf}, nil
 }
 
 // methodNotAllowed is a 405 that also sets the Allow header.
@@ -188,22 +192,52 @@ func upstreamURL(base *url.URL, path api.PartnerPath, rawQuery string) (*url.URL
 	return u, nil
 }
 
-// readPartnerBody reads the whole request body, up to limit (413 beyond).
-func readPartnerBody(r *http.Request, limit int64) ([]byte, error) {
+// readPartnerBody reads the whole request body, up to limit (413
+// beyond), as readBody buffers an object body: into memory reserved from
+// the gateway's budget of buffered bodies (Config.BufferBudgetBytes) as
+// its bytes arrive, under the transfer deadlines (Config.
+// TransferChunkTimeout). A partner body is held whole until its request
+// ends; without the budget, N authorized clients that each send most of a
+// body of the route's limit would hold N times it, and without the
+// deadlines they could stall there until the server's whole-request read
+// timeout. A body that finds no room is refused 503 gateway-busy; one
+// that stops arriving, 400. The caller releases the body (nil: none).
+func (g *Gateway) readPartnerBody(w http.ResponseWriter, r *http.Request, limit int64) (*bufferedBody, error) {
 	if r.ContentLength > limit {
 		return nil, fmt.Errorf("%w: %d bytes, the route's limit is %d", api.ErrBodyTooLarge, r.ContentLength, limit)
 	}
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: reading the body: %w", api.ErrInvalidRequest, err)
+	var from io.Reader = r.Body
+	client := g.newClientBody(w, r)
+	if client != nil {
+		from = client
 	}
-	if int64(len(body)) > limit {
-		return nil, fmt.Errorf("%w: over the route's limit of %d bytes", api.ErrBodyTooLarge, limit)
+	n, first := r.ContentLength, int64(bodyChunkBytes)
+	max := n
+	if n < 0 { // chunked: at most one byte past the limit
+		max, first = limit+1, firstChunkBytes
 	}
-	return body, nil
+	buf, err := g.bufferBody(from, max, first)
+	switch {
+	case err != nil:
+		err = g.bodyReadError(err, client)
+	case buf.size > limit:
+		buf.release()
+		err = fmt.Errorf("%w: over the route's limit of %d bytes", api.ErrBodyTooLarge, limit)
+	case n >= 0 && buf.size != n:
+		buf.release()
+		err = g.bodyReadError(fmt.Errorf("%d bytes of %d", buf.size, n), client)
+	default:
+		return buf, nil
+	}
+	// The rest of the body is not read: close the connection after the
+	// answer, rather than let net/http read up to 256 KiB more of it,
+	// with no deadline, before answering (a stalled client would then
+	// never get its answer, and hold the connection).
+	w.Header().Set("Connection", "close")
+	return nil, err
 }
 
 // routeAccount and identityAccount name the token store's accounts of

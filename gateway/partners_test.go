@@ -176,8 +176,15 @@ func payRoute(tb testing.TB, upstream string) gateway.PartnerRoute {
 // URL. Two calls on one etcd are two gateway instances.
 func startPartnerGateway(tb testing.TB, etcd *testenv.Etcd, etcdTimeout time.Duration, routes ...gateway.PartnerRoute) string {
 	tb.Helper()
+	return startPartnerGatewayWith(tb, etcd, etcdTimeout, gateway.Config{}, routes...)
+}
+
+// startPartnerGatewayWith is startPartnerGateway with cfg (its Logger
+// is set).
+func startPartnerGatewayWith(tb testing.TB, etcd *testenv.Etcd, etcdTimeout time.Duration, cfg gateway.Config, routes ...gateway.PartnerRoute) string {
+	tb.Helper()
 	store, partners := newPartnerStores(tb, etcd, etcdTimeout)
-	cfg := gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	gw, err := gateway.New(cfg, store, newMemObjects(), gateway.WithPartners(routes, partners, nil))
 	if err != nil {
 		tb.Fatal(err)
