@@ -75,9 +75,15 @@ func (p *slowPut) answer(tb testing.TB) result {
 // asserts is the state.
 func (e *env) waitForBuffered(tb testing.TB, want float64) float64 {
 	tb.Helper()
+	return waitForBufferedAt(tb, e.url, want)
+}
+
+// waitForBufferedAt is waitForBuffered of the gateway at gatewayURL.
+func waitForBufferedAt(tb testing.TB, gatewayURL string, want float64) float64 {
+	tb.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		got := sample(e.scrape(tb), metricBufferBytes, nil)
+		got := metricValue(tb, gatewayURL, metricBufferBytes)
 		if got >= want {
 			return got
 		}
@@ -106,9 +112,15 @@ func TestBodyBufferFilledAsBytesArrive(t *testing.T) {
 // waitForReleased waits until no body holds any of the budget.
 func (e *env) waitForReleased(tb testing.TB) {
 	tb.Helper()
+	waitForReleasedAt(tb, e.url)
+}
+
+// waitForReleasedAt is waitForReleased of the gateway at gatewayURL.
+func waitForReleasedAt(tb testing.TB, gatewayURL string) {
+	tb.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		got := sample(e.scrape(tb), metricBufferBytes, nil)
+		got := metricValue(tb, gatewayURL, metricBufferBytes)
 		if got == 0 {
 			return
 		}

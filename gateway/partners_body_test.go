@@ -49,24 +49,6 @@ func readAnswer(tb testing.TB, conn net.Conn) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// waitForPartnerBuffered waits until the gateway at gatewayURL reports at
-// least want bytes of its body budget in use. Only the wait is bounded in
-// time; what the test asserts is the state.
-func waitForPartnerBuffered(tb testing.TB, gatewayURL string, want float64) {
-	tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		got := metricValue(tb, gatewayURL, metricBufferBytes)
-		if got >= want {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s = %v with a partner body of %v bytes arrived; never reached it: partner bodies are not counted in the budget of buffered bodies", metricBufferBytes, got, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestPartnerBodiesShareTheBodyBudget: partner request bodies are held in
 // memory, as buffered object bodies are, and are counted in the same
 // budget (Config.BufferBudgetBytes) as their bytes arrive. Without it, N
@@ -88,7 +70,7 @@ func TestPartnerBodiesShareTheBodyBudget(t *testing.T) {
 	gw := startPartnerGatewayWith(t, etcd, 5*time.Second, gateway.Config{BufferBytes: 128 << 10, BufferBudgetBytes: budget}, route)
 
 	slow := slowPartnerRequest(t, gw, "pay/accounts/slow/charges", announced, sent)
-	waitForPartnerBuffered(t, gw, sent)
+	waitForBufferedAt(t, gw, sent)
 
 	late := partnerDo(t, gw, partnerReq{path: "pay/accounts/late/charges", token: 1, body: strings.Repeat("y", 100<<10)})
 	if late.status != http.StatusServiceUnavailable || late.problem.Type != api.ProblemTypePrefix+"gateway-busy" {
@@ -108,24 +90,7 @@ func TestPartnerBodiesShareTheBodyBudget(t *testing.T) {
 	if len(calls) != 1 || len(calls[0].Body) != announced {
 		t.Fatalf("the partner got %d calls (%v); want the slow one, with its %d bytes", len(calls), calls, announced)
 	}
-	waitForPartnerReleased(t, gw)
-}
-
-// waitForPartnerReleased waits until no body holds any of the budget of
-// the gateway at gatewayURL.
-func waitForPartnerReleased(tb testing.TB, gatewayURL string) {
-	tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		got := metricValue(tb, gatewayURL, metricBufferBytes)
-		if got == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s = %v after every request ended; want 0", metricBufferBytes, got)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForReleasedAt(t, gw)
 }
 
 // TestPartnerBodyUnderTheTransferRate: a partner request body that stops
@@ -146,7 +111,7 @@ func TestPartnerBodyUnderTheTransferRate(t *testing.T) {
 	if n := partner.count(); n != 0 {
 		t.Fatalf("the partner got %d calls for a body that never arrived; want 0", n)
 	}
-	waitForPartnerReleased(t, gw)
+	waitForReleasedAt(t, gw)
 }
 
 // TestPartnerRouteBodyOverTheBudgetIsRefused: a route whose bodies may

@@ -3,11 +3,8 @@ package s3api_test
 import (
 	"context"
 	"encoding/xml"
-	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,15 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/minio/minio-go/v7"
-
-	"fencegate/api"
-	"fencegate/backends/gcs"
-	s3backend "fencegate/backends/s3"
-	"fencegate/backends/stores"
-	"fencegate/gateway"
-	"fencegate/internal/testenv"
-	"fencegate/s3api"
-	"fencegate/tokenstore"
 )
 
 // notModifiedRepeats are the fields that RFC 9110 section 15.4.5 says a
@@ -232,39 +220,8 @@ func TestNotModifiedCarriesCacheFields(t *testing.T) {
 // none of the object's other metadata.
 func TestNotModifiedCarriesCacheControlOnGCS(t *testing.T) {
 	ctx := context.Background()
-	gcsServer := testenv.StartGCS(t)
-	bucket := fmt.Sprintf("gcs304door%d", bucketSeq.Add(1))
-	gcsServer.CreateBucket(t, bucket)
-	gcsBackend, err := gcs.New(ctx, gcs.Config{Endpoint: "http://" + gcsServer.Host() + "/storage/v1/", WithoutAuthentication: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = gcsBackend.Close() })
-	s3Backend, err := s3backend.New(ctx, s3backend.Config{Endpoint: sharedS3.Endpoint(), AccessKeyID: sharedS3.AccessKey, SecretAccessKey: sharedS3.SecretKey, UsePathStyle: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	objects, err := stores.New(stores.Named{Name: api.StoreS3, Store: s3Backend}, map[string]stores.Named{bucket: {Name: api.StoreGCS, Store: gcsBackend}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := tokenstore.New(testenv.StartEtcd(t).Client(t), tokenstore.Config{RequestTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	gw, err := gateway.New(gateway.Config{Logger: logger}, store, objects)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &door{bucket: bucket, keys: keys{writerKey: {secretOf + writerKey, "writer"}}}
-	h, err := s3api.New(s3api.Config{Logger: logger}, s3api.Deps{Gateway: gw, Keys: d.keys})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.srv = httptest.NewTLSServer(h)
-	t.Cleanup(d.srv.Close)
-	d.url = d.srv.URL
+	g := newGCSDoor(t, "gcs304door")
+	d, bucket, gcsServer := g.door, g.bucket, g.gcs
 
 	const cacheControl = "private, max-age=30"
 	out, err := d.client(writerKey).PutObject(ctx, &s3.PutObjectInput{

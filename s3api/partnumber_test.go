@@ -6,12 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -22,13 +19,6 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"fencegate/api"
-	"fencegate/backends/gcs"
-	s3backend "fencegate/backends/s3"
-	"fencegate/backends/stores"
-	"fencegate/gateway"
-	"fencegate/internal/testenv"
-	"fencegate/s3api"
-	"fencegate/tokenstore"
 )
 
 // partSizes are the parts of the multipart objects of these tests: two
@@ -353,47 +343,15 @@ func TestPartNumberAfterOverwrite(t *testing.T) {
 // and serves the bucket's plain reads.
 func TestPartNumberOnGCSBucket(t *testing.T) {
 	ctx := context.Background()
-	gcsServer := testenv.StartGCS(t)
-	bucket := fmt.Sprintf("gcsdoor%d", bucketSeq.Add(1))
-	gcsServer.CreateBucket(t, bucket)
-	gcsProxy := testenv.NewCountingProxy(t, "http://"+gcsServer.Host())
-	gcsBackend, err := gcs.New(ctx, gcs.Config{Endpoint: gcsProxy.URL() + "/storage/v1/", WithoutAuthentication: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = gcsBackend.Close() })
-	s3Backend, err := s3backend.New(ctx, s3backend.Config{Endpoint: sharedS3.Endpoint(), AccessKeyID: sharedS3.AccessKey, SecretAccessKey: sharedS3.SecretKey, UsePathStyle: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	objects, err := stores.New(stores.Named{Name: api.StoreS3, Store: s3Backend}, map[string]stores.Named{bucket: {Name: api.StoreGCS, Store: gcsBackend}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := tokenstore.New(testenv.StartEtcd(t).Client(t), tokenstore.Config{RequestTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	gw, err := gateway.New(gateway.Config{Logger: logger}, store, objects)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &door{bucket: bucket, keys: keys{writerKey: {secretOf + writerKey, "writer"}}}
-	h, err := s3api.New(s3api.Config{Logger: logger}, s3api.Deps{Gateway: gw, Keys: d.keys})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.srv = httptest.NewTLSServer(h)
-	t.Cleanup(d.srv.Close)
-	d.url = d.srv.URL
+	g := newGCSDoor(t, "gcsdoor")
+	d, bucket, gcsProxy := g.door, g.bucket, g.proxy
 	c := d.client(writerKey)
 	if _, err := d.put(t, c, "k", 3, "0123456789"); err != nil {
 		t.Fatal(err)
 	}
 	gcsProxy.Reset()
 	for _, n := range []int32{1, 2} {
-		_, err = c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("k"), PartNumber: aws.Int32(n)})
+		_, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("k"), PartNumber: aws.Int32(n)})
 		wantAPIError(t, err, http.StatusNotImplemented, "NotImplemented")
 		_, err = c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String("k"), PartNumber: aws.Int32(n)})
 		wantStatus(t, err, http.StatusNotImplemented)
