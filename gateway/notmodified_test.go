@@ -12,6 +12,7 @@ import (
 
 	"fencegate/api"
 	"fencegate/gateway"
+	"fencegate/internal/testenv"
 )
 
 // TestNotModifiedCarriesWhatTheOKCarries: a GET or HEAD of
@@ -85,29 +86,15 @@ func TestNotModifiedCarriesWhatTheOKCarries(t *testing.T) {
 				if ok.status != http.StatusOK || etag == "" || ok.header.Get(api.HeaderFenceToken) != "6" {
 					t.Fatalf("%s = %d %v; want 200 with an ETag and token 6", method, ok.status, ok.header)
 				}
-				tests := []struct {
-					name   string
-					header [][2]string
-					status int
-				}{
-					{"If-None-Match current", [][2]string{{"If-None-Match", etag}}, http.StatusNotModified},
-					{"If-None-Match *", [][2]string{{"If-None-Match", "*"}}, http.StatusNotModified},
-					{"If-Modified-Since after", [][2]string{{"If-Modified-Since", after}}, http.StatusNotModified},
-					{"If-None-Match current wins over If-Modified-Since before", [][2]string{{"If-None-Match", etag}, {"If-Modified-Since", before}}, http.StatusNotModified},
-					{"If-None-Match other wins over If-Modified-Since after", [][2]string{{"If-None-Match", other}, {"If-Modified-Since", after}}, http.StatusOK},
-					{"If-None-Match current with a Range", [][2]string{{"If-None-Match", etag}, {"Range", "bytes=0-2"}}, http.StatusNotModified},
-					{"If-Match other", [][2]string{{"If-Match", other}}, http.StatusPreconditionFailed},
-					{"If-Unmodified-Since before", [][2]string{{"If-Unmodified-Since", before}}, http.StatusPreconditionFailed},
-					{"If-Match other with a Range", [][2]string{{"If-Match", other}, {"Range", "bytes=0-2"}}, http.StatusPreconditionFailed},
-				}
+				tests := testenv.ConditionalReads(etag, other, before, after)
 				for _, tt := range tests {
-					t.Run(method+" "+tt.name, func(t *testing.T) {
-						r := read(t, method, tt.header)
-						if r.status != tt.status {
-							t.Fatalf("%s with %v = %s; want %d", method, tt.header, r, tt.status)
+					t.Run(method+" "+tt.Name, func(t *testing.T) {
+						r := read(t, method, tt.Header)
+						if r.status != tt.Status {
+							t.Fatalf("%s with %v = %s; want %d", method, tt.Header, r, tt.Status)
 						}
 						h := r.header
-						switch tt.status {
+						switch tt.Status {
 						case http.StatusOK:
 							if method == http.MethodGet && string(r.body) != body {
 								t.Errorf("body = %q; want %q", r.body, body)

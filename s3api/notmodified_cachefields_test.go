@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/minio/minio-go/v7"
+
+	"fencegate/internal/testenv"
 )
 
 // notModifiedRepeats are the fields that RFC 9110 section 15.4.5 says a
@@ -129,33 +131,19 @@ func TestNotModifiedCarriesCacheFields(t *testing.T) {
 			if method == http.MethodGet && string(okBody) != body {
 				t.Fatalf("GET %s 200 body = %q; want %q", key, okBody, body)
 			}
-			tests := []struct {
-				name   string
-				header [][2]string
-				status int
-			}{
-				{"If-None-Match current", [][2]string{{"If-None-Match", etag}}, http.StatusNotModified},
-				{"If-None-Match *", [][2]string{{"If-None-Match", "*"}}, http.StatusNotModified},
-				{"If-Modified-Since after", [][2]string{{"If-Modified-Since", after}}, http.StatusNotModified},
-				{"If-None-Match current wins over If-Modified-Since before", [][2]string{{"If-None-Match", etag}, {"If-Modified-Since", before}}, http.StatusNotModified},
-				{"If-None-Match other wins over If-Modified-Since after", [][2]string{{"If-None-Match", other}, {"If-Modified-Since", after}}, http.StatusOK},
-				{"If-None-Match current with a Range", [][2]string{{"If-None-Match", etag}, {"Range", "bytes=0-2"}}, http.StatusNotModified},
-				{"If-Match other", [][2]string{{"If-Match", other}}, http.StatusPreconditionFailed},
-				{"If-Unmodified-Since before", [][2]string{{"If-Unmodified-Since", before}}, http.StatusPreconditionFailed},
-				{"If-Match other with a Range", [][2]string{{"If-Match", other}, {"Range", "bytes=0-2"}}, http.StatusPreconditionFailed},
-			}
+			tests := testenv.ConditionalReads(etag, other, before, after)
 			for _, tt := range tests {
-				t.Run(method+" "+key+" "+tt.name, func(t *testing.T) {
-					s3Resp, _ := send(t, true, method, key, tt.header)
-					if s3Resp.StatusCode != tt.status {
-						t.Fatalf("versitygw answers %d; the test wants %d", s3Resp.StatusCode, tt.status)
+				t.Run(method+" "+key+" "+tt.Name, func(t *testing.T) {
+					s3Resp, _ := send(t, true, method, key, tt.Header)
+					if s3Resp.StatusCode != tt.Status {
+						t.Fatalf("versitygw answers %d; the test wants %d", s3Resp.StatusCode, tt.Status)
 					}
-					resp, got := send(t, false, method, key, tt.header)
+					resp, got := send(t, false, method, key, tt.Header)
 					h := resp.Header
-					if resp.StatusCode != tt.status {
-						t.Fatalf("status %d (%s); want %d, as versitygw answers", resp.StatusCode, got, tt.status)
+					if resp.StatusCode != tt.Status {
+						t.Fatalf("status %d (%s); want %d, as versitygw answers", resp.StatusCode, got, tt.Status)
 					}
-					switch tt.status {
+					switch tt.Status {
 					case http.StatusOK:
 						for _, name := range []string{"Cache-Control", "Expires", "ETag"} {
 							if h.Get(name) != ok.Header.Get(name) {
