@@ -468,11 +468,7 @@ func (g *Gateway) putInParts(w http.ResponseWriter, r *http.Request, fr fencedRe
 		g.writeError(w, r, err)
 		return true
 	}
-	var body io.Reader = r.Body
-	client := g.newClientBody(w, r)
-	if client != nil {
-		body = client
-	}
+	body, client := g.clientReader(w, r)
 	fail := func(err error) bool {
 		if client != nil && client.stalled {
 			err = fmt.Errorf("%w: %w", api.ErrInvalidRequest, errBodyStalled(g.cfg.TransferChunkTimeout))

@@ -484,11 +484,7 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) (*requestBody
 	if r.ContentLength > g.cfg.MaxBodyBytes {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", api.ErrBodyTooLarge, r.ContentLength, g.cfg.MaxBodyBytes)
 	}
-	var from io.Reader = r.Body
-	client := g.newClientBody(w, r)
-	if client != nil {
-		from = client
-	}
+	from, client := g.clientReader(w, r)
 	return g.readBodyFrom(from, r.ContentLength, client)
 }
 
@@ -499,31 +495,39 @@ func (g *Gateway) readBodyFrom(from io.Reader, n int64, client *clientBody) (*re
 	if n > g.cfg.MaxBodyBytes {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", api.ErrBodyTooLarge, n, g.cfg.MaxBodyBytes)
 	}
-	readErr := func(err error) error { return g.bodyReadError(err, client) }
-	switch {
-	case n > g.cfg.BufferBytes:
+	if n > g.cfg.BufferBytes {
 		return &requestBody{stream: from, size: n, client: client}, nil
-	case n >= 0:
-		buf, err := g.bufferBody(from, n, bodyChunkBytes)
-		if err != nil {
-			return nil, readErr(err)
-		}
-		if buf.size != n {
-			buf.release()
-			return nil, readErr(fmt.Errorf("%d bytes of %d", buf.size, n))
-		}
-		return &requestBody{buf: buf, size: n}, nil
 	}
-	// Unknown length (chunked): read at most one byte past the buffer.
-	buf, err := g.bufferBody(from, g.cfg.BufferBytes+1, firstChunkBytes)
+	buf, err := g.bufferWhole(from, n, g.cfg.BufferBytes, client)
 	if err != nil {
-		return nil, readErr(err)
+		return nil, err
 	}
-	if buf.size > g.cfg.BufferBytes {
+	if buf.size > g.cfg.BufferBytes { // of unknown length
 		buf.release()
 		return nil, fmt.Errorf("%w: a body over %d bytes needs a Content-Length", api.ErrLengthRequired, g.cfg.BufferBytes)
 	}
 	return &requestBody{buf: buf, size: buf.size}, nil
+}
+
+// bufferWhole reads a body of n bytes (-1: unknown) from into memory
+// reserved from the gateway's budget, under client's transfer deadlines
+// (nil: none): exactly n bytes, else a 400; of unknown length, up to its
+// end or to one byte past max, which the caller refuses. Its errors are
+// answers (bodyReadError).
+func (g *Gateway) bufferWhole(from io.Reader, n, max int64, client *clientBody) (*bufferedBody, error) {
+	limit, first := n, int64(bodyChunkBytes)
+	if n < 0 {
+		limit, first = max+1, firstChunkBytes
+	}
+	buf, err := g.bufferBody(from, limit, first)
+	if err != nil {
+		return nil, g.bodyReadError(err, client)
+	}
+	if n >= 0 && buf.size != n {
+		buf.release()
+		return nil, g.bodyReadError(fmt.Errorf("%d bytes of %d", buf.size, n), client)
+	}
+	return buf, nil
 }
 
 // bodyReadError is the answer to a failed read of a body being buffered,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -209,27 +208,13 @@ func (g *Gateway) readPartnerBody(w http.ResponseWriter, r *http.Request, limit 
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
-	var from io.Reader = r.Body
-	client := g.newClientBody(w, r)
-	if client != nil {
-		from = client
-	}
-	n, first := r.ContentLength, int64(bodyChunkBytes)
-	max := n
-	if n < 0 { // chunked: at most one byte past the limit
-		max, first = limit+1, firstChunkBytes
-	}
-	buf, err := g.bufferBody(from, max, first)
-	switch {
-	case err != nil:
-		err = g.bodyReadError(err, client)
-	case buf.size > limit:
+	from, client := g.clientReader(w, r)
+	buf, err := g.bufferWhole(from, r.ContentLength, limit, client)
+	if err == nil && buf.size > limit { // of unknown length
 		buf.release()
 		err = fmt.Errorf("%w: over the route's limit of %d bytes", api.ErrBodyTooLarge, limit)
-	case n >= 0 && buf.size != n:
-		buf.release()
-		err = g.bodyReadError(fmt.Errorf("%d bytes of %d", buf.size, n), client)
-	default:
+	}
+	if err == nil {
 		return buf, nil
 	}
 	// The rest of the body is not read: close the connection after the

@@ -102,6 +102,16 @@ func (g *Gateway) newClientBody(w http.ResponseWriter, r *http.Request) *clientB
 	return &clientBody{body: r.Body, rc: rc, timeout: g.cfg.TransferChunkTimeout, m: g.metrics}
 }
 
+// clientReader is r's body to read under the transfer deadlines, and the
+// clientBody that sets them (nil where the connection takes no deadlines:
+// the body is then r.Body itself).
+func (g *Gateway) clientReader(w http.ResponseWriter, r *http.Request) (io.Reader, *clientBody) {
+	if client := g.newClientBody(w, r); client != nil {
+		return client, client
+	}
+	return r.Body, nil
+}
+
 // Read reads from the body, setting a deadline at the first read of each
 // chunk. At the end of the body, or on an error of the client's, it
 // clears the deadline and sets no more: once the body is read the server
