@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"fencegate/api"
@@ -57,21 +58,29 @@ type EvictorTurn struct {
 func NewEvictorTurn(client *clientv3.Client) *EvictorTurn { return &EvictorTurn{client: client} }
 
 // Off takes the turn for the harness, taking it from the gateway that
-// holds it: no gateway starts a page of marks after Off returns. A pass
-// that read its page before may still evict marks of that page (not of
-// objects first written after Off).
+// holds it: no gateway starts a page of marks after Off returns, save one
+// whose renewal etcd answered before (see take). A pass that read its
+// page before may still evict marks of that page (not of objects first
+// written after Off).
+//
+// A hold that has expired (the harness's lease outlived: a long run of
+// histories without retention) is taken again, not assumed.
 func (t *EvictorTurn) Off(ctx context.Context) error {
-	if t.lease != 0 {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
+	if t.lease != 0 {
+		if _, err := t.client.KeepAliveOnce(ctx, t.lease); err == nil {
+			return nil
+		}
+		// Expired or unknown: the turn may be a gateway's now.
+		t.lease = 0
+	}
 	var lastErr error
 	for ctx.Err() == nil {
 		if err := t.take(ctx); err == nil {
-			// A gateway whose turn was just renewed may read one more
-			// page: let it read that page before the history's objects
-			// have marks.
+			// A gateway whose turn was renewed just before may read one
+			// more page: let it read that page before the history's
+			// objects have marks.
 			time.Sleep(200 * time.Millisecond)
 			return nil
 		} else {
@@ -82,36 +91,61 @@ func (t *EvictorTurn) Off(ctx context.Context) error {
 	return fmt.Errorf("take the evictors' turn: %w", lastErr)
 }
 
-// take makes one attempt at Off.
+// take makes one attempt at Off: it reads the turn, and replaces what it
+// read with the harness's hold in one transaction, compared on the key's
+// mod revision (0 when it is free). The turn is never free on the way,
+// so that a gateway's evictor cannot take it in between; a renewal does
+// not change the mod revision, so a holder that only renews cannot make
+// the transaction fail, only a new holder can (then take fails and Off
+// tries again).
+//
+// A gateway's evictor renews its turn before each page
+// (tokenstore.Store.HoldTurn: a read of the key, then a keep-alive of the
+// lease the key names): after the transaction it reads the harness's
+// name and stops its pass. The previous holder's lease is revoked too, so
+// that a renewal that read the key before the transaction and keeps its
+// lease alive after it fails (its lease is not found, and the key is
+// taken). Only a renewal that etcd answered wholly before the revoke can
+// still start one page.
 func (t *EvictorTurn) take(ctx context.Context) error {
+	read, err := t.client.Get(ctx, evictorTurnKey)
+	if err != nil {
+		return err
+	}
+	var modRevision int64
+	var previous clientv3.LeaseID
+	if len(read.Kvs) == 1 {
+		modRevision, previous = read.Kvs[0].ModRevision, clientv3.LeaseID(read.Kvs[0].Lease)
+	}
 	lease, err := t.client.Grant(ctx, 600)
 	if err != nil {
 		return err
 	}
 	resp, err := t.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(evictorTurnKey), "=", 0)).
+		If(clientv3.Compare(clientv3.ModRevision(evictorTurnKey), "=", modRevision)).
 		Then(clientv3.OpPut(evictorTurnKey, harnessHolder, clientv3.WithLease(lease.ID))).
-		Else(clientv3.OpGet(evictorTurnKey)).
 		Commit()
-	if err == nil && resp.Succeeded {
-		t.lease = lease.ID
-		return nil
-	}
-	_, _ = t.client.Revoke(ctx, lease.ID)
-	if err != nil {
-		return err
-	}
-	// A gateway holds it: delete its hold (it finds the turn gone at its
-	// next renewal), then try again.
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
-		if _, err := t.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(evictorTurnKey), "=", kvs[0].ModRevision)).
-			Then(clientv3.OpDelete(evictorTurnKey)).
-			Commit(); err != nil {
+	if err != nil || !resp.Succeeded {
+		_, _ = t.client.Revoke(ctx, lease.ID)
+		if err != nil {
 			return err
 		}
+		return errors.New("a gateway took the turn between the read and the transaction")
 	}
-	return errors.New("a gateway held the turn")
+	t.lease = lease.ID
+	// The key is on the harness's lease now: revoking the previous one
+	// deletes nothing. It may be gone already (expired).
+	for previous != 0 {
+		_, err := t.client.Revoke(ctx, previous)
+		if err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			break
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("revoke the previous holder's lease: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
 }
 
 // On lets go of the turn, if the harness holds it: a gateway's evictor

@@ -2,8 +2,11 @@ package robustness
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"fencegate/internal/testenv"
 	"fencegate/tokenstore"
@@ -48,6 +51,106 @@ func TestEvictorTurnSwitchesTheGatewaysEvictors(t *testing.T) {
 	}
 	if !hold() {
 		t.Error("with eviction switched on, the gateway's evictor cannot take the turn")
+	}
+}
+
+// TestEvictorTurnOffAgainstAnEagerEvictor: Off takes the turn from a
+// gateway's evictor that takes the turn again the moment it finds it
+// free (an evictor whose tick falls between a delete of its hold and the
+// harness's put, which a 300 ms tick on three gateways often does). The
+// turn must never be free on the way: Off replaces the hold in one
+// transaction. The gateway's lease is gone too, so that a renewal that
+// read the key before Off does not keep the turn.
+func TestEvictorTurnOffAgainstAnEagerEvictor(t *testing.T) {
+	client := testenv.StartEtcd(t).Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	store, err := tokenstore.New(client, tokenstore.Config{Prefix: EtcdPrefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, err := store.HoldTurn(ctx, "mark-evictor", "gateway-1", 30*time.Second); err != nil || !held {
+		t.Fatalf("HoldTurn(free turn) = %v, %v; want true", held, err)
+	}
+	before, err := client.Get(ctx, evictorTurnKey)
+	if err != nil || len(before.Kvs) != 1 {
+		t.Fatalf("turn key after HoldTurn = %v, %v", before, err)
+	}
+	gatewayLease := clientv3.LeaseID(before.Kvs[0].Lease)
+
+	// The eager evictor: it watches the turn and takes it whenever it
+	// is deleted, noting each time it found it free.
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	freed := 0
+	watch := client.Watch(watchCtx, evictorTurnKey, clientv3.WithRev(before.Header.Revision+1))
+	wg.Go(func() {
+		for resp := range watch {
+			for _, e := range resp.Events {
+				if e.Type != clientv3.EventTypeDelete {
+					continue
+				}
+				mu.Lock()
+				freed++
+				mu.Unlock()
+				_, _ = store.HoldTurn(watchCtx, "mark-evictor", "gateway-1", 30*time.Second)
+			}
+		}
+	})
+	defer func() { stopWatch(); wg.Wait() }()
+
+	offCtx, offCancel := context.WithTimeout(ctx, 5*time.Second)
+	defer offCancel()
+	turn := NewEvictorTurn(client)
+	if err := turn.Off(offCtx); err != nil {
+		t.Fatalf("Off against an eager evictor: %v", err)
+	}
+	resp, err := client.Get(ctx, evictorTurnKey)
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != harnessHolder {
+		t.Fatalf("turn key %s = %v, %v; want held by %s", evictorTurnKey, resp, err, harnessHolder)
+	}
+	mu.Lock()
+	if freed != 0 {
+		t.Errorf("the turn was free %d times on the way to Off; want never", freed)
+	}
+	mu.Unlock()
+	if ttl, err := client.TimeToLive(ctx, gatewayLease); err != nil || ttl.TTL != -1 {
+		t.Errorf("TimeToLive(the gateway's turn lease) = %v, %v; want revoked (TTL -1)", ttl, err)
+	}
+	if held, err := store.HoldTurn(ctx, "mark-evictor", "gateway-1", 30*time.Second); err != nil || held {
+		t.Errorf("HoldTurn(gateway-1) after Off = %v, %v; want false", held, err)
+	}
+}
+
+// TestEvictorTurnOffAfterItsLeaseExpired: a harness whose hold expired
+// (a long run of histories without retention outlives its lease) takes
+// the turn again at the next Off, rather than believing it still holds
+// it.
+func TestEvictorTurnOffAfterItsLeaseExpired(t *testing.T) {
+	client := testenv.StartEtcd(t).Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	store, err := tokenstore.New(client, tokenstore.Config{Prefix: EtcdPrefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn := NewEvictorTurn(client)
+	if err := turn.Off(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The lease expires: revoking it does what expiry does.
+	if _, err := client.Revoke(ctx, turn.lease); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := store.HoldTurn(ctx, "mark-evictor", "gateway-1", 30*time.Second); err != nil || !held {
+		t.Fatalf("HoldTurn(turn freed by expiry) = %v, %v; want true", held, err)
+	}
+	if err := turn.Off(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := store.HoldTurn(ctx, "mark-evictor", "gateway-1", 30*time.Second); err != nil || held {
+		t.Errorf("HoldTurn(gateway-1) after a second Off = %v, %v; want false", held, err)
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"fencegate/api"
 )
@@ -184,12 +186,32 @@ func (w *Watcher) Err() error {
 
 // Sync writes a sentinel key and waits, at most bound, until the watcher
 // has seen it: then every change before it is recorded.
+//
+// The write is repeated while etcd is unavailable to it: a connection
+// that dies after the write was sent (a link dropped, a member restarted,
+// or on a busy machine a dropped connection the client has not noticed
+// yet when it sends the write) leaves the write's outcome unknown, and
+// etcd's client does not repeat a write then. Repeating this one is safe:
+// the sentinel's value does not matter, only that the watcher reaches the
+// revision of a write that was answered.
 func (w *Watcher) Sync(ctx context.Context, bound time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	resp, err := w.client.Put(ctx, sentinelPrefix+"sync", time.Now().String())
-	if err != nil {
-		return fmt.Errorf("watcher sync: %w", err)
+	var resp *clientv3.PutResponse
+	for {
+		var err error
+		resp, err = w.client.Put(ctx, sentinelPrefix+"sync", time.Now().String())
+		if err == nil {
+			break
+		}
+		if !unavailable(err) || ctx.Err() != nil {
+			return fmt.Errorf("watcher sync: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("watcher sync: %w", err)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	rev := resp.Header.Revision
 	w.mu.Lock()
@@ -209,6 +231,18 @@ func (w *Watcher) Sync(ctx context.Context, bound time.Duration) error {
 	case <-ctx.Done():
 		return fmt.Errorf("watcher sync: not at revision %d after %v (at %d; err %v)", rev, bound, w.Progress(), w.Err())
 	}
+}
+
+// unavailable reports whether err says etcd was unreachable or lost the
+// connection (gRPC's Unavailable, as a status or as one of etcd's own
+// errors, such as no leader): the request may or may not have been
+// applied.
+func unavailable(err error) bool {
+	var etcdErr rpctypes.EtcdError
+	if errors.As(err, &etcdErr) {
+		return etcdErr.Code() == codes.Unavailable
+	}
+	return status.Code(err) == codes.Unavailable
 }
 
 // Events returns the recorded events of every key that starts with

@@ -102,3 +102,63 @@ func TestWatcherResyncsAfterCompaction(t *testing.T) {
 		t.Errorf("Resyncs() = %d; want 2", got)
 	}
 }
+
+// TestWatcherSyncAfterItsConnectionDied: Sync's sentinel write reaches
+// etcd, its answer does not, and the connection dies under it (as it does
+// when a link is dropped, a member restarts, or a busy machine lets the
+// client notice a dropped connection only once it has sent the next
+// request on it). etcd's client does not repeat a write whose connection
+// died after it was sent; Sync's write is safe to repeat (the sentinel's
+// value does not matter, only the revision of a write the watcher must
+// reach), so Sync must repeat it on the new connection and succeed.
+func TestWatcherSyncAfterItsConnectionDied(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	admin := etcd.Client(t)
+	link, err := NewProxy(ProxyConfig{Name: "watcher", Target: strings.TrimPrefix(etcd.Endpoints()[0], "http://"), Source: "watcher"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.Close()
+	client, err := clientv3.New(clientv3.Config{Endpoints: []string{link.URL()}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	watcher := StartWatcher(client)
+	defer watcher.Close()
+	if err := watcher.Sync(ctx, 15*time.Second); err != nil {
+		t.Fatalf("Sync on a healthy link: %v", err)
+	}
+	before, err := admin.Get(ctx, sentinelPrefix+"sync")
+	if err != nil || len(before.Kvs) != 1 {
+		t.Fatalf("sentinel after the first Sync = %v, %v", before, err)
+	}
+
+	link.SetFault(LinkFault{BlackholeRx: true})
+	synced := make(chan error, 1)
+	go func() { synced <- watcher.Sync(ctx, 30*time.Second) }()
+	// Wait until the sentinel write has landed: its answer is held.
+	for {
+		resp, err := admin.Get(ctx, sentinelPrefix+"sync")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Kvs[0].ModRevision > before.Kvs[0].ModRevision {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the sentinel write never reached etcd")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	link.SetFault(LinkFault{Drop: true})
+	link.Heal()
+	if err := <-synced; err != nil {
+		t.Fatalf("Sync whose write's connection died: %v; want it to write again and succeed", err)
+	}
+	if err := watcher.Err(); err != nil {
+		t.Errorf("Err() = %v; want nil", err)
+	}
+}
