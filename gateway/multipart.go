@@ -221,6 +221,7 @@ func (g *Gateway) CreateUpload(ctx context.Context, path api.ObjectPath, token a
 	}
 	// A HEAD: next to an upload it costs little, and the version is not
 	// used beyond its token (the completion observes again).
+	fr.noWrite = true
 	if _, _, err := g.observeAndFence(ctx, fr, observeHead, raiseOnAbsent); err != nil {
 		return api.UploadBinding{}, err
 	}
