@@ -168,8 +168,17 @@ func (g *Gateway) multipartPath(p api.ObjectPath) (api.ObjectPath, error) {
 
 // CreateUpload starts a fenced multipart upload of path for token and
 // binds it to (resource, token): it refuses a token that the cache knows
-// to be stale, then runs the fence check, which raises the mark to token,
-// then creates the upload in S3 and binds it.
+// to be stale, observes the object and checks the fence as a PUT does
+// (observeAndFence: a token below the one the object records, or below
+// the mark, is refused, 409, with nothing raised or created), then
+// creates the upload in S3, binds it, and last writes the mark at token
+// again (FenceStore.FenceCheckRenew).
+//
+// Why observe: once a mark that its object records is evicted (package
+// retention), the object's token is what refuses a stale writer. Without
+// the observation, a stale token would pass the fence check and raise a
+// mark below the object's token, which the completion then refuses but
+// which never matches the object, and so is never evicted again.
 //
 // Why the create raises the mark rather than only checking it: a token
 // presented with a write is one the resource has seen, and the raise is
@@ -181,6 +190,18 @@ func (g *Gateway) multipartPath(p api.ObjectPath) (api.ObjectPath, error) {
 // decides nothing about the object: the completion observes the object
 // and checks the fence again, in that order, and only its conditional
 // completion writes (CompleteUpload).
+//
+// Why the mark is written again after the binding: while the upload is in
+// progress its object does not exist, so the mark is a tombstone, and
+// the mark evictor keeps a tombstone only while an upload of it is bound
+// (it reads the bindings after the mark). The first fence check may
+// confirm a mark equal to token without writing it, so an eviction that
+// read the mark before could still land after the binding. The last
+// write comes after the binding and gives the mark a new mod revision:
+// an evictor that read the mark before it fails its compare, and one
+// that reads the mark after it finds the binding. If the mark was evicted
+// between the two checks, the write raises it again before the upload is
+// answered. A token that has gone stale in between abandons the upload.
 //
 // A binding that cannot be recorded aborts the upload (an unbound upload
 // could never be completed through the gateway). The caller needs
@@ -194,10 +215,14 @@ func (g *Gateway) CreateUpload(ctx context.Context, path api.ObjectPath, token a
 	if err := g.authorize(ctx, OpWrite, resource); err != nil {
 		return api.UploadBinding{}, err
 	}
-	if err := g.refuseStale(ctx, resource, token, false); err != nil {
+	fr, err := g.fastReject(ctx, path, token)
+	if err != nil {
 		return api.UploadBinding{}, err
 	}
-	if err := g.fences.FenceCheck(ctx, resource, token); err != nil {
+	// A HEAD: next to an upload it costs little, and the version is not
+	// used beyond its token (the completion observes again).
+	fr.noWrite = true
+	if _, _, err := g.observeAndFence(ctx, fr, observeHead, raiseOnAbsent); err != nil {
 		return api.UploadBinding{}, err
 	}
 	id, err := g.multipart.store.CreateUpload(ctx, api.CreateUploadInput{Path: path, ContentType: contentType, Metadata: meta, Token: token})
@@ -209,6 +234,14 @@ func (g *Gateway) CreateUpload(ctx context.Context, path api.ObjectPath, token a
 	if err := g.multipart.uploads.BindUpload(ctx, b, g.cfg.UploadTTL); err != nil {
 		g.abandon(ctx, path, id, abortFailed, "the binding was not recorded")
 		return api.UploadBinding{}, fmt.Errorf("create upload: %w", err)
+	}
+	if err := g.fences.FenceCheckRenew(ctx, resource, token); err != nil {
+		reason := abortFailed
+		if errors.Is(err, api.ErrStaleToken) {
+			reason = abortStale
+		}
+		g.abandon(ctx, path, id, reason, "the mark was not written after the binding")
+		return api.UploadBinding{}, err
 	}
 	return b, nil
 }

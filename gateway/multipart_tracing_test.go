@@ -118,7 +118,9 @@ func TestTracingPutInParts(t *testing.T) {
 	}
 	part := []string{"etcd upload", "etcd high_water_mark", "s3 upload_part"}
 	want := slices.Concat(
-		[]string{"etcd fence_check", "s3 create_upload", "etcd bind_upload"},
+		// CreateUpload observes, checks the fence, creates, binds, and
+		// writes the mark again after the binding.
+		[]string{"s3 observe", "etcd fence_check", "s3 create_upload", "etcd bind_upload", "etcd fence_check"},
 		part, part, part,
 		[]string{"etcd upload", "s3 observe", "etcd fence_check", "s3 complete_upload", "etcd unbind_upload"},
 	)
@@ -213,7 +215,7 @@ func TestTracingMultipartOperations(t *testing.T) {
 		then func(t *testing.T)
 	}{
 		{op: "CreateMultipartUpload", run: create(8), want: []span{
-			{"etcd fence_check", "accepted"}, {"s3 create_upload", "ok"}, {"etcd bind_upload", "ok"},
+			{"s3 observe", "ok"}, {"etcd fence_check", "accepted"}, {"s3 create_upload", "ok"}, {"etcd bind_upload", "ok"}, {"etcd fence_check", "accepted"},
 		}},
 		{op: "UploadPart", run: uploadPart, want: []span{
 			{"etcd upload", "ok"}, {"etcd high_water_mark", "ok"}, {"s3 upload_part", "ok"},
@@ -251,7 +253,7 @@ func TestTracingMultipartOperations(t *testing.T) {
 		}},
 		{op: "UploadPart", run: uploadPart, wantErr: api.ErrNotFound, want: []span{{"etcd upload", "not_found"}}},
 		{op: "CreateMultipartUpload", run: create(10), want: []span{
-			{"etcd fence_check", "accepted"}, {"s3 create_upload", "ok"}, {"etcd bind_upload", "ok"},
+			{"s3 observe", "ok"}, {"etcd fence_check", "accepted"}, {"s3 create_upload", "ok"}, {"etcd bind_upload", "ok"}, {"etcd fence_check", "accepted"},
 		}},
 		{op: "AbortMultipartUpload", run: func(ctx context.Context) error {
 			return gw.AbortUpload(ctx, p, upload.UploadID)
@@ -260,7 +262,7 @@ func TestTracingMultipartOperations(t *testing.T) {
 			return gw.AbortUpload(ctx, p, upload.UploadID)
 		}, wantErr: api.ErrNotFound, want: []span{{"s3 abort_upload", "not_found"}, {"etcd unbind_upload", "ok"}}},
 		{op: "CreateMultipartUpload", run: create(11), want: []span{
-			{"etcd fence_check", "accepted"}, {"s3 create_upload", "ok"}, {"etcd bind_upload", "ok"},
+			{"s3 observe", "ok"}, {"etcd fence_check", "accepted"}, {"s3 create_upload", "ok"}, {"etcd bind_upload", "ok"}, {"etcd fence_check", "accepted"},
 		}, then: func(*testing.T) { e.etcd.Stop(t) }},
 		{op: "UploadPart", run: uploadPart, wantErr: api.ErrUnavailable, want: []span{{"etcd upload", "error"}}},
 	}
@@ -362,7 +364,7 @@ func TestTracingCompletionLosesRace(t *testing.T) {
 		got = append(got, span{c.Name(), testenv.SpanAttrs(c)["result"]})
 	}
 	want := []span{
-		{"etcd fence_check", "accepted"}, {"s3 create_upload", "ok"}, {"etcd bind_upload", "ok"},
+		{"s3 observe", "ok"}, {"etcd fence_check", "accepted"}, {"s3 create_upload", "ok"}, {"etcd bind_upload", "ok"}, {"etcd fence_check", "accepted"},
 		{"etcd upload", "ok"}, {"etcd high_water_mark", "ok"}, {"s3 upload_part", "ok"},
 		{"etcd upload", "ok"}, {"etcd high_water_mark", "ok"}, {"s3 upload_part", "ok"},
 		{"etcd upload", "ok"}, {"s3 observe", "ok"}, {"etcd fence_check", "accepted"},

@@ -20,6 +20,19 @@ const (
 	DefaultHeadsPerSecond = 50
 	// DefaultPageSize is how many marks each etcd read returns.
 	DefaultPageSize = 100
+	// MinTombstoneRetention is the shortest tombstone retention other
+	// than zero (for ever). A PUT that creates an object raises its mark
+	// before its conditional write (If-None-Match: *) reaches the store,
+	// so until the write lands or fails for good the mark is a tombstone
+	// that alone refuses writers below its token; and a write the gateway
+	// gave up on (a timeout) may still land. The longest that can take is
+	// the gateway's whole-request bound (the HTTP read timeout, 10
+	// minutes by default) and S3's answer timeout (30 seconds) plus the
+	// time S3 takes to apply a request whose sender has gone (seconds); a
+	// multipart completion's is 15 minutes. An hour is well above both.
+	// Uploads in progress are kept by their bindings, whatever their age
+	// (see the package documentation).
+	MinTombstoneRetention = time.Hour
 )
 
 // Config configures an Evictor. The zero Config is valid: it evicts marks
@@ -31,9 +44,11 @@ type Config struct {
 	// negative turns eviction off (Run returns at once).
 	Retention time.Duration
 	// TombstoneRetention is how long after its last raise a mark whose
-	// object is absent (a tombstone) may be evicted. Zero, the default,
-	// keeps tombstones for ever; see the package documentation for what
-	// a shorter one gives up.
+	// object is absent (a tombstone) may be evicted, when no multipart
+	// upload of the object is in progress. Zero, the default, keeps
+	// tombstones for ever; otherwise it must be at least
+	// MinTombstoneRetention. See the package documentation for what it
+	// gives up.
 	TombstoneRetention time.Duration
 	// Interval is the pause between the end of one pass over the marks
 	// and the start of the next. Zero means DefaultInterval.
@@ -64,6 +79,10 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.TombstoneRetention < 0 {
 		return c, fmt.Errorf("retention: negative tombstone retention %v (zero keeps tombstones for ever)", c.TombstoneRetention)
+	}
+	if c.TombstoneRetention > 0 && c.TombstoneRetention < MinTombstoneRetention {
+		return c, fmt.Errorf("retention: tombstone retention %v is below %v: a write the gateway gave up on may still reach the store that long after its mark was raised (zero keeps tombstones for ever)",
+			c.TombstoneRetention, MinTombstoneRetention)
 	}
 	if c.Interval == 0 {
 		c.Interval = DefaultInterval

@@ -15,6 +15,8 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 		{"zero", Config{}, ""},
 		{"eviction off", Config{Retention: -1}, ""},
 		{"negative tombstone retention", Config{TombstoneRetention: -time.Second}, "tombstone retention"},
+		{"tombstone retention below the minimum", Config{TombstoneRetention: MinTombstoneRetention - time.Second}, "tombstone retention 59m59s is below 1h0m0s"},
+		{"tombstone retention at the minimum", Config{TombstoneRetention: MinTombstoneRetention}, ""},
 		{"negative interval", Config{Interval: -time.Second}, "interval"},
 		{"negative HEAD rate", Config{HeadsPerSecond: -1}, "HEAD rate"},
 		{"negative page size", Config{PageSize: -1}, "page size"},

@@ -15,12 +15,26 @@
 //   - the object exists and records (its fence-token metadata, as Observe
 //     returns it) exactly the mark's token: the mark says nothing the
 //     object does not; or
-//   - the object is absent (the mark is a tombstone, left by a delete) and
-//     the mark was last raised at least Config.TombstoneRetention ago, when
-//     that is not zero (zero, the default, keeps tombstones for ever).
+//   - the object is absent (the mark is a tombstone: left by a delete, by
+//     a PUT that would have created the object and failed, or raised by
+//     an upload's creation), the store confirms it (below), no multipart
+//     upload of the object is in progress, and the mark was last raised
+//     at least Config.TombstoneRetention ago, when that is not zero (zero,
+//     the default, keeps tombstones for ever).
 //
 // A mark whose token differs from the object's (a write that raised the
-// mark and then failed, or a store written to directly) is kept. The
+// mark and then failed, or a store written to directly) is kept.
+//
+// "Absent" is the store's word, never a guess: a HEAD's 404 has no body,
+// so S3 answers a missing bucket, and a proxy or load balancer its own
+// 404, as it answers a missing key, and GCS answers a missing bucket as a
+// missing object. A tombstone is evicted only when the store says that
+// the bucket the mark names exists and holds no such key
+// (ObjectObserver.ConfirmAbsent: S3's NoSuchKey, a GCS list of the
+// bucket); anything else keeps the mark, counted as "unconfirmed" and
+// logged.
+//
+// The
 // eviction is one etcd transaction, If(ModRevision(key) == M)
 // Then(Delete(key)), where M is the mod revision the evictor read before
 // it observed the object: a raise at any point in between changes the mod
@@ -68,6 +82,41 @@
 // held, can create the object again, since there is no object to record a
 // token and no mark to refuse it. Hence tombstones have a retention of
 // their own, for ever by default.
+//
+// # Writes in flight leave tombstones too
+//
+// A write that creates an object raises the mark before the object
+// exists, so until it lands the mark is a tombstone that alone refuses
+// writers below its token. Two kinds of write are in flight that long:
+//
+//   - A multipart upload, from CreateMultipartUpload to its completion:
+//     up to the upload TTL (a day by default), longer than any tombstone
+//     retention. Its mark is kept while the upload is bound in etcd
+//     (Uploads.ResourcesUploading), whatever its age. The race with an
+//     upload created while the evictor decides is closed without timing:
+//     the gateway binds the upload before it writes the mark at the
+//     upload's token (a write, so a new mod revision, even when the token
+//     equals the mark), and the evictor reads the bindings after the
+//     mark. A write after the evictor's read of the mark fails the
+//     eviction's compare; a write before it follows the binding, which the
+//     evictor then sees (Evictor.tombstoneKept says it in full).
+//   - A PUT (or a multipart completion) that has raised the mark and not
+//     been answered, or that the gateway gave up on: its conditional
+//     write may still reach the store, bounded by the gateway's HTTP read
+//     timeout (10 minutes by default) and S3's answer timeout (30
+//     seconds), plus the moments S3 takes to apply a request whose sender
+//     has gone; a completion, by 15 minutes. No record in etcd says it is
+//     in flight, so it is covered by age: a tombstone retention is at
+//     least MinTombstoneRetention, an hour. A gateway run with no read
+//     timeout (or one above the tombstone retention) lets a slow PUT
+//     outlive its tombstone: then a writer below its token can create the
+//     object first, and the PUT, conditional on the absence it observed,
+//     fails.
+//
+// So a finite tombstone retention evicts a tombstone at least that long
+// after its last raise, once the store confirms the object absent and no
+// upload of it is in progress; and from then on a writer with a smaller
+// token, not below any mark still held, can create the object.
 //
 // A mark also protects against stale writers after a write that bypassed
 // fencegate and left no fence-token metadata on the object; once the mark

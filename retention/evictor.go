@@ -43,19 +43,36 @@ type RevisionRecorder interface {
 	RevisionAges(ctx context.Context) ([]api.RevisionAge, error)
 }
 
+// Uploads tells which resources have multipart uploads in progress.
+type Uploads interface {
+	// ResourcesUploading returns the resources of every upload bound
+	// when it reads, linearizably: a binding that exists from before the
+	// call until its end is in the answer. An error means it could not
+	// tell.
+	ResourcesUploading(ctx context.Context) (map[api.Resource]bool, error)
+}
+
 // Store is what an Evictor needs of the token store. tokenstore.Store
 // implements it.
 type Store interface {
 	MarkStore
 	Turns
 	RevisionRecorder
+	Uploads
 }
 
-// ObjectObserver observes objects. The S3 backend implements it.
+// ObjectObserver observes objects. The S3 and GCS backends implement it,
+// and so does the router of both (backends/stores).
 type ObjectObserver interface {
 	// Observe returns the object's current version with the token it
-	// records, or Exists false when there is no object.
+	// records, or Exists false when it found none; that may also be a
+	// missing bucket or a 404 that did not come from the store.
 	Observe(ctx context.Context, path api.ObjectPath) (api.ObjectVersion, error)
+	// ConfirmAbsent reports whether the store says that the bucket
+	// exists and holds no object named path.Key (S3's NoSuchKey); false
+	// with no error when the object exists. Any other answer is an
+	// error: the evictor then keeps the mark.
+	ConfirmAbsent(ctx context.Context, path api.ObjectPath) (bool, error)
 }
 
 // objectPrefix starts the resource names of S3 objects, the only marks
@@ -70,6 +87,13 @@ const (
 	keptRaised    = "raised"     // raised between the read and the eviction
 	keptUnknown   = "unobserved" // the HEAD or the eviction failed
 	keptNotObject = "not_object" // not a valid object name
+	// keptUploading: the object is absent and a multipart upload of it
+	// is in progress (bound in etcd).
+	keptUploading = "uploading"
+	// keptUnconfirmed: the object looked absent, but the store did not
+	// say "no such key" of the mark's bucket (a missing bucket, a
+	// proxy's bare 404, a failure).
+	keptUnconfirmed = "unconfirmed"
 )
 
 // Kinds of evicted marks (fencegate_marks_evicted_total's kind).
@@ -250,14 +274,19 @@ func (e *Evictor) pass(ctx context.Context, keepTurn bool) error {
 		now := e.cfg.Now() // after the answer: page.Revision was reached by now
 		e.clock.record(now, page.Revision)
 		cut := e.cutoffs(now)
+		pg := &pageState{cut: cut}
 		for _, m := range page.Marks {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 			scanned++
-			if e.consider(ctx, m, cut) {
+			if e.consider(ctx, m, pg) {
 				evicted++
 			}
+		}
+		if pg.unconfirmed > 0 {
+			e.cfg.Logger.Warn("marks kept: their objects looked absent, but the store did not say it holds no such key (a missing bucket, a 404 that did not come from the store, a failure)",
+				"marks", pg.unconfirmed, "resource", pg.firstUnconfirmed, "err", pg.unconfirmedErr)
 		}
 		if !page.More || len(page.Marks) == 0 {
 			break
@@ -306,11 +335,26 @@ func (e *Evictor) loadRecorded(ctx context.Context) {
 	}
 }
 
+// pageState is what the marks of one page share: the cutoffs, the
+// resources with uploads in progress (read at most once a page, after the
+// page), and the marks kept because their absence was not confirmed, for
+// one log line a page.
+type pageState struct {
+	cut cutoffs
+	// uploading is nil until read.
+	uploading        map[api.Resource]bool
+	unconfirmed      int
+	firstUnconfirmed api.Resource
+	unconfirmedErr   error
+}
+
 // consider applies the rule to one mark, and reports whether it evicted
 // it. The order matters: the mark (and its mod revision) was read before
-// the object is observed, so that the eviction's compare covers every
-// raise from the read on.
-func (e *Evictor) consider(ctx context.Context, m api.Mark, cut cutoffs) bool {
+// the object is observed and before the uploads in progress are read, so
+// that the eviction's compare covers every raise from the read on (see
+// tombstoneKept for why that closes the race with an upload's creation).
+func (e *Evictor) consider(ctx context.Context, m api.Mark, pg *pageState) bool {
+	cut := pg.cut
 	e.stats.scanned.Add(1)
 	path, ok := objectPath(m.Resource)
 	if !ok {
@@ -338,6 +382,10 @@ func (e *Evictor) consider(ctx context.Context, m api.Mark, cut cutoffs) bool {
 		e.stats.kept(keptTombstone)
 		return false
 	case !seen.Exists:
+		if reason, kept := e.tombstoneKept(ctx, m, path, pg); kept {
+			e.stats.kept(reason)
+			return false
+		}
 		kind = evictedTombstone
 	case seen.Token != m.Token:
 		e.stats.kept(keptDiffers)
@@ -361,6 +409,60 @@ func (e *Evictor) consider(ctx context.Context, m api.Mark, cut cutoffs) bool {
 	}
 	e.stats.evicted(kind)
 	return true
+}
+
+// tombstoneKept decides what the rule leaves to the store and etcd about
+// a tombstone old enough to evict (its object observed absent): it is
+// kept, for the reason it returns, unless the store confirms that the
+// bucket holds no such key and no multipart upload of the object is in
+// progress.
+//
+// The store's word: a HEAD's 404 has no body, so S3 answers a missing
+// bucket, and a proxy its own 404, as it answers a missing key; GCS
+// answers a missing bucket as a missing object. ObjectObserver's
+// ConfirmAbsent asks the store in a way that tells them apart; anything
+// but a definite "no such key" keeps the mark (keptUnconfirmed).
+//
+// Uploads in progress: CreateMultipartUpload raises the mark of an object
+// that does not exist until the upload completes, which may be as long
+// after as the upload TTL, far longer than the tombstone retention; until
+// then the mark alone refuses a writer below the upload's token. The
+// uploads are read after the mark (the page was read before), and the
+// gateway's CreateUpload binds the upload before it writes the mark at
+// the upload's token (a write even when the token equals the mark, so a
+// new mod revision). Either that write came after the evictor read the
+// mark, and the eviction's compare of the mod revision fails; or it came
+// before, and the binding, older still, is in the uploads read here,
+// unless the upload ended since (completed, aborted, or its binding
+// expired with the upload TTL). No timing enters.
+func (e *Evictor) tombstoneKept(ctx context.Context, m api.Mark, path api.ObjectPath, pg *pageState) (string, bool) {
+	if err := e.pace.wait(ctx); err != nil {
+		return keptUnknown, true
+	}
+	absent, err := e.objects.ConfirmAbsent(ctx, path)
+	switch {
+	case err != nil:
+		pg.unconfirmed++
+		if pg.unconfirmed == 1 {
+			pg.firstUnconfirmed, pg.unconfirmedErr = m.Resource, err
+		}
+		e.cfg.Logger.Debug("mark kept: its object looked absent, but the store did not confirm it", "resource", m.Resource, "err", err)
+		return keptUnconfirmed, true
+	case !absent: // created since the HEAD: the next pass decides
+		return keptUnknown, true
+	}
+	if pg.uploading == nil {
+		uploading, err := e.marks.ResourcesUploading(ctx)
+		if err != nil {
+			e.cfg.Logger.Debug("mark kept: reading the uploads in progress failed", "resource", m.Resource, "err", err)
+			return keptUnknown, true
+		}
+		pg.uploading = uploading
+	}
+	if pg.uploading[m.Resource] {
+		return keptUploading, true
+	}
+	return "", false
 }
 
 // objectPath returns the object whose resource name r is, if it is one.

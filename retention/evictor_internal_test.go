@@ -164,17 +164,17 @@ func TestEvictionRule(t *testing.T) {
 	}{
 		{"default tombstone retention", Config{Retention: testRetention}, want{
 			evicted: map[string]int64{evictedObject: 1, evictedTombstone: 0},
-			kept:    map[string]int64{keptYoung: 5, keptDiffers: 2, keptTombstone: 1, keptRaised: 0, keptUnknown: 0, keptNotObject: 2},
+			kept:    map[string]int64{keptYoung: 5, keptDiffers: 2, keptTombstone: 1, keptRaised: 0, keptUnknown: 0, keptNotObject: 2, keptUploading: 0, keptUnconfirmed: 0},
 			gone:    []string{"recorded"},
 		}},
 		{"tombstones kept for the retention", Config{Retention: testRetention, TombstoneRetention: testRetention}, want{
 			evicted: map[string]int64{evictedObject: 1, evictedTombstone: 1},
-			kept:    map[string]int64{keptYoung: 5, keptDiffers: 2, keptTombstone: 0, keptRaised: 0, keptUnknown: 0, keptNotObject: 2},
+			kept:    map[string]int64{keptYoung: 5, keptDiffers: 2, keptTombstone: 0, keptRaised: 0, keptUnknown: 0, keptNotObject: 2, keptUploading: 0, keptUnconfirmed: 0},
 			gone:    []string{"recorded", "deleted"},
 		}},
 		{"tombstones kept longer", Config{Retention: testRetention, TombstoneRetention: 2 * testRetention}, want{
 			evicted: map[string]int64{evictedObject: 1, evictedTombstone: 0},
-			kept:    map[string]int64{keptYoung: 5, keptDiffers: 2, keptTombstone: 1, keptRaised: 0, keptUnknown: 0, keptNotObject: 2},
+			kept:    map[string]int64{keptYoung: 5, keptDiffers: 2, keptTombstone: 1, keptRaised: 0, keptUnknown: 0, keptNotObject: 2, keptUploading: 0, keptUnconfirmed: 0},
 			gone:    []string{"recorded"},
 		}},
 	}

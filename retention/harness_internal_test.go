@@ -145,12 +145,36 @@ func (st *stack) gateway(tb testing.TB, cfg gateway.Config) string {
 }
 
 // gatewayServer is gateway, returning the gateway too.
-func (st *stack) gatewayServer(tb testing.TB, cfg gateway.Config) (*gateway.Gateway, string) {
+func (st *stack) gatewayServer(tb testing.TB, cfg gateway.Config, opts ...gateway.Option) (*gateway.Gateway, string) {
+	tb.Helper()
+	return st.gatewayOn(tb, st.newStore(tb), cfg, opts...)
+}
+
+// multipartGateway is gatewayServer with multipart uploads on, bound in
+// the stack's etcd; wrap, when not nil, wraps the bindings the gateway
+// records (a test's pause).
+func (st *stack) multipartGateway(tb testing.TB, cfg gateway.Config, wrap func(gateway.UploadStore) gateway.UploadStore) (*gateway.Gateway, string) {
 	tb.Helper()
 	store := st.newStore(tb)
+	uploads, err := tokenstore.NewUploads(store)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var bindings gateway.UploadStore = uploads
+	if wrap != nil {
+		bindings = wrap(bindings)
+	}
+	backend := newBackend(tb)
+	return st.gatewayOn(tb, store, cfg, gateway.WithMultipart(backend, bindings))
+}
+
+// gatewayOn starts a gateway on store, the stack's clock and a backend of
+// its own, with opts.
+func (st *stack) gatewayOn(tb testing.TB, store *tokenstore.Store, cfg gateway.Config, opts ...gateway.Option) (*gateway.Gateway, string) {
+	tb.Helper()
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg.Now = st.clock.Now
-	gw, err := gateway.New(cfg, store, newBackend(tb))
+	gw, err := gateway.New(cfg, store, newBackend(tb), opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}

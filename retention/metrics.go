@@ -17,7 +17,7 @@ type stats struct {
 
 func newStats() *stats {
 	s := &stats{keptBy: make(map[string]*atomic.Int64), evictedBy: make(map[string]*atomic.Int64)}
-	for _, r := range []string{keptYoung, keptDiffers, keptTombstone, keptRaised, keptUnknown, keptNotObject} {
+	for _, r := range []string{keptYoung, keptDiffers, keptTombstone, keptRaised, keptUnknown, keptNotObject, keptUploading, keptUnconfirmed} {
 		s.keptBy[r] = new(atomic.Int64)
 	}
 	for _, k := range []string{evictedObject, evictedTombstone} {
@@ -40,8 +40,13 @@ type Stats struct {
 	// less than the retention ago), "differs" (the object records another
 	// token, or none), "tombstone" (the object is absent, within the
 	// tombstone retention), "raised" (raised between the read and the
-	// eviction), "unobserved" (observing the object or evicting failed),
-	// "not_object" (a name under s3/ that is not an object's).
+	// eviction), "unobserved" (observing the object or evicting failed,
+	// or an object seen absent was there when asked again), "not_object"
+	// (a name under s3/ that is not an object's), "uploading" (the object
+	// is absent and a multipart upload of it is in progress),
+	// "unconfirmed" (the object looked absent, but the store did not say
+	// that the bucket holds no such key: a missing bucket, a 404 that did
+	// not come from the store, a failure).
 	Kept map[string]int64
 	// FailedPasses counts the passes that ended early on an error, and
 	// the failed samples of an evictor whose turn it is not.

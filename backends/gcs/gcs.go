@@ -131,6 +131,29 @@ func (c *Client) Observe(ctx context.Context, p api.ObjectPath) (api.ObjectVersi
 	return api.ObjectVersion{Exists: true, ETag: versionTag(attrs.Generation), Token: recordedToken(attrs.Metadata)}, nil
 }
 
+// ConfirmAbsent reports whether GCS says that the bucket exists and holds
+// no object named p.Key. Observe cannot tell: GCS answers an object of a
+// missing bucket 404 as it answers a missing object (the client library
+// makes both storage.ErrObjectNotExist, and emulators give both the same
+// message), and so would a proxy's bare 404. ConfirmAbsent lists the
+// bucket's objects whose names start with p.Key, at most one (the
+// storage.objects.list permission that Ping needs too): a list of a
+// missing bucket fails, and an object named p.Key would sort first among
+// them. It reports false with no error when the object exists (it was
+// created since it was observed), and an error when the list fails.
+func (c *Client) ConfirmAbsent(ctx context.Context, p api.ObjectPath) (bool, error) {
+	it := c.gcs.Bucket(p.Bucket).Objects(ctx, &storage.Query{Prefix: p.Key, Projection: storage.ProjectionNoACL})
+	it.PageInfo().MaxSize = 1
+	attrs, err := it.Next()
+	switch {
+	case errors.Is(err, iterator.Done):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("gcs list %s/%s, to confirm it absent: %w", p.Bucket, p.Key, mapReadError(err))
+	}
+	return attrs.Name != p.Key, nil
+}
+
 // writeConditions builds the precondition of in, the one place where it
 // is built: ifGenerationMatch the generation of the version in replaces,
 // ifGenerationMatch=0 ("does not exist") when it did not exist, none only

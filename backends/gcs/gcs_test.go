@@ -243,3 +243,42 @@ func TestReads(t *testing.T) {
 		t.Fatalf("Get(absent) = %v; want ErrNotFound", err)
 	}
 }
+
+// TestConfirmAbsent: GCS answers an object of a missing bucket 404 as it
+// answers a missing object, and Observe sees both as absent; only
+// ConfirmAbsent tells them apart, and an object there is not absent.
+func TestConfirmAbsent(t *testing.T) {
+	c, _, _ := newBackend(t)
+	ctx := context.Background()
+	for _, key := range []string{"dir/k", "dir/k2", "other"} {
+		if _, err := c.Put(ctx, api.PutObjectInput{Path: api.ObjectPath{Bucket: "bkt", Key: key}, Body: strings.NewReader("v"), Size: 1, Token: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name       string
+		path       api.ObjectPath
+		wantAbsent bool
+		wantErr    bool
+	}{
+		{"no such object", api.ObjectPath{Bucket: "bkt", Key: "gone"}, true, false},
+		{"no such object, others after its name", api.ObjectPath{Bucket: "bkt", Key: "dir/"}, true, false},
+		{"no such object, one whose name it starts", api.ObjectPath{Bucket: "bkt", Key: "dir/k2/x"}, true, false},
+		{"an object", api.ObjectPath{Bucket: "bkt", Key: "dir/k"}, false, false},
+		{"an object whose name starts another's", api.ObjectPath{Bucket: "bkt", Key: "dir/k2"}, false, false},
+		{"no such bucket", api.ObjectPath{Bucket: "no-such-bucket", Key: "dir/k"}, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.wantErr {
+				if v, err := c.Observe(ctx, tt.path); err != nil || v.Exists {
+					t.Fatalf("Observe(%v) = %+v, %v; want it absent, which is why ConfirmAbsent is needed", tt.path, v, err)
+				}
+			}
+			absent, err := c.ConfirmAbsent(ctx, tt.path)
+			if absent != tt.wantAbsent || (err != nil) != tt.wantErr {
+				t.Fatalf("ConfirmAbsent(%v) = %v, %v; want %v, error %v", tt.path, absent, err, tt.wantAbsent, tt.wantErr)
+			}
+		})
+	}
+}

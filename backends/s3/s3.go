@@ -166,6 +166,37 @@ func (c *Client) Observe(ctx context.Context, p api.ObjectPath) (api.ObjectVersi
 	return v, nil
 }
 
+// ConfirmAbsent reports whether S3 says that the bucket exists and holds
+// no object named p.Key: S3's NoSuchKey, answered for this bucket and
+// key. Observe cannot tell: a HEAD's 404 has no body, so a missing bucket
+// (NoSuchBucket), a proxy's or load balancer's bare 404 and a missing key
+// all look alike to it. ConfirmAbsent asks with a GET of the object's
+// first byte, whose error answer carries S3's code. It reports false with
+// no error when the object exists (it was created since it was
+// observed), and an error for every other answer: it never guesses.
+func (c *Client) ConfirmAbsent(ctx context.Context, p api.ObjectPath) (bool, error) {
+	ctx, release := boundConnWait(ctx, c.connWait)
+	defer release()
+	out, err := c.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(p.Bucket), Key: aws.String(p.Key), Range: aws.String("bytes=0-0")})
+	if err == nil {
+		out.Body.Close()
+		return false, nil
+	}
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		switch code, status := apiErr.ErrorCode(), statusCode(err); {
+		case code == "NoSuchKey" && status == http.StatusNotFound:
+			return true, nil
+		case code == "InvalidRange" && status == http.StatusRequestedRangeNotSatisfiable:
+			return false, nil // an empty object: it has no first byte
+		}
+	}
+	if waitErr := connWaitError(ctx, "get", p, c.connWait); waitErr != nil {
+		return false, waitErr
+	}
+	return false, fmt.Errorf("s3 get %s/%s, to confirm it absent: %w", p.Bucket, p.Key, mapReadError(err))
+}
+
 // condition is the precondition header of a conditional write, such as
 // If-Match: "etag"; the zero condition is none.
 type condition struct {

@@ -17,9 +17,12 @@ import (
 )
 
 // Store is one backend, such as *s3.Client or *gcs.Client: the methods
-// the gateway's ObjectWriter and ObjectReader declare.
+// the gateway's ObjectWriter and ObjectReader declare, and ConfirmAbsent,
+// which the mark evictor (package retention) asks before it takes an
+// object for absent.
 type Store interface {
 	Observe(ctx context.Context, path api.ObjectPath) (api.ObjectVersion, error)
+	ConfirmAbsent(ctx context.Context, path api.ObjectPath) (bool, error)
 	Put(ctx context.Context, in api.PutObjectInput) (etag string, err error)
 	Delete(ctx context.Context, path api.ObjectPath, etag string) error
 	Get(ctx context.Context, in api.GetObjectInput) (*api.Object, error)
@@ -71,6 +74,11 @@ func (r *Router) StoreOf(bucket string) string { return r.of(bucket).Name }
 // Observe is the bucket's store's Observe.
 func (r *Router) Observe(ctx context.Context, p api.ObjectPath) (api.ObjectVersion, error) {
 	return r.of(p.Bucket).Store.Observe(ctx, p)
+}
+
+// ConfirmAbsent is the bucket's store's ConfirmAbsent.
+func (r *Router) ConfirmAbsent(ctx context.Context, p api.ObjectPath) (bool, error) {
+	return r.of(p.Bucket).Store.ConfirmAbsent(ctx, p)
 }
 
 // Put is the bucket's store's Put.

@@ -2,6 +2,7 @@ package stores_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"fencegate/api"
@@ -14,6 +15,9 @@ type namedStore string
 
 func (s namedStore) Observe(context.Context, api.ObjectPath) (api.ObjectVersion, error) {
 	return api.ObjectVersion{Exists: true, ETag: string(s)}, nil
+}
+func (s namedStore) ConfirmAbsent(context.Context, api.ObjectPath) (bool, error) {
+	return false, errors.New(string(s))
 }
 func (s namedStore) Put(context.Context, api.PutObjectInput) (string, error) { return string(s), nil }
 func (s namedStore) Delete(context.Context, api.ObjectPath, string) error    { return nil }
@@ -40,9 +44,10 @@ func TestRouterDispatchesByBucket(t *testing.T) {
 		etag, _ := r.Put(ctx, api.PutObjectInput{Path: p})
 		got, _ := r.Get(ctx, api.GetObjectInput{Path: p})
 		head, _ := r.Head(ctx, api.GetObjectInput{Path: p})
-		if r.StoreOf(tc.bucket) != tc.store || v.ETag != tc.backend || etag != tc.backend || got.ETag != tc.backend || head.ETag != tc.backend {
-			t.Errorf("bucket %s: StoreOf %q, Observe %q, Put %q, Get %q, Head %q; want store %q, backend %q",
-				tc.bucket, r.StoreOf(tc.bucket), v.ETag, etag, got.ETag, head.ETag, tc.store, tc.backend)
+		_, confirm := r.ConfirmAbsent(ctx, p)
+		if r.StoreOf(tc.bucket) != tc.store || v.ETag != tc.backend || etag != tc.backend || got.ETag != tc.backend || head.ETag != tc.backend || confirm.Error() != tc.backend {
+			t.Errorf("bucket %s: StoreOf %q, Observe %q, Put %q, Get %q, Head %q, ConfirmAbsent %q; want store %q, backend %q",
+				tc.bucket, r.StoreOf(tc.bucket), v.ETag, etag, got.ETag, head.ETag, confirm, tc.store, tc.backend)
 		}
 	}
 	if _, err := stores.New(stores.Named{Name: api.StoreS3}, nil); err == nil {

@@ -11,6 +11,7 @@ import (
 	"fencegate/backends/stores"
 	"fencegate/gateway"
 	"fencegate/internal/config"
+	"fencegate/retention"
 )
 
 // objectStores are the stores the gateway writes through.
@@ -18,7 +19,10 @@ type objectStores struct {
 	// objects is what the gateway and the mark evictor are given: the S3
 	// client alone when no bucket is in GCS, else a stores.Router that
 	// sends each bucket to its store (every bucket not mapped to S3).
-	objects gateway.ObjectStore
+	objects interface {
+		gateway.ObjectStore
+		retention.ObjectObserver
+	}
 	// probes are the readiness probes of the stores besides S3: "gcs",
 	// which lists at most one object of every bucket in GCS.
 	probes []gateway.Probe
