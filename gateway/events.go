@@ -106,7 +106,7 @@ func (g *Gateway) serveEvents(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, fmt.Errorf("%w: prefix longer than %d bytes", api.ErrInvalidRequest, maxResourceBytes))
 		return
 	}
-	may, err := g.eventFilter(r.Context(), prefix)
+	filter, err := g.eventFilter(r.Context(), prefix)
 	if err != nil {
 		g.writeError(w, r, err)
 		return
@@ -115,7 +115,7 @@ func (g *Gateway) serveEvents(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, fmt.Errorf("%w: the gateway is shutting down", api.ErrGatewayBusy))
 		return
 	}
-	sub, err := g.events.hub.Subscribe(events.Filter{Prefix: prefix, May: may})
+	sub, err := g.events.hub.Subscribe(filter)
 	switch {
 	case errors.Is(err, events.ErrTooManySubscribers):
 		g.writeError(w, r, fmt.Errorf("%w: %w: this gateway's limit is %d", api.ErrGatewayBusy, err, g.cfg.EventSubscribers))
@@ -196,16 +196,19 @@ func appendItem(b []byte, it events.Item) []byte {
 }
 
 // eventFilter returns what the caller may see of the feed under prefix:
-// nil (everything) without auth; otherwise the resources under a prefix
-// that one of its grants allows to read. A caller that may read nothing
-// under prefix is refused with api.ErrForbidden.
-func (g *Gateway) eventFilter(ctx context.Context, prefix string) (func(string) bool, error) {
+// everything without auth; otherwise the resources under a prefix that
+// one of its grants allows to read, and of lock events the grant's
+// token and session only where the lock API would show them to it
+// (seesGrant). A caller that may read nothing under prefix is refused
+// with api.ErrForbidden.
+func (g *Gateway) eventFilter(ctx context.Context, prefix string) (events.Filter, error) {
+	filter := events.Filter{Prefix: prefix}
 	if g.auth == nil {
-		return nil, nil
+		return filter, nil
 	}
 	id := callerIdentity(ctx)
 	if id == nil { // only if the route escaped the middleware: fail closed
-		return nil, fmt.Errorf("events: %w: request not authenticated", api.ErrUnauthorized)
+		return filter, fmt.Errorf("events: %w: request not authenticated", api.ErrUnauthorized)
 	}
 	var readable []string
 	for _, gr := range id.Grants {
@@ -215,16 +218,18 @@ func (g *Gateway) eventFilter(ctx context.Context, prefix string) (func(string) 
 		}
 	}
 	if len(readable) == 0 {
-		return nil, fmt.Errorf("%w: identity %q may read no resource under %q", api.ErrForbidden, id.Name, prefix)
+		return filter, fmt.Errorf("%w: identity %q may read no resource under %q", api.ErrForbidden, id.Name, prefix)
 	}
-	return func(resource string) bool {
+	filter.May = func(resource string) bool {
 		for _, p := range readable {
 			if strings.HasPrefix(resource, p) {
 				return true
 			}
 		}
 		return false
-	}, nil
+	}
+	filter.SeesGrant = func(name, owner string) bool { return g.seesGrant(id, name, owner) }
+	return filter, nil
 }
 
 // publishForwarded publishes the partner request that the request whose
@@ -364,7 +369,10 @@ func (g *Gateway) publishPartnerBusy(r *http.Request, pr partnerRequest, err err
 }
 
 // publishLock publishes a lock event of kind about lock name's grant
-// with token (and session, zero: unknown). The lock's waiters are counted
+// with token (and session, zero: unknown), which the caller acquired or
+// released: its session is the caller's own, or, for an operator, maybe
+// another identity's, whose token and session only operators then see
+// (Event.SessionOwner). The lock's waiters are counted
 // by a read of its state after the decision, off the request
 // (maxWaiterLookups at once; without a free one the event goes out
 // without the count); the event keeps the decision's time.
@@ -374,7 +382,7 @@ func (h *lockAPI) publishLock(r *http.Request, kind, name string, token api.Toke
 		return
 	}
 	caller := callerName(r.Context())
-	e := &events.Event{Time: time.Now(), Kind: kind, Resource: name, Token: token, Identity: caller, Holder: caller}
+	e := &events.Event{Time: time.Now(), Kind: kind, Resource: name, Token: token, Identity: caller, Holder: caller, SessionOwner: caller}
 	if session != 0 {
 		e.Session = session.String()
 	}
