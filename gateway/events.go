@@ -80,13 +80,25 @@ type eventFeed struct {
 	// lockExpiries publishes lock.expired and lock.revoked while anyone
 	// subscribes; nil without a source (lockexpiry.go).
 	lockExpiries *lockExpiryFeed
+	// unauthenticated limits the write.refused events of requests
+	// without valid credentials (401), as their log lines are
+	// limited, with a limiter of its own (an event and a line do not
+	// take each other's turn); nil when Config.AuthRefusalLogRate is
+	// negative. suppressed counts the events it left out.
+	unauthenticated *lineLimiter
+	suppressed      prometheus.Counter
 }
 
 // newEventFeed returns the feed of a gateway configured by cfg, its
 // metrics registered on m's registry.
 func newEventFeed(cfg Config, m *metrics) *eventFeed {
 	hub := events.NewHub(events.Config{MaxSubscribers: cfg.EventSubscribers, Buffer: cfg.EventBuffer})
+	suppressed := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fencegate_events_suppressed_total",
+		Help: "write.refused events of requests refused 401 (no valid credential: REST, or a bad signature on the S3 API) left out of the feed by the limit on their rate (Config.AuthRefusalLogRate and AuthRefusalLogBurst, as their log lines).",
+	})
 	m.registry.MustRegister(
+		suppressed,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fencegate_event_subscribers",
 			Help: "Subscribers of the event feed (GET /v1/events) now; Config.EventSubscribers bounds them.",
@@ -96,7 +108,26 @@ func newEventFeed(cfg Config, m *metrics) *eventFeed {
 			Help: "Events of the feed that a subscriber lost because its buffer (Config.EventBuffer) was full, over all subscribers.",
 		}, func() float64 { return float64(hub.Dropped()) }),
 	)
-	return &eventFeed{hub: hub, lookups: make(chan struct{}, maxWaiterLookups)}
+	return &eventFeed{hub: hub, lookups: make(chan struct{}, maxWaiterLookups),
+		unauthenticated: newLineLimiter(cfg.Now, cfg.AuthRefusalLogRate, cfg.AuthRefusalLogBurst), suppressed: suppressed}
+}
+
+// admitUnauthenticated reports whether the write.refused event of a
+// request refused 401 may be published, and counts it in
+// fencegate_events_suppressed_total when not. Such a request costs its
+// sender nothing and names the resource and token it likes: without a
+// limit, a flood of them would fill every subscriber's buffer, and the
+// subscribers would lose the decisions about known identities' writes in
+// the drops. They are limited as their log lines are (lineLimiter, the
+// 401 bucket: Config.AuthRefusalLogRate a second, AuthRefusalLogBurst at
+// once, for all senders together); 403s, which only a known identity
+// gets, are not.
+func (f *eventFeed) admitUnauthenticated() bool {
+	if _, ok := f.unauthenticated.allow(http.StatusUnauthorized); ok {
+		return true
+	}
+	f.suppressed.Inc()
+	return false
 }
 
 // serveEvents is GET /v1/events[?prefix=P]: see the top of the file.
@@ -309,10 +340,15 @@ func acceptedStatus(api, kind string, created bool) int {
 }
 
 // publishRefused publishes the write refused with p for err, about
-// resource and token (noteProblem's audited refusals), and, for a stale
-// token, where it was caught.
+// resource and token (noteProblem's audited refusals, and the other
+// front doors' through NoteRefusal), and, for a stale token, where it
+// was caught. Refusals of requests without valid credentials (401) are
+// limited (admitUnauthenticated).
 func (g *Gateway) publishRefused(p api.Problem, err error, x *exchange, resource api.Resource, token api.Token) {
 	if !g.events.hub.Active() || resource == "" {
+		return
+	}
+	if p.Status == http.StatusUnauthorized && !g.events.admitUnauthenticated() {
 		return
 	}
 	e := events.Event{

@@ -10,12 +10,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"fencegate/api"
 	"fencegate/gateway"
 )
 
@@ -172,5 +174,65 @@ func TestRefusalsOfGCSObjectsNamedByStore(t *testing.T) {
 		if want := `msg="write refused" resource=` + gcsPrefix + key + " "; !strings.Contains(logs.String(), want) {
 			t.Errorf("the log lacks %q:\n%s", want, logs.String())
 		}
+	}
+}
+
+// TestBadSignaturesLimitedOnTheFeed: PutObjects with a bad signature
+// (refused as unauthenticated) name the bucket, key and token their
+// sender picks, at no cost to it; the feed publishes them at the rate
+// their log lines are limited to, a burst of 20 on a clock that does not
+// move, and counts the rest in fencegate_events_suppressed_total. The
+// decisions of known identities that follow (a 403, an accepted write)
+// still arrive.
+func TestBadSignaturesLimitedOnTheFeed(t *testing.T) {
+	const (
+		flood = 50
+		burst = 20 // the default
+	)
+	at := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	d := newDoor(t, doorOptions{gateway: gateway.Config{Now: func() time.Time { return at }}})
+	f := subscribeFeed(t, d, "s3/"+d.bucket+"/", "rest-reader")
+	forged := d.client(writerKey, func(o *s3.Options) {
+		o.Credentials = credentials.NewStaticCredentialsProvider(writerKey, "not-the-secret", "")
+	})
+	for i := range flood {
+		_, err := d.put(t, forged, fmt.Sprintf("flood-%d", i), api.Token(1000+i), "x")
+		wantAPIError(t, err, http.StatusForbidden, "SignatureDoesNotMatch")
+	}
+	_, err := d.put(t, d.client(readerKey), "known", 5, "x")
+	wantAPIError(t, err, http.StatusForbidden, "AccessDenied")
+	if _, err := d.put(t, d.client(writerKey), "known", 5, "x"); err != nil {
+		t.Fatal(err)
+	}
+	published := 0
+	for {
+		e := f.next(t)
+		if e["status"] == float64(http.StatusUnauthorized) {
+			published++
+			continue
+		}
+		if e["kind"] != "write.refused" || e["identity"] != "reader" || e["status"] != float64(http.StatusForbidden) {
+			t.Fatalf("after the flood: %v; want the reader's 403", e)
+		}
+		if e := f.next(t); e["kind"] != "write.accepted" || e["identity"] != "writer" {
+			t.Fatalf("after the 403: %v; want the writer's accepted write", e)
+		}
+		break
+	}
+	if published != burst {
+		t.Errorf("%d of %d bad signatures published; want the burst, %d", published, flood, burst)
+	}
+	families, err := d.gw.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	suppressed := -1.0
+	for _, fam := range families {
+		if fam.GetName() == "fencegate_events_suppressed_total" {
+			suppressed = fam.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if suppressed != flood-burst {
+		t.Errorf("fencegate_events_suppressed_total = %v; want %d", suppressed, flood-burst)
 	}
 }
