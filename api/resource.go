@@ -24,7 +24,10 @@ const (
 	StoreGCS = "gcs"
 )
 
-// ObjectResource returns the resource name of an S3 object.
+// ObjectResource returns the resource name of an object in S3:
+// "s3/<bucket>/<key>". It knows nothing of where a bucket lives: a front
+// door names an object by the store of its bucket (the gateway's
+// ObjectResource), never with this.
 func ObjectResource(bucket, key string) Resource {
 	return StoreObjectResource(StoreS3, bucket, key)
 }

@@ -82,7 +82,10 @@ func newConsoleEnv(t *testing.T) *consoleEnv {
 	auth := gateway.Auth{
 		Identities: []gateway.Identity{
 			{Name: "admin", Grants: []gateway.Grant{{Operations: []gateway.Operation{gateway.OpAdmin}}}},
-			{Name: "watcher", Grants: []gateway.Grant{{Prefix: "s3/" + bucket + "/visible/", Operations: []gateway.Operation{gateway.OpRead}}}},
+			{Name: "watcher", Grants: []gateway.Grant{
+				{Prefix: "s3/" + bucket + "/visible/", Operations: []gateway.Operation{gateway.OpRead}},
+				{Prefix: "watched-", Operations: []gateway.Operation{gateway.OpRead}}, // locks it sees, may not hold
+			}},
 		},
 		APIKeys: []gateway.APIKey{{SHA256: sum(adminKey), Identity: "admin"}, {SHA256: sum(watcherKey), Identity: "watcher"}},
 	}
@@ -445,6 +448,32 @@ func TestConsoleSeedReplay(t *testing.T) {
 	if status != http.StatusOK || body != "client 2's report" {
 		t.Fatalf("the scratch key holds %d %q; want client 2's report", status, body)
 	}
+}
+
+// TestConsoleLockEventsWithoutGrant: the watcher may read the locks
+// watched-*, not take them: the feed sends it their events without the
+// grant's token and session, and the page shows the grant and the
+// revoke with an empty token and the session hidden.
+func TestConsoleLockEventsWithoutGrant(t *testing.T) {
+	e := newConsoleEnv(t)
+	tab := e.tab(t, watcherKey)
+	waitLive(t, tab)
+	session := e.session(t, 30)
+	e.acquire(t, "watched-job", session)
+	waitDOM(t, tab, "the grant's row without its token", rowExpr(map[string]string{"kind": "lock.granted", "resource": "watched-job", "token": ""}))
+	if status, body := e.send(t, http.MethodDelete, "/v1/sessions/"+session, adminKey, nil, ""); status != http.StatusNoContent {
+		t.Fatalf("revoke: %d %s", status, body)
+	}
+	waitDOM(t, tab, "the revoke's row without its token", rowExpr(map[string]string{"kind": "lock.revoked", "resource": "watched-job", "token": ""}))
+	var text string
+	eval(t, tab, `[...document.querySelectorAll('#decisions tbody tr')].map(r => r.textContent).join('\n')`, &text)
+	if want := "lock.revoked: session (hidden) revoked"; !strings.Contains(text, want) {
+		t.Errorf("the watcher's decisions read %q; want a row %q", text, want)
+	}
+	if strings.Contains(text, session) {
+		t.Errorf("the watcher's decisions show the session %s: %q", session, text)
+	}
+	screenshot(t, tab, "watcher-lock-revoked")
 }
 
 func TestConsoleShowsOnlyWhatTheKeyMayRead(t *testing.T) {

@@ -2,6 +2,7 @@ package events
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"fencegate/api"
@@ -68,7 +69,8 @@ type Event struct {
 	// "s3/<bucket>/<key>", a partner's "partner/<route>/<id>", a lock's
 	// name.
 	Resource string `json:"resource"`
-	// Token is the request's fencing token, or the lock grant's.
+	// Token is the request's fencing token, or the lock grant's (sent
+	// only to subscribers that Filter.SeesGrant allows).
 	Token api.Token `json:"token,string,omitempty"`
 	// HWMBefore is the high-water mark as this gateway knew it before an
 	// accepted write: etcd's mark or a lower bound of it (the gateway's
@@ -91,7 +93,8 @@ type Event struct {
 	Problem string `json:"problem,omitempty"`
 	// Caught is where a stale token was caught (Caught constants).
 	Caught string `json:"caught,omitempty"`
-	// Session is the lock grant's session.
+	// Session is the lock grant's session (sent only to subscribers
+	// that Filter.SeesGrant allows).
 	Session string `json:"session,omitempty"`
 	// Holder is, for lock events, the identity that was granted the
 	// lock, released it, or whose session expired or was revoked holding
@@ -100,6 +103,25 @@ type Event struct {
 	// Waiters counts the requests queued behind a lock's holder after a
 	// grant or release; nil when unknown.
 	Waiters *int64 `json:"waiters,omitempty"`
+	// SessionOwner is, for a lock event, the identity that owns the
+	// grant's session ("" without auth), or one that may see the grant's
+	// token anyway (the operator that acted with another identity's
+	// session, whose owner the publisher does not learn). It is never
+	// sent: it decides which subscribers get the event's Token and
+	// Session (Filter.SeesGrant).
+	SessionOwner string `json:"-"`
+}
+
+// isLock reports whether e is a lock event, whose Token and Session go
+// only to the subscribers that Filter.SeesGrant allows.
+func (e *Event) isLock() bool { return strings.HasPrefix(e.Kind, "lock.") }
+
+// withoutGrant returns e without its grant's token and session: the
+// event a lock event is to a subscriber that may not see them.
+func (e *Event) withoutGrant() *Event {
+	c := *e
+	c.Token, c.Session = 0, ""
+	return &c
 }
 
 // timeLayout is Event.Time's form: UTC, microseconds.

@@ -14,7 +14,11 @@
 // every subscriber, plus a filter and a channel send per subscriber.
 //
 // What a subscriber may see (authorization) is the caller's to say: a
-// subscription takes a resource prefix and a predicate on resource names.
+// subscription takes a resource prefix, a predicate on resource names,
+// and one on lock grants: a lock event goes to a subscriber that may not
+// see its grant without the grant's token and session (an encoding of
+// its own, shared by all such subscribers), since a token is all that a
+// write behind a "held" token check needs.
 package events
 
 import (
@@ -89,10 +93,19 @@ type Filter struct {
 	// May reports whether the subscriber may see events of a resource.
 	// Nil means every resource.
 	May func(resource string) bool
+	// SeesGrant reports whether the subscriber may see the token and
+	// session of a grant of lock name whose session belongs to owner
+	// (Event.SessionOwner). A lock event that it refuses is delivered
+	// without them. Nil means every grant's.
+	SeesGrant func(name, owner string) bool
 }
 
 func (f Filter) keeps(resource string) bool {
 	return strings.HasPrefix(resource, f.Prefix) && (f.May == nil || f.May(resource))
+}
+
+func (f Filter) seesGrant(e *Event) bool {
+	return f.SeesGrant == nil || f.SeesGrant(e.Resource, e.SessionOwner)
 }
 
 // Item is one delivered event: its SSE frame, and how many events of the
@@ -174,7 +187,9 @@ func (h *Hub) Dropped() uint64 { return h.dropped.Load() }
 // Publish gives e, with its next sequence number, to every subscription
 // whose filter keeps it, without ever waiting: a subscription whose buffer
 // is full loses it, counted. e.Seq is set; the rest of e is the caller's.
-// The event is encoded once, and only when some filter keeps it.
+// The event is encoded once, and only when some filter keeps it; a lock
+// event once more without its grant's token and session, for the
+// subscribers whose filter may not see them (Filter.SeesGrant).
 func (h *Hub) Publish(e *Event) {
 	subs := *h.subs.Load()
 	kept := false
@@ -188,17 +203,34 @@ func (h *Hub) Publish(e *Event) {
 	}
 	// Encoded outside the lock: all but the sequence number.
 	body := e.appendFields(make([]byte, 0, 320))
+	var hiddenBody []byte
+	if e.isLock() {
+		hiddenBody = e.withoutGrant().appendFields(make([]byte, 0, 320))
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.seq++
 	e.Seq = h.seq
-	frame := appendFrame(make([]byte, 0, len(body)+64), e.Seq, body)
+	var frame, hidden []byte
 	for _, s := range *h.subs.Load() { // those of now, under the lock
 		if !s.filter.keeps(e.Resource) {
 			continue
 		}
+		var f []byte
+		switch {
+		case hiddenBody != nil && !s.filter.seesGrant(e):
+			if hidden == nil {
+				hidden = appendFrame(make([]byte, 0, len(hiddenBody)+64), e.Seq, hiddenBody)
+			}
+			f = hidden
+		default:
+			if frame == nil {
+				frame = appendFrame(make([]byte, 0, len(body)+64), e.Seq, body)
+			}
+			f = frame
+		}
 		select {
-		case s.c <- Item{Frame: frame, Dropped: s.dropped}:
+		case s.c <- Item{Frame: f, Dropped: s.dropped}:
 			s.dropped = 0
 		default:
 			s.dropped++

@@ -178,6 +178,58 @@ func TestFilter(t *testing.T) {
 	}
 }
 
+// TestSeesGrant: a lock event goes with its grant's token and session to
+// the subscriber whose SeesGrant allows them (asked with the lock's name
+// and the session's owner) and to one without SeesGrant, and without
+// them, under the same id, to one whose SeesGrant refuses; SeesGrant has
+// no say over other events.
+func TestSeesGrant(t *testing.T) {
+	h := events.NewHub(events.Config{})
+	var asked []string
+	owners := func(name, owner string) bool {
+		asked = append(asked, name+" "+owner)
+		return owner == "alice"
+	}
+	subs := map[string]*events.Subscription{}
+	for name, f := range map[string]events.Filter{"owner's": {SeesGrant: owners}, "unfiltered": {}, "refused": {SeesGrant: func(string, string) bool { return false }}} {
+		s, err := h.Subscribe(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		subs[name] = s
+	}
+	published := []events.Event{
+		{Kind: events.KindLockGranted, Resource: "jobs", Token: 7, Session: "1234", Holder: "alice", SessionOwner: "alice"},
+		{Kind: events.KindLockExpired, Resource: "jobs", Token: 8, Session: "5678", Holder: "bob", SessionOwner: "bob"},
+		{Kind: events.KindWriteAccepted, Resource: "s3/b/k", Token: 9},
+	}
+	for i := range published {
+		h.Publish(&published[i])
+	}
+	for name, s := range subs {
+		for _, e := range published {
+			m := parseFrames(t, (<-s.C()).Frame)[0]
+			var got events.Event
+			if err := json.Unmarshal([]byte(m.data), &got); err != nil {
+				t.Fatal(err)
+			}
+			sees := name == "unfiltered" || e.Kind == events.KindWriteAccepted || (name == "owner's" && e.SessionOwner == "alice")
+			want := e
+			want.SessionOwner = ""
+			if !sees {
+				want.Token, want.Session = 0, ""
+			}
+			if m.id != strconv.FormatUint(e.Seq, 10) || !reflect.DeepEqual(got, want) {
+				t.Errorf("%s subscriber got id %s %+v; want id %d %+v", name, m.id, got, e.Seq, want)
+			}
+		}
+	}
+	if want := []string{"jobs alice", "jobs bob"}; !reflect.DeepEqual(asked, want) {
+		t.Errorf("SeesGrant asked %q; want %q", asked, want)
+	}
+}
+
 // TestSubscriberLimitAndClose: subscriptions past the limit are refused
 // until one closes; Close ends every subscription and refuses new ones.
 func TestSubscriberLimitAndClose(t *testing.T) {

@@ -407,10 +407,16 @@ func callerIdentity(ctx context.Context) *Identity {
 // nil, or an error of class api.ErrForbidden. Handlers call it once they
 // know the resource. Without auth it always allows.
 func (g *Gateway) authorize(ctx context.Context, op Operation, resource api.Resource) error {
+	return g.authorizeIdentity(callerIdentity(ctx), op, resource)
+}
+
+// authorizeIdentity is authorize for the identity id (nil: none
+// authenticated), for a decision taken outside its requests, as the
+// event feed's for each event of a subscriber's stream.
+func (g *Gateway) authorizeIdentity(id *Identity, op Operation, resource api.Resource) error {
 	if g.auth == nil {
 		return nil
 	}
-	id := callerIdentity(ctx)
 	if id == nil { // only if a route escaped the middleware: fail closed
 		return fmt.Errorf("authorize %s %q: %w: request not authenticated", op, resource, api.ErrUnauthorized)
 	}

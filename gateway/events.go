@@ -80,13 +80,25 @@ type eventFeed struct {
 	// lockExpiries publishes lock.expired and lock.revoked while anyone
 	// subscribes; nil without a source (lockexpiry.go).
 	lockExpiries *lockExpiryFeed
+	// unauthenticated limits the write.refused events of requests
+	// without valid credentials (401), as their log lines are
+	// limited, with a limiter of its own (an event and a line do not
+	// take each other's turn); nil when Config.AuthRefusalLogRate is
+	// negative. suppressed counts the events it left out.
+	unauthenticated *lineLimiter
+	suppressed      prometheus.Counter
 }
 
 // newEventFeed returns the feed of a gateway configured by cfg, its
 // metrics registered on m's registry.
 func newEventFeed(cfg Config, m *metrics) *eventFeed {
 	hub := events.NewHub(events.Config{MaxSubscribers: cfg.EventSubscribers, Buffer: cfg.EventBuffer})
+	suppressed := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fencegate_events_suppressed_total",
+		Help: "write.refused events of requests refused 401 (no valid credential: REST, or a bad signature on the S3 API) left out of the feed by the limit on their rate (Config.AuthRefusalLogRate and AuthRefusalLogBurst, as their log lines).",
+	})
 	m.registry.MustRegister(
+		suppressed,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fencegate_event_subscribers",
 			Help: "Subscribers of the event feed (GET /v1/events) now; Config.EventSubscribers bounds them.",
@@ -96,7 +108,26 @@ func newEventFeed(cfg Config, m *metrics) *eventFeed {
 			Help: "Events of the feed that a subscriber lost because its buffer (Config.EventBuffer) was full, over all subscribers.",
 		}, func() float64 { return float64(hub.Dropped()) }),
 	)
-	return &eventFeed{hub: hub, lookups: make(chan struct{}, maxWaiterLookups)}
+	return &eventFeed{hub: hub, lookups: make(chan struct{}, maxWaiterLookups),
+		unauthenticated: newLineLimiter(cfg.Now, cfg.AuthRefusalLogRate, cfg.AuthRefusalLogBurst), suppressed: suppressed}
+}
+
+// admitUnauthenticated reports whether the write.refused event of a
+// request refused 401 may be published, and counts it in
+// fencegate_events_suppressed_total when not. Such a request costs its
+// sender nothing and names the resource and token it likes: without a
+// limit, a flood of them would fill every subscriber's buffer, and the
+// subscribers would lose the decisions about known identities' writes in
+// the drops. They are limited as their log lines are (lineLimiter, the
+// 401 bucket: Config.AuthRefusalLogRate a second, AuthRefusalLogBurst at
+// once, for all senders together); 403s, which only a known identity
+// gets, are not.
+func (f *eventFeed) admitUnauthenticated() bool {
+	if _, ok := f.unauthenticated.allow(http.StatusUnauthorized); ok {
+		return true
+	}
+	f.suppressed.Inc()
+	return false
 }
 
 // serveEvents is GET /v1/events[?prefix=P]: see the top of the file.
@@ -106,7 +137,7 @@ func (g *Gateway) serveEvents(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, fmt.Errorf("%w: prefix longer than %d bytes", api.ErrInvalidRequest, maxResourceBytes))
 		return
 	}
-	may, err := g.eventFilter(r.Context(), prefix)
+	filter, err := g.eventFilter(r.Context(), prefix)
 	if err != nil {
 		g.writeError(w, r, err)
 		return
@@ -115,7 +146,7 @@ func (g *Gateway) serveEvents(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, fmt.Errorf("%w: the gateway is shutting down", api.ErrGatewayBusy))
 		return
 	}
-	sub, err := g.events.hub.Subscribe(events.Filter{Prefix: prefix, May: may})
+	sub, err := g.events.hub.Subscribe(filter)
 	switch {
 	case errors.Is(err, events.ErrTooManySubscribers):
 		g.writeError(w, r, fmt.Errorf("%w: %w: this gateway's limit is %d", api.ErrGatewayBusy, err, g.cfg.EventSubscribers))
@@ -196,16 +227,19 @@ func appendItem(b []byte, it events.Item) []byte {
 }
 
 // eventFilter returns what the caller may see of the feed under prefix:
-// nil (everything) without auth; otherwise the resources under a prefix
-// that one of its grants allows to read. A caller that may read nothing
-// under prefix is refused with api.ErrForbidden.
-func (g *Gateway) eventFilter(ctx context.Context, prefix string) (func(string) bool, error) {
+// everything without auth; otherwise the resources under a prefix that
+// one of its grants allows to read, and of lock events the grant's
+// token and session only where the lock API would show them to it
+// (seesGrant). A caller that may read nothing under prefix is refused
+// with api.ErrForbidden.
+func (g *Gateway) eventFilter(ctx context.Context, prefix string) (events.Filter, error) {
+	filter := events.Filter{Prefix: prefix}
 	if g.auth == nil {
-		return nil, nil
+		return filter, nil
 	}
 	id := callerIdentity(ctx)
 	if id == nil { // only if the route escaped the middleware: fail closed
-		return nil, fmt.Errorf("events: %w: request not authenticated", api.ErrUnauthorized)
+		return filter, fmt.Errorf("events: %w: request not authenticated", api.ErrUnauthorized)
 	}
 	var readable []string
 	for _, gr := range id.Grants {
@@ -215,16 +249,18 @@ func (g *Gateway) eventFilter(ctx context.Context, prefix string) (func(string) 
 		}
 	}
 	if len(readable) == 0 {
-		return nil, fmt.Errorf("%w: identity %q may read no resource under %q", api.ErrForbidden, id.Name, prefix)
+		return filter, fmt.Errorf("%w: identity %q may read no resource under %q", api.ErrForbidden, id.Name, prefix)
 	}
-	return func(resource string) bool {
+	filter.May = func(resource string) bool {
 		for _, p := range readable {
 			if strings.HasPrefix(resource, p) {
 				return true
 			}
 		}
 		return false
-	}, nil
+	}
+	filter.SeesGrant = func(name, owner string) bool { return g.seesGrant(id, name, owner) }
+	return filter, nil
 }
 
 // publishForwarded publishes the partner request that the request whose
@@ -304,10 +340,15 @@ func acceptedStatus(api, kind string, created bool) int {
 }
 
 // publishRefused publishes the write refused with p for err, about
-// resource and token (noteProblem's audited refusals), and, for a stale
-// token, where it was caught.
+// resource and token (noteProblem's audited refusals, and the other
+// front doors' through NoteRefusal), and, for a stale token, where it
+// was caught. Refusals of requests without valid credentials (401) are
+// limited (admitUnauthenticated).
 func (g *Gateway) publishRefused(p api.Problem, err error, x *exchange, resource api.Resource, token api.Token) {
 	if !g.events.hub.Active() || resource == "" {
+		return
+	}
+	if p.Status == http.StatusUnauthorized && !g.events.admitUnauthenticated() {
 		return
 	}
 	e := events.Event{
@@ -364,7 +405,10 @@ func (g *Gateway) publishPartnerBusy(r *http.Request, pr partnerRequest, err err
 }
 
 // publishLock publishes a lock event of kind about lock name's grant
-// with token (and session, zero: unknown). The lock's waiters are counted
+// with token (and session, zero: unknown), which the caller acquired or
+// released: its session is the caller's own, or, for an operator, maybe
+// another identity's, whose token and session only operators then see
+// (Event.SessionOwner). The lock's waiters are counted
 // by a read of its state after the decision, off the request
 // (maxWaiterLookups at once; without a free one the event goes out
 // without the count); the event keeps the decision's time.
@@ -374,7 +418,7 @@ func (h *lockAPI) publishLock(r *http.Request, kind, name string, token api.Toke
 		return
 	}
 	caller := callerName(r.Context())
-	e := &events.Event{Time: time.Now(), Kind: kind, Resource: name, Token: token, Identity: caller, Holder: caller}
+	e := &events.Event{Time: time.Now(), Kind: kind, Resource: name, Token: token, Identity: caller, Holder: caller, SessionOwner: caller}
 	if session != 0 {
 		e.Session = session.String()
 	}

@@ -53,10 +53,13 @@ type Config struct {
 	// limitedLineStatuses and limitedLinePaths): lines a second, per
 	// status and per open route, with AuthRefusalLogBurst more at once; the
 	// lines left out are counted in fencegate_log_lines_suppressed_total
-	// and in the next line's suppressed field. Zero means 10; negative
-	// means no limit.
+	// and in the next line's suppressed field. The event feed's
+	// write.refused events of 401 refusals are limited at the same rate
+	// and burst, by a limiter of their own (eventFeed.unauthenticated),
+	// those left out counted in fencegate_events_suppressed_total. Zero
+	// means 10; negative means no limit.
 	AuthRefusalLogRate float64
-	// AuthRefusalLogBurst is the limiter's burst. Zero means 20.
+	// AuthRefusalLogBurst is the limiters' burst. Zero means 20.
 	AuthRefusalLogBurst int
 	// MaxLockWaiters bounds the lock requests (POST /v1/locks/{name}
 	// with a wait above zero) that this gateway serves at once: past it

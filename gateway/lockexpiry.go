@@ -109,5 +109,8 @@ func (f *lockExpiryFeed) publish(grant api.LockGrant, holder string, revoked boo
 		Token:    grant.Token,
 		Session:  grant.Session.String(),
 		Holder:   holder,
+		// The session's owner: its token and session go to the
+		// subscribers the lock API shows them to (seesGrant).
+		SessionOwner: holder,
 	})
 }

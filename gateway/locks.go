@@ -84,7 +84,8 @@ const maxLockRequestBytes = 4 << 10
 //
 // GET shows the holder's token only to a request that names the holder's
 // session: anyone allowed to read the lock may not hold it, and the token
-// is all that a write behind a "held" token check needs.
+// is all that a write behind a "held" token check needs. The event feed
+// shows lock events' tokens and sessions by the same rule (seesGrant).
 //
 // When locks also implements LockExpiries, the event feed publishes
 // lock.expired for each grant lost to its session's expiry, and
@@ -318,11 +319,34 @@ func (h *lockAPI) authorizeLock(r *http.Request, name string) error {
 // acquire with and release for any identity's session. An admin grant on
 // a narrower prefix is not enough: a session may hold locks of any name.
 func (h *lockAPI) sessionOwner(ctx context.Context) *string {
-	if h.g.auth != nil && h.g.authorize(ctx, OpAdmin, "") == nil {
+	return h.g.sessionOwnerOf(callerIdentity(ctx))
+}
+
+// sessionOwnerOf is sessionOwner for the identity id.
+func (g *Gateway) sessionOwnerOf(id *Identity) *string {
+	if g.auth != nil && g.authorizeIdentity(id, OpAdmin, "") == nil {
 		return nil
 	}
-	name := callerName(ctx)
+	name := id.name()
 	return &name
+}
+
+// seesGrant reports whether the identity id may see the token and
+// session of a grant of lock name whose session belongs to owner. It is
+// the rule by which GET /v1/locks/{name}?session=<id> (lockState) shows
+// the holder's token: to a caller that may take the lock (authorizeLock)
+// and names the holder's session, which must be its own unless the
+// caller is an operator (sessionOwner, checked by the store). Anyone
+// allowed to read the lock may not hold it, and the token is all that a
+// write behind a "held" token check needs: the event feed shows a lock
+// event's token and session by this same rule (eventFilter), and the
+// event without them to every other subscriber that may read the lock.
+func (g *Gateway) seesGrant(id *Identity, name, owner string) bool {
+	if g.authorizeIdentity(id, OpLock, api.Resource(name)) != nil {
+		return false
+	}
+	checked := g.sessionOwnerOf(id)
+	return checked == nil || *checked == owner
 }
 
 // decodeLockRequest reads a small JSON body into v, refusing unknown

@@ -38,11 +38,7 @@ func (g *Gateway) objectPath(r *http.Request) (api.ObjectPath, error) {
 		return api.ObjectPath{}, fmt.Errorf("%w: not an object path", api.ErrInvalidObjectPath)
 	}
 	bucket, key, _ := strings.Cut(rest, "/")
-	p, err := api.ParseObjectPath(bucket, key)
-	if err == nil && g.stores != nil {
-		p.Store = g.stores.StoreOf(p.Bucket)
-	}
-	return p, err
+	return g.ObjectPath(bucket, key)
 }
 
 // fencedRequest is what every fenced write starts from: a valid path and

@@ -36,14 +36,30 @@ func (g *Gateway) CheckRequestSize(r *http.Request) error {
 }
 
 // ObjectPath validates bucket and key (api.ParseObjectPath) and names the
-// bucket's store, as the REST routes do for /v1/objects/{bucket}/{key}.
-// Failures are api.ErrInvalidObjectPath.
+// bucket's store (StoreOf), for the REST routes'
+// /v1/objects/{bucket}/{key} as for the S3 API. Failures are
+// api.ErrInvalidObjectPath.
 func (g *Gateway) ObjectPath(bucket, key string) (api.ObjectPath, error) {
 	p, err := api.ParseObjectPath(bucket, key)
-	if err == nil && g.stores != nil {
-		p.Store = g.stores.StoreOf(bucket)
+	if err != nil {
+		return p, err
 	}
-	return p, err
+	p.Store = g.StoreOf(bucket)
+	return p, nil
+}
+
+// ObjectResource names the resource of key in bucket as every front door
+// names it: "<store>/<bucket>/<key>", in the store that holds the bucket
+// (StoreOf), so that an object of a GCS bucket is "gcs/..." whichever
+// API asked. Fence checks, authorization, audit lines and the event feed
+// all take an object's resource from here (or from ObjectPath, for a
+// path already validated): a refusal named "s3/..." for a GCS bucket
+// would go to the subscribers who may read S3 objects, and not to those
+// who may read the bucket. bucket and key are not validated: a refusal
+// names what the request named; key "" names the bucket's prefix (a
+// DeleteObjects refused whole).
+func (g *Gateway) ObjectResource(bucket, key string) api.Resource {
+	return api.ObjectPath{Store: g.StoreOf(bucket), Bucket: bucket, Key: key}.Resource()
 }
 
 // StoreOf names the store that holds bucket: api.StoreS3, or what the
@@ -396,7 +412,7 @@ func (a *authenticator) identityNamed(name string) *Identity { return a.byName[n
 // WARN) with the resource, the token, the mark, the problem type, the
 // request id and the identity. write says whether the
 // request was a write; resource and token are what it named (either may
-// be zero). ctx is the request's, from WithIdentity.
+// be zero), an object's resource as ObjectResource names it. ctx is the request's, from WithIdentity.
 func (g *Gateway) NoteRefusal(ctx context.Context, write bool, resource api.Resource, token api.Token, err error) {
 	p := api.ProblemFor(err)
 	x := exchangeOf(ctx)

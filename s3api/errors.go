@@ -157,7 +157,8 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, rq *request,
 const headerHighWaterMark = "X-Fence-High-Water-Mark"
 
 // noteRefusal has the gateway count and audit the refusal of a write, as
-// for the REST API. A refusal of the signature counts as a failed
+// for the REST API, about the object the request named as the REST API
+// names it (gateway.ObjectResource: by its bucket's store). A refusal of the signature counts as a failed
 // authentication (api.ErrUnauthorized).
 func (s *server) noteRefusal(r *http.Request, rq *request, err error) {
 	var refusal *sigv4.Error
@@ -167,7 +168,7 @@ func (s *server) noteRefusal(r *http.Request, rq *request, err error) {
 	write := writeOps[rq.op]
 	var resource api.Resource
 	if write && rq.bucket != "" {
-		resource = api.ObjectResource(rq.bucket, rq.key)
+		resource = s.gw.ObjectResource(rq.bucket, rq.key)
 	}
 	s.gw.NoteRefusal(r.Context(), write, resource, rq.token, err)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -28,8 +29,26 @@ type gcsDoor struct {
 	proxy *testenv.CountingProxy
 }
 
+// gcsDoorOptions change a gcsDoor from its defaults (no auth, the
+// writer's key only).
+type gcsDoorOptions struct {
+	// auth, when not nil, gives the gateway the Auth it makes for the
+	// GCS bucket.
+	auth func(bucket string) gateway.Auth
+	// keys are more S3 access keys, beside the writer's.
+	keys keys
+	// logger is the gateway's and the door's; nil discards.
+	logger *slog.Logger
+}
+
 // newGCSDoor starts a gcsDoor whose bucket's name starts with name.
 func newGCSDoor(tb testing.TB, name string) *gcsDoor {
+	tb.Helper()
+	return newGCSDoorWith(tb, name, gcsDoorOptions{})
+}
+
+// newGCSDoorWith is newGCSDoor with o.
+func newGCSDoorWith(tb testing.TB, name string, o gcsDoorOptions) *gcsDoor {
 	tb.Helper()
 	ctx := context.Background()
 	g := &gcsDoor{gcs: testenv.StartGCS(tb)}
@@ -53,12 +72,20 @@ func newGCSDoor(tb testing.TB, name string) *gcsDoor {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	gw, err := gateway.New(gateway.Config{Logger: logger}, store, objects)
+	logger := o.logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	var opts []gateway.Option
+	if o.auth != nil {
+		opts = append(opts, gateway.WithAuth(o.auth(bucket)))
+	}
+	gw, err := gateway.New(gateway.Config{Logger: logger}, store, objects, opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	g.door = &door{bucket: bucket, keys: keys{writerKey: {secretOf + writerKey, "writer"}}}
+	g.door = &door{bucket: bucket, gw: gw, keys: keys{writerKey: {secretOf + writerKey, "writer"}}}
+	maps.Copy(g.keys, o.keys)
 	h, err := s3api.New(s3api.Config{Logger: logger}, s3api.Deps{Gateway: gw, Keys: g.keys})
 	if err != nil {
 		tb.Fatal(err)

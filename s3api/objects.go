@@ -414,7 +414,7 @@ func (s *server) deleteObjects(w http.ResponseWriter, r *http.Request, rq *reque
 				if results[i] != nil {
 					// Counted and audited with what the worker's own
 					// exchange noted (where a stale token was caught).
-					s.gw.NoteRefusal(workerCtx, true, api.ObjectResource(rq.bucket, req.Objects[i].Key), token, results[i])
+					s.gw.NoteRefusal(workerCtx, true, s.gw.ObjectResource(rq.bucket, req.Objects[i].Key), token, results[i])
 				}
 			}
 		}()

@@ -201,7 +201,9 @@ function onDecision(d) {
 }
 
 // LOCK_LOST explains the kinds of a lock lost with its holder's session,
-// not released: each row of one names the session.
+// not released: each row of one names the session, or says it is hidden
+// (the feed sends a lock event's token and session only to a key that the
+// lock API would show them to).
 // A Map, not an object: a kind such as "constructor" is no key of it.
 const LOCK_LOST = new Map([
   ['lock.expired', 'the holder\'s session expired (no keepalive within its TTL): the lock was lost, not released'],
@@ -225,7 +227,7 @@ function addDecisionRow(d) {
   },
   el('td', { class: 'mono' }, clock(d.time)),
   el('td', { class: 'kind', title: LOCK_LOST.get(kind) },
-    kind + (refused && d.token && d.hwm ? ': token ' + d.token + ' < HWM ' + d.hwm : '') + (LOCK_LOST.has(kind) ? ': session ' + (d.session || '?') + ' ' + kind.slice('lock.'.length) : '')),
+    kind + (refused && d.token && d.hwm ? ': token ' + d.token + ' < HWM ' + d.hwm : '') + (LOCK_LOST.has(kind) ? ': session ' + (d.session || '(hidden)') + ' ' + kind.slice('lock.'.length) : '')),
   el('td', { class: 'mono' }, d.resource || ''),
   tokenCell,
   el('td', { class: 'mono', 'data-field': 'hwm' }, hwm),

@@ -1,0 +1,97 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"fencegate/api"
+	"fencegate/events"
+	"fencegate/gateway"
+	"fencegate/tokenstore"
+)
+
+// TestEventsLockTokensOnlyToSessionOwner: a lock event's token and
+// session go to the subscribers that GET /v1/locks/{name}?session=<id>
+// shows the holder's token to, and to no other. Alice, who may lock
+// jobs-, holds jobs-nightly with her session; the operator (admin on
+// every resource) may read any session's state; Bob may lock jobs- too,
+// but not with Alice's session; the reader may only read jobs-. The
+// lock API shows the token to Alice and the operator and refuses the
+// others (403); the feed shows the grant, its release and the revoke of
+// a later grant's session to all four, with token and session for Alice
+// and the operator only.
+func TestEventsLockTokensOnlyToSessionOwner(t *testing.T) {
+	keys := map[string]string{}
+	var apiKeys []gateway.APIKey
+	for _, name := range []string{"alice", "bob", "reader", "operator"} {
+		key, apiKey := newKey(t, name)
+		keys[name] = key
+		apiKeys = append(apiKeys, apiKey)
+	}
+	lockRead := []gateway.Operation{gateway.OpLock, gateway.OpRead}
+	e := newEventsEnv(t, gateway.Config{}, nil, func(string, *tokenstore.Store) gateway.Option {
+		return gateway.WithAuth(gateway.Auth{
+			Identities: []gateway.Identity{
+				{Name: "alice", Grants: []gateway.Grant{{Prefix: "jobs-", Operations: lockRead}}},
+				{Name: "bob", Grants: []gateway.Grant{{Prefix: "jobs-", Operations: lockRead}}},
+				{Name: "reader", Grants: []gateway.Grant{{Prefix: "jobs-", Operations: []gateway.Operation{gateway.OpRead}}}},
+				{Name: "operator", Grants: []gateway.Grant{{Prefix: "", Operations: []gateway.Operation{gateway.OpAdmin}}}},
+			},
+			APIKeys: apiKeys,
+		})
+	})
+	sees := map[string]bool{"alice": true, "operator": true, "bob": false, "reader": false}
+	streams := map[string]*stream{}
+	for name := range sees {
+		streams[name] = subscribe(t, nil, e.url, "jobs-", keys[name]).read()
+	}
+	alice := lockClient{base: e.url, key: keys["alice"]}
+	session := alice.session(t, 30)
+	grant := alice.acquire(t, "jobs-nightly", session.ID, 0)
+
+	// The lock API's rule, which the feed must follow.
+	for name, want := range sees {
+		r := lockClient{base: e.url, key: keys[name]}.call(t, http.MethodGet, fmt.Sprintf("/v1/locks/jobs-nightly?session=%s", session.ID), nil)
+		var state api.LockState
+		_ = json.Unmarshal(r.body, &state)
+		if got := r.status == http.StatusOK && state.Holder == grant.Token; got != want {
+			t.Errorf("GET /v1/locks/jobs-nightly?session= as %s: %s; shows the token: %v, want %v", name, r, got, want)
+		}
+	}
+
+	if r := alice.call(t, http.MethodDelete, fmt.Sprintf("/v1/locks/jobs-nightly?token=%d", grant.Token), nil); r.status != http.StatusOK {
+		t.Fatalf("release: %s", r)
+	}
+	later := alice.session(t, 30)
+	revoked := alice.acquire(t, "jobs-weekly", later.ID, 0)
+	alice.revoke(t, later.ID)
+
+	for name, stream := range streams {
+		for _, want := range []struct {
+			kind, resource string
+			token          api.Token
+			session        api.SessionID
+		}{
+			{events.KindLockGranted, "jobs-nightly", grant.Token, session.ID},
+			{events.KindLockReleased, "jobs-nightly", grant.Token, 0},
+			{events.KindLockGranted, "jobs-weekly", revoked.Token, later.ID},
+			{events.KindLockRevoked, "jobs-weekly", revoked.Token, later.ID},
+		} {
+			d := stream.nextDecision(t, want.kind)
+			if d["resource"] != want.resource || d["holder"] != "alice" {
+				t.Errorf("%s got %v; want %s of %s held by alice", name, d, want.kind, want.resource)
+			}
+			if !sees[name] {
+				wantFields(t, d, nil, "token", "session")
+				continue
+			}
+			fields := map[string]any{"token": want.token.String()}
+			if want.session != 0 {
+				fields["session"] = want.session.String()
+			}
+			wantFields(t, d, fields)
+		}
+	}
+}
