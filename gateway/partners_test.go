@@ -850,6 +850,11 @@ func TestPartnerRouteValidation(t *testing.T) {
 		{"resource_path without {resource}", func(r *gateway.PartnerRoute) { r.Resource, r.ResourcePath = "header", "accounts" }, "resource_path"},
 		{"resource_path with another variable", func(r *gateway.PartnerRoute) { r.Resource, r.ResourcePath = "header", "accounts/{account}" }, "the only variable is {resource}"},
 		{"resource_path with {resource} twice", func(r *gateway.PartnerRoute) { r.Resource, r.ResourcePath = "header", "{resource}/{resource}" }, "exactly once"},
+		{"header resource unbound on purpose", func(r *gateway.PartnerRoute) { r.Resource, r.UnboundPath = "header", true }, ""},
+		{"unbound_path with a template resource", func(r *gateway.PartnerRoute) { r.UnboundPath = true }, `unbound_path: only with resource "header"`},
+		{"unbound_path with resource_path", func(r *gateway.PartnerRoute) {
+			r.Resource, r.ResourcePath, r.UnboundPath = "header", "accounts/{resource}", true
+		}, "unbound_path: set resource_path or unbound_path, not both"},
 		{"resource_path with a dot-dot", func(r *gateway.PartnerRoute) { r.Resource, r.ResourcePath = "header", "../{resource}" }, "resource_path"},
 	}
 	for _, tc := range cases {
