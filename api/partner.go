@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -146,6 +148,51 @@ func NewFingerprint(method, target string, body []byte, token Token) Fingerprint
 	return f
 }
 
+// NewHeaderFingerprint returns the fingerprint of the request headers a
+// partner request forwards (the caller picks them): a SHA-256 over the
+// headers sorted by name, names compared case aside (lower-cased), each
+// with its values in the order they came, every field length-prefixed.
+// So "Content-Type" and "content-type" are one header, while two lines
+// of a header, or one line with both values, or the same values in
+// another order, are not the same request. Names that differ only in
+// case have their values joined in sorted order of the names as given.
+func NewHeaderFingerprint(header map[string][]string) Fingerprint {
+	byName := make(map[string][]string, len(header))
+	names := make([]string, 0, len(header))
+	given := make([]string, 0, len(header))
+	for name := range header {
+		given = append(given, name)
+	}
+	slices.Sort(given)
+	for _, name := range given {
+		lower := strings.ToLower(name)
+		if _, ok := byName[lower]; !ok {
+			names = append(names, lower)
+		}
+		byName[lower] = append(byName[lower], header[name]...)
+	}
+	slices.Sort(names)
+	h := sha256.New()
+	field := func(b []byte) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	field([]byte(strconv.Itoa(len(names))))
+	for _, name := range names {
+		field([]byte(name))
+		values := byName[name]
+		field([]byte(strconv.Itoa(len(values))))
+		for _, v := range values {
+			field([]byte(v))
+		}
+	}
+	var f Fingerprint
+	h.Sum(f[:0])
+	return f
+}
+
 // PartnerPath is the validated part of a partner request's path after
 // /v1/partners/{route}/: the path forwarded below the route's upstream URL.
 type PartnerPath struct {
@@ -267,6 +314,10 @@ type IdempotencyClaim struct {
 	Key   IdempotencyKey
 	// Fingerprint must match on every use of the key.
 	Fingerprint Fingerprint
+	// HeaderFingerprint (NewHeaderFingerprint of the headers forwarded)
+	// must match too; a record written without one, by a gateway from
+	// before headers were fingerprinted, is matched on Fingerprint alone.
+	HeaderFingerprint Fingerprint
 	// Retention is how long a completed response is kept for replays.
 	// Zero means 24 hours.
 	Retention time.Duration

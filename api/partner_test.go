@@ -177,3 +177,35 @@ func FuzzParsePartnerPath(f *testing.F) {
 		}
 	})
 }
+
+// TestHeaderFingerprint: header names are compared case aside and in any
+// order; values, their order and how they are split into lines are not.
+func TestHeaderFingerprint(t *testing.T) {
+	base := NewHeaderFingerprint(map[string][]string{"Content-Type": {"application/json"}, "X-A": {"1", "2"}})
+	for name, h := range map[string]map[string][]string{
+		"lower-case names": {"content-type": {"application/json"}, "x-a": {"1", "2"}},
+		"upper-case names": {"CONTENT-TYPE": {"application/json"}, "X-A": {"1", "2"}},
+	} {
+		if got := NewHeaderFingerprint(h); got != base {
+			t.Errorf("NewHeaderFingerprint(%s) = %s; want %s, as the canonical names", name, got, base)
+		}
+	}
+	for name, h := range map[string]map[string][]string{
+		"another value":              {"Content-Type": {"text/plain"}, "X-A": {"1", "2"}},
+		"values in another order":    {"Content-Type": {"application/json"}, "X-A": {"2", "1"}},
+		"values on one line":         {"Content-Type": {"application/json"}, "X-A": {"1, 2"}},
+		"a header more":              {"Content-Type": {"application/json"}, "X-A": {"1", "2"}, "X-B": {""}},
+		"a header less":              {"Content-Type": {"application/json"}},
+		"underscore for dash":        {"Content_Type": {"application/json"}, "X-A": {"1", "2"}},
+		"a value moved to the name":  {"Content-Typeapplication/json": {}, "X-A": {"1", "2"}},
+		"an empty value more":        {"Content-Type": {"application/json", ""}, "X-A": {"1", "2"}},
+		"a value moved to the other": {"Content-Type": {"application/json", "1"}, "X-A": {"2"}},
+	} {
+		if got := NewHeaderFingerprint(h); got == base {
+			t.Errorf("NewHeaderFingerprint(%s) = the base fingerprint; want another", name)
+		}
+	}
+	if NewHeaderFingerprint(nil) != NewHeaderFingerprint(map[string][]string{}) {
+		t.Error("NewHeaderFingerprint(nil) differs from that of an empty header")
+	}
+}

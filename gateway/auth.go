@@ -263,6 +263,7 @@ func WithAuth(a Auth) Option {
 			return
 		}
 		g.auth = auth
+		g.identities = a.Identities
 	}
 }
 

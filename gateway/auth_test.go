@@ -23,6 +23,7 @@ import (
 
 	"fencegate/api"
 	"fencegate/gateway"
+	"fencegate/internal/testenv"
 	"fencegate/tokenstore"
 )
 
@@ -636,5 +637,69 @@ func TestAuthPartnerHeaderResourceBoundToPath(t *testing.T) {
 	}
 	if len(calls) != 1 || calls[0].Path != "/base/accounts/a1/refunds" {
 		t.Fatalf("partner calls %+v; want one, at /base/accounts/a1/refunds", calls)
+	}
+}
+
+// TestAuthPartnerHeaderRouteUnboundRefused: New refuses a route that
+// takes its resource from X-Fence-Resource with neither resource_path nor
+// unbound_path while an identity may write only part of the route, and
+// says why; unbound_path says the path is unbound on purpose, and then
+// the path is what the client sends (a1 in the header reaches a2's path,
+// which is what unbound_path accepts). A grant of the whole route loads.
+func TestAuthPartnerHeaderRouteUnboundRefused(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	store, partners := newPartnerStores(t, etcd, 5*time.Second)
+	partner := newPartnerServer(t, 0)
+	payerKey, payerAPIKey := newKey(t, "payer")
+	auth := func(prefix string) gateway.Auth {
+		return gateway.Auth{
+			Identities: []gateway.Identity{{Name: "payer", Grants: []gateway.Grant{{Prefix: prefix, Operations: []gateway.Operation{gateway.OpWrite}}}}},
+			APIKeys:    []gateway.APIKey{payerAPIKey},
+		}
+	}
+	route := func(unbound bool) gateway.PartnerRoute {
+		r := payRoute(t, partner.URL)
+		r.Resource, r.UnboundPath = gateway.ResourceFromHeader, unbound
+		return r
+	}
+	newGateway := func(a gateway.Auth, rt gateway.PartnerRoute) (*gateway.Gateway, error) {
+		return gateway.New(gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store, newMemObjects(),
+			gateway.WithAuth(a), gateway.WithPartners([]gateway.PartnerRoute{rt}, partners, nil))
+	}
+	for _, tc := range []struct {
+		name    string
+		grant   string
+		unbound bool
+		want    string // in New's error; "" means it starts
+	}{
+		{"grant of one account, unbound by omission", "partner/pay/a1", false,
+			`partners[0].resource: "header" without resource_path, and identity "payer" may write only part of the route (grant "partner/pay/a1"): it could name a resource it may write in X-Fence-Resource and act on another in the path`},
+		{"grant of one account, unbound_path", "partner/pay/a1", true, ""},
+		{"grant of the whole route, unbound by omission", "partner/pay/", false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := newGateway(auth(tc.grant), route(tc.unbound))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("New = %v; want it to start", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("New = %v; want an error containing %q", err, tc.want)
+			}
+		})
+	}
+
+	gw, err := newGateway(auth("partner/pay/a1"), route(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw)
+	t.Cleanup(srv.Close)
+	r := partnerDo(t, srv.URL, partnerReq{path: "pay/accounts/a2/notes", token: 3, body: "{}",
+		header: http.Header{"Authorization": {"Bearer " + payerKey}, api.HeaderFenceResource: {"a1"}}})
+	if r.status != http.StatusCreated {
+		t.Fatalf("a1 in the header, a2 in the path, on an unbound_path route = %s; want 201 (the path is not bound)", r)
+	}
+	if calls := partner.snapshot(); len(calls) != 1 || calls[0].Path != "/base/accounts/a2/notes" {
+		t.Fatalf("partner calls %+v; want one, at /base/accounts/a2/notes", calls)
 	}
 }

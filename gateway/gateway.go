@@ -277,6 +277,10 @@ type Gateway struct {
 	mounts []func(chi.Router)
 	// auth authenticates and authorizes requests; nil without WithAuth.
 	auth *authenticator
+	// identities and partnerRoutes are what WithAuth and WithPartners
+	// were given, for the check that needs both (ValidatePartnerGrants).
+	identities    []Identity
+	partnerRoutes []PartnerRoute
 	// console is true when WithConsole mounted the console's files,
 	// which authenticate lets through (see consoleAsset).
 	console bool
@@ -334,6 +338,9 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	}
 	if g.optionErr != nil {
 		return nil, g.optionErr
+	}
+	if err := ValidatePartnerGrants(g.partnerRoutes, Auth{Identities: g.identities}); err != nil {
+		return nil, fmt.Errorf("gateway: partner routes: %w", err)
 	}
 	g.router = g.routes()
 	return g, nil

@@ -53,6 +53,15 @@ type PartnerRoute struct {
 	// path acts on, which fits only partners whose path names no
 	// resource. Invalid with a template Resource, which is the path.
 	ResourcePath string
+
+	// UnboundPath, with Resource "header" and no ResourcePath, says so
+	// on purpose: the partner's path names no resource (such as POST
+	// /send, with the recipient in the body). Without it, New refuses
+	// such a route while an identity may write only part of it (see
+	// ValidatePartnerGrants): that identity could name a resource it may
+	// write in the header and act on another in the path. Invalid with
+	// ResourcePath or a template Resource.
+	UnboundPath bool
 }
 
 // PartnerBudget bounds what completed idempotency records hold in etcd:
@@ -157,7 +166,8 @@ func WithPartnerAnswers(store AnswerStore) Option {
 	return func(g *Gateway) { g.answers = store }
 }
 
-// WithPartners mounts ANY /v1/partners/{route}/* for routes; New fails if a route is invalid or names repeat.
+// WithPartners mounts ANY /v1/partners/{route}/* for routes; New fails if a route is invalid, names repeat,
+// or, with WithAuth, a route is left unbound where a grant makes it matter (see ValidatePartnerGrants).
 // client nil: a default with no redirects followed. A client given is
 // copied, and its copy never follows redirects either: a redirect would
 // take the request to a host the route does not name. Its Timeout, if
@@ -174,6 +184,7 @@ func WithPartners(routes []PartnerRoute, store PartnerStore, client *http.Client
 		}
 		g.metrics.registry.MustRegister(h.budgets)
 		g.mounts = append(g.mounts, h.mount)
+		g.partnerRoutes = routes
 	}
 }
 
@@ -332,6 +343,8 @@ func (rt PartnerRoute) validate(prefix string) error {
 		at("resource", err)
 	} else if _, err := compileResourcePath(rt.Resource, rt.ResourcePath); err != nil {
 		at("resource_path", err)
+	} else {
+		at("unbound_path", validateUnboundPath(rt))
 	}
 	for _, d := range []struct {
 		field string

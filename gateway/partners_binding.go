@@ -96,39 +96,72 @@ func (p *resourcePath) check(id string, path api.PartnerPath) error {
 	return nil
 }
 
-// UnboundHeaderRouteWarnings returns a warning for each route that takes
-// its resource from X-Fence-Resource without a ResourcePath while a grant
-// of a lets an identity write only part of the route's resources: that
-// identity can name a resource it may write in the header and act on any
-// other in the path. (A grant of the whole route, or none at all, leaves
-// nothing to get around; without ResourcePath the fence still covers only
-// what the header names, which the README states.)
-func UnboundHeaderRouteWarnings(routes []PartnerRoute, a Auth) []string {
-	var warnings []string
-	for _, rt := range routes {
-		if rt.Resource != ResourceFromHeader || rt.ResourcePath != "" {
-			continue
-		}
-		if id, prefix, ok := narrowWriteGrant(a, string(api.PartnerResource(rt.Name, ""))); ok {
-			warnings = append(warnings, fmt.Sprintf(
-				"partner route %q takes its resource from %s without resource_path, and identity %q may write only %q: "+
-					"it can name that resource in the header and act on another in the path; set resource_path (such as accounts/{resource}) "+
-					"or a template resource, unless the partner's path names no resource",
-				rt.Name, api.HeaderFenceResource, id, prefix+"*"))
-		}
+// validateUnboundPath checks a route's UnboundPath: it goes only with
+// resource "header" and no resource_path.
+func validateUnboundPath(rt PartnerRoute) error {
+	switch {
+	case !rt.UnboundPath:
+		return nil
+	case rt.Resource != ResourceFromHeader:
+		return fmt.Errorf("only with resource %q (the template %q is the path)", ResourceFromHeader, rt.Resource)
+	case rt.ResourcePath != "":
+		return errors.New("set resource_path or unbound_path, not both")
 	}
-	return warnings
+	return nil
 }
 
-// narrowWriteGrant finds a grant that allows writes to some, but not
-// all, of the resources under routePrefix.
-func narrowWriteGrant(a Auth, routePrefix string) (identity, prefix string, ok bool) {
-	for _, id := range a.Identities {
-		for _, gr := range id.Grants {
-			if gr.allows(OpWrite) && len(gr.Prefix) > len(routePrefix) && strings.HasPrefix(gr.Prefix, routePrefix) {
-				return id.Name, gr.Prefix, true
+// ValidatePartnerGrants checks routes against the grants of a, as New
+// does when it has both: a route that takes its resource from
+// X-Fence-Resource, with neither ResourcePath nor UnboundPath, is refused
+// while some identity may write only part of it (see partialWriteGrant).
+// That identity could name a resource it may write in the header and act
+// on any other in the path: the grant and the fence check would cover
+// one resource, the partner would act on another. Refusing is the safe
+// reading of a route that does not say: a grant of the whole route, or
+// none (auth off), leaves nothing to get around, and the route loads.
+// Errors are *FieldError, joined, with paths such as partners[1].resource.
+func ValidatePartnerGrants(routes []PartnerRoute, a Auth) error {
+	var errs []error
+	for i, rt := range routes {
+		if rt.Resource != ResourceFromHeader || rt.ResourcePath != "" || rt.UnboundPath {
+			continue
+		}
+		for _, id := range a.Identities {
+			prefix, ok := partialWriteGrant(id, string(api.PartnerResource(rt.Name, "")))
+			if !ok {
+				continue
 			}
+			errs = append(errs, fieldErrorf(fmt.Sprintf("partners[%d].resource", i),
+				"%q without resource_path, and identity %q may write only part of the route (grant %q): "+
+					"it could name a resource it may write in %s and act on another in the path; "+
+					"set resource_path (such as accounts/{resource}) to bind the path to the header, "+
+					"or unbound_path: true if the partner's path names no resource",
+				ResourceFromHeader, id.Name, prefix, api.HeaderFenceResource))
+			break
 		}
 	}
-	return "", "", false
+	return errors.Join(errs...)
+}
+
+// partialWriteGrant reports whether id may write some, but not all, of
+// the resources under routePrefix (partner/ROUTE/), and names a grant that
+// allows the some. Grants cover the resources whose names start with
+// their prefix (Gateway.authorize), so a write grant covers the whole
+// route when its prefix is a prefix of routePrefix (partner/, partner/pay
+// and partner/pay/ all cover partner/pay/), and only part of it when it
+// is longer and starts with routePrefix (partner/pay/acct-a1). A grant of
+// the whole route makes any narrower one moot.
+func partialWriteGrant(id Identity, routePrefix string) (prefix string, ok bool) {
+	for _, gr := range id.Grants {
+		if !gr.allows(OpWrite) {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(routePrefix, gr.Prefix):
+			return "", false
+		case !ok && strings.HasPrefix(gr.Prefix, routePrefix):
+			prefix, ok = gr.Prefix, true
+		}
+	}
+	return prefix, ok
 }

@@ -387,13 +387,47 @@ func upstreamError(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: %w", api.ErrUpstream, err)
 }
 
-// forwardedHeader returns the client's headers minus those never
+// forwardedHeader returns the client's headers that the route forwards
+// (clientForwardedHeader), plus the route's added headers.
+func forwardedHeader(in http.Header, route *partnerRoute) http.Header {
+	out := clientForwardedHeader(in, route)
+	for name, values := range route.AddHeaders {
+		out[name] = append([]string(nil), values...)
+	}
+	return out
+}
+
+// perAttemptHeaders name an attempt, not the request: a client sends new
+// ones on each retry (W3C trace context, an instrumented client's new
+// span), or the gateway sets its own (X-Request-Id). They are forwarded
+// and left out of the idempotency fingerprint, so that a retry is still
+// the same request. Content-Length is the body's, which the fingerprint
+// covers, and the gateway's HTTP client sends its own.
+var perAttemptHeaders = []string{"Traceparent", "Tracestate", "Baggage", headerRequestID, "Content-Length"}
+
+// fingerprintedHeader is what the idempotency fingerprint covers of a
+// request's headers (api.NewHeaderFingerprint): every header of the
+// client's that the route forwards, less those the route's AddHeaders
+// replace and perAttemptHeaders. A retry with the same key that forwards
+// any other header, value or order of values is another request (422).
+func fingerprintedHeader(in http.Header, route *partnerRoute) http.Header {
+	out := clientForwardedHeader(in, route)
+	for name := range route.AddHeaders {
+		delete(out, name)
+	}
+	for _, name := range perAttemptHeaders {
+		delete(out, name)
+	}
+	return out
+}
+
+// clientForwardedHeader returns the client's headers minus those never
 // forwarded (hop-by-hop, X-Fence-*, the client's credentials, ...: see
 // neverForwarded), the routing headers the route does not forward (see
-// routingHeaders) and the route's stripped headers, plus the route's
-// added headers. This is the one place where forwarded headers are
+// routingHeaders), the route's stripped headers and those a Connection
+// header names. This is the one place where forwarded headers are
 // filtered.
-func forwardedHeader(in http.Header, route *partnerRoute) http.Header {
+func clientForwardedHeader(in http.Header, route *partnerRoute) http.Header {
 	out := make(http.Header, len(in)+len(route.AddHeaders))
 	for name, values := range in {
 		switch {
@@ -405,9 +439,6 @@ func forwardedHeader(in http.Header, route *partnerRoute) http.Header {
 		out[name] = append([]string(nil), values...)
 	}
 	removeConnectionHeaders(out, in)
-	for name, values := range route.AddHeaders {
-		out[name] = append([]string(nil), values...)
-	}
 	return out
 }
 

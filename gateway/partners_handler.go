@@ -61,10 +61,11 @@ func (h *partnerAPI) serve(w http.ResponseWriter, r *http.Request) {
 	scope := idempotencyScope(pr.route.Name, callerName(ctx))
 	if pr.key != "" {
 		adm.Idempotency = &api.IdempotencyClaim{
-			Scope:       scope,
-			Key:         pr.key,
-			Fingerprint: api.NewFingerprint(r.Method, string(pr.resource)+" "+pr.target.RequestURI(), pr.body, pr.token),
-			Retention:   pr.route.IdempotencyTTL,
+			Scope:             scope,
+			Key:               pr.key,
+			Fingerprint:       api.NewFingerprint(r.Method, string(pr.resource)+" "+pr.target.RequestURI(), pr.body, pr.token),
+			HeaderFingerprint: api.NewHeaderFingerprint(fingerprintedHeader(r.Header, pr.route)),
+			Retention:         pr.route.IdempotencyTTL,
 			Budgets: []api.IdempotencyBudget{
 				pr.route.Budget.account(routeAccount(pr.route.Name)),
 				h.identityBudget.account(identityAccount(callerName(ctx))),

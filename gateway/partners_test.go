@@ -313,7 +313,7 @@ func TestPartnerForwards(t *testing.T) {
 	// The retry is replayed from etcd: status, body and stored headers;
 	// the partner is not called again.
 	again := partnerDo(t, gw, partnerReq{path: "pay/accounts/a1/charges?amount=5&note=a%2Fb", token: 7, key: "order-1", body: `{"amount":5}`,
-		header: http.Header{"Content-Type": {"application/json"}}})
+		header: http.Header{"Content-Type": {"application/json"}, "X-Custom": {"kept"}, "Cookie": {"session=2"}}})
 	if !replayed(again) || again.status != r.status || !bytes.Equal(again.body, r.body) || again.header.Get("Location") != "/charges/ch_1" {
 		t.Fatalf("retry = %s %v; want the stored 201 replayed", again, again.header)
 	}
@@ -387,7 +387,7 @@ func TestPartnerIdempotencyMismatch(t *testing.T) {
 	mail.Name = "mail"
 	gw := startPartnerGateway(t, etcd, time.Second, pay, mail)
 
-	first := partnerReq{path: "pay/accounts/a1/charges", token: 5, key: "k1", body: `{"amount":5}`}
+	first := partnerReq{path: "pay/accounts/a1/charges", token: 5, key: "k1", body: `{"amount":5}`, header: http.Header{"Content-Type": {"application/json"}}}
 	if r := partnerDo(t, gw, first); r.status != http.StatusCreated {
 		t.Fatalf("first = %s; want 201", r)
 	}
@@ -400,12 +400,27 @@ func TestPartnerIdempotencyMismatch(t *testing.T) {
 		{"other path", func(p *partnerReq) { p.path = "pay/accounts/a1/refunds" }},
 		{"other query", func(p *partnerReq) { p.path += "?x=1" }},
 		{"other method", func(p *partnerReq) { p.method = http.MethodPut }},
+		{"a forwarded header more", func(p *partnerReq) { p.header = http.Header{"Content-Type": {"application/json"}, "X-Custom": {"b"}} }},
+		{"a forwarded header's value", func(p *partnerReq) { p.header = http.Header{"Content-Type": {"text/plain"}} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := first
 			tc.change(&req)
 			wantProblem(t, partnerDo(t, gw, req), http.StatusUnprocessableEntity, "idempotency-mismatch")
 		})
+	}
+	// Headers that are not forwarded, or that name the attempt rather
+	// than the request (trace context, the request id), may differ.
+	for name, header := range map[string]http.Header{
+		"headers never forwarded": {"Content-Type": {"application/json"}, "Cookie": {"a=1"}, "X-Forwarded-For": {"192.0.2.1"}, "X_Fence_Token": {"9"}},
+		"another attempt's trace context and request id": {"Content-Type": {"application/json"}, "Traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+			"Tracestate": {"a=b"}, "Baggage": {"k=v"}, "X-Request-Id": {"attempt-2"}},
+	} {
+		retry := first
+		retry.header = header
+		if r := partnerDo(t, gw, retry); r.status != http.StatusCreated || !replayed(r) {
+			t.Errorf("retry with %s = %s; want the stored 201 replayed", name, r)
+		}
 	}
 	if n := partner.count(); n != 1 {
 		t.Fatalf("partner got %d calls; want 1 (a mismatched key is never forwarded)", n)
@@ -850,6 +865,11 @@ func TestPartnerRouteValidation(t *testing.T) {
 		{"resource_path without {resource}", func(r *gateway.PartnerRoute) { r.Resource, r.ResourcePath = "header", "accounts" }, "resource_path"},
 		{"resource_path with another variable", func(r *gateway.PartnerRoute) { r.Resource, r.ResourcePath = "header", "accounts/{account}" }, "the only variable is {resource}"},
 		{"resource_path with {resource} twice", func(r *gateway.PartnerRoute) { r.Resource, r.ResourcePath = "header", "{resource}/{resource}" }, "exactly once"},
+		{"header resource unbound on purpose", func(r *gateway.PartnerRoute) { r.Resource, r.UnboundPath = "header", true }, ""},
+		{"unbound_path with a template resource", func(r *gateway.PartnerRoute) { r.UnboundPath = true }, `unbound_path: only with resource "header"`},
+		{"unbound_path with resource_path", func(r *gateway.PartnerRoute) {
+			r.Resource, r.ResourcePath, r.UnboundPath = "header", "accounts/{resource}", true
+		}, "unbound_path: set resource_path or unbound_path, not both"},
 		{"resource_path with a dot-dot", func(r *gateway.PartnerRoute) { r.Resource, r.ResourcePath = "header", "../{resource}" }, "resource_path"},
 	}
 	for _, tc := range cases {

@@ -49,10 +49,14 @@ const recordMagic = "fencegate-idem-v1\n"
 
 // record is an idempotency record.
 type record struct {
-	State       string       `json:"state"`
-	Fingerprint string       `json:"fingerprint"`
-	Token       api.Token    `json:"token"`
-	Resource    api.Resource `json:"resource"`
+	State       string `json:"state"`
+	Fingerprint string `json:"fingerprint"`
+	// HeaderFingerprint is the claim's; "" in a record written before
+	// headers were fingerprinted (such a record matches on Fingerprint
+	// alone). Gateways from before ignore it, as they did the headers.
+	HeaderFingerprint string       `json:"header_fingerprint,omitempty"`
+	Token             api.Token    `json:"token"`
+	Resource          api.Resource `json:"resource"`
 	// Nonce tells this admission's values from every other's.
 	Nonce string `json:"nonce,omitempty"`
 	// The stored response, when complete.
@@ -138,6 +142,8 @@ func existingRecord(req api.PartnerAdmission, kvs []*mvccpb.KeyValue) (admitOutc
 	switch {
 	case r.Fingerprint != c.Fingerprint.String():
 		return admitOutcome{}, fmt.Errorf("admit %s: %w: key %q was first used for another method, path, query, body or token", req.Resource, api.ErrIdempotencyMismatch, c.Key)
+	case r.HeaderFingerprint != "" && r.HeaderFingerprint != c.HeaderFingerprint.String():
+		return admitOutcome{}, fmt.Errorf("admit %s: %w: key %q was first used with other forwarded headers", req.Resource, api.ErrIdempotencyMismatch, c.Key)
 	case r.State == stateInFlight:
 		return admitOutcome{}, fmt.Errorf("admit %s: %w: key %q", req.Resource, api.ErrIdempotencyInFlight, c.Key)
 	}

@@ -290,7 +290,7 @@ func (s *Store) buildAdmission(req api.PartnerAdmission, policy Policy, lease cl
 	}
 	if c := req.Idempotency; c != nil {
 		t.recordKey = s.idempotencyKey(c.Scope, c.Key)
-		value, err := encodeRecord(record{State: stateInFlight, Fingerprint: c.Fingerprint.String(), Token: req.Token, Nonce: nonce, Resource: req.Resource})
+		value, err := encodeRecord(record{State: stateInFlight, Fingerprint: c.Fingerprint.String(), HeaderFingerprint: c.HeaderFingerprint.String(), Token: req.Token, Nonce: nonce, Resource: req.Resource})
 		if err != nil {
 			return admission{}, err
 		}
@@ -497,16 +497,17 @@ func (h heldAdmission) completedRecord(resp *api.StoredResponse) ([]byte, error)
 		return nil, errors.New("a stored response has a body and a reference to one")
 	}
 	r := record{
-		State:       stateComplete,
-		Fingerprint: h.claim.Fingerprint.String(),
-		Token:       h.token,
-		Resource:    h.resource,
-		Nonce:       h.nonce,
-		Status:      resp.Status,
-		Header:      resp.Header,
-		BodyOmitted: resp.BodyOmitted,
-		Completed:   time.Now().UTC().Format(time.RFC3339Nano),
-		body:        resp.Body,
+		State:             stateComplete,
+		Fingerprint:       h.claim.Fingerprint.String(),
+		HeaderFingerprint: h.claim.HeaderFingerprint.String(),
+		Token:             h.token,
+		Resource:          h.resource,
+		Nonce:             h.nonce,
+		Status:            resp.Status,
+		Header:            resp.Header,
+		BodyOmitted:       resp.BodyOmitted,
+		Completed:         time.Now().UTC().Format(time.RFC3339Nano),
+		body:              resp.Body,
 	}
 	r.setBodyRef(resp.BodyRef)
 	return encodeRecord(r)

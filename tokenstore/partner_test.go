@@ -482,3 +482,62 @@ func TestAdmitPartnerFailsClosed(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestIdempotencyHeaderFingerprint: a retry with the same key and
+// request fingerprint but other forwarded headers (HeaderFingerprint) is
+// refused as a mismatch, and the same headers are replayed. A record an
+// older gateway wrote, without a header fingerprint, is still answered:
+// it is matched on the request fingerprint alone, as that gateway would
+// have, so that a retry across an upgrade gets its answer, not a 422.
+func TestIdempotencyHeaderFingerprint(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	client := etcd.Client(t)
+	_, p := newPartners(t, client, 5*time.Second)
+	withHeaders := func(key string, header map[string][]string) api.PartnerAdmission {
+		a := keyed(7, key, `{"amount":5}`)
+		a.Idempotency.HeaderFingerprint = api.NewHeaderFingerprint(header)
+		return a
+	}
+	jsonType := map[string][]string{"Content-Type": {"application/json"}}
+	for _, key := range []string{"new", "legacy"} {
+		mustFinish(t, mustAdmit(t, p, withHeaders(key, jsonType)), &api.StoredResponse{Status: 201, Body: []byte(key)})
+	}
+	// The record of "legacy" as a gateway from before header
+	// fingerprints wrote it: the same, without header_fingerprint.
+	recordKey := "test/idem/payments/legacy"
+	resp, err := client.Get(t.Context(), recordKey)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("get %s: %v, %d keys", recordKey, err, len(resp.Kvs))
+	}
+	value := string(resp.Kvs[0].Value)
+	start := strings.Index(value, `,"header_fingerprint":"`)
+	if start < 0 {
+		t.Fatalf("record %q has no header_fingerprint", value)
+	}
+	end := start + len(`,"header_fingerprint":"`) + 64 + 1
+	if _, err := client.Put(t.Context(), recordKey, value[:start]+value[end:], clientv3.WithIgnoreLease()); err != nil {
+		t.Fatal(err)
+	}
+
+	xml := map[string][]string{"Content-Type": {"application/xml"}}
+	for _, tc := range []struct {
+		key    string
+		header map[string][]string
+		want   string // the replayed body; "" means a mismatch
+	}{
+		{"new", jsonType, "new"},
+		{"new", map[string][]string{"content-type": {"application/json"}}, "new"},
+		{"new", xml, ""},
+		{"new", nil, ""},
+		{"legacy", jsonType, "legacy"},
+		{"legacy", xml, "legacy"},
+	} {
+		adm, err := p.AdmitPartner(t.Context(), withHeaders(tc.key, tc.header))
+		switch {
+		case tc.want == "" && !errors.Is(err, api.ErrIdempotencyMismatch):
+			t.Errorf("AdmitPartner(key %s, headers %v) = %+v, %v; want ErrIdempotencyMismatch", tc.key, tc.header, adm, err)
+		case tc.want != "" && (err != nil || adm.Replay == nil || string(adm.Replay.Body) != tc.want):
+			t.Errorf("AdmitPartner(key %s, headers %v) = %+v, %v; want the replay of %q", tc.key, tc.header, adm, err, tc.want)
+		}
+	}
+}

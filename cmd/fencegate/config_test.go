@@ -46,6 +46,7 @@ var badConfigs = []struct {
 	{"partner-resource.yaml", `partner-resource.yaml:5: partners[0].resource: template "accounts/all": no {variable}`},
 	{"partner-resource-path.yaml", `partner-resource-path.yaml:6: partners[0].resource_path: only with resource "header"`},
 	{"partner-resource-path-variable.yaml", `partner-resource-path-variable.yaml:6: partners[0].resource_path: "lists/{list}": {list}: the only variable is {resource}`},
+	{"partner-unbound-path.yaml", `partner-unbound-path.yaml:5: partners[0].resource: "header" without resource_path, and identity "payer" may write only part of the route (grant "partner/pay/acct-a1")`},
 	{"partner-upstream-ftp.yaml", `partner-upstream-ftp.yaml:7: partners[1].upstream: scheme "ftp" not allowed, want http or https`},
 	{"partner-upstream-userinfo.yaml", "partner-upstream-userinfo.yaml:3: partners[0].upstream: \"https://user:xxxxx@api.payments.example/v1\" has user info"},
 	{"password-twice.yaml", "password-twice.yaml:5: etcd.password_env: set etcd.password or etcd.password_env, not both"},
@@ -194,49 +195,63 @@ func TestReadmeConfiguration(t *testing.T) {
 	}
 }
 
-// TestConfigCheckWarnsOfUnboundHeaderRoutes: `config check` passes a file
-// whose route takes its resource from X-Fence-Resource without
-// resource_path, but warns when a grant covers only part of the route: its
-// holder could name a resource it may write in the header and act on
-// another in the path.
-func TestConfigCheckWarnsOfUnboundHeaderRoutes(t *testing.T) {
-	const warning = `partner route "mailer" takes its resource from X-Fence-Resource without resource_path, and identity "sender" may write only "partner/mailer/a1*"`
+// TestUnboundHeaderRoutes: a route that takes its resource from
+// X-Fence-Resource without resource_path, while an identity may write
+// only part of the route, is refused by the loader, by `config check` and
+// by serve's and dev's start-up, at the route's resource line: that
+// identity could name a resource it may write in the header and act on
+// another in the path. unbound_path: true says the partner's path names
+// no resource, and loads. Grants of the whole route (or none) leave
+// nothing to get around.
+func TestUnboundHeaderRoutes(t *testing.T) {
+	const refusal = `:5: partners[0].resource: "header" without resource_path, and identity "sender" may write only part of the route (grant "partner/mailer/a1")`
 	for _, tc := range []struct {
-		name        string
-		resource    string // the route's resource and resource_path lines
-		grant       string // sender's grant; "" leaves auth out
-		wantWarning string // in the warning line; "" means none
+		name     string
+		resource string   // the route's resource lines
+		grants   []string // sender's grants; nil leaves auth out
+		want     string   // in the error; "" means it loads
 	}{
-		{"header, unbound, grant of one resource", "resource: header", `{prefix: partner/mailer/a1, operations: [write]}`, warning},
-		{"header, unbound, admin grant of one resource", "resource: header", `{prefix: partner/mailer/a1, operations: [admin]}`, `identity "sender" may write only "partner/mailer/a1*"`},
-		{"header, bound", "resource: header\n    resource_path: accounts/{resource}", `{prefix: partner/mailer/a1, operations: [write]}`, ""},
-		{"header, unbound, grant of the whole route", "resource: header", `{prefix: partner/mailer/, operations: [write]}`, ""},
-		{"header, unbound, grant of every route", "resource: header", `{prefix: "", operations: [admin]}`, ""},
-		{"header, unbound, read grant of one resource", "resource: header", `{prefix: partner/mailer/a1, operations: [read]}`, ""},
-		{"header, unbound, grant of another route's resource", "resource: header", `{prefix: partner/mailer-eu/a1, operations: [write]}`, ""},
-		{"header, unbound, no auth", "resource: header", "", ""},
-		{"template, grant of one resource", "resource: accounts/{account}", `{prefix: partner/mailer/accounts/a1, operations: [write]}`, ""},
+		{"header, unbound, grant of one resource", "resource: header", []string{`{prefix: partner/mailer/a1, operations: [write]}`}, refusal},
+		{"header, unbound, admin grant of one resource", "resource: header", []string{`{prefix: partner/mailer/a1, operations: [admin]}`}, refusal},
+		{"header, unbound, grant of one resource after a read grant of the route", "resource: header",
+			[]string{`{prefix: partner/mailer/, operations: [read]}`, `{prefix: partner/mailer/a1, operations: [write]}`}, refusal},
+		{"header, unbound_path: true, grant of one resource", "resource: header\n    unbound_path: true", []string{`{prefix: partner/mailer/a1, operations: [write]}`}, ""},
+		{"header, bound, grant of one resource", "resource: header\n    resource_path: accounts/{resource}", []string{`{prefix: partner/mailer/a1, operations: [write]}`}, ""},
+		{"header, unbound, grant of the whole route", "resource: header", []string{`{prefix: partner/mailer/, operations: [write]}`}, ""},
+		{"header, unbound, grant of the route's name without its slash", "resource: header", []string{`{prefix: partner/mailer, operations: [write]}`}, ""},
+		{"header, unbound, grant of the whole route and of one resource", "resource: header",
+			[]string{`{prefix: partner/mailer/a1, operations: [write]}`, `{prefix: partner/, operations: [write]}`}, ""},
+		{"header, unbound, grant of every route", "resource: header", []string{`{prefix: "", operations: [admin]}`}, ""},
+		{"header, unbound, read grant of one resource", "resource: header", []string{`{prefix: partner/mailer/a1, operations: [read]}`}, ""},
+		{"header, unbound, grant of another route's resource", "resource: header", []string{`{prefix: partner/mailer-eu/a1, operations: [write]}`}, ""},
+		{"header, unbound, no auth", "resource: header", nil, ""},
+		{"template, grant of one resource", "resource: accounts/{account}", []string{`{prefix: partner/mailer/accounts/a1, operations: [write]}`}, ""},
+		{"unbound_path with resource_path", "resource: header\n    resource_path: accounts/{resource}\n    unbound_path: true", nil,
+			":7: partners[0].unbound_path: set resource_path or unbound_path, not both"},
+		{"unbound_path with a template", "resource: accounts/{account}\n    unbound_path: true", nil,
+			`:6: partners[0].unbound_path: only with resource "header"`},
+		{"unbound_path not a bool", "resource: header\n    unbound_path: yes-please", nil,
+			`:6: partners[0].unbound_path: "yes-please": want true or false`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := fmt.Sprintf("partners:\n  - name: mailer\n    upstream: http://mailer.internal:8025\n    methods: [POST]\n    %s\npartner_answers: {bucket: answers}\n", tc.resource)
-			if tc.grant != "" {
-				file += fmt.Sprintf("auth:\n  identities:\n    - name: sender\n      grants: [%s]\n      api_keys: [\"sha256:%064x\"]\n", tc.grant, 1)
+			if tc.grants != nil {
+				file += fmt.Sprintf("auth:\n  identities:\n    - name: sender\n      grants: [%s]\n      api_keys: [\"sha256:%064x\"]\n", strings.Join(tc.grants, ", "), 1)
 			}
 			path := writeConfig(t, file)
 			var stdout bytes.Buffer
-			if err := runEnv(t.Context(), []string{"config", "check", path}, envMap(nil), &stdout, &bytes.Buffer{}); err != nil {
-				t.Fatalf("config check: %v; want ok (with or without a warning)", err)
-			}
-			out := stdout.String()
-			if !strings.HasPrefix(out, path+": ok\n") {
-				t.Errorf("config check printed %q; want %q first", out, path+": ok")
-			}
-			warned := strings.Contains(out, path+": warning: ")
+			err := runEnv(t.Context(), []string{"config", "check", path}, envMap(nil), &stdout, &bytes.Buffer{})
 			switch {
-			case tc.wantWarning == "" && warned:
-				t.Errorf("config check printed %q; want no warning", out)
-			case tc.wantWarning != "" && (!warned || !strings.Contains(out, tc.wantWarning)):
-				t.Errorf("config check printed %q; want a %q line with %q", out, path+": warning: ", tc.wantWarning)
+			case tc.want == "" && err != nil:
+				t.Fatalf("config check = %v; want ok", err)
+			case tc.want == "":
+				if out := stdout.String(); !strings.HasPrefix(out, path+": ok\n") || strings.Contains(out, "warning: partner route") {
+					t.Errorf("config check printed %q; want %q first, and no warning of the route", out, path+": ok")
+				}
+			case err == nil || !strings.Contains(err.Error(), path+tc.want):
+				t.Errorf("config check = %v; want an error containing %q", err, path+tc.want)
+			case !errors.As(err, new(*usageError)):
+				t.Errorf("config check = %T; want a *usageError (exit 2)", err)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -360,5 +361,53 @@ func TestDevWithGCS(t *testing.T) {
 	}
 	if err := r.stop(t); err != nil {
 		t.Fatalf("dev after cancellation = %v; want nil", err)
+	}
+}
+
+// TestDevRefusesNonLoopbackListen: dev serves without auth (no auth
+// section) and with a published S3 key, so --listen and --s3-listen must
+// be loopback addresses unless --insecure-listen-anywhere says otherwise:
+// every other address is refused before anything starts, with a usage
+// error (exit 2) that says why and names the flag.
+func TestDevRefusesNonLoopbackListen(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // in the error; "" means accepted
+	}{
+		{[]string{"--listen", "0.0.0.0:0"}, "--listen 0.0.0.0:0: not a loopback address"},
+		{[]string{"--listen", ":0"}, "--listen :0: not a loopback address"},
+		{[]string{"--listen", "[::]:0"}, "--listen [::]:0: not a loopback address"},
+		{[]string{"--listen", "192.0.2.1:0"}, "--listen 192.0.2.1:0: not a loopback address"},
+		{[]string{"--listen", "[fe80::1%lo]:0"}, "not a loopback address"},
+		{[]string{"--listen", "no-such-host.invalid:0"}, "--listen no-such-host.invalid:0: not a loopback address"},
+		{[]string{"--s3-listen", "0.0.0.0:0"}, "--s3-listen 0.0.0.0:0: not a loopback address"},
+		{[]string{"--s3-listen", ":0"}, "--s3-listen :0: not a loopback address"},
+		{[]string{"--listen", "127.0.0.1:0"}, ""},
+		{[]string{"--listen", "127.1.2.3:0"}, ""},
+		{[]string{"--listen", "[::1]:0"}, ""},
+		{[]string{"--listen", "localhost:0"}, ""},
+		{[]string{"--s3-listen", "[::1]:0"}, ""},
+		{[]string{"--s3-listen", ""}, ""},
+		{[]string{"--listen", "0.0.0.0:0", "--insecure-listen-anywhere"}, ""},
+		{[]string{"--listen", ":0", "--s3-listen", "[::]:0", "--insecure-listen-anywhere"}, ""},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			args := append([]string{"--data", t.TempDir()}, tc.args...)
+			_, err := parseDev(args, envMap(nil), io.Discard)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("parseDev(%q) = %v; want it accepted", args, err)
+			case tc.want == "":
+				return
+			case err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "--insecure-listen-anywhere"):
+				t.Fatalf("parseDev(%q) = %v; want an error containing %q that names --insecure-listen-anywhere", args, err, tc.want)
+			}
+			// The whole command refuses it too, with exit status 2, before
+			// anything starts.
+			err = runEnv(t.Context(), append([]string{"dev"}, args...), envMap(nil), io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.As(err, new(*usageError)) {
+				t.Fatalf("dev %q = %v; want a usage error containing %q", args, err, tc.want)
+			}
+		})
 	}
 }

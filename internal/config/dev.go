@@ -1,10 +1,14 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"slices"
+	"time"
 
 	"fencegate/api"
 )
@@ -66,6 +70,8 @@ func ParseDev(args []string, lookupEnv LookupEnv, stdout io.Writer, extra error)
 	fs.StringVar(&cfg.Data, "data", ".fencegate", "`directory` of etcd's data (etcd/) and the S3 objects (s3/)")
 	fs.IntVar(&cfg.S3Port, "s3-port", 0, "`port` of the S3 server on 127.0.0.1 (0: a free one)")
 	addS3APIFlags(fs, &cfg.S3API, DevS3Listen)
+	anywhere := fs.Bool(insecureListenAnywhere, false, "let --listen and --s3-listen be addresses other machines reach: dev then serves\n"+
+		"them without auth (unless the --config file has an auth section) and with its published S3 key")
 	stores := fs.String("stores", api.StoreS3, "comma-separated `stores` to run: s3, or s3,gcs to run fake-gcs-server too\n(a child process) with the bucket "+DevGCSBucket+" in it")
 	shared := addSharedFlags(cmd, &cfg.Shared)
 	if err := cmd.parse(args, lookupEnv, stdout); err != nil {
@@ -88,6 +94,12 @@ func ParseDev(args []string, lookupEnv LookupEnv, stdout io.Writer, extra error)
 	note, err := finishS3API(&cfg.S3API, cfg.Listen, cfg.Auth, true)
 	cfg.S3APINote = note
 	errs = append(errs, err, extra)
+	if !*anywhere {
+		errs = append(errs, loopbackOnly("listen", cfg.Listen))
+		if cfg.S3API.Listen != "" {
+			errs = append(errs, loopbackOnly("s3-listen", cfg.S3API.Listen))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return Dev{}, &UsageError{fmt.Errorf("dev: %w", cmd.locate(err))}
 	}
@@ -117,4 +129,56 @@ func devStores(list string) ([]string, []Bucket, []error) {
 		errs = append(errs, fmt.Errorf("--stores %q: s3 is always run (it holds the bucket dev and partner answers); want s3 or s3,gcs", list))
 	}
 	return stores, buckets, errs
+}
+
+// insecureListenAnywhere is the flag that lets dev listen on addresses
+// other than loopback ones.
+const insecureListenAnywhere = "insecure-listen-anywhere"
+
+// loopbackOnly refuses a dev listener's address (the flag flagName's)
+// that other machines may reach: dev serves without auth unless the
+// config file has an auth section, its S3 API takes the published key
+// DevS3Key, and its etcd and S3 server hold throwaway data. Allowed are
+// loopback IPs (127.0.0.0/8, ::1) and names that resolve to loopback
+// addresses only (localhost); refused are an empty host (every
+// interface), 0.0.0.0 and ::, any other IP, and names that resolve
+// elsewhere, in part, or not at all. A valid host:port is assumed
+// (validateListen said otherwise already).
+func loopbackOnly(flagName, addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil
+	}
+	why := ""
+	switch ip, err := netip.ParseAddr(host); {
+	case host == "":
+		why = "an empty host listens on every interface"
+	case err == nil && !ip.Unmap().IsLoopback():
+		why = ip.String() + " is not a loopback IP"
+	case err != nil:
+		why = nonLoopbackName(host)
+	}
+	if why == "" {
+		return nil
+	}
+	return fmt.Errorf("--%s %s: not a loopback address (%s): fencegate dev serves without auth unless the --config file has an auth section, "+
+		"and its S3 API takes the published key %s; listen on 127.0.0.1, [::1] or localhost, or pass --%s to serve other machines all the same",
+		flagName, addr, why, DevS3Key.AccessKeyID, insecureListenAnywhere)
+}
+
+// nonLoopbackName resolves host as the listener will, and says why it
+// is not loopback-only ("" when every address it resolves to is).
+func nonLoopbackName(host string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil || len(ips) == 0 {
+		return fmt.Sprintf("%s does not resolve here", host)
+	}
+	for _, ip := range ips {
+		if !ip.Unmap().IsLoopback() {
+			return fmt.Sprintf("%s resolves to %s", host, ip)
+		}
+	}
+	return ""
 }

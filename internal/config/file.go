@@ -603,21 +603,24 @@ func intSetting(key, flagName string, least, most int) field {
 // boolSetting is true or false for flagName.
 func boolSetting(key, flagName string) field {
 	return field{key, func(d *decoder, n *yaml.Node, path string) {
-		s, ok := d.scalar(n, path, "true or false")
-		if !ok {
-			return
+		if b, ok := d.bool(n, path); ok {
+			d.set(flagName, fmt.Sprint(b), n, path)
 		}
-		if n.ShortTag() != "!!bool" {
-			d.errorf(n, path, "%q: want true or false", s)
-			return
-		}
-		var b bool
-		if err := n.Decode(&b); err != nil {
-			d.errorf(n, path, "%q: want true or false", s)
-			return
-		}
-		d.set(flagName, fmt.Sprint(b), n, path)
 	}}
+}
+
+// bool decodes true or false.
+func (d *decoder) bool(n *yaml.Node, path string) (bool, bool) {
+	s, ok := d.scalar(n, path, "true or false")
+	if !ok {
+		return false, false
+	}
+	var b bool
+	if n.ShortTag() != "!!bool" || n.Decode(&b) != nil {
+		d.errorf(n, path, "%q: want true or false", s)
+		return false, false
+	}
+	return b, true
 }
 
 // fileSettingField is the name of a file for flagName, relative to the
@@ -982,6 +985,9 @@ func (d *decoder) crossValidate() {
 	}
 	d.limitsCrossValidate()
 	d.bucketsCrossValidate()
+	if d.out.partners != nil && d.out.auth != nil {
+		d.fieldErrors(gateway.ValidatePartnerGrants(d.out.partners, *d.out.auth), "", nil)
+	}
 }
 
 // limitsCrossValidate checks the file's limits that go together with the

@@ -68,6 +68,9 @@ func (d *decoder) partner(n *yaml.Node, path string) gateway.PartnerRoute {
 		{"resource_path", func(d *decoder, n *yaml.Node, path string) {
 			route.ResourcePath, _ = d.scalar(n, path, "a path template such as accounts/{resource}")
 		}},
+		{"unbound_path", func(d *decoder, n *yaml.Node, path string) {
+			route.UnboundPath, _ = d.bool(n, path)
+		}},
 		{"timeout", func(d *decoder, n *yaml.Node, path string) {
 			route.Timeout, _ = d.duration(n, path, aboveZero)
 		}},

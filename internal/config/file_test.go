@@ -293,7 +293,8 @@ auth:
 // and auth, and reports the etcd and S3 settings as unused.
 func TestDevConfig(t *testing.T) {
 	path := filepath.Join(testdataDir, "good", "full.yaml")
-	cfg, err := ParseDev([]string{"--config", path, "--listen", "127.0.0.1:0"}, envMap(goodEnv), &bytes.Buffer{}, nil)
+	// The file's s3_api.listen (0.0.0.0) is not loopback: dev would refuse it.
+	cfg, err := ParseDev([]string{"--config", path, "--listen", "127.0.0.1:0", "--s3-listen", "127.0.0.1:0"}, envMap(goodEnv), &bytes.Buffer{}, nil)
 	if err != nil {
 		t.Fatalf("parseDev --config %s: %v", path, err)
 	}

@@ -126,11 +126,7 @@ func (f Features) GCSBuckets() []Bucket {
 // Warnings are what valid features configure that is likely unsafe:
 // `config check` prints them, serve and dev log them at start.
 func (f Features) Warnings() []string {
-	var auth gateway.Auth
-	if f.Auth != nil {
-		auth = *f.Auth
-	}
-	warnings := gateway.UnboundHeaderRouteWarnings(f.Partners, auth)
+	var warnings []string
 	if len(f.Partners) > 0 && f.Answers.Bucket == "" {
 		warnings = append(warnings, "partner routes without partner_answers: answers' bodies over 512 bytes are not kept, "+
 			"and a replay of such an answer has its status and headers and an empty body (Idempotent-Body-Omitted: true)")
