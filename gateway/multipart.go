@@ -24,7 +24,9 @@ import (
 // whose token has gone stale is refused and aborted. Parts are refused
 // at once, and the upload aborted, once the token is below the
 // resource's high-water mark: such an upload can never complete, since
-// marks only grow.
+// marks only grow. Every request on an upload must be its creator's:
+// by the capability id the creator was answered, or by the store's id
+// with the upload's token (boundUpload says why and how).
 //
 // The S3 front door serves S3's multipart operations with the exported
 // methods (CreateUpload, UploadPart, CopyPart, CompleteUpload,
