@@ -2,6 +2,7 @@ package api
 
 import (
 	"io"
+	"strings"
 	"time"
 )
 
@@ -19,10 +20,55 @@ const (
 // is created: the object's resource and the token of the writer that
 // created it. Every part and the completion are fenced with that token.
 type UploadBinding struct {
-	// UploadID is the store's id of the upload.
+	// UploadID is the store's id of the upload: what ListMultipartUploads
+	// shows to anyone who may read the bucket.
 	UploadID string   `json:"upload_id"`
 	Resource Resource `json:"resource"`
 	Token    Token    `json:"token"`
+	// Secret is the random part of the id that the gateway answers the
+	// upload's creator (Capability); empty in a binding recorded before
+	// gateways kept one. It is never encoded with the binding.
+	Secret string `json:"-"`
+	// Revision is the token store's revision of the binding as it was
+	// read, so that it is deleted only if it is still that binding; zero
+	// in a binding that was not read from the store.
+	Revision int64 `json:"-"`
+}
+
+// MinUploadSecretLen is the shortest UploadBinding.Secret: 26 characters
+// of base32 (A-Z, 2-7), 130 random bits, as crypto/rand's Text makes them.
+const MinUploadSecretLen = 26
+
+// Capability returns the id the gateway answers the creator of the upload
+// b binds: the store's id, ".", and b's secret. Anyone who may read the
+// bucket sees the store's id; only the creator is told the capability.
+// Both are valid S3 upload ids: S3 clients echo the id opaquely, and the
+// characters added (".", A-Z, 2-7) need no escaping in a query. A binding
+// without a secret has no capability: its store's id.
+func (b UploadBinding) Capability() string {
+	if b.Secret == "" {
+		return b.UploadID
+	}
+	return b.UploadID + "." + b.Secret
+}
+
+// SplitCapability splits an upload id that has the form of a capability
+// (Capability) into the store's id and the secret; ok is false when it
+// has not. A store's own id may have that form too (an S3 id may contain
+// "."), so a caller that finds no binding with that secret takes id whole
+// as a store's id.
+func SplitCapability(id string) (storeID, secret string, ok bool) {
+	i := strings.LastIndexByte(id, '.')
+	if i <= 0 || len(id)-i-1 < MinUploadSecretLen {
+		return "", "", false
+	}
+	storeID, secret = id[:i], id[i+1:]
+	for _, c := range []byte(secret) {
+		if (c < 'A' || c > 'Z') && (c < '2' || c > '7') {
+			return "", "", false
+		}
+	}
+	return storeID, secret, true
 }
 
 // CreateUploadInput starts a multipart upload.

@@ -506,10 +506,12 @@ func (u *instrumentedUploads) Upload(ctx context.Context, resource api.Resource,
 	return b, err
 }
 
-// UnbindUpload's span names no resource: the store deletes by upload id.
-func (u *instrumentedUploads) UnbindUpload(ctx context.Context, uploadID string) error {
+func (u *instrumentedUploads) UnbindUpload(ctx context.Context, b api.UploadBinding) error {
 	ctx, span := startClientSpan(ctx, "etcd unbind_upload")
-	err := u.UploadStore.UnbindUpload(ctx, uploadID)
+	if span != nil {
+		span.SetAttributes(attrResource.String(string(b.Resource)))
+	}
+	err := u.UploadStore.UnbindUpload(ctx, b)
 	u.done("unbind_upload", span, err)
 	return err
 }

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -22,7 +24,9 @@ import (
 // whose token has gone stale is refused and aborted. Parts are refused
 // at once, and the upload aborted, once the token is below the
 // resource's high-water mark: such an upload can never complete, since
-// marks only grow.
+// marks only grow. Every request on an upload must be its creator's:
+// by the capability id the creator was answered, or by the store's id
+// with the upload's token (boundUpload says why and how).
 //
 // The S3 front door serves S3's multipart operations with the exported
 // methods (CreateUpload, UploadPart, CopyPart, CompleteUpload,
@@ -62,12 +66,15 @@ type UploadStore interface {
 	// BindUpload records b until it is unbound or ttl passes. Any
 	// error means the binding may not exist.
 	BindUpload(ctx context.Context, b api.UploadBinding, ttl time.Duration) error
-	// Upload returns the binding of uploadID, read linearizably, if it
-	// binds an upload of resource; otherwise api.ErrNotFound. Any other
-	// error means the store could not answer (api.ErrUnavailable).
+	// Upload returns the binding of uploadID, read linearizably, with its
+	// secret and revision, if it binds an upload of resource; otherwise
+	// api.ErrNotFound. Any other error means the store could not answer
+	// (api.ErrUnavailable).
 	Upload(ctx context.Context, resource api.Resource, uploadID string) (api.UploadBinding, error)
-	// UnbindUpload deletes the binding of uploadID, if any.
-	UnbindUpload(ctx context.Context, uploadID string) error
+	// UnbindUpload deletes the binding b if it is still bound as b says
+	// (its revision, when b was read by Upload; otherwise its value), in
+	// the transaction that deletes it; any other binding of its id stays.
+	UnbindUpload(ctx context.Context, b api.UploadBinding) error
 }
 
 // WithMultipart turns on fenced multipart uploads in store (S3 buckets
@@ -204,8 +211,10 @@ func (g *Gateway) multipartPath(p api.ObjectPath) (api.ObjectPath, error) {
 // answered. A token that has gone stale in between abandons the upload.
 //
 // A binding that cannot be recorded aborts the upload (an unbound upload
-// could never be completed through the gateway). The caller needs
-// OpWrite on the resource.
+// could never be completed through the gateway). The binding holds a
+// random secret: the caller answers the creator b.Capability(), the id
+// that lets it act on the upload without a token (boundUpload). The
+// caller needs OpWrite on the resource.
 func (g *Gateway) CreateUpload(ctx context.Context, path api.ObjectPath, token api.Token, contentType string, meta api.ObjectMetadata) (api.UploadBinding, error) {
 	path, err := g.multipartPath(path)
 	if err != nil {
@@ -230,9 +239,9 @@ func (g *Gateway) CreateUpload(ctx context.Context, path api.ObjectPath, token a
 		return api.UploadBinding{}, err
 	}
 	g.multipart.metrics.created.Inc()
-	b := api.UploadBinding{UploadID: id, Resource: resource, Token: token}
+	b := api.UploadBinding{UploadID: id, Resource: resource, Token: token, Secret: rand.Text()}
 	if err := g.multipart.uploads.BindUpload(ctx, b, g.cfg.UploadTTL); err != nil {
-		g.abandon(ctx, path, id, abortFailed, "the binding was not recorded")
+		g.abandon(ctx, path, b, abortFailed, "the binding was not recorded")
 		return api.UploadBinding{}, fmt.Errorf("create upload: %w", err)
 	}
 	if err := g.fences.FenceCheckRenew(ctx, resource, token); err != nil {
@@ -240,7 +249,7 @@ func (g *Gateway) CreateUpload(ctx context.Context, path api.ObjectPath, token a
 		if errors.Is(err, api.ErrStaleToken) {
 			reason = abortStale
 		}
-		g.abandon(ctx, path, id, reason, "the mark was not written after the binding")
+		g.abandon(ctx, path, b, reason, "the mark was not written after the binding")
 		return api.UploadBinding{}, err
 	}
 	return b, nil
@@ -268,12 +277,123 @@ func (g *Gateway) refuseStale(ctx context.Context, resource api.Resource, token 
 	return nil
 }
 
+// uploadUse is what a request does to an upload that it names: it
+// decides which token the request must show when the id it names the
+// upload by is not the creator's capability (boundUpload).
+type uploadUse int
+
+const (
+	// useWrite is a part (UploadPart, UploadPartCopy) or the completion:
+	// they write into the upload, so they need the upload's own token.
+	useWrite uploadUse = iota
+	// useAbort is an abort: the upload's token or a larger one, so that
+	// a newer holder may clear an older holder's upload.
+	useAbort
+)
+
+// errUploadTokenMissing and errUploadTokenDiffers say why boundUpload
+// refused a request's token.
+var (
+	errUploadTokenMissing = errors.New("this upload id is the store's, as ListMultipartUploads shows it to anyone who may read the bucket: " +
+		"send X-Fence-Token with the upload's token, or name the upload by the id CreateMultipartUpload answered")
+	errUploadTokenDiffers = errors.New("the upload was created with another token: its parts and its completion carry that token or none")
+	errUploadTokenBelow   = errors.New("an abort carries the upload's token, a larger one, or (by the id CreateMultipartUpload answered) none")
+)
+
+// boundUpload returns the binding of the upload that a request names by
+// id, once the request may do use to it with token (zero: it sent none).
+// Two ids name an upload:
+//
+//   - The capability CreateUpload answered its creator: the store's id,
+//     ".", and the binding's secret (api.UploadBinding.Capability). It
+//     acts as the creator: its token is the bound one, and a part or a
+//     completion that sends none is fenced with it, as S3 clients, which
+//     send the token on CreateMultipartUpload only, need. The secret has
+//     130 random bits, is compared in constant time, and is told to
+//     nobody else: ListMultipartUploads and ListParts show the store's
+//     id, and no log line or error names it. So a request that has it was
+//     sent by the writer the bound token was granted to, or by one it
+//     gave the id to, as it could give its token.
+//   - The store's id, which ListMultipartUploads shows to anyone who may
+//     read the prefix: it proves nothing, so the request must show the
+//     token it acts with. A part or the completion needs the bound token
+//     itself, an abort the bound token or a larger one: a newer holder
+//     may clear an older holder's upload, an older one may not touch a
+//     newer one's. No token is api.ErrMissingToken (428).
+//
+// A token that the use does not allow is refused with either id, and the
+// upload left as it is: *api.StaleTokenError (409) when it is below the
+// mark (its sender is a stale holder), otherwise api.ErrInvalidRequest
+// (400). Without these rules, a stale holder with write on the key could
+// complete a newer holder's upload early with a subset of its parts
+// (ListParts gives their ETags), recording a truncated object under the
+// newer holder's token, upload parts into it, or abort it; the fence of
+// the completion cannot see this, since it checks the bound token, and
+// the bound token is the newer holder's. With them, a stale holder needs
+// the capability, which only the newer holder was answered, or the newer
+// holder's token, which it was never granted. (The fence guards against
+// holders acting on an old grant, not against an identity that claims a
+// token it was not granted: that one could as well PUT with it.)
+//
+// An id of the capability's form is looked up as a capability first: a
+// store's id may itself contain ".", so an id whose secret does not match
+// is then looked up whole, as a store's id. Both lookups are of resource
+// only: an id of another object's upload is api.ErrNotFound, whichever
+// form it has.
+//
+// A binding recorded by a gateway before bindings had a secret (a rolling
+// upgrade) has no capability: its upload takes the token on every
+// request, and a client of the older gateway that sends none is refused
+// 428, saying what to send: it fails closed. The older gateway answers
+// such a client only the store's id, so nothing else could name it.
+func (g *Gateway) boundUpload(ctx context.Context, resource api.Resource, id string, token api.Token, use uploadUse) (api.UploadBinding, error) {
+	b, capability, err := g.lookUpUpload(ctx, resource, id)
+	if err != nil {
+		return api.UploadBinding{}, err
+	}
+	refuse := func(why error) (api.UploadBinding, error) {
+		if err := g.refuseStale(ctx, resource, token, true); err != nil {
+			return api.UploadBinding{}, err // 409 (or etcd unavailable)
+		}
+		return api.UploadBinding{}, fmt.Errorf("%w: %s %s: %w", api.ErrInvalidRequest, api.HeaderFenceToken, token, why)
+	}
+	switch {
+	case token == 0 && capability:
+		return b, nil
+	case token == 0:
+		return api.UploadBinding{}, fmt.Errorf("%w: %w", api.ErrMissingToken, errUploadTokenMissing)
+	case use == useWrite && token != b.Token:
+		return refuse(errUploadTokenDiffers)
+	case use == useAbort && token < b.Token:
+		return refuse(errUploadTokenBelow)
+	}
+	return b, nil
+}
+
+// lookUpUpload returns the binding of resource's upload that id names,
+// and whether id is its capability (boundUpload); api.ErrNotFound when
+// neither form of id names one.
+func (g *Gateway) lookUpUpload(ctx context.Context, resource api.Resource, id string) (api.UploadBinding, bool, error) {
+	if storeID, secret, ok := api.SplitCapability(id); ok {
+		b, err := g.multipart.uploads.Upload(ctx, resource, storeID)
+		if err != nil && !errors.Is(err, api.ErrNotFound) {
+			return api.UploadBinding{}, false, err
+		}
+		if err == nil && b.Secret != "" && subtle.ConstantTimeCompare([]byte(secret), []byte(b.Secret)) == 1 {
+			return b, true, nil
+		}
+	}
+	b, err := g.multipart.uploads.Upload(ctx, resource, id)
+	return b, false, err
+}
+
 // partBinding returns the binding of the upload that a part is sent to,
 // once the part may be stored: the part's number is valid, the caller
-// may write the object, the upload is bound to it, and its token is not
-// below the mark (the cache first, then a linearizable read). A stale
-// upload is aborted, and the answer is the *api.StaleTokenError.
-func (g *Gateway) partBinding(ctx context.Context, path api.ObjectPath, uploadID string, number int32) (api.ObjectPath, api.UploadBinding, error) {
+// may write the object, the upload is bound to it and the request may
+// write into it with token (boundUpload), and its token is not below the
+// mark (the cache first, then a linearizable read). A stale upload is
+// aborted, and the answer is the *api.StaleTokenError.
+func (g *Gateway) partBinding(ctx context.Context, path api.ObjectPath, uploadID string, token api.Token, number int32) (api.ObjectPath, api.UploadBinding, error) {
 	path, err := g.multipartPath(path)
 	if err != nil {
 		return path, api.UploadBinding{}, err
@@ -284,14 +404,14 @@ func (g *Gateway) partBinding(ctx context.Context, path api.ObjectPath, uploadID
 	if err := g.authorize(ctx, OpWrite, path.Resource()); err != nil {
 		return path, api.UploadBinding{}, err
 	}
-	b, err := g.multipart.uploads.Upload(ctx, path.Resource(), uploadID)
+	b, err := g.boundUpload(ctx, path.Resource(), uploadID, token, useWrite)
 	if err != nil {
 		return path, api.UploadBinding{}, err
 	}
 	if err := g.refuseStale(ctx, b.Resource, b.Token, true); err != nil {
 		if errors.Is(err, api.ErrStaleToken) {
 			g.multipart.metrics.partsStale.Inc()
-			g.abandon(ctx, path, uploadID, abortStale, "its token is stale")
+			g.abandon(ctx, path, b, abortStale, "its token is stale")
 		}
 		return path, api.UploadBinding{}, err
 	}
@@ -300,31 +420,32 @@ func (g *Gateway) partBinding(ctx context.Context, path api.ObjectPath, uploadID
 
 // UploadPart stores one part of a bound upload, streaming in.Body to S3
 // (memory stays bounded whatever the part's size), and returns its ETag.
-// It is refused, with nothing stored, when the upload's token is below
-// the resource's high-water mark: *api.StaleTokenError (409), and the
-// upload is aborted. An upload that the gateway did not create, or that
-// was completed, aborted or expired, is api.ErrNotFound. The caller
-// needs OpWrite on the resource.
+// in.UploadID is the id the client sent, and token the token it sent
+// (zero: none), which boundUpload checks. It is refused, with nothing
+// stored, when the upload's token is below the resource's high-water
+// mark: *api.StaleTokenError (409), and the upload is aborted. An upload
+// that the gateway did not create, or that was completed, aborted or
+// expired, is api.ErrNotFound. The caller needs OpWrite on the resource.
 //
 // The check is not the fence: a mark raised while the part streams does
 // not stop it. The completion fences the object; refusing parts early
 // only spares a stale writer's bandwidth and S3's space.
-func (g *Gateway) UploadPart(ctx context.Context, in api.UploadPartInput) (string, error) {
-	path, _, err := g.partBinding(ctx, in.Path, in.UploadID, in.Number)
+func (g *Gateway) UploadPart(ctx context.Context, in api.UploadPartInput, token api.Token) (string, error) {
+	path, b, err := g.partBinding(ctx, in.Path, in.UploadID, token, in.Number)
 	if err != nil {
 		return "", err
 	}
 	if in.Size < 0 || in.Size > api.MaxPartSize {
 		return "", fmt.Errorf("%w: a part of %d bytes: must be 0 to 5GiB", api.ErrInvalidRequest, in.Size)
 	}
-	in.Path = path
+	in.Path, in.UploadID = path, b.UploadID
 	return g.multipart.store.UploadPart(ctx, in)
 }
 
 // CopyPart stores one part of a bound upload copied from in.Source
 // (UploadPartCopy), refused as UploadPart is. The caller needs OpWrite on
 // the upload's resource and OpRead on the source's.
-func (g *Gateway) CopyPart(ctx context.Context, in api.CopyPartInput) (string, error) {
+func (g *Gateway) CopyPart(ctx context.Context, in api.CopyPartInput, token api.Token) (string, error) {
 	if g.stores != nil {
 		in.Source.Store = g.stores.StoreOf(in.Source.Bucket)
 	}
@@ -334,11 +455,11 @@ func (g *Gateway) CopyPart(ctx context.Context, in api.CopyPartInput) (string, e
 	if err := g.authorize(ctx, OpRead, in.Source.Resource()); err != nil {
 		return "", err
 	}
-	path, _, err := g.partBinding(ctx, in.Path, in.UploadID, in.Number)
+	path, b, err := g.partBinding(ctx, in.Path, in.UploadID, token, in.Number)
 	if err != nil {
 		return "", err
 	}
-	in.Path = path
+	in.Path, in.UploadID = path, b.UploadID
 	return g.multipart.store.CopyPart(ctx, in)
 }
 
@@ -354,11 +475,14 @@ func (g *Gateway) CopyPart(ctx context.Context, in api.CopyPartInput) (string, e
 // again, at most Config.WriteAttempts times in all: the parts stay in S3,
 // so it can be sent again.
 //
-// A stale upload is refused (*api.StaleTokenError, 409) and aborted, so
-// its parts do not linger. On success the binding is deleted and the
-// answer is the write's result, as a PUT's. The caller needs OpWrite on
-// the resource.
-func (g *Gateway) CompleteUpload(ctx context.Context, path api.ObjectPath, uploadID string, parts []api.Part) (WriteResult, error) {
+// uploadID is the id the client sent and token the token it sent (zero:
+// none): the request must be the creator's (boundUpload), since a
+// completion decides which parts make the object that the bound token
+// records. A stale upload is refused (*api.StaleTokenError, 409) and
+// aborted, so its parts do not linger. On success the binding is deleted
+// and the answer is the write's result, as a PUT's. The caller needs
+// OpWrite on the resource.
+func (g *Gateway) CompleteUpload(ctx context.Context, path api.ObjectPath, uploadID string, token api.Token, parts []api.Part) (WriteResult, error) {
 	path, err := g.multipartPath(path)
 	if err != nil {
 		return WriteResult{}, err
@@ -370,14 +494,14 @@ func (g *Gateway) CompleteUpload(ctx context.Context, path api.ObjectPath, uploa
 	if err := g.authorize(ctx, OpWrite, resource); err != nil {
 		return WriteResult{}, err
 	}
-	b, err := g.multipart.uploads.Upload(ctx, resource, uploadID)
+	b, err := g.boundUpload(ctx, resource, uploadID, token, useWrite)
 	if err != nil {
 		return WriteResult{}, err
 	}
 	fr := fencedRequest{path: path, resource: resource, token: b.Token}
 	stale := func(err error) (WriteResult, error) {
 		if errors.Is(err, api.ErrStaleToken) {
-			g.abandon(ctx, path, uploadID, abortStale, "its token is stale")
+			g.abandon(ctx, path, b, abortStale, "its token is stale")
 		}
 		return WriteResult{}, err
 	}
@@ -389,7 +513,7 @@ func (g *Gateway) CompleteUpload(ctx context.Context, path api.ObjectPath, uploa
 		if err != nil {
 			return stale(err)
 		}
-		etag, err := g.multipart.store.CompleteUpload(ctx, api.CompleteUploadInput{Path: path, UploadID: uploadID, Parts: parts, Replaces: seen})
+		etag, err := g.multipart.store.CompleteUpload(ctx, api.CompleteUploadInput{Path: path, UploadID: b.UploadID, Parts: parts, Replaces: seen})
 		if errors.Is(err, api.ErrConcurrentModification) && attempt < g.cfg.WriteAttempts {
 			g.logger(ctx).Debug("completion lost a race; observing again", "resource", resource, "attempt", attempt)
 			continue
@@ -399,15 +523,26 @@ func (g *Gateway) CompleteUpload(ctx context.Context, path api.ObjectPath, uploa
 		}
 		g.multipart.metrics.completed.Inc()
 		g.etags.learn(resource, api.ObjectVersion{Exists: true, ETag: etag, Token: b.Token})
-		g.unbind(ctx, uploadID)
+		g.unbind(ctx, b)
 		return g.accepted(ctx, WriteResult{Resource: resource, Token: b.Token, ETag: etag, Created: !seen.Exists, ReplacedETag: seen.ETag}), nil
 	}
 }
 
-// AbortUpload aborts an upload and deletes its binding. It needs no
-// token (an abort writes no object) but OpWrite on the resource. An
-// upload that S3 does not know is api.ErrNotFound.
-func (g *Gateway) AbortUpload(ctx context.Context, path api.ObjectPath, uploadID string) error {
+// AbortUpload aborts a bound upload and deletes its binding. uploadID is
+// the id the client sent and token the token it sent (zero: none): by the
+// creator's capability it needs none; by the store's id, the upload's
+// token or a larger one (boundUpload). An abort writes no object, so it
+// is not fenced further: the upload's creator may abort it even once its
+// token is stale. The caller needs OpWrite on the resource.
+//
+// An id that binds no upload of this resource is api.ErrNotFound, and
+// nothing reaches S3 or the binding: the gateway aborts only the uploads
+// it fences, and a request that names one object never touches another's
+// upload (the store checks that an upload is of the key it is sent with,
+// but the binding is the gateway's to keep). When S3 no longer knows a
+// bound upload, its binding goes all the same; the binding deleted is the
+// one read, in the transaction that deletes it (UploadStore.UnbindUpload).
+func (g *Gateway) AbortUpload(ctx context.Context, path api.ObjectPath, uploadID string, token api.Token) error {
 	path, err := g.multipartPath(path)
 	if err != nil {
 		return err
@@ -415,19 +550,27 @@ func (g *Gateway) AbortUpload(ctx context.Context, path api.ObjectPath, uploadID
 	if err := g.authorize(ctx, OpWrite, path.Resource()); err != nil {
 		return err
 	}
-	err = g.multipart.store.AbortUpload(ctx, path, uploadID)
+	b, err := g.boundUpload(ctx, path.Resource(), uploadID, token, useAbort)
+	if err != nil {
+		return err
+	}
+	err = g.multipart.store.AbortUpload(ctx, path, b.UploadID)
 	if err == nil {
 		g.multipart.metrics.aborted.WithLabelValues(abortByClient).Inc()
 	}
 	if err == nil || errors.Is(err, api.ErrNotFound) {
-		g.unbind(ctx, uploadID)
+		g.unbind(ctx, b)
 	}
 	return err
 }
 
 // ListParts lists an upload's parts, after part number marker, at most
 // max (zero: the store's default). The caller needs OpRead on the
-// resource.
+// resource, and no token: a listing writes nothing, and what it shows
+// (part numbers, sizes, ETags) completes nothing without the creator's
+// capability or token. uploadID may be either id (boundUpload); a
+// capability is listed as the store's id it names, anything else is sent
+// to the store as it is.
 func (g *Gateway) ListParts(ctx context.Context, path api.ObjectPath, uploadID string, marker, max int32) (api.PartList, error) {
 	path, err := g.multipartPath(path)
 	if err != nil {
@@ -435,6 +578,15 @@ func (g *Gateway) ListParts(ctx context.Context, path api.ObjectPath, uploadID s
 	}
 	if err := g.authorize(ctx, OpRead, path.Resource()); err != nil {
 		return api.PartList{}, err
+	}
+	if _, _, ok := api.SplitCapability(uploadID); ok {
+		b, capability, err := g.lookUpUpload(ctx, path.Resource(), uploadID)
+		if err != nil && !errors.Is(err, api.ErrNotFound) {
+			return api.PartList{}, err
+		}
+		if capability {
+			uploadID = b.UploadID
+		}
 	}
 	return g.multipart.store.ListParts(ctx, path, uploadID, marker, max)
 }
@@ -453,26 +605,28 @@ func (g *Gateway) ListUploads(ctx context.Context, in api.ListUploadsInput) (api
 }
 
 // abandon aborts an upload that can never complete and deletes its
-// binding, even after the request's context ended, within
-// cleanupTimeout, then counts it aborted for reason (abortStale,
-// abortFailed); why says more, in the log. Failures are logged: S3's
-// lifecycle rules and the binding's TTL free what is left.
-func (g *Gateway) abandon(ctx context.Context, path api.ObjectPath, uploadID, reason, why string) {
+// binding b (only if it is still b: UploadStore.UnbindUpload), even after
+// the request's context ended, within cleanupTimeout, then counts it
+// aborted for reason (abortStale, abortFailed); why says more, in the
+// log. Failures are logged: S3's lifecycle rules and the binding's TTL
+// free what is left.
+func (g *Gateway) abandon(ctx context.Context, path api.ObjectPath, b api.UploadBinding, reason, why string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if err := g.multipart.store.AbortUpload(ctx, path, uploadID); err != nil && !errors.Is(err, api.ErrNotFound) {
+	if err := g.multipart.store.AbortUpload(ctx, path, b.UploadID); err != nil && !errors.Is(err, api.ErrNotFound) {
 		g.logger(ctx).Warn("abort of an upload failed", "bucket", path.Bucket, "key", path.Key, "why", why, "err", err)
 	}
-	g.unbind(ctx, uploadID)
+	g.unbind(ctx, b)
 	g.multipart.metrics.aborted.WithLabelValues(reason).Inc()
 }
 
-// unbind deletes an upload's binding, even after the request's context
-// ended; a failure is logged, and the binding expires with its TTL.
-func (g *Gateway) unbind(ctx context.Context, uploadID string) {
+// unbind deletes the binding b if it is still b (UploadStore.UnbindUpload),
+// even after the request's context ended; a failure is logged, and the
+// binding expires with its TTL.
+func (g *Gateway) unbind(ctx context.Context, b api.UploadBinding) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if err := g.multipart.uploads.UnbindUpload(ctx, uploadID); err != nil {
+	if err := g.multipart.uploads.UnbindUpload(ctx, b); err != nil {
 		g.logger(ctx).Warn("unbind of an upload failed; it expires with its TTL", "err", err)
 	}
 }
@@ -507,7 +661,7 @@ func (g *Gateway) putInParts(w http.ResponseWriter, r *http.Request, fr fencedRe
 			err = fmt.Errorf("%w: %w", api.ErrInvalidRequest, errBodyStalled(g.cfg.TransferChunkTimeout))
 		}
 		if !errors.Is(err, api.ErrStaleToken) { // a stale upload was aborted already
-			g.abandon(ctx, fr.path, b.UploadID, abortFailed, "the upload failed")
+			g.abandon(ctx, fr.path, b, abortFailed, "the upload failed")
 		}
 		g.writeError(w, r, err)
 		return true
@@ -517,7 +671,7 @@ func (g *Gateway) putInParts(w http.ResponseWriter, r *http.Request, fr fencedRe
 	for number, left := int32(1), n; left > 0; number++ {
 		part := min(size, left)
 		counted := &countingReader{r: io.LimitReader(body, part)}
-		etag, err := g.UploadPart(ctx, api.UploadPartInput{Path: fr.path, UploadID: b.UploadID, Number: number, Body: counted, Size: part})
+		etag, err := g.UploadPart(ctx, api.UploadPartInput{Path: fr.path, UploadID: b.Capability(), Number: number, Body: counted, Size: part}, 0)
 		if err == nil && counted.n != part {
 			err = fmt.Errorf("%w: reading body: %d bytes of %d", api.ErrInvalidRequest, n-left+counted.n, n)
 		}
@@ -527,7 +681,7 @@ func (g *Gateway) putInParts(w http.ResponseWriter, r *http.Request, fr fencedRe
 		parts = append(parts, api.Part{Number: number, ETag: etag})
 		left -= part
 	}
-	res, err := g.CompleteUpload(ctx, fr.path, b.UploadID, parts)
+	res, err := g.CompleteUpload(ctx, fr.path, b.Capability(), 0, parts)
 	if err != nil {
 		return fail(err)
 	}

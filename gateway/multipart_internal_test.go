@@ -45,4 +45,4 @@ func (noMultipart) BindUpload(context.Context, api.UploadBinding, time.Duration)
 func (noMultipart) Upload(context.Context, api.Resource, string) (api.UploadBinding, error) {
 	return api.UploadBinding{}, errNoUploads
 }
-func (noMultipart) UnbindUpload(context.Context, string) error { return errNoUploads }
+func (noMultipart) UnbindUpload(context.Context, api.UploadBinding) error { return errNoUploads }

@@ -85,7 +85,7 @@ func TestMultipartMetrics(t *testing.T) {
 	if r := e.put(t, "doc", 9, "bytes of 9"); r.status != http.StatusOK {
 		t.Fatalf("PUT(9) = %s", r)
 	}
-	if _, err := gw.UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: b.UploadID, Number: 1, Body: bytes.NewReader(part), Size: int64(len(part))}); !errors.Is(err, api.ErrStaleToken) {
+	if _, err := gw.UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: b.Capability(), Number: 1, Body: bytes.NewReader(part), Size: int64(len(part))}, 0); !errors.Is(err, api.ErrStaleToken) {
 		t.Fatalf("UploadPart of a stale upload = %v; want stale", err)
 	}
 	before = e.wantMoved(t, "stale part", before, map[*series]float64{uploadsCreated: 1, partsStale: 1, abortedStale: 1})
@@ -95,7 +95,7 @@ func TestMultipartMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := gw.AbortUpload(ctx, p, b.UploadID); err != nil {
+	if err := gw.AbortUpload(ctx, p, b.Capability(), 0); err != nil {
 		t.Fatalf("AbortUpload = %v", err)
 	}
 	before = e.wantMoved(t, "client abort", before, map[*series]float64{uploadsCreated: 1, abortedByClient: 1})

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"fencegate/api"
 	"fencegate/gateway"
@@ -225,18 +226,18 @@ func TestMultipartMethods(t *testing.T) {
 	if _, err := gw.CreateUpload(ctx, p, 9, "", api.ObjectMetadata{}); !errors.Is(err, api.ErrStaleToken) || e.storeRequests() != 0 {
 		t.Fatalf("CreateUpload(9) after 10 = %v, %d S3 requests; want stale, none", err, e.storeRequests())
 	}
-	etag1, err := gw.UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: b.UploadID, Number: 1, Body: bytes.NewReader(part), Size: int64(len(part))})
+	etag1, err := gw.UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: b.Capability(), Number: 1, Body: bytes.NewReader(part), Size: int64(len(part))}, 0)
 	if err != nil {
 		t.Fatalf("UploadPart(1) = %v", err)
 	}
 	if _, err := put(t, e, "src", 10, "0123456789"); err != nil {
 		t.Fatal(err)
 	}
-	etag2, err := gw.CopyPart(ctx, api.CopyPartInput{Path: p, UploadID: b.UploadID, Number: 2, Source: api.ObjectPath{Bucket: e.bucket, Key: "src"}, SourceRange: "bytes=0-3"})
+	etag2, err := gw.CopyPart(ctx, api.CopyPartInput{Path: p, UploadID: b.Capability(), Number: 2, Source: api.ObjectPath{Bucket: e.bucket, Key: "src"}, SourceRange: "bytes=0-3"}, 0)
 	if err != nil {
 		t.Fatalf("CopyPart(2) = %v", err)
 	}
-	list, err := gw.ListParts(ctx, p, b.UploadID, 0, 0)
+	list, err := gw.ListParts(ctx, p, b.Capability(), 0, 0)
 	if err != nil || len(list.Parts) != 2 || list.Parts[1].Size != 4 {
 		t.Fatalf("ListParts = %+v, %v; want two parts", list, err)
 	}
@@ -246,13 +247,13 @@ func TestMultipartMethods(t *testing.T) {
 	}
 	// An id of another object's upload, or none, is not found.
 	other := api.ObjectPath{Bucket: e.bucket, Key: "other"}
-	if _, err := gw.UploadPart(ctx, api.UploadPartInput{Path: other, UploadID: b.UploadID, Number: 1, Body: bytes.NewReader(nil)}); !errors.Is(err, api.ErrNotFound) {
+	if _, err := gw.UploadPart(ctx, api.UploadPartInput{Path: other, UploadID: b.Capability(), Number: 1, Body: bytes.NewReader(nil)}, 0); !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("UploadPart to another key's upload = %v; want ErrNotFound", err)
 	}
-	if _, err := gw.UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: b.UploadID, Number: 0, Body: bytes.NewReader(nil)}); !errors.Is(err, api.ErrInvalidRequest) {
+	if _, err := gw.UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: b.Capability(), Number: 0, Body: bytes.NewReader(nil)}, 0); !errors.Is(err, api.ErrInvalidRequest) {
 		t.Fatalf("UploadPart(0) = %v; want ErrInvalidRequest", err)
 	}
-	res, err := gw.CompleteUpload(ctx, p, b.UploadID, []api.Part{{Number: 1, ETag: etag1}, {Number: 2, ETag: etag2}})
+	res, err := gw.CompleteUpload(ctx, p, b.Capability(), 0, []api.Part{{Number: 1, ETag: etag1}, {Number: 2, ETag: etag2}})
 	if err != nil || !res.Created || res.Token != 10 {
 		t.Fatalf("CompleteUpload = %+v, %v", res, err)
 	}
@@ -260,7 +261,7 @@ func TestMultipartMethods(t *testing.T) {
 		t.Fatalf("object = %d bytes ending %q, token %s; want the two parts, token 10", len(got), got[len(got)-5:], token)
 	}
 	// Completed: the binding is gone.
-	if _, err := gw.CompleteUpload(ctx, p, b.UploadID, []api.Part{{Number: 1, ETag: etag1}}); !errors.Is(err, api.ErrNotFound) {
+	if _, err := gw.CompleteUpload(ctx, p, b.Capability(), 0, []api.Part{{Number: 1, ETag: etag1}}); !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("second CompleteUpload = %v; want ErrNotFound", err)
 	}
 
@@ -274,7 +275,7 @@ func TestMultipartMethods(t *testing.T) {
 		t.Fatalf("PUT(12) = %s", r)
 	}
 	e.resetStoreCounts()
-	_, err = gw.UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: b.UploadID, Number: 1, Body: bytes.NewReader(part), Size: int64(len(part))})
+	_, err = gw.UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: b.Capability(), Number: 1, Body: bytes.NewReader(part), Size: int64(len(part))}, 0)
 	var stale *api.StaleTokenError
 	if !errors.As(err, &stale) || stale.HighWaterMark != 12 || e.storeRequests() != 1 {
 		t.Fatalf("UploadPart of a stale upload = %v, %d S3 requests; want stale (mark 12), only the abort", err, e.storeRequests())
@@ -291,10 +292,10 @@ func TestMultipartMethods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := gw.AbortUpload(ctx, p, b.UploadID); err != nil {
+	if err := gw.AbortUpload(ctx, p, b.Capability(), 0); err != nil {
 		t.Fatalf("AbortUpload = %v", err)
 	}
-	if _, err := gw.ListParts(ctx, p, b.UploadID, 0, 0); !errors.Is(err, api.ErrNotFound) {
+	if _, err := gw.ListParts(ctx, p, b.Capability(), 0, 0); !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("ListParts after abort = %v; want ErrNotFound", err)
 	}
 }
@@ -356,5 +357,58 @@ func TestMultipartConfig(t *testing.T) {
 		if tt.field == "" && len(errs) != 0 || tt.field != "" && (len(errs) != 1 || errs[0].Field != tt.field) {
 			t.Errorf("Validate(%+v) = %v; want an error of %q", tt.cfg, errs, tt.field)
 		}
+	}
+}
+
+// TestUploadOfAnOlderGateway: a binding recorded by a gateway from before
+// bindings had a secret (resource and token only, as during a rolling
+// upgrade) has no capability. Its upload takes the upload's token on
+// every request: one without is refused (ErrMissingToken, saying what to
+// send), and no id of the capability's form names it; with the token its
+// creator completes it.
+func TestUploadOfAnOlderGateway(t *testing.T) {
+	e, gw := newMultipartEnv(t, gateway.Config{})
+	ctx := context.Background()
+	p := api.ObjectPath{Bucket: e.bucket, Key: "doc"}
+	b, err := gw.CreateUpload(ctx, p, 10, "", api.ObjectMetadata{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := e.etcd.Client(t)
+	key := "fencegate/uploads/" + b.UploadID
+	resp, err := client.Get(ctx, key)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("binding %s = %+v, %v", key, resp, err)
+	}
+	older := `{"resource":"` + string(p.Resource()) + `","token":10}`
+	if _, err := client.Put(ctx, key, older, clientv3.WithLease(clientv3.LeaseID(resp.Kvs[0].Lease))); err != nil {
+		t.Fatal(err)
+	}
+	part := bytes.Repeat([]byte("a"), api.MinPartSize)
+	send := func(id string, token api.Token) error {
+		_, err := gw.UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: id, Number: 1, Body: bytes.NewReader(part), Size: int64(len(part))}, token)
+		return err
+	}
+	if err := send(b.Capability(), 0); !errors.Is(err, api.ErrNotFound) {
+		t.Fatalf("UploadPart by the capability of a binding without a secret = %v; want ErrNotFound", err)
+	}
+	if err := send(b.UploadID, 0); !errors.Is(err, api.ErrMissingToken) || !strings.Contains(err.Error(), "X-Fence-Token") {
+		t.Fatalf("UploadPart without a token = %v; want ErrMissingToken saying to send X-Fence-Token", err)
+	}
+	if err := send(b.UploadID, 10); err != nil {
+		t.Fatalf("UploadPart with the upload's token = %v", err)
+	}
+	list, err := gw.ListParts(ctx, p, b.UploadID, 0, 0)
+	if err != nil || len(list.Parts) != 1 {
+		t.Fatalf("ListParts = %+v, %v; want the part", list, err)
+	}
+	if _, err := gw.CompleteUpload(ctx, p, b.UploadID, 0, []api.Part{{Number: 1, ETag: list.Parts[0].ETag}}); !errors.Is(err, api.ErrMissingToken) {
+		t.Fatalf("CompleteUpload without a token = %v; want ErrMissingToken", err)
+	}
+	if res, err := gw.CompleteUpload(ctx, p, b.UploadID, 10, []api.Part{{Number: 1, ETag: list.Parts[0].ETag}}); err != nil || res.Token != 10 {
+		t.Fatalf("CompleteUpload with the upload's token = %+v, %v", res, err)
+	}
+	if got, token, _ := e.stored(t, "doc"); got != string(part) || token != "10" {
+		t.Fatalf("object = %d bytes, token %s; want the part, token 10", len(got), token)
 	}
 }

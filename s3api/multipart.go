@@ -20,6 +20,12 @@ import (
 // refuses the parts of an upload whose token went stale, and completes
 // with the protocol of a PUT (observe, fence check, conditional
 // completion), aborting a stale upload.
+//
+// CreateMultipartUpload answers the creator the upload's capability (the
+// store's id and a secret), with which its parts, its completion and its
+// abort need no token, as S3 clients send the token on the create only;
+// by the store's id, as ListMultipartUploads shows it, they need
+// X-Fence-Token (gateway.Gateway.boundUpload says why).
 
 // errNoSuchUpload answers an upload id that names no upload the gateway
 // fences for the object: completed, aborted, expired, or never created
@@ -105,29 +111,48 @@ func (s *server) createMultipartUpload(w http.ResponseWriter, r *http.Request, r
 		return
 	}
 	w.Header().Set(api.HeaderFenceToken, token.String())
-	writeXML(w, http.StatusOK, initiateResult{Xmlns: s3Namespace, Bucket: path.Bucket, Key: path.Key, UploadID: b.UploadID})
+	writeXML(w, http.StatusOK, initiateResult{Xmlns: s3Namespace, Bucket: path.Bucket, Key: path.Key, UploadID: b.Capability()})
 }
 
-// partTarget reads the object, upload id and part number of a part.
-func (s *server) partTarget(r *http.Request, rq *request) (api.ObjectPath, string, int32, error) {
+// uploadToken reads the token a request that names an upload sends, in
+// any place fenceToken reads (X-Fence-Token, signed, is the one to send),
+// and notes it for the audit; zero when it sends none, which the gateway
+// takes for the creator's when the upload id is the creator's capability.
+func uploadToken(r *http.Request, rq *request) (api.Token, error) {
+	token, err := fenceToken(r, rq.auth.SignedHeaders)
+	if errors.Is(err, api.ErrMissingToken) {
+		return 0, nil
+	}
+	rq.token = token
+	return token, err
+}
+
+// partTarget reads the object, upload id, part number and token of a
+// part.
+func (s *server) partTarget(r *http.Request, rq *request) (api.ObjectPath, string, int32, api.Token, error) {
 	path, err := s.objectPath(rq.bucket, rq.key)
 	if err != nil {
-		return api.ObjectPath{}, "", 0, err
+		return api.ObjectPath{}, "", 0, 0, err
 	}
 	q := r.URL.Query()
 	n, err := strconv.ParseInt(q.Get("partNumber"), 10, 32)
 	if err != nil || n < 1 || n > api.MaxParts {
-		return api.ObjectPath{}, "", 0, fmt.Errorf("%w: partNumber must be 1 to %d", errInvalidArgument, api.MaxParts)
+		return api.ObjectPath{}, "", 0, 0, fmt.Errorf("%w: partNumber must be 1 to %d", errInvalidArgument, api.MaxParts)
 	}
-	return path, q.Get("uploadId"), int32(n), nil
+	token, err := uploadToken(r, rq)
+	if err != nil {
+		return api.ObjectPath{}, "", 0, 0, err
+	}
+	return path, q.Get("uploadId"), int32(n), token, nil
 }
 
 // uploadPart is UploadPart: the verified body streamed to S3, unless the
 // upload's token is stale (StaleFenceToken, the part not stored, the
-// upload aborted).
+// upload aborted) or the request may not write into it (by the store's
+// id without the upload's token; with a token not the upload's).
 func (s *server) uploadPart(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx := r.Context()
-	path, id, number, err := s.partTarget(r, rq)
+	path, id, number, token, err := s.partTarget(r, rq)
 	var body io.Reader = rq.auth.Body
 	if err == nil {
 		body, err = contentMD5(r.Header, body)
@@ -136,7 +161,7 @@ func (s *server) uploadPart(w http.ResponseWriter, r *http.Request, rq *request)
 		s.writeError(w, r, rq, err)
 		return
 	}
-	etag, err := s.gw.UploadPart(ctx, api.UploadPartInput{Path: path, UploadID: id, Number: number, Body: body, Size: rq.auth.DecodedContentLength})
+	etag, err := s.gw.UploadPart(ctx, api.UploadPartInput{Path: path, UploadID: id, Number: number, Body: body, Size: rq.auth.DecodedContentLength}, token)
 	if err != nil {
 		drainRefusedPart(r.Body)
 		s.writeError(w, r, rq, uploadError(err))
@@ -166,7 +191,7 @@ func drainRefusedPart(body io.Reader) {
 func (s *server) uploadPartCopy(w http.ResponseWriter, r *http.Request, rq *request) {
 	discardBody(r.Body)
 	ctx := r.Context()
-	path, id, number, err := s.partTarget(r, rq)
+	path, id, number, token, err := s.partTarget(r, rq)
 	var source api.GetObjectInput
 	if err == nil {
 		source, err = s.copySource(r) // objects.go, as CopyObject's
@@ -178,7 +203,7 @@ func (s *server) uploadPartCopy(w http.ResponseWriter, r *http.Request, rq *requ
 		s.writeError(w, r, rq, err)
 		return
 	}
-	etag, err := s.gw.CopyPart(ctx, api.CopyPartInput{Path: path, UploadID: id, Number: number, Source: source.Path, SourceRange: r.Header.Get("X-Amz-Copy-Source-Range")})
+	etag, err := s.gw.CopyPart(ctx, api.CopyPartInput{Path: path, UploadID: id, Number: number, Source: source.Path, SourceRange: r.Header.Get("X-Amz-Copy-Source-Range")}, token)
 	if err != nil {
 		s.writeError(w, r, rq, uploadError(err))
 		return
@@ -187,13 +212,18 @@ func (s *server) uploadPartCopy(w http.ResponseWriter, r *http.Request, rq *requ
 }
 
 // completeMultipartUpload is CompleteMultipartUpload: the gateway's fenced
-// completion of the parts the body names. A stale upload is refused
+// completion of the parts the body names, by the upload's creator (its
+// capability, or the upload's token). A stale upload is refused
 // (StaleFenceToken) and aborted.
 func (s *server) completeMultipartUpload(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx := r.Context()
 	path, err := s.objectPath(rq.bucket, rq.key)
 	if err == nil {
 		err = refuseWriteConditions(r.Header)
+	}
+	var token api.Token
+	if err == nil {
+		token, err = uploadToken(r, rq)
 	}
 	var req completeRequest
 	if err == nil {
@@ -215,7 +245,7 @@ func (s *server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 	for i, p := range req.Parts {
 		parts[i] = api.Part{Number: p.PartNumber, ETag: p.ETag}
 	}
-	res, err := s.gw.CompleteUpload(ctx, path, r.URL.Query().Get("uploadId"), parts)
+	res, err := s.gw.CompleteUpload(ctx, path, r.URL.Query().Get("uploadId"), token, parts)
 	if err != nil {
 		s.writeError(w, r, rq, uploadError(err))
 		return
@@ -224,13 +254,18 @@ func (s *server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 	writeXML(w, http.StatusOK, completeResult{Xmlns: s3Namespace, Location: "/" + path.Bucket + "/" + path.Key, Bucket: path.Bucket, Key: path.Key, ETag: res.ETag})
 }
 
-// abortMultipartUpload is AbortMultipartUpload: no token needed, the
-// identity's write grant.
+// abortMultipartUpload is AbortMultipartUpload, with the identity's write
+// grant: by the creator's capability no token is needed, by the store's
+// id the upload's token or a larger one.
 func (s *server) abortMultipartUpload(w http.ResponseWriter, r *http.Request, rq *request) {
 	discardBody(r.Body)
 	path, err := s.objectPath(rq.bucket, rq.key)
+	var token api.Token
 	if err == nil {
-		err = s.gw.AbortUpload(r.Context(), path, r.URL.Query().Get("uploadId"))
+		token, err = uploadToken(r, rq)
+	}
+	if err == nil {
+		err = s.gw.AbortUpload(r.Context(), path, r.URL.Query().Get("uploadId"), token)
 	}
 	if err != nil {
 		s.writeError(w, r, rq, uploadError(err))
@@ -267,12 +302,17 @@ func (s *server) listParts(w http.ResponseWriter, r *http.Request, rq *request) 
 }
 
 // listMultipartUploads is ListMultipartUploads, passed through with a
-// read grant on the prefix's resource.
+// read grant on the prefix's resource, the prefix checked as a listing's
+// (checkPrefix). It shows the store's upload ids, never the capabilities
+// their creators were answered.
 func (s *server) listMultipartUploads(w http.ResponseWriter, r *http.Request, rq *request) {
 	q := r.URL.Query()
 	maxUploads, err := int32Param(q, "max-uploads", 1000)
 	var list api.UploadList
 	in := api.ListUploadsInput{Bucket: rq.bucket, Prefix: q.Get("prefix"), KeyMarker: q.Get("key-marker"), UploadIDMarker: q.Get("upload-id-marker"), MaxUploads: maxUploads}
+	if err == nil {
+		err = checkPrefix(in.Prefix)
+	}
 	if err == nil {
 		list, err = s.gw.ListUploads(r.Context(), in)
 	}

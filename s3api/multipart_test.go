@@ -7,6 +7,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -100,7 +101,9 @@ func TestMultipartStaleAtCompletion(t *testing.T) {
 		t.Fatalf("ListParts = %+v, %v; want the one part", parts, err)
 	}
 	uploads, err := w.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String(d.bucket)})
-	if err != nil || len(uploads.Uploads) != 1 || aws.ToString(uploads.Uploads[0].UploadId) != aws.ToString(create.UploadId) {
+	// It shows the store's id, of which the id the creator was answered
+	// is the capability: the store's id, ".", and a secret.
+	if err != nil || len(uploads.Uploads) != 1 || !strings.HasPrefix(aws.ToString(create.UploadId), aws.ToString(uploads.Uploads[0].UploadId)+".") {
 		t.Fatalf("ListMultipartUploads = %+v, %v; want the one upload", uploads, err)
 	}
 	// Another writer, with a larger token, writes the object.

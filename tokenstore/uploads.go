@@ -43,10 +43,21 @@ func (u *Uploads) key(uploadID string) string { return u.store.prefix + "uploads
 // ten minutes.
 func leaseReuse(ttl time.Duration) time.Duration { return min(ttl/10, 10*time.Minute) }
 
-// uploadRecord is a binding's value.
+// uploadRecord is a binding's value. Secret was added after resource
+// and token, which keep their names: a binding without it (recorded by an
+// older gateway) reads as one without a capability.
 type uploadRecord struct {
 	Resource api.Resource `json:"resource"`
 	Token    api.Token    `json:"token"`
+	// Secret is api.UploadBinding.Secret; empty in a binding recorded
+	// before gateways kept one.
+	Secret string `json:"secret,omitempty"`
+}
+
+// uploadValue returns the value that binds b.
+func uploadValue(b api.UploadBinding) (string, error) {
+	value, err := json.Marshal(uploadRecord{Resource: b.Resource, Token: b.Token, Secret: b.Secret})
+	return string(value), err
 }
 
 // BindUpload records b for ttl (at least a second; it may live up to a
@@ -59,7 +70,7 @@ func (u *Uploads) BindUpload(ctx context.Context, b api.UploadBinding, ttl time.
 	if ttl < time.Second {
 		return fmt.Errorf("bind upload: TTL %v is under a second", ttl)
 	}
-	value, err := json.Marshal(uploadRecord{Resource: b.Resource, Token: b.Token})
+	value, err := uploadValue(b)
 	if err != nil {
 		return fmt.Errorf("bind upload: %w", err)
 	}
@@ -68,7 +79,7 @@ func (u *Uploads) BindUpload(ctx context.Context, b api.UploadBinding, ttl time.
 		if err != nil {
 			return fmt.Errorf("bind upload %s: %w: %w", b.Resource, api.ErrUnavailable, err)
 		}
-		err = u.put(ctx, b.UploadID, string(value), lease)
+		err = u.put(ctx, b.UploadID, value, lease)
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 1 {
 			// The pooled lease is gone (revoked, or etcd restored from
 			// an older snapshot): grant another, once.
@@ -104,7 +115,8 @@ func (u *Uploads) put(ctx context.Context, uploadID, value string, lease clientv
 }
 
 // Upload returns the binding of uploadID, read linearizably, if it binds
-// an upload of resource. An upload that is not bound, or bound to another
+// an upload of resource, with its secret and its revision (for
+// UnbindUpload). An upload that is not bound, or bound to another
 // resource, is api.ErrNotFound: the id names no upload of this object
 // that the gateway fences. An error wrapping api.ErrUnavailable means
 // etcd could not be reached.
@@ -126,17 +138,34 @@ func (u *Uploads) Upload(ctx context.Context, resource api.Resource, uploadID st
 	if rec.Resource != resource {
 		return api.UploadBinding{}, fmt.Errorf("upload of %s: %w: no such upload of this object", resource, api.ErrNotFound)
 	}
-	return api.UploadBinding{UploadID: uploadID, Resource: rec.Resource, Token: rec.Token}, nil
+	return api.UploadBinding{UploadID: uploadID, Resource: rec.Resource, Token: rec.Token, Secret: rec.Secret, Revision: resp.Kvs[0].ModRevision}, nil
 }
 
-// UnbindUpload deletes the binding of uploadID, if there is one: after a
-// completion or an abort. An error wrapping api.ErrUnavailable means etcd
-// could not be reached; the binding then expires with its lease.
-func (u *Uploads) UnbindUpload(ctx context.Context, uploadID string) error {
+// UnbindUpload deletes the binding b, after a completion or an abort, if
+// it is still bound as b says, in one transaction that compares and
+// deletes: the binding's revision when b was read from the store (Upload),
+// otherwise its value. A binding that is absent, binds another resource,
+// or changed since it was read stays as it is, and that is no error: the
+// caller decided to unbind b, not whatever now holds its id, and a
+// request that named one object never unbinds another's upload. An error
+// wrapping api.ErrUnavailable means etcd could not be reached; the
+// binding then expires with its lease.
+func (u *Uploads) UnbindUpload(ctx context.Context, b api.UploadBinding) error {
+	key := u.key(b.UploadID)
+	same := clientv3.Compare(clientv3.ModRevision(key), "=", b.Revision)
+	if b.Revision == 0 {
+		value, err := uploadValue(b)
+		if err != nil {
+			return fmt.Errorf("unbind upload: %w", err)
+		}
+		same = clientv3.Compare(clientv3.Value(key), "=", value)
+	}
 	ctx, cancel := context.WithTimeout(ctx, u.store.timeout)
 	defer cancel()
-	if _, err := u.store.client.Delete(ctx, u.key(uploadID)); err != nil {
+	resp, err := u.store.client.Txn(ctx).If(same).Then(clientv3.OpDelete(key)).Commit()
+	if err != nil {
 		return fmt.Errorf("unbind upload: %w: %w", api.ErrUnavailable, err)
 	}
+	u.store.revisions.observe(resp.Header.Revision)
 	return nil
 }

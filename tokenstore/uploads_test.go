@@ -22,14 +22,22 @@ func newUploads(tb testing.TB, s *tokenstore.Store) *tokenstore.Uploads {
 	return u
 }
 
-// TestUploadBindings binds uploads to their resource and token, reads them
-// back by id (from another gateway's store too), and unbinds them.
+// withoutRevision is b as it was bound, before the store gave it a
+// revision.
+func withoutRevision(b api.UploadBinding) api.UploadBinding {
+	b.Revision = 0
+	return b
+}
+
+// TestUploadBindings binds uploads to their resource, token and secret,
+// reads them back by id (from another gateway's store too), and unbinds
+// them.
 func TestUploadBindings(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	a := newUploads(t, newStore(t, etcd.Client(t)))
 	b := newUploads(t, newStore(t, etcd.Client(t)))
 	ctx := context.Background()
-	one := api.UploadBinding{UploadID: "upload-1", Resource: "s3/b/k", Token: 7}
+	one := api.UploadBinding{UploadID: "upload-1", Resource: "s3/b/k", Token: 7, Secret: "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
 	two := api.UploadBinding{UploadID: "upload/2 with odd bytes\x00", Resource: "s3/b/other key", Token: 9}
 	for _, ub := range []api.UploadBinding{one, two} {
 		if err := a.BindUpload(ctx, ub, time.Hour); err != nil {
@@ -44,15 +52,15 @@ func TestUploadBindings(t *testing.T) {
 		wantErr  error
 	}{
 		{"bound", one.UploadID, one.Resource, one, nil},
-		{"bound, odd id", two.UploadID, two.Resource, two, nil},
+		{"bound, odd id, no secret", two.UploadID, two.Resource, two, nil},
 		{"another resource's upload", one.UploadID, two.Resource, api.UploadBinding{}, api.ErrNotFound},
 		{"never bound", "upload-3", one.Resource, api.UploadBinding{}, api.ErrNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := b.Upload(ctx, tt.resource, tt.id)
-			if got != tt.want || !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
-				t.Fatalf("Upload(%q, %q) = %+v, %v; want %+v, %v", tt.resource, tt.id, got, err, tt.want, tt.wantErr)
+			if withoutRevision(got) != tt.want || (err == nil) != (got.Revision != 0) || !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
+				t.Fatalf("Upload(%q, %q) = %+v, %v; want %+v with a revision, %v", tt.resource, tt.id, got, err, tt.want, tt.wantErr)
 			}
 		})
 	}
@@ -60,17 +68,87 @@ func TestUploadBindings(t *testing.T) {
 	if err := b.BindUpload(ctx, api.UploadBinding{UploadID: one.UploadID, Resource: one.Resource, Token: 8}, time.Hour); err == nil {
 		t.Fatal("BindUpload of a bound id = nil; want an error")
 	}
-	if got, err := a.Upload(ctx, one.Resource, one.UploadID); got != one || err != nil {
-		t.Fatalf("Upload after a refused rebind = %+v, %v; want %+v", got, err, one)
+	read, err := a.Upload(ctx, one.Resource, one.UploadID)
+	if withoutRevision(read) != one || err != nil {
+		t.Fatalf("Upload after a refused rebind = %+v, %v; want %+v", read, err, one)
 	}
-	if err := b.UnbindUpload(ctx, one.UploadID); err != nil {
+	if err := b.UnbindUpload(ctx, read); err != nil {
 		t.Fatalf("UnbindUpload = %v", err)
 	}
 	if _, err := a.Upload(ctx, one.Resource, one.UploadID); !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("Upload after UnbindUpload = %v; want ErrNotFound", err)
 	}
-	if err := b.UnbindUpload(ctx, one.UploadID); err != nil {
+	if err := b.UnbindUpload(ctx, read); err != nil {
 		t.Fatalf("UnbindUpload of an unbound id = %v; want nil", err)
+	}
+	// A binding never read from the store is unbound by its value.
+	if err := b.UnbindUpload(ctx, two); err != nil {
+		t.Fatalf("UnbindUpload(%+v) = %v", two, err)
+	}
+	if _, err := a.Upload(ctx, two.Resource, two.UploadID); !errors.Is(err, api.ErrNotFound) {
+		t.Fatalf("Upload after UnbindUpload by value = %v; want ErrNotFound", err)
+	}
+}
+
+// TestUnbindOnlyTheBindingRead: UnbindUpload deletes a binding only if it
+// is still the one its caller read (or, unread, holds what it says): the
+// same id bound again since, bound to another resource, or to another
+// token or secret, stays bound.
+func TestUnbindOnlyTheBindingRead(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	u := newUploads(t, newStore(t, etcd.Client(t)))
+	ctx := context.Background()
+	bound := api.UploadBinding{UploadID: "u", Resource: "s3/b/secret", Token: 5, Secret: "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
+	if err := u.BindUpload(ctx, bound, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	old, err := u.Upload(ctx, bound.Resource, bound.UploadID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The id is unbound and bound again: old is not the binding any more.
+	if err := u.UnbindUpload(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.BindUpload(ctx, bound, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		b    api.UploadBinding
+	}{
+		{"a revision read before it was bound again", old},
+		{"another resource", api.UploadBinding{UploadID: "u", Resource: "s3/b/logs/mine", Token: 5, Secret: bound.Secret}},
+		{"another token", api.UploadBinding{UploadID: "u", Resource: bound.Resource, Token: 6, Secret: bound.Secret}},
+		{"no secret", api.UploadBinding{UploadID: "u", Resource: bound.Resource, Token: 5}},
+		{"a revision that never was", api.UploadBinding{UploadID: "u", Resource: bound.Resource, Token: 5, Revision: 1 << 40}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := u.UnbindUpload(ctx, tt.b); err != nil {
+				t.Fatalf("UnbindUpload(%+v) = %v", tt.b, err)
+			}
+			if got, err := u.Upload(ctx, bound.Resource, bound.UploadID); err != nil || withoutRevision(got) != bound {
+				t.Fatalf("Upload after UnbindUpload(%+v) = %+v, %v; want %+v still bound", tt.b, got, err, bound)
+			}
+		})
+	}
+}
+
+// TestUploadBindingOfAnOlderGateway: a binding recorded before bindings
+// had a secret ({"resource", "token"} only) reads as one without a
+// secret.
+func TestUploadBindingOfAnOlderGateway(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	client := etcd.Client(t)
+	u := newUploads(t, newStore(t, client))
+	ctx := context.Background()
+	if _, err := client.Put(ctx, "test/uploads/old", `{"resource":"s3/b/k","token":4}`); err != nil {
+		t.Fatal(err)
+	}
+	got, err := u.Upload(ctx, "s3/b/k", "old")
+	if want := (api.UploadBinding{UploadID: "old", Resource: "s3/b/k", Token: 4}); err != nil || withoutRevision(got) != want {
+		t.Fatalf("Upload of an older gateway's binding = %+v, %v; want %+v", got, err, want)
 	}
 }
 
