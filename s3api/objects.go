@@ -284,7 +284,6 @@ func (s *server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	}
 	if obj.Token != 0 {
 		h.Set(api.HeaderFenceToken, obj.Token.String())
-		h.Set(headerMetaFenceToken, obj.Token.String())
 	}
 	if obj.NotModified {
 		// RFC 9110 section 15.4.5: a 304 carries the Cache-Control and
@@ -301,7 +300,7 @@ func (s *server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	setMetadataHeaders(h, obj.Metadata)
+	setMetadataHeaders(h, obj.Metadata, obj.Token)
 	h.Set("Accept-Ranges", "bytes")
 	h.Set("Content-Length", strconv.FormatInt(obj.Size, 10))
 	if obj.ContentType != "" {
