@@ -55,10 +55,15 @@ const userMetadataPrefix = "x-amz-meta-"
 // NotImplemented (storeKeeps).
 func objectMetadata(r *http.Request, token api.Token, store string) (api.ObjectMetadata, error) {
 	var m api.ObjectMetadata
+	tokenInMetadata := false
 	add := func(name string, values []string) error {
 		name = strings.ToLower(name)
-		if name == api.MetadataFenceToken {
+		switch name {
+		case api.MetadataFenceToken:
+			tokenInMetadata = true
 			return nil // the token's, read by fenceToken
+		case metadataTokenHidden:
+			return fmt.Errorf("%w: x-amz-meta-%s is the gateway's own: do not send it", errInvalidArgument, metadataTokenHidden)
 		}
 		if _, dup := m.User[name]; dup || len(values) != 1 {
 			return fmt.Errorf("%w: x-amz-meta-%s is sent more than once: send it once", errInvalidArgument, api.Truncate(name, 80))
@@ -100,11 +105,31 @@ func objectMetadata(r *http.Request, token api.Token, store string) (api.ObjectM
 		}
 		*s.Field(&m) = values[0]
 	}
+	if _, header := r.Header[api.HeaderFenceToken]; header && !tokenInMetadata {
+		if m.User == nil {
+			m.User = make(map[string]string, 1)
+		}
+		m.User[metadataTokenHidden] = "1"
+	}
 	if err := checkStored(m, token, store); err != nil {
 		return api.ObjectMetadata{}, err
 	}
 	return m, nil
 }
+
+// metadataTokenHidden is the user metadata entry that an object written
+// through the door with its token in X-Fence-Token alone (not in
+// x-amz-meta-fence-token) is stored with, so that its reads answer the
+// metadata its writer sent and nothing else. Every object records its
+// token as x-amz-meta-fence-token in the store, however it was sent
+// (other gateways and the evictor read it there), and every read answers
+// it in X-Fence-Token; x-amz-meta-fence-token is answered too unless the
+// object holds this entry: objects whose writer sent the token there,
+// and those written by the REST API or straight to the store. The entry
+// is never answered (setMetadataHeaders), refused in a write's metadata,
+// copied with the rest of a source's metadata (CopyObject with COPY),
+// and counted in the 2 KiB, as the store counts it.
+const metadataTokenHidden = "fence-token-hidden"
 
 // checkStored holds m, the metadata that an object recording token will
 // be stored with, to the rules above: whether a request sent it
@@ -193,11 +218,22 @@ func withoutAWSChunked(values []string) []string {
 	return out
 }
 
-// setMetadataHeaders writes m to the headers of a read's answer, as S3
-// answers them: x-amz-meta-NAME and the standard headers.
-func setMetadataHeaders(h http.Header, m api.ObjectMetadata) {
+// setMetadataHeaders writes m, of an object that records token, to the
+// headers of a read's answer, as S3 answers them: x-amz-meta-NAME with
+// the name in lower case (set as the map's key, which net/http sends as
+// it is: http.Header.Set would send X-Amz-Meta-Name, and boto3 and
+// aws-cli would show the key as Name), and the standard headers. The
+// token is x-amz-meta-fence-token too, unless the object's writer sent
+// it in X-Fence-Token alone (metadataTokenHidden).
+func setMetadataHeaders(h http.Header, m api.ObjectMetadata, token api.Token) {
 	for name, value := range m.User {
-		h[http.CanonicalHeaderKey(userMetadataPrefix+name)] = []string{value}
+		if name == metadataTokenHidden || name == api.MetadataFenceToken {
+			continue
+		}
+		h[userMetadataPrefix+name] = []string{value}
+	}
+	if _, hidden := m.User[metadataTokenHidden]; !hidden && token != 0 {
+		h[userMetadataPrefix+api.MetadataFenceToken] = []string{token.String()}
 	}
 	for _, s := range api.MetadataHeaders {
 		if v := *s.Field(&m); v != "" {

@@ -284,7 +284,6 @@ func (s *server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	}
 	if obj.Token != 0 {
 		h.Set(api.HeaderFenceToken, obj.Token.String())
-		h.Set(headerMetaFenceToken, obj.Token.String())
 	}
 	if obj.NotModified {
 		// RFC 9110 section 15.4.5: a 304 carries the Cache-Control and
@@ -301,7 +300,7 @@ func (s *server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	setMetadataHeaders(h, obj.Metadata)
+	setMetadataHeaders(h, obj.Metadata, obj.Token)
 	h.Set("Accept-Ranges", "bytes")
 	h.Set("Content-Length", strconv.FormatInt(obj.Size, 10))
 	if obj.ContentType != "" {
@@ -493,6 +492,9 @@ func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 			err = fmt.Errorf("%w: the gateway does not honour %s", errNotImplemented, name)
 		}
 	}
+	if err == nil && !replace && src.Path.Bucket == dst.Bucket && src.Path.Key == dst.Key && r.Header.Get("X-Amz-Storage-Class") == "" {
+		err = errCopyToItself
+	}
 	if err == nil {
 		// A stale token is refused before the source is read.
 		err = s.gw.FastReject(ctx, gateway.OpWrite, dst, token)
@@ -534,6 +536,16 @@ func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 	w.Header().Set(api.HeaderFenceToken, res.Token.String())
 	writeXML(w, http.StatusOK, copyObjectResult{ETag: res.ETag, LastModified: time.Now().UTC().Format("2006-01-02T15:04:05.000Z")})
 }
+
+// errCopyToItself is S3's refusal of a CopyObject onto its own source that
+// changes nothing S3 keeps (x-amz-metadata-directive COPY, no storage
+// class; a website redirect and encryption are refused before): 400
+// InvalidRequest, with S3's message.
+var errCopyToItself = fmt.Errorf("%w: %s", api.ErrInvalidRequest, copyToItselfMessage)
+
+// copyToItselfMessage is S3's message of errCopyToItself.
+const copyToItselfMessage = "This copy request is illegal because it is trying to copy an object to itself without changing " +
+	"the object's metadata, storage class, website redirect location or encryption attributes."
 
 // copySource parses x-amz-copy-source ("bucket/key" or "/bucket/key",
 // URL-encoded, as S3 takes it) and its conditions into the read of the
@@ -579,7 +591,7 @@ func (s *server) copySource(r *http.Request) (api.GetObjectInput, error) {
 			cond.Header[to] = v
 		}
 	}
-	in, err := gateway.ReadInput(cond, path)
+	in, err := gateway.ReadInput(withQuotedEntityTags(cond), path)
 	if err != nil {
 		return api.GetObjectInput{}, err
 	}

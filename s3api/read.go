@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"fencegate/api"
 	"fencegate/gateway"
@@ -42,9 +43,72 @@ func (s *server) readInput(r *http.Request, path api.ObjectPath) (api.GetObjectI
 			return api.GetObjectInput{}, fmt.Errorf("%w: partNumber on a bucket in %s, whose objects have no parts", errNotImplemented, path.Store)
 		}
 	}
-	in, err := gateway.ReadInput(r, path)
+	in, err := gateway.ReadInput(withQuotedEntityTags(r), path)
 	in.PartNumber = part
 	return in, err
+}
+
+// withQuotedEntityTags returns r, or a shallow copy of it whose If-Match
+// and If-None-Match have their unquoted entity tags quoted: S3 compares
+// If-Match: abc as it compares If-Match: "abc" (users often pass an ETag
+// without its quotes), where RFC 9110, and the gateway's parser of these
+// fields, refuse it. Only a tag of entity-tag characters (RFC 9110
+// section 8.8.3: visible ASCII but '"') is quoted; anything else is left
+// for the parser to refuse.
+func withQuotedEntityTags(r *http.Request) *http.Request {
+	var header http.Header
+	for _, name := range []string{"If-Match", "If-None-Match"} {
+		fields, ok := r.Header[name]
+		if !ok {
+			continue
+		}
+		quoted := make([]string, len(fields))
+		changed := false
+		for i, f := range fields {
+			quoted[i] = quoteEntityTags(f)
+			changed = changed || quoted[i] != f
+		}
+		if !changed {
+			continue
+		}
+		if header == nil {
+			header = r.Header.Clone()
+		}
+		header[name] = quoted
+	}
+	if header == nil {
+		return r
+	}
+	r2 := *r
+	r2.Header = header
+	return &r2
+}
+
+// quoteEntityTags is a list of entity tags with each bare one quoted:
+// abc is "abc"; "abc", W/"abc" and * are as they were.
+func quoteEntityTags(field string) string {
+	tags := strings.Split(field, ",")
+	changed := false
+	for i, tag := range tags {
+		t := strings.Trim(tag, " \t")
+		if t == "" || t == "*" || strings.HasPrefix(t, `"`) || strings.HasPrefix(t, `W/"`) {
+			continue
+		}
+		bare := true
+		for j := 0; j < len(t); j++ {
+			if c := t[j]; c <= ' ' || c == '"' || c >= 0x7f {
+				bare = false
+				break
+			}
+		}
+		if bare {
+			tags[i], changed = `"`+t+`"`, true
+		}
+	}
+	if !changed {
+		return field
+	}
+	return strings.Join(tags, ",")
 }
 
 // readObject is gateway.ReadObject, with S3's code for a part past the

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -134,6 +135,13 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	handler, op := s.route(r, rq)
 	rq.op = op
 	gateway.NoteOperation(r.Context(), op)
+	if op == "NotImplemented" && isFormUpload(r, rq) {
+		// A browser's POST upload is signed by the policy in its form,
+		// never by SigV4: answered as S3 answers what it does not serve,
+		// not as an anonymous request (403).
+		handler(w, r, rq)
+		return
+	}
 	// No temporary credentials: the gateway has no STS, so a session
 	// token could only be a client's AWS credentials sent to the wrong
 	// place (and sigv4 would not check it).
@@ -314,6 +322,16 @@ func onlyParams(q url.Values, names ...string) bool {
 // so their requests are refused (NotImplemented) rather than half served.
 func isMetadataParam(name string) bool {
 	return len(name) > len("x-amz-meta-") && strings.EqualFold(name[:len("x-amz-meta-")], "x-amz-meta-")
+}
+
+// isFormUpload reports whether r is a browser's POST upload (POST
+// Object): a POST to a bucket with a multipart/form-data body.
+func isFormUpload(r *http.Request, rq *request) bool {
+	if r.Method != http.MethodPost || rq.bucket == "" || rq.key != "" {
+		return false
+	}
+	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return mediaType == "multipart/form-data"
 }
 
 // notImplemented answers every operation the door does not implement:

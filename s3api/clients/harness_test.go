@@ -151,6 +151,10 @@ type client struct {
 	// (rclone's, from the mtime metadata it writes), in UTC as
 	// time.DateTime; nil for the others.
 	modTime func(key string) (string, error)
+	// metadata runs boto3's metadata round trip on key with token sent
+	// as spelling ("metadata" or "header"; testdata/fencegate_boto3.py)
+	// and returns the JSON it printed; nil for the others.
+	metadata func(key, spelling string, token int) (string, error)
 }
 
 // clientNames are the clients every test runs, each a subtest.
@@ -319,6 +323,13 @@ func newClient(t *testing.T, name string, d *door) client {
 			list: func(prefix string) (string, error) { return run(env, python, script, "list", d.bucket, prefix) },
 			readFrom: func(key string, first int64) ([]byte, string, error) {
 				return runOut(env, python, script, "range", d.bucket, key, fmt.Sprint(first), "")
+			},
+			metadata: func(key, spelling string, token int) (string, error) {
+				out, printed, err := runOut(env, python, script, "metadata", d.bucket, key, spelling, fmt.Sprint(token))
+				if err != nil {
+					return printed, err
+				}
+				return string(out), nil
 			},
 		}
 	}

@@ -5,6 +5,7 @@ come from FENCEGATE_S3_ENDPOINT, AWS_ACCESS_KEY_ID and
 AWS_SECRET_ACCESS_KEY. On an S3 error it prints the error code and message
 and exits 1, as a script of a user's would.
 """
+import json
 import sys
 import os
 
@@ -47,8 +48,52 @@ def main(op, *args):
         bucket, key, first, last = args
         body = s3.get_object(Bucket=bucket, Key=key, Range="bytes=%s-%s" % (first, last))["Body"].read()
         sys.stdout.buffer.write(body)
+    elif op == "metadata":  # metadata BUCKET KEY SPELLING TOKEN: what the reads answer, as JSON
+        bucket, key, spelling, token = args
+        print(json.dumps(metadata_round_trip(s3, bucket, key, spelling, token), sort_keys=True))
     else:
         sys.exit("unknown operation " + op)
+
+
+def metadata_round_trip(s3, bucket, key, spelling, token):
+    """Writes key (PutObject), a copy of it (CopyObject, REPLACE), an
+    upload in parts, and key again with other metadata, each with its own
+    metadata and the token sent as SPELLING: "metadata"
+    (x-amz-meta-fence-token) or "header" (X-Fence-Token, signed). Returns
+    what a HeadObject and a GetObject of each answer: their Metadata and
+    X-Fence-Token."""
+    def meta(m):
+        return dict(m, **{"fence-token": token}) if spelling == "metadata" else m
+
+    if spelling == "header":
+        def add_token(request, **kwargs):
+            request.headers["X-Fence-Token"] = token
+        s3.meta.events.register("before-sign.s3", add_token)
+
+    def read(k):
+        head = s3.head_object(Bucket=bucket, Key=k)
+        get = s3.get_object(Bucket=bucket, Key=k)
+        get["Body"].read()
+        return {
+            "head": head["Metadata"],
+            "get": get["Metadata"],
+            "head-x-fence-token": head["ResponseMetadata"]["HTTPHeaders"].get("x-fence-token", ""),
+        }
+
+    out = {}
+    s3.put_object(Bucket=bucket, Key=key, Body=b"put", Metadata=meta({"meta1": "v1"}))
+    out["put"] = read(key)
+    s3.copy_object(Bucket=bucket, Key=key + ".copy", CopySource={"Bucket": bucket, "Key": key},
+                   MetadataDirective="REPLACE", Metadata=meta({"meta2": "v2"}))
+    out["copy"] = read(key + ".copy")
+    up = s3.create_multipart_upload(Bucket=bucket, Key=key + ".parts", Metadata=meta({"meta3": "v3"}))
+    part = s3.upload_part(Bucket=bucket, Key=key + ".parts", UploadId=up["UploadId"], PartNumber=1, Body=b"parts")
+    s3.complete_multipart_upload(Bucket=bucket, Key=key + ".parts", UploadId=up["UploadId"],
+                                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]})
+    out["parts"] = read(key + ".parts")
+    s3.put_object(Bucket=bucket, Key=key, Body=b"again", Metadata=meta({"meta4": "v4"}))
+    out["replaced"] = read(key)
+    return out
 
 
 if __name__ == "__main__":
