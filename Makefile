@@ -24,7 +24,7 @@ ABUSE_ARGS ?=
 FOOTPRINT_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help tools build run test check fuzz bench abuse soak-footprint postgres mariadb zookeeper redis awscli rclone s3cmd boto3 chromium clean distclean robustness soak
+.PHONY: help tools build run test check fuzz bench abuse soak-footprint postgres mariadb zookeeper redis awscli rclone s3cmd boto3 awsjs chromium clean distclean robustness soak
 
 help: ## list the targets
 	@echo 'Targets:'
@@ -50,7 +50,7 @@ run: build $(BIN)/versitygw $(if $(findstring gcs,$(ARGS)),$(BIN)/fake-gcs-serve
 
 # The second command runs the unit tests of the unsafe test hooks, which only a
 # build with their tag has (cmd/fencegate/testhooks.go).
-test: $(BIN)/versitygw $(BIN)/fake-gcs-server postgres mariadb zookeeper redis awscli rclone s3cmd boto3 chromium ## run every test with the race detector, against real etcd, versitygw, fake-gcs-server, PostgreSQL, MariaDB, ZooKeeper, Redis, aws-cli, rclone, s3cmd, boto3 and headless Chromium
+test: $(BIN)/versitygw $(BIN)/fake-gcs-server postgres mariadb zookeeper redis awscli rclone s3cmd boto3 awsjs chromium ## run every test with the race detector, against real etcd, versitygw, fake-gcs-server, PostgreSQL, MariaDB, ZooKeeper, Redis, aws-cli, rclone, s3cmd, boto3, the AWS SDK for JavaScript and headless Chromium
 	FENCEGATE_VERSITYGW=$(BIN)/versitygw FENCEGATE_FAKE_GCS=$(BIN)/fake-gcs-server $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -race -count=1 -tags fencegate_unsafe_hooks -run 'UnsafeTestHooks|PauseAfterFence' ./cmd/fencegate
 
@@ -133,6 +133,23 @@ boto3: ## install boto3 from Debian's packages if /usr/bin/python3 cannot import
 		echo "boto3 is missing: apt-get install -y python3-boto3"; \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y python3-boto3; \
 	fi
+
+# The AWS SDK for JavaScript v3 at the versions package-lock.json pins,
+# installed with npm ci beside the script that drives it; again only when
+# the lock file is newer than the install. Its versions published after
+# January 2027 need node 22 (it warns on each run under node 20).
+AWSJS := s3api/clients/testdata/aws-sdk-js
+
+awsjs: $(AWSJS)/node_modules/.package-lock.json ## install node and npm from Debian's packages if missing, then the pinned AWS SDK for JavaScript v3 (client-s3, lib-storage, s3-request-presigner) with npm ci (the S3 front door's client tests run it; FENCEGATE_NODE picks another node)
+	@echo "aws-sdk-js: $(AWSJS)/node_modules ($$(node --version), @aws-sdk/client-s3 $$(node -p 'require("./$(AWSJS)/node_modules/@aws-sdk/client-s3/package.json").version'))"
+
+$(AWSJS)/node_modules/.package-lock.json: $(AWSJS)/package.json $(AWSJS)/package-lock.json
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+		echo "node or npm is missing: apt-get install -y nodejs npm"; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y nodejs npm; \
+	fi
+	cd $(AWSJS) && npm ci --no-audit --no-fund
+	@touch $@
 
 chromium: ## install Chromium from Debian's packages if it is missing (the console tests drive the page in headless Chromium; FENCEGATE_CHROMIUM picks another)
 	@if command -v chromium >/dev/null 2>&1; then \

@@ -223,7 +223,9 @@ func checkAddress(rq *request) error {
 type handlerFunc func(w http.ResponseWriter, r *http.Request, rq *request)
 
 // Query parameters every operation accepts: the presigned URL's, and the
-// operation name the AWS SDKs add (x-id).
+// operation name the AWS SDKs add (x-id). The headers a presigned URL
+// may carry in its query are accepted too (sigv4.IsQueryHeader): the
+// verifier refuses them anywhere else and sets them as headers.
 var commonParams = map[string]bool{
 	"x-id": true, "X-Amz-Algorithm": true, "X-Amz-Credential": true, "X-Amz-Date": true,
 	"X-Amz-Expires": true, "X-Amz-SignedHeaders": true, "X-Amz-Signature": true,
@@ -299,7 +301,7 @@ var readParams = []string{"partNumber", "versionId", "response-cache-control", "
 // names.
 func onlyParams(q url.Values, names ...string) bool {
 	for name := range q {
-		if commonParams[name] || isMetadataParam(name) {
+		if commonParams[name] || isMetadataParam(name) || sigv4.IsQueryHeader(name) {
 			continue
 		}
 		found := false

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
@@ -57,9 +58,26 @@ type door struct {
 	// arrives, before the door serves it: a test's way to let another
 	// writer act at that moment.
 	beforeComplete atomic.Pointer[func(key string)]
+	// beforePart, when set, runs as an UploadPart request arrives, before
+	// the door serves it, with the part's number as sent.
+	beforePart atomic.Pointer[func(key, partNumber string)]
+	// certFile is the PEM of the door's certificate over HTTPS (a client
+	// trusts it), "" over plain HTTP.
+	certFile string
 }
 
 func newDoor(t *testing.T) *door {
+	t.Helper()
+	return startDoor(t, false)
+}
+
+// newTLSDoor is newDoor over HTTPS: its certificate in d.certFile.
+func newTLSDoor(t *testing.T) *door {
+	t.Helper()
+	return startDoor(t, true)
+}
+
+func startDoor(t *testing.T, overTLS bool) *door {
 	t.Helper()
 	etcd := testenv.StartEtcd(t)
 	d := &door{
@@ -103,12 +121,25 @@ func newDoor(t *testing.T) *door {
 		t.Fatal(err)
 	}
 	d.gw = gw
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if f := d.beforeComplete.Load(); f != nil && r.Method == http.MethodPost && r.URL.Query().Has("uploadId") {
 			(*f)(strings.TrimPrefix(r.URL.Path, "/"+d.bucket+"/"))
 		}
+		if f := d.beforePart.Load(); f != nil && r.Method == http.MethodPut && r.URL.Query().Has("uploadId") {
+			(*f)(strings.TrimPrefix(r.URL.Path, "/"+d.bucket+"/"), r.URL.Query().Get("partNumber"))
+		}
 		h.ServeHTTP(w, r)
 	}))
+	if overTLS {
+		srv.StartTLS()
+		d.certFile = filepath.Join(t.TempDir(), "door.pem")
+		cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+		if err := os.WriteFile(d.certFile, cert, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		srv.Start()
+	}
 	t.Cleanup(srv.Close)
 	d.endpoint = srv.URL
 	return d
@@ -158,7 +189,7 @@ type client struct {
 }
 
 // clientNames are the clients every test runs, each a subtest.
-var clientNames = []string{"aws-cli", "rclone", "s3cmd", "boto3"}
+var clientNames = []string{"aws-cli", "rclone", "s3cmd", "boto3", "aws-sdk-js"}
 
 // newClient returns the client name for d, failing the test with the
 // make target that installs it when it is missing.
@@ -332,6 +363,8 @@ func newClient(t *testing.T, name string, d *door) client {
 				return string(out), nil
 			},
 		}
+	case "aws-sdk-js":
+		return awsJSClient(t, d) // awsjs_test.go
 	}
 	t.Fatalf("unknown client %q", name)
 	return client{}

@@ -27,6 +27,18 @@
 //     X-Amz-Trailer are sent at most once, and the query must parse (a
 //     pair with a bad escape or after a ';' is dropped by url.ParseQuery,
 //     so no canonical query covers it): else InvalidArgument.
+//   - Headers in a presigned query: the newest SDKs' presigners move some
+//     headers into the query, where the signature covers them:
+//     X-Amz-Content-Sha256 (UNSIGNED-PAYLOAD only), x-amz-checksum-crc32,
+//     -crc32c, -crc64nvme, -sha1, -sha256, x-amz-sdk-checksum-algorithm
+//     (naming the checksum's algorithm) and x-amz-checksum-mode (ENABLED).
+//     Each counts as its header: Verify sets it on the request, and a
+//     checksum is checked against the body (BadDigest), so the AWS SDK for
+//     JavaScript's default PUT URL, which carries the CRC32 of the empty
+//     body it was presigned without, takes no other body, as on S3. Sent
+//     twice (in any spelling), beside the same header, or in the query of
+//     a header-signed request: InvalidArgument. IsQueryHeader names them
+//     for a router.
 //   - The body, by x-amz-content-sha256: UNSIGNED-PAYLOAD; a hex SHA-256
 //     (XAmzContentSHA256Mismatch); aws-chunked STREAMING-AWS4-HMAC-SHA256-PAYLOAD
 //     (each chunk signature chained from the request's signature),

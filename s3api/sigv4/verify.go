@@ -154,7 +154,10 @@ type authentication struct {
 }
 
 // Verify authenticates r. On success the returned Result's Body replaces
-// r.Body (see Result.Body). On failure errors.As(err, &e) with e an *Error
+// r.Body (see Result.Body), and the headers a presigned URL carried in
+// its signed query (IsQueryHeader) are set on r.Header, so that what
+// follows reads them as headers. On failure errors.As(err, &e) with e an
+// *Error
 // gives the S3 code and status (a KeyStore failure is InternalError, with
 // the store's error wrapped alongside for the log); r.Body has not been read,
 // but for a body of length zero, which Verify checks itself (see
@@ -186,6 +189,10 @@ func (v *Verifier) Verify(ctx context.Context, r *http.Request) (*Result, error)
 	default:
 		return nil, newError(ErrAccessDenied, "Anonymous requests are not accepted; sign the request with AWS Signature Version 4")
 	}
+	if err != nil {
+		return nil, err
+	}
+	hoisted, err := queryHeaders(r, query, auth.presigned)
 	if err != nil {
 		return nil, err
 	}
@@ -222,6 +229,12 @@ func (v *Verifier) Verify(ctx context.Context, r *http.Request) (*Result, error)
 		return nil, ErrSignatureDoesNotMatch
 	}
 
+	// The signature covers the query, so the headers moved into it are
+	// the client's: from here on they read as headers (the body's
+	// checksum below, a read's checksum mode in the handler).
+	for name, value := range hoisted {
+		r.Header[name] = []string{value}
+	}
 	res := &Result{
 		AccessKeyID:   auth.credential.accessKeyID,
 		Identity:      identity,
@@ -277,6 +290,100 @@ func checkSingleValues(r *http.Request) error {
 		return newError(ErrInvalidArgument, "The query string does not parse: a parameter is not URL-encoded, or ';' separates parameters.")
 	}
 	return nil
+}
+
+// queryHeaderValues are the headers a presigned URL may carry in its
+// query, by lower-case name, each with the check of its value: what the
+// newest SDKs' presigners put there with their default settings (the AWS
+// SDK for JavaScript v3 moves X-Amz-Content-Sha256, x-amz-checksum-* and
+// x-amz-sdk-checksum-algorithm into a PUT's query, x-amz-checksum-mode
+// into a GET's; aws-sdk-go-v2, X-Amz-Checksum-Mode). User metadata
+// (x-amz-meta-*) in the query is the front door's to read, not these.
+var queryHeaderValues = map[string]func(value string) error{
+	"x-amz-content-sha256": func(v string) error {
+		if v != UnsignedPayload {
+			// A digest or a streaming mode in the query would change what
+			// the canonical request names as its payload; presigners put
+			// UNSIGNED-PAYLOAD there, and only that is accepted.
+			return newError(ErrAuthorizationQueryParametersError, "X-Amz-Content-Sha256 in the query must be UNSIGNED-PAYLOAD.")
+		}
+		return nil
+	},
+	"x-amz-checksum-mode": func(v string) error {
+		if v != "ENABLED" {
+			return newError(ErrInvalidArgument, "x-amz-checksum-mode must be ENABLED.")
+		}
+		return nil
+	},
+	"x-amz-sdk-checksum-algorithm": func(v string) error {
+		if _, known := checksumAlgorithms[strings.ToLower(v)]; !known {
+			return newError(ErrInvalidRequest, "x-amz-sdk-checksum-algorithm must be one of CRC32, CRC32C, CRC64NVME, SHA1 or SHA256.")
+		}
+		return nil
+	},
+	// The value of a checksum is checked as a header's is (headerChecksum).
+	"x-amz-checksum-crc32":     nil,
+	"x-amz-checksum-crc32c":    nil,
+	"x-amz-checksum-crc64nvme": nil,
+	"x-amz-checksum-sha1":      nil,
+	"x-amz-checksum-sha256":    nil,
+}
+
+// IsQueryHeader reports whether the query parameter name (in any case) is
+// a header that a presigned URL may carry in its query and that Verify
+// reads as that header (see Result and Verify): X-Amz-Content-Sha256
+// (UNSIGNED-PAYLOAD only), x-amz-checksum-crc32, -crc32c, -crc64nvme,
+// -sha1 and -sha256 (the body is checked against it), x-amz-sdk-checksum-algorithm
+// and x-amz-checksum-mode (ENABLED). A front door's router accepts these
+// beside an operation's own parameters.
+func IsQueryHeader(name string) bool {
+	_, ok := queryHeaderValues[strings.ToLower(name)]
+	return ok
+}
+
+// queryHeaders returns the headers the query carries (queryHeaderValues),
+// by canonical name, once each checked: each is taken only from a
+// presigned URL (whose signature covers the query; a header-signed
+// request has no business moving headers there, and S3 would not read
+// them), once in any spelling, never beside the same header (which of
+// the two would count?), with a value S3 accepts, and a
+// x-amz-sdk-checksum-algorithm that names the algorithm of the checksum
+// beside it, if any.
+func queryHeaders(r *http.Request, query url.Values, presigned bool) (map[string]string, error) {
+	var found map[string]string
+	for name, values := range query {
+		lower := strings.ToLower(name)
+		check, ok := queryHeaderValues[lower]
+		if !ok {
+			continue
+		}
+		canonical := http.CanonicalHeaderKey(lower)
+		switch _, seen := found[canonical]; {
+		case !presigned:
+			return nil, newError(ErrInvalidArgument, "The query parameter "+lower+" is a header; only a presigned URL carries headers in its query.")
+		case len(values) != 1 || seen:
+			return nil, newError(ErrInvalidArgument, "The query parameter "+lower+" is sent more than once; send it once.")
+		case len(r.Header.Values(canonical)) > 0:
+			return nil, newError(ErrInvalidArgument, "The "+lower+" is sent both in the query and as a header; send it once.")
+		}
+		if check != nil {
+			if err := check(values[0]); err != nil {
+				return nil, err
+			}
+		}
+		if found == nil {
+			found = map[string]string{}
+		}
+		found[canonical] = values[0]
+	}
+	if alg := strings.ToLower(found["X-Amz-Sdk-Checksum-Algorithm"]); alg != "" {
+		for name := range found {
+			if other, ok := strings.CutPrefix(strings.ToLower(name), "x-amz-checksum-"); ok && other != "mode" && other != alg {
+				return nil, newError(ErrInvalidRequest, "x-amz-sdk-checksum-algorithm names "+strings.ToUpper(alg)+" but the checksum is "+name+".")
+			}
+		}
+	}
+	return found, nil
 }
 
 func (v *Verifier) checkTime(auth *authentication) error {
