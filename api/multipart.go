@@ -154,6 +154,10 @@ type ListUploadsInput struct {
 	UploadIDMarker string
 	// MaxUploads bounds the page; zero means the store's default (1000).
 	MaxUploads int32
+	// Delimiter, when not empty, groups the keys that contain it after
+	// Prefix into UploadList.CommonPrefixes, as S3 does; empty means
+	// none.
+	Delimiter string
 }
 
 // UploadList is one page of a bucket's uploads in progress.
@@ -164,4 +168,7 @@ type UploadList struct {
 	NextKeyMarker      string
 	NextUploadIDMarker string
 	Truncated          bool
+	// CommonPrefixes are the key prefixes that Delimiter grouped, each
+	// listed once instead of its uploads.
+	CommonPrefixes []string
 }

@@ -45,7 +45,7 @@ func (s *server) multipartRoute(r *http.Request, rq *request) (handlerFunc, stri
 	switch {
 	case rq.bucket == "":
 	case rq.key == "":
-		if r.Method == http.MethodGet && has("uploads") && onlyParams(q, "uploads", "prefix", "key-marker", "upload-id-marker", "max-uploads", "encoding-type") && !has("delimiter") {
+		if r.Method == http.MethodGet && has("uploads") && onlyParams(q, "uploads", "prefix", "delimiter", "key-marker", "upload-id-marker", "max-uploads", "encoding-type") {
 			return s.listMultipartUploads, "ListMultipartUploads"
 		}
 	case has("uploads"):
@@ -303,13 +303,14 @@ func (s *server) listParts(w http.ResponseWriter, r *http.Request, rq *request) 
 
 // listMultipartUploads is ListMultipartUploads, passed through with a
 // read grant on the prefix's resource, the prefix checked as a listing's
-// (checkPrefix). It shows the store's upload ids, never the capabilities
+// (checkPrefix), the delimiter as sent (minio-go sends an empty one, which
+// is none). It shows the store's upload ids, never the capabilities
 // their creators were answered.
 func (s *server) listMultipartUploads(w http.ResponseWriter, r *http.Request, rq *request) {
 	q := r.URL.Query()
 	maxUploads, err := int32Param(q, "max-uploads", 1000)
 	var list api.UploadList
-	in := api.ListUploadsInput{Bucket: rq.bucket, Prefix: q.Get("prefix"), KeyMarker: q.Get("key-marker"), UploadIDMarker: q.Get("upload-id-marker"), MaxUploads: maxUploads}
+	in := api.ListUploadsInput{Bucket: rq.bucket, Prefix: q.Get("prefix"), Delimiter: q.Get("delimiter"), KeyMarker: q.Get("key-marker"), UploadIDMarker: q.Get("upload-id-marker"), MaxUploads: maxUploads}
 	if err == nil {
 		err = checkPrefix(in.Prefix)
 	}
@@ -320,10 +321,13 @@ func (s *server) listMultipartUploads(w http.ResponseWriter, r *http.Request, rq
 		s.writeError(w, r, rq, err)
 		return
 	}
-	out := listUploadsResult{Xmlns: s3Namespace, Bucket: in.Bucket, Prefix: in.Prefix, KeyMarker: in.KeyMarker, UploadIDMarker: in.UploadIDMarker,
+	out := listUploadsResult{Xmlns: s3Namespace, Bucket: in.Bucket, Prefix: in.Prefix, Delimiter: in.Delimiter, KeyMarker: in.KeyMarker, UploadIDMarker: in.UploadIDMarker,
 		NextKeyMarker: list.NextKeyMarker, NextUploadIDMarker: list.NextUploadIDMarker, MaxUploads: cmpOr(maxUploads, 1000), IsTruncated: list.Truncated}
 	for _, u := range list.Uploads {
 		out.Uploads = append(out.Uploads, listedUpload{Key: u.Key, UploadID: u.UploadID, Initiated: u.Initiated.UTC().Format(time.RFC3339)})
+	}
+	for _, p := range list.CommonPrefixes {
+		out.CommonPrefixes = append(out.CommonPrefixes, commonPrefix{Prefix: p})
 	}
 	writeXML(w, http.StatusOK, out)
 }
@@ -404,13 +408,18 @@ type (
 		NextKeyMarker      string         `xml:"NextKeyMarker"`
 		NextUploadIDMarker string         `xml:"NextUploadIdMarker"`
 		Prefix             string         `xml:"Prefix"`
+		Delimiter          string         `xml:"Delimiter,omitempty"`
 		MaxUploads         int32          `xml:"MaxUploads"`
 		IsTruncated        bool           `xml:"IsTruncated"`
 		Uploads            []listedUpload `xml:"Upload"`
+		CommonPrefixes     []commonPrefix `xml:"CommonPrefixes"`
 	}
 	listedUpload struct {
 		Key       string `xml:"Key"`
 		UploadID  string `xml:"UploadId"`
 		Initiated string `xml:"Initiated"`
+	}
+	commonPrefix struct {
+		Prefix string `xml:"Prefix"`
 	}
 )

@@ -229,6 +229,9 @@ func (c *Client) ListUploads(ctx context.Context, in api.ListUploadsInput) (api.
 	if in.MaxUploads > 0 {
 		list.MaxUploads = aws.Int32(in.MaxUploads)
 	}
+	if in.Delimiter != "" {
+		list.Delimiter = aws.String(in.Delimiter)
+	}
 	ctx, release := boundConnWait(ctx, c.connWait)
 	defer release()
 	out, err := c.s3.ListMultipartUploads(ctx, list)
@@ -243,6 +246,9 @@ func (c *Client) ListUploads(ctx context.Context, in api.ListUploadsInput) (api.
 	}
 	for _, u := range out.Uploads {
 		res.Uploads = append(res.Uploads, api.Upload{Key: aws.ToString(u.Key), UploadID: aws.ToString(u.UploadId), Initiated: aws.ToTime(u.Initiated)})
+	}
+	for _, p := range out.CommonPrefixes {
+		res.CommonPrefixes = append(res.CommonPrefixes, aws.ToString(p.Prefix))
 	}
 	return res, nil
 }
