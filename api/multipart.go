@@ -33,7 +33,29 @@ type UploadBinding struct {
 	// read, so that it is deleted only if it is still that binding; zero
 	// in a binding that was not read from the store.
 	Revision int64 `json:"-"`
+	// State is what became of the upload: UploadInProgress (zero) until
+	// the gateway completed it or aborted it as stale, after which the
+	// binding is kept a while to answer a repeated request as S3 would.
+	State UploadState `json:"-"`
+	// ETag and PartsDigest are, for UploadCompleted, the object's ETag
+	// and the digest of the part list that completed it.
+	ETag        string `json:"-"`
+	PartsDigest string `json:"-"`
 }
+
+// UploadState is what became of a bound upload.
+type UploadState string
+
+const (
+	// UploadInProgress: neither completed nor aborted through the
+	// gateway.
+	UploadInProgress UploadState = ""
+	// UploadCompleted: the gateway completed it; the object was written.
+	UploadCompleted UploadState = "completed"
+	// UploadAbortedStale: the gateway aborted it because its token went
+	// stale.
+	UploadAbortedStale UploadState = "aborted-stale"
+)
 
 // MinUploadSecretLen is the shortest UploadBinding.Secret: 26 characters
 // of base32 (A-Z, 2-7), 130 random bits, as crypto/rand's Text makes them.

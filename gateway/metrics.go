@@ -516,6 +516,16 @@ func (u *instrumentedUploads) UnbindUpload(ctx context.Context, b api.UploadBind
 	return err
 }
 
+func (u *instrumentedUploads) FinishUpload(ctx context.Context, b api.UploadBinding, ttl time.Duration) error {
+	ctx, span := startClientSpan(ctx, "etcd finish_upload")
+	if span != nil {
+		span.SetAttributes(attrResource.String(string(b.Resource)))
+	}
+	err := u.UploadStore.FinishUpload(ctx, b, ttl)
+	u.done("finish_upload", span, err)
+	return err
+}
+
 // done ends the span of a binding's round trip of operation with its
 // result (an upload with no binding is an answer, not_found), and counts
 // a failure as an etcd error.

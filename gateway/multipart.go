@@ -3,11 +3,14 @@ package gateway
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"fencegate/api"
@@ -75,6 +78,10 @@ type UploadStore interface {
 	// (its revision, when b was read by Upload; otherwise its value), in
 	// the transaction that deletes it; any other binding of its id stays.
 	UnbindUpload(ctx context.Context, b api.UploadBinding) error
+	// FinishUpload replaces the binding b, if it is still bound as b says
+	// (as UnbindUpload compares it), with b as given, marked with its
+	// State (completed, aborted as stale), until ttl passes.
+	FinishUpload(ctx context.Context, b api.UploadBinding, ttl time.Duration) error
 }
 
 // WithMultipart turns on fenced multipart uploads in store (S3 buckets
@@ -120,6 +127,51 @@ const (
 // cleanupTimeout bounds an abort and an unbind that run after the
 // request that decided them ended (context.WithoutCancel).
 const cleanupTimeout = 30 * time.Second
+
+// finishedTTL is how long the binding of an upload the gateway completed,
+// or aborted as stale, is kept (at most Config.UploadTTL), so that a
+// client's repeated completion, its own abort, or a part sent late is
+// answered as S3 answers it (CompleteUpload, AbortUpload, partBinding).
+const finishedTTL = 15 * time.Minute
+
+// partsDigest is the digest of a completion's part list, by which a
+// repeated completion is told from another: each part's number and ETag
+// (without its quotes, which clients send or leave out alike).
+func partsDigest(parts []api.Part) string {
+	h := sha256.New()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%d %s\n", p.Number, strings.Trim(p.ETag, `"`))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// errUploadCompleted refuses a part, an abort, or a completion naming
+// other parts, of an upload the gateway completed: S3 no longer knows it.
+var errUploadCompleted = errors.New("the upload was completed")
+
+// finishedPart refuses a part sent to an upload that b says the gateway
+// finished: api.ErrNotFound once completed; once aborted as stale, the
+// *api.StaleTokenError of its token (the mark only grows), or
+// api.ErrNotFound should the mark no longer be above it.
+func (g *Gateway) finishedPart(ctx context.Context, b api.UploadBinding) error {
+	if b.State == api.UploadAbortedStale {
+		if err := g.refuseStale(ctx, b.Resource, b.Token, true); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("upload of %s: %w: %w", b.Resource, api.ErrNotFound, errUploadCompleted)
+}
+
+// finish marks the binding b finished (b.State) for finishedTTL (at most
+// Config.UploadTTL), even after the request's context ended; a failure is
+// logged, and the binding stays in progress until its TTL.
+func (g *Gateway) finish(ctx context.Context, b api.UploadBinding) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if err := g.multipart.uploads.FinishUpload(ctx, b, min(finishedTTL, g.cfg.UploadTTL)); err != nil {
+		g.logger(ctx).Warn("marking an upload finished failed; it expires with its TTL", "state", b.State, "err", err)
+	}
+}
 
 // errNoMultipart refuses multipart uploads on a gateway without them, or
 // for a bucket of a store without them.
@@ -408,6 +460,9 @@ func (g *Gateway) partBinding(ctx context.Context, path api.ObjectPath, uploadID
 	if err != nil {
 		return path, api.UploadBinding{}, err
 	}
+	if b.State != api.UploadInProgress {
+		return path, api.UploadBinding{}, g.finishedPart(ctx, b)
+	}
 	if err := g.refuseStale(ctx, b.Resource, b.Token, true); err != nil {
 		if errors.Is(err, api.ErrStaleToken) {
 			g.multipart.metrics.partsStale.Inc()
@@ -498,6 +553,10 @@ func (g *Gateway) CompleteUpload(ctx context.Context, path api.ObjectPath, uploa
 	if err != nil {
 		return WriteResult{}, err
 	}
+	digest := partsDigest(parts)
+	if b.State != api.UploadInProgress {
+		return g.completedBefore(ctx, b, digest)
+	}
 	fr := fencedRequest{path: path, resource: resource, token: b.Token}
 	stale := func(err error) (WriteResult, error) {
 		if errors.Is(err, api.ErrStaleToken) {
@@ -518,14 +577,43 @@ func (g *Gateway) CompleteUpload(ctx context.Context, path api.ObjectPath, uploa
 			g.logger(ctx).Debug("completion lost a race; observing again", "resource", resource, "attempt", attempt)
 			continue
 		}
+		if errors.Is(err, api.ErrNotFound) {
+			// A completion of the same upload that was in flight may
+			// have landed first: answer as it was answered.
+			if now, lookErr := g.multipart.uploads.Upload(ctx, resource, b.UploadID); lookErr == nil && now.State != api.UploadInProgress {
+				return g.completedBefore(ctx, now, digest)
+			}
+		}
 		if err != nil {
 			return WriteResult{}, err
 		}
 		g.multipart.metrics.completed.Inc()
 		g.etags.learn(resource, api.ObjectVersion{Exists: true, ETag: etag, Token: b.Token})
-		g.unbind(ctx, b)
+		done := b
+		done.State, done.ETag, done.PartsDigest = api.UploadCompleted, etag, digest
+		g.finish(ctx, done)
 		return g.accepted(ctx, WriteResult{Resource: resource, Token: b.Token, ETag: etag, Created: !seen.Exists, ReplacedETag: seen.ETag}), nil
 	}
+}
+
+// completedBefore answers a completion of an upload that the binding b
+// says the gateway finished. Completed with the same parts (digest), the
+// answer is the one the completion had, as S3 answers a repeated
+// CompleteMultipartUpload: the object's ETag, with nothing sent to S3 and
+// no fence checked, since nothing is written. That holds for a stale
+// retry too, one sent after a newer holder wrote the object: its
+// completion was fenced and landed before, and answering it is not
+// writing it again. Completed with other parts, it is api.ErrNotFound (S3
+// no longer knows the upload). Aborted as stale, it is the stale refusal
+// (finishedPart).
+func (g *Gateway) completedBefore(ctx context.Context, b api.UploadBinding, digest string) (WriteResult, error) {
+	if b.State == api.UploadCompleted && b.PartsDigest == digest {
+		return WriteResult{Resource: b.Resource, Token: b.Token, ETag: b.ETag}, nil
+	}
+	if b.State == api.UploadCompleted {
+		return WriteResult{}, fmt.Errorf("upload of %s: %w: %w with other parts", b.Resource, api.ErrNotFound, errUploadCompleted)
+	}
+	return WriteResult{}, g.finishedPart(ctx, b)
 }
 
 // AbortUpload aborts a bound upload and deletes its binding. uploadID is
@@ -553,6 +641,15 @@ func (g *Gateway) AbortUpload(ctx context.Context, path api.ObjectPath, uploadID
 	b, err := g.boundUpload(ctx, path.Resource(), uploadID, token, useAbort)
 	if err != nil {
 		return err
+	}
+	switch b.State {
+	case api.UploadAbortedStale:
+		// The gateway aborted it when its token went stale: the client's
+		// own abort (the AWS SDK for JavaScript's Upload sends one
+		// before it reports the 409) succeeds, as the upload is gone.
+		return nil
+	case api.UploadCompleted:
+		return fmt.Errorf("upload of %s: %w: %w", b.Resource, api.ErrNotFound, errUploadCompleted)
 	}
 	err = g.multipart.store.AbortUpload(ctx, path, b.UploadID)
 	if err == nil {
@@ -616,7 +713,15 @@ func (g *Gateway) abandon(ctx context.Context, path api.ObjectPath, b api.Upload
 	if err := g.multipart.store.AbortUpload(ctx, path, b.UploadID); err != nil && !errors.Is(err, api.ErrNotFound) {
 		g.logger(ctx).Warn("abort of an upload failed", "bucket", path.Bucket, "key", path.Key, "why", why, "err", err)
 	}
-	g.unbind(ctx, b)
+	if reason == abortStale {
+		// Kept a while, so that the client's own abort is answered 204
+		// and its late parts 409 rather than 404 (AbortUpload).
+		done := b
+		done.State = api.UploadAbortedStale
+		g.finish(ctx, done)
+	} else {
+		g.unbind(ctx, b)
+	}
 	g.multipart.metrics.aborted.WithLabelValues(reason).Inc()
 }
 

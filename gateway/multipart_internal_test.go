@@ -46,3 +46,6 @@ func (noMultipart) Upload(context.Context, api.Resource, string) (api.UploadBind
 	return api.UploadBinding{}, errNoUploads
 }
 func (noMultipart) UnbindUpload(context.Context, api.UploadBinding) error { return errNoUploads }
+func (noMultipart) FinishUpload(context.Context, api.UploadBinding, time.Duration) error {
+	return errNoUploads
+}

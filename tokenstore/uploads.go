@@ -52,11 +52,16 @@ type uploadRecord struct {
 	// Secret is api.UploadBinding.Secret; empty in a binding recorded
 	// before gateways kept one.
 	Secret string `json:"secret,omitempty"`
+	// State, ETag and Parts are api.UploadBinding's State, ETag and
+	// PartsDigest: empty while the upload is in progress (FinishUpload).
+	State api.UploadState `json:"state,omitempty"`
+	ETag  string          `json:"etag,omitempty"`
+	Parts string          `json:"parts,omitempty"`
 }
 
 // uploadValue returns the value that binds b.
 func uploadValue(b api.UploadBinding) (string, error) {
-	value, err := json.Marshal(uploadRecord{Resource: b.Resource, Token: b.Token, Secret: b.Secret})
+	value, err := json.Marshal(uploadRecord{Resource: b.Resource, Token: b.Token, Secret: b.Secret, State: b.State, ETag: b.ETag, Parts: b.PartsDigest})
 	return string(value), err
 }
 
@@ -79,7 +84,7 @@ func (u *Uploads) BindUpload(ctx context.Context, b api.UploadBinding, ttl time.
 		if err != nil {
 			return fmt.Errorf("bind upload %s: %w: %w", b.Resource, api.ErrUnavailable, err)
 		}
-		err = u.put(ctx, b.UploadID, value, lease)
+		err = u.put(ctx, b.UploadID, value, lease, nil)
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 1 {
 			// The pooled lease is gone (revoked, or etcd restored from
 			// an older snapshot): grant another, once.
@@ -93,12 +98,18 @@ func (u *Uploads) BindUpload(ctx context.Context, b api.UploadBinding, ttl time.
 	}
 }
 
-func (u *Uploads) put(ctx context.Context, uploadID, value string, lease clientv3.LeaseID) error {
+// put writes value under uploadID's key with lease if the key is as
+// same says (nil: absent).
+func (u *Uploads) put(ctx context.Context, uploadID, value string, lease clientv3.LeaseID, same *clientv3.Cmp) error {
 	ctx, cancel := context.WithTimeout(ctx, u.store.timeout)
 	defer cancel()
 	key := u.key(uploadID)
+	cmp := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+	if same != nil {
+		cmp = *same
+	}
 	resp, err := u.store.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		If(cmp).
 		Then(clientv3.OpPut(key, value, clientv3.WithLease(lease))).
 		Commit()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -108,10 +119,54 @@ func (u *Uploads) put(ctx context.Context, uploadID, value string, lease clientv
 		return fmt.Errorf("%w: %w", api.ErrUnavailable, err)
 	}
 	u.store.revisions.observe(resp.Header.Revision)
-	if !resp.Succeeded {
+	if !resp.Succeeded && same == nil {
 		return fmt.Errorf("upload id %q is already bound", uploadID)
 	}
 	return nil
+}
+
+// FinishUpload replaces the binding b, if it is still bound as b says (as
+// UnbindUpload compares it: its revision, or its value with b's State,
+// ETag and PartsDigest taken for in progress), with b as given: marked
+// completed or aborted, on a lease of ttl, so that a repeated request is
+// answered as S3 answers it (the gateway's CompleteUpload says how) until
+// ttl passes. A binding that is absent or changed stays as it is, and that
+// is no error. An error wrapping api.ErrUnavailable means etcd could not
+// be reached; the binding then stays in progress until its own TTL.
+func (u *Uploads) FinishUpload(ctx context.Context, b api.UploadBinding, ttl time.Duration) error {
+	if ttl < time.Second {
+		return fmt.Errorf("finish upload: TTL %v is under a second", ttl)
+	}
+	key := u.key(b.UploadID)
+	same := clientv3.Compare(clientv3.ModRevision(key), "=", b.Revision)
+	if b.Revision == 0 {
+		bound := b
+		bound.State, bound.ETag, bound.PartsDigest = api.UploadInProgress, "", ""
+		value, err := uploadValue(bound)
+		if err != nil {
+			return fmt.Errorf("finish upload: %w", err)
+		}
+		same = clientv3.Compare(clientv3.Value(key), "=", value)
+	}
+	value, err := uploadValue(b)
+	if err != nil {
+		return fmt.Errorf("finish upload: %w", err)
+	}
+	for attempt := 1; ; attempt++ {
+		lease, err := u.leases.lease(ctx, ttl, leaseReuse(ttl))
+		if err != nil {
+			return fmt.Errorf("finish upload %s: %w: %w", b.Resource, api.ErrUnavailable, err)
+		}
+		err = u.put(ctx, b.UploadID, value, lease, &same)
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 1 {
+			u.leases.forget(lease)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("finish upload %s: %w", b.Resource, err)
+		}
+		return nil
+	}
 }
 
 // Upload returns the binding of uploadID, read linearizably, if it binds
@@ -138,7 +193,8 @@ func (u *Uploads) Upload(ctx context.Context, resource api.Resource, uploadID st
 	if rec.Resource != resource {
 		return api.UploadBinding{}, fmt.Errorf("upload of %s: %w: no such upload of this object", resource, api.ErrNotFound)
 	}
-	return api.UploadBinding{UploadID: uploadID, Resource: rec.Resource, Token: rec.Token, Secret: rec.Secret, Revision: resp.Kvs[0].ModRevision}, nil
+	return api.UploadBinding{UploadID: uploadID, Resource: rec.Resource, Token: rec.Token, Secret: rec.Secret, Revision: resp.Kvs[0].ModRevision,
+		State: rec.State, ETag: rec.ETag, PartsDigest: rec.Parts}, nil
 }
 
 // UnbindUpload deletes the binding b, after a completion or an abort, if
