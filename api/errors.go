@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"net/http"
+	"strconv"
 )
 
 // Error classes. Every layer wraps its failures around one of these with
@@ -183,4 +184,49 @@ func ErrorForProblemType(typ string) error {
 		}
 	}
 	return nil
+}
+
+// StoreError is an error answer of the object store to a request the
+// gateway sent it, of error class Class (errors.Is(e, Class) holds, so the
+// error table answers it as that class). Its text names the store's code
+// and status, never the store's client's text, which carries the store's
+// request and host ids: that text is Err's, for the log only.
+type StoreError struct {
+	// Code is the store's error code, such as S3's NoSuchBucket; empty
+	// when its answer had none (a HEAD's has no body) or there was no
+	// answer. Status is the answer's HTTP status, zero for none.
+	Code   string
+	Status int
+	// Refused says that the store refused the request for what the
+	// client asked (a bucket that does not exist, a part with a wrong
+	// ETag), rather than for what the gateway added to it (its write
+	// condition, its credentials) or because it failed: the S3 API
+	// answers such a refusal with Code and Status, as S3 would.
+	Refused bool
+	Class   error
+	// Err is the failure as the store's client reported it.
+	Err error
+}
+
+func (e *StoreError) Error() string {
+	switch {
+	case e.Status == 0:
+		return e.Class.Error() + ": the store did not answer"
+	case e.Code == "":
+		return e.Class.Error() + ": the store answered " + strconv.Itoa(e.Status)
+	}
+	return e.Class.Error() + ": the store answered " + strconv.Itoa(e.Status) + " " + e.Code
+}
+
+// Unwrap makes errors.Is(e, e.Class) true, and finds what Err wraps.
+func (e *StoreError) Unwrap() []error { return []error{e.Class, e.Err} }
+
+// StoreAnswer returns the text of the store's own answer in err (a
+// *StoreError's Err), for a log line; "" when err has none.
+func StoreAnswer(err error) string {
+	var store *StoreError
+	if errors.As(err, &store) && store.Err != nil {
+		return store.Err.Error()
+	}
+	return ""
 }

@@ -103,13 +103,13 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	audited := g.noteProblem(r, p, err) // metrics, and the audit line of a refused write
 	switch ctx := r.Context(); {
 	case p.Status >= 500:
-		g.logger(ctx).Error("request failed", "status", p.Status, "err", err)
+		g.logger(ctx).Error("request failed", "status", p.Status, "err", err, "store_answer", api.StoreAnswer(err))
 		if errors.Is(err, api.ErrNoSpace) {
 			g.hintNoSpace()
 		}
 	case audited: // the "write refused" line says it all
 	case g.log.Enabled(ctx, slog.LevelDebug):
-		g.logger(ctx).Debug("request refused", "status", p.Status, "err", err)
+		g.logger(ctx).Debug("request refused", "status", p.Status, "err", err, "store_answer", api.StoreAnswer(err))
 	}
 	if p.Status == http.StatusServiceUnavailable || p.Status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", retryAfterSeconds)

@@ -95,12 +95,45 @@ func s3ErrorOf(err error) (s3Code, string) {
 		}
 		return s3Code{code: refusal.Code, status: refusal.Status}, refusal.Message
 	}
+	var store *api.StoreError
+	refused := errors.As(err, &store) && store.Refused
 	for _, c := range s3Codes {
 		if errors.Is(err, c.err) {
+			if refused && errors.Is(store.Class, c.err) {
+				// The store refused what the client asked, and no
+				// layer made another class of it: S3's own answer.
+				return s3Code{code: store.Code, status: store.Status}, storeMessage(store.Code)
+			}
 			return c, api.Truncate(err.Error(), maxMessageBytes)
 		}
 	}
 	return internalError, "We encountered an internal error. Please try again."
+}
+
+// storeMessages are S3's messages for the codes the store answers most,
+// sent with the code in place of the store's own text (which may name
+// its request and host ids).
+var storeMessages = map[string]string{
+	"NoSuchBucket":       "The specified bucket does not exist",
+	"NoSuchKey":          "The specified key does not exist.",
+	"NoSuchUpload":       "The specified multipart upload does not exist. The upload ID might not be valid, or the multipart upload might have been aborted or completed.",
+	"InvalidPart":        "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.",
+	"InvalidPartOrder":   "The list of parts was not in ascending order. The parts list must be specified in order by part number.",
+	"EntityTooSmall":     "Your proposed upload is smaller than the minimum allowed object size.",
+	"EntityTooLarge":     "Your proposed upload exceeds the maximum allowed object size.",
+	"InvalidArgument":    "Invalid Argument",
+	"InvalidRequest":     "Invalid Request",
+	"InvalidRange":       "The requested range is not satisfiable",
+	"InvalidPartNumber":  "The requested partnumber is not satisfiable",
+	"PreconditionFailed": "At least one of the preconditions you specified did not hold.",
+}
+
+// storeMessage is S3's message for code, or a sentence naming it.
+func storeMessage(code string) string {
+	if m, ok := storeMessages[code]; ok {
+		return m
+	}
+	return "The object store refused the request: " + api.Truncate(code, 64)
 }
 
 // errorBody is S3's error document.
@@ -123,9 +156,12 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, rq *request,
 	c, message := s3ErrorOf(err)
 	gateway.NoteErrorCode(r.Context(), c.code)
 	s.noteRefusal(r, rq, err)
-	if c.status >= 500 {
-		s.log.ErrorContext(r.Context(), "s3 request failed", "request_id", rq.id, "op", rq.op, "status", c.status, "err", err)
-	} else {
+	switch store := api.StoreAnswer(err); {
+	case c.status >= 500:
+		s.log.ErrorContext(r.Context(), "s3 request failed", "request_id", rq.id, "op", rq.op, "status", c.status, "err", err, "store_answer", store)
+	case store != "": // the store's own text stays in the log
+		s.log.InfoContext(r.Context(), "s3 request refused by the store", "request_id", rq.id, "op", rq.op, "status", c.status, "code", c.code, "err", err, "store_answer", store)
+	default:
 		s.log.DebugContext(r.Context(), "s3 request refused", "request_id", rq.id, "op", rq.op, "status", c.status, "code", c.code, "err", err)
 	}
 	body := errorBody{Code: c.code, Message: message, Resource: api.Truncate(r.URL.Path, api.MaxEchoBytes), RequestID: rq.id}

@@ -78,8 +78,13 @@ func (s *server) multipartRoute(r *http.Request, rq *request) (handlerFunc, stri
 	return s.notImplemented, "NotImplemented"
 }
 
-// uploadError makes an unknown upload S3's NoSuchUpload, not NoSuchKey.
+// uploadError makes an unknown upload S3's NoSuchUpload, not NoSuchKey,
+// unless the store said what it did not find (NoSuchBucket, say).
 func uploadError(err error) error {
+	var store *api.StoreError
+	if errors.As(err, &store) && store.Refused {
+		return err
+	}
 	if errors.Is(err, api.ErrNotFound) {
 		return fmt.Errorf("%w: %w", errNoSuchUpload, err)
 	}

@@ -253,9 +253,10 @@ func (c *Client) ListUploads(ctx context.Context, in api.ListUploadsInput) (api.
 	return res, nil
 }
 
-// multipartError maps the failure of a multipart request: an unknown
-// upload is api.ErrNotFound; parts that do not make an object (a wrong
-// ETag, out of order, too small) are api.ErrInvalidRequest; a completion
+// multipartError maps the failure of a multipart request, as an
+// *api.StoreError with S3's code: an unknown upload is api.ErrNotFound;
+// parts that do not make an object (a wrong ETag, out of order, too
+// small) are api.ErrInvalidRequest; a completion
 // that loses its condition is api.ErrConcurrentModification, as a write's
 // (mapWriteError).
 func (c *Client) multipartError(ctx context.Context, op string, p api.ObjectPath, err error) error {
@@ -266,9 +267,9 @@ func (c *Client) multipartError(ctx context.Context, op string, p api.ObjectPath
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode() {
 		case "NoSuchUpload":
-			return fmt.Errorf("s3 %s %s/%s: %w: %w", op, p.Bucket, p.Key, api.ErrNotFound, err)
+			return fmt.Errorf("s3 %s %s/%s: %w", op, p.Bucket, p.Key, storeError(api.ErrNotFound, err, true))
 		case "InvalidPart", "InvalidPartOrder", "EntityTooSmall", "EntityTooLarge", "InvalidArgument", "InvalidRange", "InvalidRequest":
-			return fmt.Errorf("s3 %s %s/%s: %w: %w", op, p.Bucket, p.Key, api.ErrInvalidRequest, err)
+			return fmt.Errorf("s3 %s %s/%s: %w", op, p.Bucket, p.Key, storeError(api.ErrInvalidRequest, err, true))
 		}
 	}
 	return fmt.Errorf("s3 %s %s/%s: %w", op, p.Bucket, p.Key, mapWriteError(err))

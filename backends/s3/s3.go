@@ -559,16 +559,16 @@ func mapWriteError(err error) error {
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode() {
 		case "PreconditionFailed", "NoSuchKey", "ConditionalRequestConflict":
-			return fmt.Errorf("%w: %w", api.ErrConcurrentModification, err)
+			return storeError(api.ErrConcurrentModification, err, false)
 		case "NoSuchBucket":
-			return fmt.Errorf("%w: %w", api.ErrNotFound, err)
+			return storeError(api.ErrNotFound, err, true)
 		}
 	}
 	switch statusCode(err) {
 	case http.StatusPreconditionFailed, http.StatusConflict:
-		return fmt.Errorf("%w: %w", api.ErrConcurrentModification, err)
+		return storeError(api.ErrConcurrentModification, err, false)
 	}
-	return upstream.Transport(err)
+	return storeError(classOf(upstream.Transport(err)), err, refusedOther(err))
 }
 
 // mapReadError maps the failure of a read: S3's 404 (NoSuchKey, or a
@@ -579,15 +579,17 @@ func mapReadError(err error) error {
 	var apiErr smithy.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode() {
-		case "NoSuchKey", "NoSuchBucket", "NotFound":
-			return fmt.Errorf("%w: %w", api.ErrNotFound, err)
+		case "NoSuchKey", "NoSuchBucket":
+			return storeError(api.ErrNotFound, err, true)
+		case "NotFound": // a HEAD's 404, which has no body to say which
+			return storeError(api.ErrNotFound, err, false)
 		case "PreconditionFailed":
-			return fmt.Errorf("%w: %w", api.ErrPreconditionFailed, err)
+			return storeError(api.ErrPreconditionFailed, err, true)
 		case "InvalidRange", "InvalidPartNumber":
-			return fmt.Errorf("%w: %w", api.ErrRangeNotSatisfiable, err)
+			return storeError(api.ErrRangeNotSatisfiable, err, true)
 		}
 	}
-	return upstream.ReadStatus(statusCode(err), err)
+	return storeError(classOf(upstream.ReadStatus(statusCode(err), err)), err, refusedOther(err))
 }
 
 // statusCode is the HTTP status of S3's answer, from the SDK's
