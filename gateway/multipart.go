@@ -478,9 +478,11 @@ func (g *Gateway) partBinding(ctx context.Context, path api.ObjectPath, uploadID
 // in.UploadID is the id the client sent, and token the token it sent
 // (zero: none), which boundUpload checks. It is refused, with nothing
 // stored, when the upload's token is below the resource's high-water
-// mark: *api.StaleTokenError (409), and the upload is aborted. An upload
-// that the gateway did not create, or that was completed, aborted or
-// expired, is api.ErrNotFound. The caller needs OpWrite on the resource.
+// mark: *api.StaleTokenError (409), and the upload is aborted; so is a
+// part sent later to an upload aborted so (finishedPart). An upload that
+// the gateway did not create, or that was completed, aborted by its
+// client or expired, is api.ErrNotFound. The caller needs OpWrite on the
+// resource.
 //
 // The check is not the fence: a mark raised while the part streams does
 // not stop it. The completion fences the object; refusing parts early
@@ -534,9 +536,11 @@ func (g *Gateway) CopyPart(ctx context.Context, in api.CopyPartInput, token api.
 // none): the request must be the creator's (boundUpload), since a
 // completion decides which parts make the object that the bound token
 // records. A stale upload is refused (*api.StaleTokenError, 409) and
-// aborted, so its parts do not linger. On success the binding is deleted
-// and the answer is the write's result, as a PUT's. The caller needs
-// OpWrite on the resource.
+// aborted, so its parts do not linger. On success the binding is kept
+// for finishedTTL marked completed, with the ETag and the parts' digest,
+// and the answer is the write's result, as a PUT's; a completion sent
+// again is answered from it (completedBefore). The caller needs OpWrite
+// on the resource.
 func (g *Gateway) CompleteUpload(ctx context.Context, path api.ObjectPath, uploadID string, token api.Token, parts []api.Part) (WriteResult, error) {
 	path, err := g.multipartPath(path)
 	if err != nil {
@@ -616,7 +620,9 @@ func (g *Gateway) completedBefore(ctx context.Context, b api.UploadBinding, dige
 	return WriteResult{}, g.finishedPart(ctx, b)
 }
 
-// AbortUpload aborts a bound upload and deletes its binding. uploadID is
+// AbortUpload aborts a bound upload and deletes its binding; an upload
+// the gateway aborted as stale is nil (204) with nothing sent, one it
+// completed api.ErrNotFound, as S3 answers them. uploadID is
 // the id the client sent and token the token it sent (zero: none): by the
 // creator's capability it needs none; by the store's id, the upload's
 // token or a larger one (boundUpload). An abort writes no object, so it

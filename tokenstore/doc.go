@@ -34,7 +34,9 @@
 //	                                 tells its age (clock.go)
 //	<prefix>uploads/<upload id>      a multipart upload's resource and
 //	                                 token, bound to a shared lease of the
-//	                                 upload TTL (uploads.go)
+//	                                 upload TTL; once completed or aborted
+//	                                 as stale, marked so on a shorter
+//	                                 lease (uploads.go)
 //	<prefix>turns/<name>             which gateway runs a background job
 //	                                 (the mark evictor), bound to a lease
 //	                                 its holder renews (turns.go)

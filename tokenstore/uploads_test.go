@@ -198,3 +198,51 @@ func TestUploadsUnavailable(t *testing.T) {
 		t.Fatalf("BindUpload with etcd down = %v; want ErrUnavailable", err)
 	}
 }
+
+// TestFinishUpload: FinishUpload replaces a binding with the same binding
+// marked finished (its state, ETag and parts digest read back), by its
+// revision when read, by its value when not; a binding that changed since
+// (finished already, or rebound) stays as it is.
+func TestFinishUpload(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	u := newUploads(t, newStore(t, etcd.Client(t)))
+	ctx := context.Background()
+	one := api.UploadBinding{UploadID: "upload-1", Resource: "s3/b/k", Token: 7, Secret: "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
+	two := api.UploadBinding{UploadID: "upload-2", Resource: "s3/b/k", Token: 8}
+	for _, ub := range []api.UploadBinding{one, two} {
+		if err := u.BindUpload(ctx, ub, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read, err := u.Upload(ctx, one.Resource, one.UploadID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := read
+	done.State, done.ETag, done.PartsDigest = api.UploadCompleted, `"etag-2"`, "digest"
+	if err := u.FinishUpload(ctx, done, time.Minute); err != nil {
+		t.Fatalf("FinishUpload(%+v) = %v", done, err)
+	}
+	got, err := u.Upload(ctx, one.Resource, one.UploadID)
+	if got.State != api.UploadCompleted || got.ETag != `"etag-2"` || got.PartsDigest != "digest" || got.Token != 7 || got.Secret != one.Secret || err != nil {
+		t.Fatalf("Upload after FinishUpload = %+v, %v; want %+v", got, err, done)
+	}
+	// The same revision again: the binding changed since, and stays.
+	again := read
+	again.State = api.UploadAbortedStale
+	if err := u.FinishUpload(ctx, again, time.Minute); err != nil {
+		t.Fatalf("FinishUpload of a changed binding = %v; want nil", err)
+	}
+	if got, _ := u.Upload(ctx, one.Resource, one.UploadID); got.State != api.UploadCompleted {
+		t.Fatalf("after FinishUpload of a changed binding, state %q; want it left completed", got.State)
+	}
+	// By value: the binding as bound, never read.
+	stale := two
+	stale.State = api.UploadAbortedStale
+	if err := u.FinishUpload(ctx, stale, time.Minute); err != nil {
+		t.Fatalf("FinishUpload(%+v) = %v", stale, err)
+	}
+	if got, err := u.Upload(ctx, two.Resource, two.UploadID); got.State != api.UploadAbortedStale || err != nil {
+		t.Fatalf("Upload after FinishUpload by value = %+v, %v; want aborted-stale", got, err)
+	}
+}
