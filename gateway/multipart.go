@@ -496,7 +496,22 @@ func (g *Gateway) UploadPart(ctx context.Context, in api.UploadPartInput, token 
 		return "", fmt.Errorf("%w: a part of %d bytes: must be 0 to 5GiB", api.ErrInvalidRequest, in.Size)
 	}
 	in.Path, in.UploadID = path, b.UploadID
-	return g.multipart.store.UploadPart(ctx, in)
+	etag, err := g.multipart.store.UploadPart(ctx, in)
+	return etag, g.partGone(ctx, b, err)
+}
+
+// partGone is err, a part's failure in the store, unless the store no
+// longer knew the upload because the gateway aborted it as stale while
+// the part was on its way (another part found it stale): then the stale
+// refusal, as a part sent after it gets (finishedPart).
+func (g *Gateway) partGone(ctx context.Context, b api.UploadBinding, err error) error {
+	if !errors.Is(err, api.ErrNotFound) {
+		return err
+	}
+	if now, lookErr := g.multipart.uploads.Upload(ctx, b.Resource, b.UploadID); lookErr == nil && now.State == api.UploadAbortedStale {
+		return g.finishedPart(ctx, now)
+	}
+	return err
 }
 
 // CopyPart stores one part of a bound upload copied from in.Source
@@ -517,7 +532,8 @@ func (g *Gateway) CopyPart(ctx context.Context, in api.CopyPartInput, token api.
 		return "", err
 	}
 	in.Path, in.UploadID = path, b.UploadID
-	return g.multipart.store.CopyPart(ctx, in)
+	etag, err := g.multipart.store.CopyPart(ctx, in)
+	return etag, g.partGone(ctx, b, err)
 }
 
 // CompleteUpload completes a bound upload from parts, fenced as a PUT is:
@@ -661,6 +677,12 @@ func (g *Gateway) AbortUpload(ctx context.Context, path api.ObjectPath, uploadID
 	if err == nil {
 		g.multipart.metrics.aborted.WithLabelValues(abortByClient).Inc()
 	}
+	if errors.Is(err, api.ErrNotFound) {
+		// The gateway may have aborted it as stale since it was read.
+		if now, lookErr := g.multipart.uploads.Upload(ctx, b.Resource, b.UploadID); lookErr == nil && now.State == api.UploadAbortedStale {
+			return nil
+		}
+	}
 	if err == nil || errors.Is(err, api.ErrNotFound) {
 		g.unbind(ctx, b)
 	}
@@ -716,16 +738,19 @@ func (g *Gateway) ListUploads(ctx context.Context, in api.ListUploadsInput) (api
 func (g *Gateway) abandon(ctx context.Context, path api.ObjectPath, b api.UploadBinding, reason, why string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if err := g.multipart.store.AbortUpload(ctx, path, b.UploadID); err != nil && !errors.Is(err, api.ErrNotFound) {
-		g.logger(ctx).Warn("abort of an upload failed", "bucket", path.Bucket, "key", path.Key, "why", why, "err", err)
-	}
 	if reason == abortStale {
 		// Kept a while, so that the client's own abort is answered 204
-		// and its late parts 409 rather than 404 (AbortUpload).
+		// and its late parts 409 rather than 404 (AbortUpload); marked
+		// before the abort, so that a request that finds the upload
+		// gone in S3 finds the mark too (partGone).
 		done := b
 		done.State = api.UploadAbortedStale
 		g.finish(ctx, done)
-	} else {
+	}
+	if err := g.multipart.store.AbortUpload(ctx, path, b.UploadID); err != nil && !errors.Is(err, api.ErrNotFound) {
+		g.logger(ctx).Warn("abort of an upload failed", "bucket", path.Bucket, "key", path.Key, "why", why, "err", err)
+	}
+	if reason != abortStale {
 		g.unbind(ctx, b)
 	}
 	g.multipart.metrics.aborted.WithLabelValues(reason).Inc()

@@ -245,7 +245,7 @@ func TestTracingMultipartOperations(t *testing.T) {
 			_, err := gw.CompleteUpload(ctx, p, upload.Capability(), 0, []api.Part{{Number: 1, ETag: "x"}})
 			return err
 		}, wantErr: api.ErrStaleToken, want: []span{
-			{"etcd upload", "ok"}, {"s3 observe", "ok"}, {"etcd fence_check", "stale"}, {"s3 abort_upload", "ok"}, {"etcd finish_upload", "ok"},
+			{"etcd upload", "ok"}, {"s3 observe", "ok"}, {"etcd fence_check", "stale"}, {"etcd finish_upload", "ok"}, {"s3 abort_upload", "ok"},
 		}, then: func(t *testing.T) {
 			if left := e.uploadsLeft(t); len(left) != 0 {
 				t.Fatalf("uploads left: %v; want the stale upload aborted", left)
@@ -372,7 +372,7 @@ func TestTracingCompletionLosesRace(t *testing.T) {
 		{"etcd upload", "ok"}, {"s3 observe", "ok"}, {"etcd fence_check", "accepted"},
 		{"s3 complete_upload", "precondition_failed"},
 		{"s3 observe", "ok"}, // the newer writer's token 6: stale
-		{"s3 abort_upload", "ok"}, {"etcd finish_upload", "ok"},
+		{"etcd finish_upload", "ok"}, {"s3 abort_upload", "ok"},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("children of the PUT in parts =\n%v;\nwant\n%v", got, want)
