@@ -363,6 +363,15 @@ func (s *server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	if obj.PartsCount != 0 {
 		h.Set("X-Amz-Mp-Parts-Count", strconv.FormatInt(int64(obj.PartsCount), 10))
 	}
+	// The store's checksums, when the client asked for them
+	// (x-amz-checksum-mode: ENABLED, see read.go), as S3 answers them: an
+	// SDK that asked validates the body against one, and warns on every
+	// read that carries none.
+	for _, c := range api.ChecksumHeaders {
+		if v := *c.Field(&obj.Checksums); v != "" {
+			h.Set(c.Name, v)
+		}
+	}
 	status := http.StatusOK
 	if obj.ContentRange != "" {
 		h.Set("Content-Range", obj.ContentRange)
