@@ -18,8 +18,10 @@ var (
 	ErrConcurrentModification = errors.New("concurrent modification")
 	ErrNotFound               = errors.New("not found")
 	// ErrPreconditionFailed means a read's If-Match or If-Unmodified-Since
-	// did not hold: S3 answered 412. (A conditional write that loses a
-	// race is ErrConcurrentModification instead.)
+	// did not hold (S3 answered 412), or a client's own condition on a
+	// write did not hold for the version the gateway observed. (A
+	// gateway's conditional write that loses a race is
+	// ErrConcurrentModification instead.)
 	ErrPreconditionFailed = errors.New("precondition failed")
 	// ErrRangeNotSatisfiable means a read's byte range starts past the
 	// object's end: S3 answered 416.

@@ -127,6 +127,35 @@ type GetObjectInput struct {
 	// gateway refuses a read with both (ErrInvalidRequest), and reads
 	// with it only from S3 buckets.
 	PartNumber int32
+	// ChecksumMode asks the store for the checksums it keeps of the
+	// object (S3's x-amz-checksum-mode: ENABLED), answered in
+	// Object.Checksums. False asks for none.
+	ChecksumMode bool
+}
+
+// ObjectChecksums are the checksums a store keeps of an object's content,
+// as S3 answers them to a read with checksum mode enabled: base64 values,
+// each empty when the store answered none of that algorithm.
+type ObjectChecksums struct {
+	CRC32, CRC32C, CRC64NVME, SHA1, SHA256 string
+	// Type is FULL_OBJECT or COMPOSITE (S3's x-amz-checksum-type); empty
+	// when the store did not say.
+	Type string
+}
+
+// ChecksumHeaders are ObjectChecksums' fields, each with the canonical
+// name of the S3 header it is answered in: the one list that the S3
+// backend reads and the S3 front door writes.
+var ChecksumHeaders = []struct {
+	Name  string
+	Field func(*ObjectChecksums) *string
+}{
+	{"X-Amz-Checksum-Crc32", func(c *ObjectChecksums) *string { return &c.CRC32 }},
+	{"X-Amz-Checksum-Crc32c", func(c *ObjectChecksums) *string { return &c.CRC32C }},
+	{"X-Amz-Checksum-Crc64nvme", func(c *ObjectChecksums) *string { return &c.CRC64NVME }},
+	{"X-Amz-Checksum-Sha1", func(c *ObjectChecksums) *string { return &c.SHA1 }},
+	{"X-Amz-Checksum-Sha256", func(c *ObjectChecksums) *string { return &c.SHA256 }},
+	{"X-Amz-Checksum-Type", func(c *ObjectChecksums) *string { return &c.Type }},
 }
 
 // Object is an object's content and metadata, as read back.
@@ -156,6 +185,10 @@ type Object struct {
 	// as S3 answers it to a read of one part (x-amz-mp-parts-count);
 	// zero when S3 did not say.
 	PartsCount int32
+	// Checksums are the store's checksums of the object, when the read
+	// asked for them (GetObjectInput.ChecksumMode) and the store has
+	// them; the zero value is none.
+	Checksums ObjectChecksums
 	// NotModified is true when the read's If-None-Match or
 	// If-Modified-Since did not hold (S3 answered 304). It is a result,
 	// not an error: Body is nil, Size zero, and ETag, LastModified,

@@ -558,6 +558,15 @@ func (g *Gateway) CopyPart(ctx context.Context, in api.CopyPartInput, token api.
 // again is answered from it (completedBefore). The caller needs OpWrite
 // on the resource.
 func (g *Gateway) CompleteUpload(ctx context.Context, path api.ObjectPath, uploadID string, token api.Token, parts []api.Part) (WriteResult, error) {
+	return g.CompleteUploadIf(ctx, path, uploadID, token, parts, WriteCondition{})
+}
+
+// CompleteUploadIf is CompleteUpload with the client's own precondition
+// cond, composed with the gateway's as a PUT's is (see WriteCondition):
+// one that fails is api.ErrPreconditionFailed, and the upload stays,
+// bound, for the client to complete again or abort, as S3 keeps it. The
+// zero value is none.
+func (g *Gateway) CompleteUploadIf(ctx context.Context, path api.ObjectPath, uploadID string, token api.Token, parts []api.Part, cond WriteCondition) (WriteResult, error) {
 	path, err := g.multipartPath(path)
 	if err != nil {
 		return WriteResult{}, err
@@ -577,7 +586,7 @@ func (g *Gateway) CompleteUpload(ctx context.Context, path api.ObjectPath, uploa
 	if b.State != api.UploadInProgress {
 		return g.completedBefore(ctx, b, digest)
 	}
-	fr := fencedRequest{path: path, resource: resource, token: b.Token}
+	fr := fencedRequest{path: path, resource: resource, token: b.Token, cond: cond}
 	stale := func(err error) (WriteResult, error) {
 		if errors.Is(err, api.ErrStaleToken) {
 			g.abandon(ctx, path, b, abortStale, "its token is stale")

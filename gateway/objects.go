@@ -58,6 +58,10 @@ type fencedRequest struct {
 	// (CreateUpload): TestHooks.AfterObserve and AfterFenceCheck, which
 	// stand between a write's steps, do not run for them.
 	noWrite bool
+	// cond is the client's own precondition (S3's conditional writes),
+	// checked against the observed version (see observeAndFence); the
+	// zero value is none, as on the REST API.
+	cond WriteCondition
 }
 
 // parseFenced runs the protocol's steps 1 and 2 for a REST request: parse
@@ -160,6 +164,17 @@ func (g *Gateway) observe(ctx context.Context, fr fencedRequest, from observatio
 // is read-only (FenceStore.CheckNotStale): still after the observation,
 // refusing a token below the mark, but raising none.
 //
+// A client's own condition (fr.cond, S3's If-Match and If-None-Match: *)
+// is checked against the version observed, after the object's recorded
+// token and before the fence check: one that fails is refused
+// (refuseCondition) without raising the mark. One that holds needs no
+// further check: the conditional write names exactly the version
+// observed, so if the store applies it, the condition still held when it
+// landed (see WriteCondition). A store that refuses the write's own
+// condition (a lost race) sends the caller here again, as without a
+// client condition, and the fresh observation decides again: 412 if the
+// client's condition no longer holds, a write if it does.
+//
 // It also reports whether the version came from the ETag cache, so that a
 // write that loses a race with it can forget the entry.
 func (g *Gateway) observeAndFence(ctx context.Context, fr fencedRequest, from observation, absent onAbsent) (api.ObjectVersion, bool, error) {
@@ -167,12 +182,20 @@ func (g *Gateway) observeAndFence(ctx context.Context, fr fencedRequest, from ob
 		return g.fenceThenObserve(ctx, fr, from)
 	}
 	seen, cached, err := g.observe(ctx, fr, from)
+	if err == nil && cached && !fr.cond.holds(seen) {
+		// A 412 must be true of the store, not of a cache entry that
+		// may be out of date: ask S3.
+		seen, cached, err = g.observe(ctx, fr, observeHead)
+	}
 	if err != nil {
 		return api.ObjectVersion{}, false, err
 	}
 	if seen.Token > fr.token {
 		noteStaleSource(ctx, staleFromObject)
 		return api.ObjectVersion{}, false, &api.StaleTokenError{Resource: fr.resource, Token: fr.token, HighWaterMark: seen.Token}
+	}
+	if !fr.cond.holds(seen) {
+		return api.ObjectVersion{}, false, g.refuseCondition(ctx, fr, seen)
 	}
 	if h := g.hooks.AfterObserve; h != nil && !fr.noWrite {
 		h(ctx, fr.resource, fr.token)
@@ -193,6 +216,25 @@ func (g *Gateway) observeAndFence(ctx context.Context, fr fencedRequest, from ob
 	return seen, cached, nil
 }
 
+// refuseCondition answers a write whose client condition (fr.cond) does
+// not hold for the version seen: api.ErrPreconditionFailed (412), with
+// nothing written. The fence check still runs, read-only
+// (FenceStore.CheckNotStale): a write that will not happen must not raise
+// the mark (a later writer between the mark and this token would be
+// refused for a version never written), but a stale token is still
+// answered as stale (409), whatever its condition says. A writer that was
+// fenced out learns that first, the one thing the gateway exists to tell
+// it, and its answer does not depend on the object it may no longer
+// write. The check is linearizable and marks only grow, so a token it
+// accepts was not stale when the version was observed either: the 412 is
+// true of that moment.
+func (g *Gateway) refuseCondition(ctx context.Context, fr fencedRequest, seen api.ObjectVersion) error {
+	if err := g.fences.CheckNotStale(ctx, fr.resource, fr.token); err != nil {
+		return err
+	}
+	return fr.cond.failed(seen)
+}
+
 // fenceThenObserve is the protocol with steps 3 and 4 swapped. It is
 // wrong, and exists only behind TestHooks.UnsafeFenceBeforeObserve.
 func (g *Gateway) fenceThenObserve(ctx context.Context, fr fencedRequest, from observation) (api.ObjectVersion, bool, error) {
@@ -205,6 +247,9 @@ func (g *Gateway) fenceThenObserve(ctx context.Context, fr fencedRequest, from o
 	seen, cached, err := g.observe(ctx, fr, from)
 	if err != nil {
 		return api.ObjectVersion{}, false, err
+	}
+	if !fr.cond.holds(seen) {
+		return api.ObjectVersion{}, false, fr.cond.failed(seen)
 	}
 	if h := g.hooks.AfterObserve; h != nil && !fr.noWrite {
 		h(ctx, fr.resource, fr.token)

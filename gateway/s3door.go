@@ -252,6 +252,10 @@ type PutRequest struct {
 	// Metadata is stored with the object (user metadata and standard
 	// headers), as the front door validated it; the zero value is none.
 	Metadata api.ObjectMetadata
+	// Condition is the client's own precondition: the write happens only
+	// if it holds too, else api.ErrPreconditionFailed and nothing changes
+	// (see WriteCondition). The zero value is none.
+	Condition WriteCondition
 }
 
 // PutFenced is the fenced write that PUT /v1/objects/... runs, for a
@@ -266,6 +270,7 @@ func (g *Gateway) PutFenced(ctx context.Context, in PutRequest) (WriteResult, er
 	if err != nil {
 		return WriteResult{}, err
 	}
+	fr.cond = in.Condition
 	from := &bodyErr{r: in.Body}
 	body, err := g.readBodyFrom(from, in.Size, nil)
 	if err != nil {

@@ -224,7 +224,11 @@ func (s *server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 	ctx := r.Context()
 	path, err := s.objectPath(rq.bucket, rq.key)
 	if err == nil {
-		err = refuseWriteConditions(r.Header)
+		err = refuseWriteHeaders(r.Header)
+	}
+	var cond gateway.WriteCondition
+	if err == nil {
+		cond, err = writeCondition(r)
 	}
 	var token api.Token
 	if err == nil {
@@ -250,7 +254,7 @@ func (s *server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 	for i, p := range req.Parts {
 		parts[i] = api.Part{Number: p.PartNumber, ETag: p.ETag}
 	}
-	res, err := s.gw.CompleteUpload(ctx, path, r.URL.Query().Get("uploadId"), token, parts)
+	res, err := s.gw.CompleteUploadIf(ctx, path, r.URL.Query().Get("uploadId"), token, parts, cond)
 	if err != nil {
 		s.writeError(w, r, rq, uploadError(err))
 		return

@@ -85,16 +85,28 @@ func fenceToken(r *http.Request, signedHeaders []string) (api.Token, error) {
 }
 
 // refuseWriteConditions refuses the headers of a write that the door
-// cannot honour rather than drop: a client's own If-Match or
-// If-None-Match (the gateway's conditional write names the version it
-// observed, not the client's), object lock, server-side encryption,
-// tagging, grants, and any canned ACL but "private". Dropping any of them
-// would do something else than the client asked for. x-amz-acl: private
-// (rclone sends it on every upload) asks for what every object the
-// gateway writes gets anyway: its owner is the gateway's own credentials'
-// account, and nobody else is granted anything.
+// cannot honour rather than drop (refuseWriteHeaders), and a client's own
+// If-Match or If-None-Match: PutObject and CompleteMultipartUpload honour
+// them (writeCondition), the other writes (DeleteObject, CopyObject,
+// CreateMultipartUpload) do not.
 func refuseWriteConditions(h http.Header) error {
-	for _, name := range []string{"If-Match", "If-None-Match", "X-Amz-Object-Lock-Mode", "X-Amz-Object-Lock-Retain-Until-Date",
+	for _, name := range []string{"If-Match", "If-None-Match"} {
+		if _, ok := h[name]; ok {
+			return fmt.Errorf("%w: the gateway does not honour %s on this write", errNotImplemented, name)
+		}
+	}
+	return refuseWriteHeaders(h)
+}
+
+// refuseWriteHeaders refuses the headers of a write that the door cannot
+// honour rather than drop: object lock, server-side encryption, tagging,
+// grants, and any canned ACL but "private". Dropping any of them would do
+// something else than the client asked for. x-amz-acl: private (rclone
+// sends it on every upload) asks for what every object the gateway writes
+// gets anyway: its owner is the gateway's own credentials' account, and
+// nobody else is granted anything.
+func refuseWriteHeaders(h http.Header) error {
+	for _, name := range []string{"X-Amz-Object-Lock-Mode", "X-Amz-Object-Lock-Retain-Until-Date",
 		"X-Amz-Object-Lock-Legal-Hold", "X-Amz-Server-Side-Encryption-Customer-Algorithm", "X-Amz-Server-Side-Encryption",
 		"X-Amz-Tagging", "X-Amz-Website-Redirect-Location", "X-Amz-Grant-Full-Control", "X-Amz-Grant-Read",
 		"X-Amz-Grant-Read-Acp", "X-Amz-Grant-Write-Acp"} {
@@ -116,7 +128,11 @@ func (s *server) putObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	ctx := r.Context()
 	path, token, err := s.fencedTarget(ctx, r, rq, gateway.OpWrite)
 	if err == nil {
-		err = refuseWriteConditions(r.Header)
+		err = refuseWriteHeaders(r.Header)
+	}
+	var cond gateway.WriteCondition
+	if err == nil {
+		cond, err = writeCondition(r)
 	}
 	var meta api.ObjectMetadata
 	if err == nil {
@@ -137,6 +153,7 @@ func (s *server) putObject(w http.ResponseWriter, r *http.Request, rq *request) 
 		Size:        rq.auth.DecodedContentLength,
 		ContentType: r.Header.Get("Content-Type"),
 		Metadata:    meta,
+		Condition:   cond,
 	})
 	if err != nil {
 		s.writeError(w, r, rq, err)
@@ -146,6 +163,43 @@ func (s *server) putObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	w.Header().Set(api.HeaderFenceToken, res.Token.String())
 	w.Header().Set("Content-Length", "0")
 	w.WriteHeader(http.StatusOK)
+}
+
+// writeCondition reads the client's own precondition of a PutObject or
+// CompleteMultipartUpload, as S3 takes it: If-None-Match: * (create
+// only) and If-Match with one entity tag or "*", an ETag without its
+// quotes compared as the quoted one (withQuotedEntityTags). The gateway
+// composes it with its own condition (gateway.WriteCondition): the write
+// happens only if both hold, else 412 PreconditionFailed and nothing
+// changes. A malformed or empty field, or several tags, is
+// InvalidRequest; If-None-Match with an entity tag is NotImplemented, as
+// on S3, which takes only "*" on a write. Neither field need be signed:
+// a condition can only keep a write from happening, never make one
+// happen.
+func writeCondition(r *http.Request) (gateway.WriteCondition, error) {
+	h := withQuotedEntityTags(r).Header
+	var cond gateway.WriteCondition
+	for _, name := range []string{"If-Match", "If-None-Match"} {
+		fields, ok := h[name]
+		if !ok {
+			continue
+		}
+		tag, err := gateway.EntityTag(fields)
+		if err == nil && tag == "" {
+			err = errors.New("no entity tag")
+		}
+		if err != nil {
+			return cond, fmt.Errorf("%w: %s: %w", api.ErrInvalidRequest, name, err)
+		}
+		if name == "If-Match" {
+			cond.IfMatch = tag
+		} else if tag != "*" {
+			return cond, fmt.Errorf("%w: If-None-Match on a write takes only *", errNotImplemented)
+		} else {
+			cond.IfNoneMatch = true
+		}
+	}
+	return cond, nil
 }
 
 // fencedTarget validates the object of a fenced write, checks that the
@@ -308,6 +362,15 @@ func (s *server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	}
 	if obj.PartsCount != 0 {
 		h.Set("X-Amz-Mp-Parts-Count", strconv.FormatInt(int64(obj.PartsCount), 10))
+	}
+	// The store's checksums, when the client asked for them
+	// (x-amz-checksum-mode: ENABLED, see read.go), as S3 answers them: an
+	// SDK that asked validates the body against one, and warns on every
+	// read that carries none.
+	for _, c := range api.ChecksumHeaders {
+		if v := *c.Field(&obj.Checksums); v != "" {
+			h.Set(c.Name, v)
+		}
 	}
 	status := http.StatusOK
 	if obj.ContentRange != "" {

@@ -45,6 +45,12 @@ func (s *server) readInput(r *http.Request, path api.ObjectPath) (api.GetObjectI
 	}
 	in, err := gateway.ReadInput(withQuotedEntityTags(r), path)
 	in.PartNumber = part
+	// S3 answers the object's checksums to a read of the whole object
+	// that asks with x-amz-checksum-mode: ENABLED (its one value; any
+	// other is none). A byte range or a part is read without them: the
+	// store's checksums are of the whole object, and a client that
+	// validated a range against one would refuse good bytes.
+	in.ChecksumMode = r.Header.Get("X-Amz-Checksum-Mode") == "ENABLED" && in.Range == "" && in.PartNumber == 0
 	return in, err
 }
 

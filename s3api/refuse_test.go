@@ -64,8 +64,9 @@ func TestEverythingElseIsRefused(t *testing.T) {
 		{method: "PUT", target: b + "/key?uploadId=u"},            // UploadPart without a part number
 		{method: "GET", target: b + "/key?uploads"},               // no such operation
 		{method: "POST", target: b + "/key?uploads", header: map[string]string{"X-Amz-Acl": "public-read"}},
-		{method: "PUT", target: b + "/key", header: map[string]string{"If-None-Match": "*"}},
-		{method: "PUT", target: b + "/key", header: map[string]string{"If-Match": `"abc"`}},
+		{method: "PUT", target: b + "/key", header: map[string]string{"If-None-Match": `"abc"`}}, // S3 takes only * on a write
+		{method: "POST", target: b + "/key?uploads", header: map[string]string{"If-None-Match": "*"}},
+		{method: "PUT", target: b + "/key", header: map[string]string{"If-Match": `"abc"`, "X-Amz-Copy-Source": d.bucket + "/key"}},
 		{method: "PUT", target: b + "/key", header: map[string]string{"X-Amz-Acl": "public-read"}},
 		{method: "PUT", target: b + "/key", header: map[string]string{"X-Amz-Acl": "private, public-read"}},
 		{method: "PUT", target: b + "/key", header: map[string]string{"X-Amz-Acl": "bucket-owner-full-control"}},

@@ -24,6 +24,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
@@ -411,6 +412,9 @@ func (c *Client) get(ctx context.Context, in api.GetObjectInput) (*api.Object, e
 	if in.PartNumber != 0 {
 		get.PartNumber = aws.Int32(in.PartNumber)
 	}
+	if in.ChecksumMode {
+		get.ChecksumMode = types.ChecksumModeEnabled
+	}
 	if in.IfMatch != "" {
 		get.IfMatch = aws.String(in.IfMatch)
 	}
@@ -446,6 +450,9 @@ func (c *Client) get(ctx context.Context, in api.GetObjectInput) (*api.Object, e
 		Token:        recordedToken(out.Metadata),
 		ContentRange: aws.ToString(out.ContentRange),
 		PartsCount:   aws.ToInt32(out.PartsCount),
+		Checksums: api.ObjectChecksums{CRC32: aws.ToString(out.ChecksumCRC32), CRC32C: aws.ToString(out.ChecksumCRC32C),
+			CRC64NVME: aws.ToString(out.ChecksumCRC64NVME), SHA1: aws.ToString(out.ChecksumSHA1), SHA256: aws.ToString(out.ChecksumSHA256),
+			Type: string(out.ChecksumType)},
 	}, nil
 }
 
@@ -471,6 +478,9 @@ func (c *Client) head(ctx context.Context, in api.GetObjectInput) (_ *api.Object
 	head := &s3.HeadObjectInput{Bucket: aws.String(p.Bucket), Key: aws.String(p.Key)}
 	if in.PartNumber != 0 {
 		head.PartNumber = aws.Int32(in.PartNumber)
+	}
+	if in.ChecksumMode {
+		head.ChecksumMode = types.ChecksumModeEnabled
 	}
 	if in.IfMatch != "" {
 		head.IfMatch = aws.String(in.IfMatch)
@@ -500,6 +510,9 @@ func (c *Client) head(ctx context.Context, in api.GetObjectInput) (_ *api.Object
 		Token:        recordedToken(out.Metadata),
 		ContentRange: aws.ToString(out.ContentRange),
 		PartsCount:   aws.ToInt32(out.PartsCount),
+		Checksums: api.ObjectChecksums{CRC32: aws.ToString(out.ChecksumCRC32), CRC32C: aws.ToString(out.ChecksumCRC32C),
+			CRC64NVME: aws.ToString(out.ChecksumCRC64NVME), SHA1: aws.ToString(out.ChecksumSHA1), SHA256: aws.ToString(out.ChecksumSHA256),
+			Type: string(out.ChecksumType)},
 	}, nil
 }
 

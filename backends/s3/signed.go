@@ -282,6 +282,9 @@ func (s *signedHTTP) head(ctx context.Context, in api.GetObjectInput) (obj *api.
 		query = "partNumber=" + strconv.FormatInt(int64(in.PartNumber), 10)
 	}
 	req, err := s.newRequest(ctx, ep, http.MethodHead, p.Key, query, nil, 0, func(h http.Header) {
+		if in.ChecksumMode {
+			h["X-Amz-Checksum-Mode"] = []string{"ENABLED"}
+		}
 		if in.IfMatch != "" {
 			h["If-Match"] = []string{in.IfMatch}
 		}
@@ -316,6 +319,9 @@ func (s *signedHTTP) head(ctx context.Context, in api.GetObjectInput) (obj *api.
 		ETag:         h.Get("ETag"),
 		ContentRange: h.Get("Content-Range"),
 		Metadata:     metadataFromHeaders(h),
+	}
+	for _, c := range api.ChecksumHeaders {
+		*c.Field(&obj.Checksums) = h.Get(c.Name)
 	}
 	if n, err := strconv.ParseInt(h.Get("X-Amz-Mp-Parts-Count"), 10, 32); err == nil && n > 0 {
 		obj.PartsCount = int32(n)
