@@ -180,13 +180,30 @@ func NewWorkload(cfg WorkloadConfig, cluster *Cluster, prefix string) *Workload 
 		cluster: cluster,
 		prefix:  prefix,
 		history: NewHistory(cfg.Clients),
-		http: &http.Client{Timeout: clientTimeout, Transport: &http.Transport{
+		http: &http.Client{Timeout: clientTimeout, Transport: authorizing{cluster, &http.Transport{
 			MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second,
-		}},
+		}}},
 		leases:       make(map[string]clientv3.LeaseID),
 		etaglessDone: make(chan struct{}),
 	}
 }
+
+// authorizing is a transport that sends the suite's bearer key with
+// every request (Cluster.Authorize): the gateways' auth config, which
+// their S3 API needs, makes the REST API ask for it.
+type authorizing struct {
+	cluster *Cluster
+	base    *http.Transport
+}
+
+func (a authorizing) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	a.cluster.Authorize(req)
+	return a.base.RoundTrip(req)
+}
+
+// CloseIdleConnections closes the base transport's idle connections.
+func (a authorizing) CloseIdleConnections() { a.base.CloseIdleConnections() }
 
 // resourcePrefix starts the resource names of the workload's objects:
 // "s3/robustness/" or "gcs/robustness-gcs/".
