@@ -227,10 +227,10 @@ func (w *Workload) multipartWrite(ctx context.Context, cs *clientState, key stri
 		// The part again, now stale if a newer holder took the lock: the
 		// gateway refuses it and aborts the upload.
 		part, ok = sendPart(2)
-	} else if ok && cs.rnd.IntN(2) == 0 {
+	} else if ok {
 		// Hold the upload open a while: a stale holder may find it.
 		select {
-		case <-time.After(time.Duration(100+cs.rnd.IntN(300)) * time.Millisecond):
+		case <-time.After(time.Duration(150+cs.rnd.IntN(300)) * time.Millisecond):
 		case <-ctx.Done():
 		}
 	}
@@ -273,7 +273,7 @@ func (w *Workload) abortOwn(ctx context.Context, cs *clientState, id, key string
 // larger token than its own, and aborts it by the store's id with its own
 // token, which the gateway must refuse. It reports whether it sent one.
 func (w *Workload) staleAbort(ctx context.Context, cs *clientState, key string, token api.Token, stop <-chan struct{}) bool {
-	for range 5 {
+	for range 10 {
 		g := w.gateway(cs.rnd)
 		ids, err := w.listUploads(ctx, g, key)
 		if err == nil {
@@ -288,7 +288,7 @@ func (w *Workload) staleAbort(ctx context.Context, cs *clientState, key string, 
 			}
 		}
 		select {
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(80 * time.Millisecond):
 		case <-stop:
 			return false
 		}

@@ -86,7 +86,7 @@ type WorkloadConfig struct {
 // are sized here but off: WithShapes turns them on, as TestRobustness does
 // by default.
 var DefaultWorkload = WorkloadConfig{Clients: 8, Objects: 4, ReadRatio: 0.2, StaleRatio: 0.15, RetryRatio: 0.5, MaxOpsPerClient: 400,
-	EtaglessObjects: 2, PartnerClients: 2, PartnerAccounts: 2, ImplausibleRatio: 0.1, MultipartRatio: 0.25, StaleAbortRatio: 0.6}
+	EtaglessObjects: 2, PartnerClients: 2, PartnerAccounts: 2, ImplausibleRatio: 0.1, MultipartRatio: 0.35, StaleAbortRatio: 0.7}
 
 // WithShapes returns cfg with the ETag-less shape in half the histories if
 // etagless, and the partner shape in half the histories if partners.
