@@ -24,7 +24,7 @@ type Violation struct {
 	// Check names the checker: linearizability, versions-monotonic,
 	// acked-committed, final-state, hwm-monotonic, hwm-covers,
 	// fence-before-forward, refused-not-written, refusal-grounded,
-	// members-agree, unexpected-answer; and for the partner shape
+	// members-agree, unexpected-answer, stale-abort; and for the partner shape
 	// partner-exclusive, partner-tokens-monotonic, partner-plausible,
 	// partner-at-most-once, partner-refused-not-forwarded,
 	// partner-acked-forwarded, partner-unexpected-answer.
@@ -187,6 +187,7 @@ var objectCheckers = []func(*indexedEvidence) []Violation{
 	checkRefusedNotWritten,
 	checkRefusalGrounded,
 	checkUnexpectedAnswers,
+	checkStaleAborts,
 }
 
 // indexedEvidence is Evidence with the indexes the checkers share.
@@ -871,11 +872,32 @@ func checkUnexpectedAnswers(ix *indexedEvidence) []Violation {
 	return out
 }
 
+// checkStaleAborts (stale-abort): no abort of a multipart upload by the
+// store's id (the id ListMultipartUploads shows to anyone who may read the
+// bucket) was accepted with a token below the token the upload is bound
+// to. Such an abort proves nothing but the token it carries; the gateway
+// takes the upload's token or a larger one (a newer holder clearing an
+// older holder's upload), and since the upload's create raised the mark
+// to its token, a smaller one is a stale holder's: 409 below the mark,
+// else 400. An accepted one would let a holder whose grant has passed
+// throw away a newer holder's upload.
+func checkStaleAborts(ix *indexedEvidence) []Violation {
+	var out []Violation
+	for _, op := range ix.Ops {
+		if op.Kind == OpUploadAbort && op.ByStoreID && op.Outcome == Acked && op.Token < op.UploadToken {
+			out = append(out, violation("stale-abort", "%s: abort %s of upload %s (bound to token %d) by the store's id with token %d was accepted (%d) by %s",
+				op.Key, op.ID, op.Upload, op.UploadToken, op.Token, op.Status, op.Gateway))
+		}
+	}
+	return out
+}
+
 // historyInvoked reports whether a write with token was invoked at or
-// before at.
+// before at. A multipart upload's create counts: its fence check raises
+// the mark to its token before any part is sent.
 func historyInvoked(ops []Op, token api.Token, at int64) bool {
 	for _, op := range ops {
-		if op.Kind.changes() && op.Token == token && op.Call <= at {
+		if (op.Kind.changes() || op.Kind == OpUploadCreate) && op.Token == token && op.Call <= at {
 			return true
 		}
 	}
@@ -913,8 +935,8 @@ type Summary struct {
 func Summarize(ops []Op) Summary {
 	var s Summary
 	for _, op := range ops {
-		if op.Kind == OpSeed {
-			continue // placed by the harness, not an operation of the workload
+		if op.Kind == OpSeed || op.Kind.upload() {
+			continue // placed by the harness, or a step of an upload (MultipartFigures counts those)
 		}
 		if op.Outcome == Failed {
 			s.FailedReads++

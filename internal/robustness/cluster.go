@@ -3,6 +3,9 @@ package robustness
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -94,6 +97,11 @@ type Cluster struct {
 	// Client reaches every member directly, for the harness and the
 	// workload's locks.
 	Client *clientv3.Client
+	// APIKey is the bearer key of the gateways' one identity
+	// (writeGatewayConfig), which every REST request must send
+	// (Cluster.Authorize); S3AccessKey and S3SecretKey are its S3 access
+	// key, for the S3 API.
+	APIKey, S3AccessKey, S3SecretKey string
 
 	idMu      sync.Mutex
 	memberIDs map[string]string // hex member id -> name
@@ -120,8 +128,9 @@ type Member struct {
 // Gateway is one fencegate process.
 type Gateway struct {
 	Name string
-	// URL is http://host:port of the gateway.
-	URL string
+	// URL is http://host:port of the gateway's REST API; S3URL of its S3
+	// API (the door of package s3api), which signs in with S3AccessKey.
+	URL, S3URL string
 	// EtcdLinks are its connections to each member, in member order.
 	EtcdLinks []*Proxy
 	// S3Link is its connection to the S3 proxy, GCSLink to the GCS proxy.
@@ -158,11 +167,11 @@ func BuildBinaries(ctx context.Context, dir string) (Binaries, error) {
 		if pkg == "fencegate/cmd/fencegate" {
 			args = []string{"build", "-tags", unsafeHooksBuildTag, "-o", out, pkg}
 		}
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		// No bound of its own: on a loaded machine a cold build can take
+		// long, and the test's -timeout (ctx) bounds it.
 		cmd := exec.CommandContext(ctx, goTool, args...)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		output, err := cmd.CombinedOutput()
-		cancel()
 		if err != nil {
 			return Binaries{}, fmt.Errorf("go build %s: %w\n%s", pkg, err, output)
 		}
@@ -182,7 +191,8 @@ func StartCluster(ctx context.Context, cfg ClusterConfig, bins Binaries) (_ *Clu
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	c := &Cluster{cfg: cfg, memberIDs: make(map[string]string)}
+	c := &Cluster{cfg: cfg, memberIDs: make(map[string]string),
+		APIKey: rand.Text(), S3AccessKey: S3AccessKeyID, S3SecretKey: rand.Text()}
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -242,11 +252,23 @@ func (c *Cluster) s3Dir() string { return filepath.Join(c.cfg.Dir, "s3") }
 // an extended attribute that only its own writes set.
 func (c *Cluster) BucketDir() string { return filepath.Join(c.s3Dir(), Bucket) }
 
+// S3AccessKeyID is the access key id of the gateways' identity on their
+// S3 API.
+const S3AccessKeyID = "RBROBUSTNESS"
+
 // writeGatewayConfig writes gateway's --config file: the partner route
-// PartnerRoute to c.Partner, with the resource accounts/{account}, and
-// the bucket GCSBucket in the gcs store at gcsEndpoint (its GCS link).
+// PartnerRoute to c.Partner, with the resource accounts/{account}; the
+// bucket GCSBucket in the gcs store at gcsEndpoint (its GCS link); and
+// one identity, the suite's, with c.APIKey for the REST API and the S3
+// access key c.S3AccessKey for the S3 API (whose secret is in a file next
+// to the config). The S3 API needs its access keys in the auth config,
+// which turns authentication on for the REST API too: so every request of
+// the suite carries the key (Cluster.Authorize). The grants cover what the
+// suite touches: objects in S3 and GCS, partner requests, and their marks.
 func (c *Cluster) writeGatewayConfig(gateway, gcsEndpoint string) (string, error) {
 	path := filepath.Join(c.cfg.Dir, gateway+".yaml")
+	secretFile := gateway + ".s3.secret"
+	keyHash := sha256.Sum256([]byte(c.APIKey))
 	config := fmt.Sprintf(`# The robustness suite's gateways: flags give the rest.
 partners:
   - name: %s
@@ -262,11 +284,34 @@ buckets:
   - name: %s
     store: gcs
     endpoint: %s
-`, PartnerRoute, c.Partner.URL(), partnerTimeout, partnerMaxWait, GCSBucket, gcsEndpoint)
+auth:
+  identities:
+    - name: robustness
+      grants:
+        - prefix: s3/
+          operations: [read, write, delete]
+        - prefix: gcs/
+          operations: [read, write, delete]
+        - prefix: partner/
+          operations: [read, write]
+      api_keys:
+        - sha256:%s
+      s3_keys:
+        - access_key_id: %s
+          secret_file: %s
+`, PartnerRoute, c.Partner.URL(), partnerTimeout, partnerMaxWait, GCSBucket, gcsEndpoint, hex.EncodeToString(keyHash[:]), c.S3AccessKey, secretFile)
 	if err := os.MkdirAll(c.cfg.Dir, 0o700); err != nil {
 		return "", err
 	}
+	if err := os.WriteFile(filepath.Join(c.cfg.Dir, secretFile), []byte(c.S3SecretKey+"\n"), 0o600); err != nil {
+		return "", err
+	}
 	return path, os.WriteFile(path, []byte(config), 0o600)
+}
+
+// Authorize adds the suite's bearer key to a REST request to a gateway.
+func (c *Cluster) Authorize(req *http.Request) {
+	req.Header.Set("Authorization", "Bearer "+c.APIKey)
 }
 
 // memberName returns the name of the member whose id is hex, or "".
@@ -530,14 +575,17 @@ func (c *Cluster) startGateway(ctx context.Context, bin, name string, index uint
 	}
 	hooks := append([]string{"pause-after-fence=" + g.Pause.Addr()}, c.cfg.Hooks...)
 	for attempt := 1; ; attempt++ {
-		port, err := devstack.FreePort()
+		ports, err := devstack.FreePorts(2)
 		if err != nil {
 			return err
 		}
+		port, s3Port := ports[0], ports[1]
 		g.URL = fmt.Sprintf("http://127.0.0.1:%d", port)
+		g.S3URL = fmt.Sprintf("http://127.0.0.1:%d", s3Port)
 		args := []string{"serve",
 			"--config", configFile,
 			"--listen", fmt.Sprintf("127.0.0.1:%d", port),
+			"--s3-listen", fmt.Sprintf("127.0.0.1:%d", s3Port),
 			"--etcd-endpoints", strings.Join(endpoints, ","),
 			"--etcd-prefix", EtcdPrefix,
 			"--etcd-request-timeout", etcdRequestTimeout.String(),

@@ -21,7 +21,15 @@
 // The workload (Workload) is clients that take an etcd lock per object
 // (concurrency.Mutex; the token is the create revision of the holder's
 // key) and write through random gateways; some stall past their lease
-// before writing, some retry ambiguous writes with the same token. The
+// before writing, some retry ambiguous writes with the same token. In
+// every S3 history some holders write by a multipart upload through the
+// gateways' S3 API instead (multipartWrite): created with their token,
+// completed by the id the create answered; some of these are overtaken,
+// their holder stalling past its lease between its part and its
+// completion, and stale holders abort newer holders' uploads by the
+// store's id with their stale token (staleAbort), which checkStaleAborts
+// wants refused. The gateways therefore run with an auth config (the S3
+// API needs access keys), and every REST request sends its bearer key. The
 // nemesis (Nemesis) injects at least two faults per history: SIGKILL of
 // the etcd leader or a follower, SIGSTOP of a member, the leader isolated,
 // a gateway cut off from etcd, 100±50 ms of delay, connections refused or

@@ -23,10 +23,25 @@ const (
 	// exists, records no token, and has no ETag (versitygw serves it
 	// without one). Its ID starts its body.
 	OpSeed
+	// OpUploadCreate is a CreateMultipartUpload through a gateway's S3
+	// API with the holder's token: its fence check raises the mark to the
+	// token, and the gateway binds the upload to it. It writes no object.
+	// The upload's completion is an OpWrite with the same ID and Upload.
+	OpUploadCreate
+	// OpUploadPart is an UploadPart of an upload, by the id its creator
+	// was answered (no token: the gateway fences it with the upload's).
+	OpUploadPart
+	// OpUploadAbort is an AbortMultipartUpload: by the creator's id, or
+	// (ByStoreID) by the store's id with the token in X-Fence-Token.
+	OpUploadAbort
 )
 
 // changes reports whether k is a fenced operation (a write or a delete).
 func (k OpKind) changes() bool { return k == OpWrite || k == OpDelete }
+
+// upload reports whether k is a step of a multipart upload other than its
+// completion (which is an OpWrite): it changes no object.
+func (k OpKind) upload() bool { return k == OpUploadCreate || k == OpUploadPart || k == OpUploadAbort }
 
 // Outcome is what the client learned of an operation.
 type Outcome int
@@ -101,6 +116,15 @@ type Op struct {
 	// that the write retried an ambiguous one with the same token.
 	Stale, Retry bool
 	Err          string
+	// Upload is the store's id of the multipart upload that an upload
+	// step, or a write that completed an upload (sent through a gateway's
+	// S3 API), acts on; "" for every other op. UploadToken is the token
+	// that upload is bound to (its creator's), and ByStoreID says an
+	// abort named the upload by the store's id, with Token in
+	// X-Fence-Token, not by the id its creator was answered.
+	Upload      string
+	UploadToken api.Token
+	ByStoreID   bool
 }
 
 // History collects a history's operations. It is safe for concurrent use.

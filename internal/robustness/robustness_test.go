@@ -133,6 +133,11 @@ func TestRobustness(t *testing.T) {
 	if len(report.Histories) == 0 || report.Ops == 0 {
 		t.Fatalf("the run checked nothing: %s", report.FinalLine())
 	}
+	// Every S3 history draws multipart uploads (MultipartRatio); a few
+	// histories make completions all but certain.
+	if report.store(api.StoreS3).Histories >= 4 && (report.Shapes.Multipart.Creates == 0 || report.Shapes.Multipart.Completes == 0) {
+		t.Fatalf("%d S3 histories, yet no multipart upload was created and completed: %s", report.store(api.StoreS3).Histories, report.FinalLine())
+	}
 }
 
 // testMutation runs a few histories of pauses between fence check and PUT

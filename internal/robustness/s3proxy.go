@@ -3,6 +3,7 @@ package robustness
 import (
 	"bytes"
 	"context"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -96,6 +97,17 @@ type StoreProxy struct {
 	keys   map[string]*sync.Mutex
 	// faults counts the injected faults by name.
 	faults map[string]int
+	// uploads are the multipart uploads S3 created, by S3's upload id:
+	// the token and op their create named, for the record of their
+	// completions.
+	uploads map[string]upload
+}
+
+// upload is what the create of a multipart upload named: the token of its
+// x-amz-meta-fence-token and the op of its Content-Type.
+type upload struct {
+	token api.Token
+	op    string
 }
 
 // NewS3Proxy starts one listener on 127.0.0.1 for each gateway name, all
@@ -114,6 +126,7 @@ func newStoreProxy(upstream string, gateways []string, seed uint64, handler func
 		rnd:       rand.New(rand.NewPCG(seed, 0x5eed)),
 		keys:      make(map[string]*sync.Mutex),
 		faults:    make(map[string]int),
+		uploads:   make(map[string]upload),
 	}
 	for _, gw := range gateways {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -254,7 +267,14 @@ func (p *StoreProxy) handler(gateway string) http.Handler {
 			p.forwardRecorded(w, r, rec, nil, s3Dialect)
 			return
 		}
-		if !isObjectWrite(r) {
+		switch {
+		case isUploadCreate(r):
+			p.forwardCreate(w, r)
+			return
+		case isUploadComplete(r):
+			p.forwardComplete(w, r, gateway)
+			return
+		case !isObjectWrite(r):
 			p.forward(w, r, nil)
 			return
 		}
@@ -298,6 +318,9 @@ type storeDialect struct {
 	name    string
 	fail    func(w http.ResponseWriter, status int, message string)
 	version func(resp *http.Response, body []byte) string
+	// committed, if set, tells from a 2xx answer's body whether the write
+	// committed; nil means it did.
+	committed func(body []byte) bool
 }
 
 // forwardRecorded forwards a write (or a delete: rec.Deleted, body nil)
@@ -316,7 +339,7 @@ func (p *StoreProxy) forwardRecorded(w http.ResponseWriter, r *http.Request, rec
 	rec.Forwarded = true
 	if err == nil {
 		rec.Status = resp.StatusCode
-		rec.Committed = resp.StatusCode/100 == 2
+		rec.Committed = resp.StatusCode/100 == 2 && (d.committed == nil || d.committed(respBody))
 		if rec.Committed && !rec.Deleted {
 			rec.ETag = d.version(resp, respBody)
 		}
@@ -339,6 +362,78 @@ func (p *StoreProxy) forwardRecorded(w http.ResponseWriter, r *http.Request, rec
 	default:
 		copyResponse(w, resp, respBody)
 	}
+}
+
+// isUploadCreate reports whether r is a CreateMultipartUpload (POST
+// ?uploads).
+func isUploadCreate(r *http.Request) bool {
+	return r.Method == http.MethodPost && objectKey(r) != "" && r.URL.Query().Has("uploads")
+}
+
+// isUploadComplete reports whether r is a CompleteMultipartUpload (POST
+// ?uploadId=ID).
+func isUploadComplete(r *http.Request) bool {
+	return r.Method == http.MethodPost && objectKey(r) != "" && r.URL.Query().Get("uploadId") != ""
+}
+
+// forwardCreate forwards a CreateMultipartUpload and notes the token and
+// op it names under the upload id S3 answers, for the record of the
+// upload's completion.
+func (p *StoreProxy) forwardCreate(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		http.Error(w, "s3 proxy: reading body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	resp, respBody, err := p.roundTrip(r, body)
+	if err != nil {
+		writeS3Error(w, http.StatusBadGateway, "InternalError", "s3 proxy: "+err.Error())
+		return
+	}
+	var created struct {
+		UploadID string `xml:"UploadId"`
+	}
+	if resp.StatusCode == http.StatusOK && xml.Unmarshal(respBody, &created) == nil && created.UploadID != "" {
+		p.mu.Lock()
+		p.uploads[created.UploadID] = upload{token: metadataToken(r.Header), op: opOf(nil, r.Header.Get("Content-Type"))}
+		p.mu.Unlock()
+	}
+	copyResponse(w, resp, respBody)
+}
+
+// forwardComplete forwards a CompleteMultipartUpload and records it as a
+// write of its object, with the token and op its upload's create named
+// and the version S3 answers. It injects no fault.
+func (p *StoreProxy) forwardComplete(w http.ResponseWriter, r *http.Request, gateway string) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		http.Error(w, "s3 proxy: reading body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	p.mu.Lock()
+	up := p.uploads[r.URL.Query().Get("uploadId")]
+	p.mu.Unlock()
+	rec := StoreWrite{Gateway: gateway, Key: objectKey(r), Token: up.token, Op: up.op, Condition: condition(r.Header), At: time.Now()}
+	p.forwardRecorded(w, r, rec, body, completeDialect)
+}
+
+// completeDialect is s3Dialect for completions: S3 names the new version
+// in the answer's XML, and may answer 200 with an error document (the
+// completion then committed nothing).
+var completeDialect = storeDialect{
+	name: "s3",
+	fail: s3Dialect.fail,
+	version: func(resp *http.Response, body []byte) string {
+		var result struct {
+			XMLName xml.Name
+			ETag    string `xml:"ETag"`
+		}
+		if xml.Unmarshal(body, &result) != nil || result.XMLName.Local != "CompleteMultipartUploadResult" {
+			return ""
+		}
+		return result.ETag
+	},
+	committed: func(body []byte) bool { return !bytes.Contains(body, []byte("<Error>")) },
 }
 
 // isObjectDelete reports whether r deletes one object (not a version, nor

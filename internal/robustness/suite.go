@@ -119,6 +119,65 @@ type ShapeFigures struct {
 	// that reached the partner, and ImplausibleRefused the requests with
 	// an implausible token answered 400 implausible-token.
 	PartnerRequests, PartnerForwarded, ImplausibleRefused int
+	// Multipart counts the multipart shape's uploads (MultipartFigures).
+	Multipart MultipartFigures
+}
+
+// MultipartFigures counts what the multipart shape did (multipartWrite,
+// staleAbort).
+type MultipartFigures struct {
+	// Creates counts the uploads created, Completes those completed (the
+	// acked completions), Overtaken those whose holder stalled past its
+	// lease before completing.
+	Creates, Completes, Overtaken int
+	// StaleRefused counts the parts and completions refused 409
+	// StaleFenceToken.
+	StaleRefused int
+	// StaleAborts counts the aborts of a newer holder's upload by the
+	// store's id with a stale token, and StaleAbortsRefused those the
+	// gateway refused (409, or 400 for a token not below the mark).
+	StaleAborts, StaleAbortsRefused int
+}
+
+// multipartFigures counts the multipart shape's uploads in ops.
+func multipartFigures(ops []Op) MultipartFigures {
+	var f MultipartFigures
+	for _, op := range ops {
+		switch {
+		case op.Kind == OpUploadCreate && op.Outcome == Acked:
+			f.Creates++
+			if op.Stale {
+				f.Overtaken++
+			}
+		case op.Kind == OpWrite && op.Upload != "" && op.Outcome == Acked:
+			f.Completes++
+		case op.Kind == OpUploadAbort && op.ByStoreID:
+			f.StaleAborts++
+			if op.Outcome == RefusedStale || op.Outcome == Refused {
+				f.StaleAbortsRefused++
+			}
+		}
+		if (op.Kind == OpUploadPart || op.Kind == OpWrite && op.Upload != "") && op.Outcome == RefusedStale {
+			f.StaleRefused++
+		}
+	}
+	return f
+}
+
+// add adds o's counts to f's.
+func (f *MultipartFigures) add(o MultipartFigures) {
+	f.Creates += o.Creates
+	f.Completes += o.Completes
+	f.Overtaken += o.Overtaken
+	f.StaleRefused += o.StaleRefused
+	f.StaleAborts += o.StaleAborts
+	f.StaleAbortsRefused += o.StaleAbortsRefused
+}
+
+// String is the figures, for a history's line.
+func (f MultipartFigures) String() string {
+	return fmt.Sprintf("mp_creates=%d mp_completes=%d mp_overtaken=%d mp_stale_refused=%d mp_stale_aborts=%d mp_stale_aborts_refused=%d",
+		f.Creates, f.Completes, f.Overtaken, f.StaleRefused, f.StaleAborts, f.StaleAbortsRefused)
 }
 
 // add adds o's counts to f's.
@@ -129,6 +188,7 @@ func (f *ShapeFigures) add(o ShapeFigures) {
 	f.PartnerRequests += o.PartnerRequests
 	f.PartnerForwarded += o.PartnerForwarded
 	f.ImplausibleRefused += o.ImplausibleRefused
+	f.Multipart.add(o.Multipart)
 }
 
 // String is the figures, for a history's line.
@@ -140,12 +200,15 @@ func (f ShapeFigures) String() string {
 	if f.PartnerRequests > 0 {
 		parts = append(parts, fmt.Sprintf("partner_requests=%d forwarded=%d implausible_refused=%d", f.PartnerRequests, f.PartnerForwarded, f.ImplausibleRefused))
 	}
+	if f.Multipart != (MultipartFigures{}) {
+		parts = append(parts, f.Multipart.String())
+	}
 	return strings.Join(parts, " ")
 }
 
 // shapeFigures counts what the shapes did in a history, from its evidence.
 func shapeFigures(ev Evidence, etaglessHeld int) ShapeFigures {
-	f := ShapeFigures{EtaglessHeld: etaglessHeld}
+	f := ShapeFigures{EtaglessHeld: etaglessHeld, Multipart: multipartFigures(ev.Ops)}
 	seeded := make(map[string]bool)
 	for _, op := range ev.Ops {
 		if op.Kind == OpSeed {
@@ -224,10 +287,10 @@ func (r SuiteReport) FinalLine() string {
 	s3, gcs := r.store(api.StoreS3), r.store(api.StoreGCS)
 	return fmt.Sprintf("robustness: histories=%d s3=%d gcs=%d same_bytes=%d faults=%d ops=%d stale_refused=%d ambiguous=%d "+
 		"etagless=%d etagless_refused=%d partner_requests=%d partner_forwarded=%d implausible_refused=%d compacted=%d retention=%d evicted=%d "+
-		"aba=%d s3_aba=%d gcs_aba=%d gcs_aba_refused=%d violations=%d s3_violations=%d gcs_violations=%d",
+		"%s aba=%d s3_aba=%d gcs_aba=%d gcs_aba_refused=%d violations=%d s3_violations=%d gcs_violations=%d",
 		len(r.Histories), s3.Histories, gcs.Histories, r.SameBytes, faults, r.Ops, r.StaleRefused, r.Ambiguous,
 		r.Shapes.Etagless, r.Shapes.EtaglessRefused, r.Shapes.PartnerRequests, r.Shapes.PartnerForwarded, r.Shapes.ImplausibleRefused,
-		r.Compacted, r.Retained, r.Evicted, r.Findings["etag-aba"], s3.ABA, gcs.ABA, gcs.ABARefused, r.Violations, s3.Violations, gcs.Violations)
+		r.Compacted, r.Retained, r.Evicted, r.Shapes.Multipart, r.Findings["etag-aba"], s3.ABA, gcs.ABA, gcs.ABARefused, r.Violations, s3.Violations, gcs.Violations)
 }
 
 // store returns the figures of store (zero if it ran no history).

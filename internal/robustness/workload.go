@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/minio/minio-go/v7"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
@@ -69,6 +70,15 @@ type WorkloadConfig struct {
 	// Store is the store of the history's bucket: api.StoreS3 (Bucket;
 	// empty means it) or api.StoreGCS (GCSBucket).
 	Store string
+	// MultipartRatio is the share of lock grants, in an S3 history, after
+	// which the holder writes by a multipart upload through a gateway's
+	// S3 API (multipartWrite) instead of PUTs; a stale holder stalls
+	// between its part and its completion. StaleAbortRatio is the share
+	// of stale holders, in an S3 history, that first try to abort a newer
+	// holder's upload by the store's id with their stale token
+	// (staleAbort). GCS buckets answer multipart 501: a GCS history has
+	// neither.
+	MultipartRatio, StaleAbortRatio float64
 }
 
 // DefaultWorkload is the workload of the suite's histories. The two newer
@@ -76,7 +86,7 @@ type WorkloadConfig struct {
 // are sized here but off: WithShapes turns them on, as TestRobustness does
 // by default.
 var DefaultWorkload = WorkloadConfig{Clients: 8, Objects: 4, ReadRatio: 0.2, StaleRatio: 0.15, RetryRatio: 0.5, MaxOpsPerClient: 400,
-	EtaglessObjects: 2, PartnerClients: 2, PartnerAccounts: 2, ImplausibleRatio: 0.1}
+	EtaglessObjects: 2, PartnerClients: 2, PartnerAccounts: 2, ImplausibleRatio: 0.1, MultipartRatio: 0.35, StaleAbortRatio: 0.7}
 
 // WithShapes returns cfg with the ETag-less shape in half the histories if
 // etagless, and the partner shape in half the histories if partners.
@@ -119,6 +129,7 @@ func (cfg WorkloadConfig) onStore(store string) WorkloadConfig {
 	cfg.Store = store
 	if store == api.StoreGCS {
 		cfg.EtaglessObjects = 0
+		cfg.MultipartRatio, cfg.StaleAbortRatio = 0, 0
 	}
 	return cfg
 }
@@ -171,22 +182,55 @@ type Workload struct {
 
 	partnerMu  sync.Mutex
 	partnerOps []PartnerOp
+
+	// cores are the clients of each gateway's S3 API, by gateway name;
+	// s3http sends the S3 requests minio-go cannot shape.
+	cores  map[string]*minio.Core
+	s3http *http.Client
+	// uploads holds the token each upload the workload created is bound
+	// to, by the store's upload id.
+	uploadMu sync.Mutex
+	uploads  map[string]api.Token
 }
 
 // NewWorkload returns a workload on keys prefix+"obj-N".
 func NewWorkload(cfg WorkloadConfig, cluster *Cluster, prefix string) *Workload {
+	cores, s3http, err := doorClients(cluster)
+	if err != nil {
+		panic(err) // the gateways' S3 URLs are the harness's own: a bug
+	}
 	return &Workload{
+		cores:   cores,
+		s3http:  s3http,
+		uploads: make(map[string]api.Token),
 		cfg:     cfg,
 		cluster: cluster,
 		prefix:  prefix,
 		history: NewHistory(cfg.Clients),
-		http: &http.Client{Timeout: clientTimeout, Transport: &http.Transport{
+		http: &http.Client{Timeout: clientTimeout, Transport: authorizing{cluster, &http.Transport{
 			MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second,
-		}},
+		}}},
 		leases:       make(map[string]clientv3.LeaseID),
 		etaglessDone: make(chan struct{}),
 	}
 }
+
+// authorizing is a transport that sends the suite's bearer key with
+// every request (Cluster.Authorize): the gateways' auth config, which
+// their S3 API needs, makes the REST API ask for it.
+type authorizing struct {
+	cluster *Cluster
+	base    *http.Transport
+}
+
+func (a authorizing) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	a.cluster.Authorize(req)
+	return a.base.RoundTrip(req)
+}
+
+// CloseIdleConnections closes the base transport's idle connections.
+func (a authorizing) CloseIdleConnections() { a.base.CloseIdleConnections() }
 
 // resourcePrefix starts the resource names of the workload's objects:
 // "s3/robustness/" or "gcs/robustness-gcs/".
@@ -220,7 +264,10 @@ func (w *Workload) EtaglessKeys() []string {
 }
 
 // Close releases idle connections.
-func (w *Workload) Close() { w.http.CloseIdleConnections() }
+func (w *Workload) Close() {
+	w.http.CloseIdleConnections()
+	w.s3http.CloseIdleConnections()
+}
 
 // Run runs the clients until stop is closed or each has done its
 // operations. PlaceEtagless must have placed the ETag-less objects.
@@ -324,16 +371,34 @@ func (w *Workload) lockedWrites(ctx context.Context, cs *clientState, key string
 	w.recordLease(key, token, session.Lease())
 
 	stale := cs.rnd.Float64() < w.cfg.StaleRatio
-	if stale {
-		// Stall past the lease: stop renewing it and wait until the lock
-		// key is gone, then a little more, so that others can take the
-		// lock and write.
+	// Stall past the lease: stop renewing it and wait until the lock key
+	// is gone, then a little more, so that others can take the lock and
+	// write.
+	stall := func() {
 		session.Orphan()
 		w.waitGone(ctx, mutex.Key(), 3*time.Second, stop)
 		select {
 		case <-time.After(time.Duration(100+cs.rnd.IntN(500)) * time.Millisecond):
 		case <-stop:
 		}
+		if cs.rnd.Float64() < w.cfg.StaleAbortRatio {
+			w.staleAbort(ctx, cs, key, token, stop)
+		}
+	}
+	if strings.Contains(key, "/obj-") && cs.rnd.Float64() < w.cfg.MultipartRatio {
+		if !stale {
+			stall = nil
+		}
+		w.multipartWrite(ctx, cs, key, token, stall)
+		if !stale {
+			unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			_ = mutex.Unlock(unlockCtx)
+			cancel()
+		}
+		return nil
+	}
+	if stale {
+		stall()
 	}
 	writes := 1 + cs.rnd.IntN(4)
 	for i := 0; i < writes && cs.ops < w.cfg.MaxOpsPerClient; i++ {
