@@ -9,7 +9,7 @@ FAKE_GCS_VERSION    := v1.56.1
 STATICCHECK_VERSION := v0.8.2
 
 # How long `make test` may run, and how long `make fuzz` runs each target.
-TEST_TIMEOUT ?= 20m
+TEST_TIMEOUT ?= 30m
 FUZZTIME     ?= 20s
 # How many histories `make soak` runs (`make robustness` runs 24).
 N ?= 200

@@ -500,15 +500,20 @@ func (g *Gateway) UploadPart(ctx context.Context, in api.UploadPartInput, token 
 	return etag, g.partGone(ctx, b, err)
 }
 
-// partGone is err, a part's failure in the store, unless the store no
-// longer knew the upload because the gateway aborted it as stale while
-// the part was on its way (another part found it stale): then the stale
-// refusal, as a part sent after it gets (finishedPart).
+// partGone is err, a part's failure in the store, unless the gateway
+// aborted the upload as stale while the part was on its way (another part
+// found it stale): then the stale refusal, as a part sent after it gets
+// (finishedPart). Whatever the store answers a part whose upload it
+// removes under it (NoSuchUpload, a dropped connection, a refusal of a
+// body cut short) is explained by the abort,
+// and the SDKs report an upload's first failure: it must say "fenced".
+// Only a failed part pays the binding's read.
 func (g *Gateway) partGone(ctx context.Context, b api.UploadBinding, err error) error {
-	if !errors.Is(err, api.ErrNotFound) {
-		return err
+	if err == nil {
+		return nil
 	}
-	if now, lookErr := g.multipart.uploads.Upload(ctx, b.Resource, b.UploadID); lookErr == nil && now.State == api.UploadAbortedStale {
+	now, lookErr := g.multipart.uploads.Upload(ctx, b.Resource, b.UploadID)
+	if lookErr == nil && now.State == api.UploadAbortedStale {
 		return g.finishedPart(ctx, now)
 	}
 	return err

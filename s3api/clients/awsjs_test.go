@@ -310,8 +310,10 @@ func TestAWSJSCopyListRangeDelete(t *testing.T) {
 }
 
 // TestAWSJSIncompleteUploads: an upload started with one part and left
-// incomplete is listed by ListMultipartUploads and removed by
-// AbortMultipartUpload; versitygw then holds no upload of the key.
+// incomplete is listed by ListMultipartUploads, under the store's id (the
+// part of the creator's id before its "."; the secret after it is told to
+// the creator only), and removed by AbortMultipartUpload with the id the
+// creator was answered; versitygw then holds no upload of the key.
 func TestAWSJSIncompleteUploads(t *testing.T) {
 	overHTTPAndTLS(t, func(t *testing.T, d *door, js *awsJS) {
 		key := "incomplete/obj"
@@ -320,9 +322,13 @@ func TestAWSJSIncompleteUploads(t *testing.T) {
 			t.Fatalf("start-upload: exit %d, %v\n%s", exitCode(err), err, printed)
 		}
 		uploadID := strings.TrimSpace(string(out))
+		storeID, secret, ok := strings.Cut(uploadID, ".")
+		if !ok || storeID == "" || secret == "" {
+			t.Fatalf("CreateMultipartUpload answered %q; want the store's id, \".\" and the creator's secret", uploadID)
+		}
 		listed, printed, err := js.run("uploads", d.bucket, "incomplete/")
-		if err != nil || strings.TrimSpace(string(listed)) != key+" "+uploadID {
-			t.Fatalf("uploads: exit %d (%v), printed %q; want %q\n%s", exitCode(err), err, listed, key+" "+uploadID, printed)
+		if err != nil || strings.TrimSpace(string(listed)) != key+" "+storeID {
+			t.Fatalf("uploads: exit %d (%v), printed %q; want %q (the store's id, without the secret)\n%s", exitCode(err), err, listed, key+" "+storeID, printed)
 		}
 		if printed, err := js.runPrinted("abort", d.bucket, key, uploadID); err != nil {
 			t.Fatalf("abort: exit %d, %v\n%s", exitCode(err), err, printed)
