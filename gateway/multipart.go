@@ -505,9 +505,9 @@ func (g *Gateway) UploadPart(ctx context.Context, in api.UploadPartInput, token 
 // found it stale): then the stale refusal, as a part sent after it gets
 // (finishedPart). Whatever the store answers a part whose upload it
 // removes under it (NoSuchUpload, a dropped connection, a refusal of a
-// body cut short) is explained by the abort,
-// and the SDKs report an upload's first failure: it must say "fenced".
-// Only a failed part pays the binding's read.
+// body cut short) is explained by the abort, and the SDKs report an
+// upload's first failure: it must say "fenced". Only a failed part pays
+// the binding's read.
 func (g *Gateway) partGone(ctx context.Context, b api.UploadBinding, err error) error {
 	if err == nil {
 		return nil

@@ -322,8 +322,8 @@ func TestAWSJSIncompleteUploads(t *testing.T) {
 			t.Fatalf("start-upload: exit %d, %v\n%s", exitCode(err), err, printed)
 		}
 		uploadID := strings.TrimSpace(string(out))
-		storeID, secret, ok := strings.Cut(uploadID, ".")
-		if !ok || storeID == "" || secret == "" {
+		storeID, _, ok := api.SplitCapability(uploadID)
+		if !ok {
 			t.Fatalf("CreateMultipartUpload answered %q; want the store's id, \".\" and the creator's secret", uploadID)
 		}
 		listed, printed, err := js.run("uploads", d.bucket, "incomplete/")
