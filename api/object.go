@@ -57,6 +57,13 @@ type ObjectMetadata struct {
 	ContentEncoding    string
 	ContentLanguage    string
 	Expires            string
+	// Tags are the object's tags (S3's object tagging), key to value, as
+	// the front door validated them (S3's rules, see package s3api): a
+	// write stores exactly these, replacing the tags of the version it
+	// replaces. Nil or empty means none. Reads leave it nil: a store
+	// answers tags on their own (a separate request), not with the
+	// object. Stores without tags (GCS) refuse a write that has some.
+	Tags map[string]string
 }
 
 // MetadataHeaders are ObjectMetadata's fields but User, each with the

@@ -391,7 +391,7 @@ func recordedToken(meta map[string]string) api.Token {
 }
 
 // refuses says why a GCS object cannot keep m, or nil: GCS has no
-// Expires, and serves an object with a Content-Encoding decoded
+// Expires and no object tags, and serves an object with a Content-Encoding decoded
 // (decompressive transcoding; the JSON API reads of this package cannot
 // ask for the stored bytes), which would answer a Content-Encoding with
 // bytes not in it. Put refuses such a write before sending it; the S3
@@ -403,6 +403,8 @@ func refuses(m api.ObjectMetadata) error {
 		return errors.New("GCS keeps no Expires")
 	case m.ContentEncoding != "":
 		return errors.New("the gateway stores no Content-Encoding in GCS, which would serve the object decoded")
+	case len(m.Tags) != 0:
+		return errors.New("GCS objects have no tags")
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package s3
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -115,4 +116,17 @@ func metadataFromSDK(user map[string]string, cacheControl, contentDisposition, c
 		m.User[name] = v
 	}
 	return m
+}
+
+// tagging is the x-amz-tagging of a write of m: its tags as a URL query
+// ("a=1&b=2"), as S3 takes them; "" when it has none.
+func tagging(m api.ObjectMetadata) string {
+	if len(m.Tags) == 0 {
+		return ""
+	}
+	q := make(url.Values, len(m.Tags))
+	for k, v := range m.Tags {
+		q.Set(k, v)
+	}
+	return q.Encode()
 }

@@ -59,6 +59,7 @@ func (c *Client) CreateUpload(ctx context.Context, in api.CreateUploadInput) (st
 		ContentEncoding:    optional(in.Metadata.ContentEncoding),
 		ContentLanguage:    optional(in.Metadata.ContentLanguage),
 		Expires:            sdkExpires(in.Metadata),
+		Tagging:            optional(tagging(in.Metadata)),
 	}
 	if in.ContentType != "" {
 		create.ContentType = aws.String(in.ContentType)

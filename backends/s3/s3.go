@@ -262,6 +262,7 @@ func (c *Client) Put(ctx context.Context, in api.PutObjectInput) (etag string, e
 		ContentEncoding:    optional(in.Metadata.ContentEncoding),
 		ContentLanguage:    optional(in.Metadata.ContentLanguage),
 		Expires:            sdkExpires(in.Metadata),
+		Tagging:            optional(tagging(in.Metadata)),
 	}
 	if in.ContentType != "" {
 		put.ContentType = aws.String(in.ContentType)

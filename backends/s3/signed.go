@@ -250,6 +250,9 @@ func (s *signedHTTP) put(ctx context.Context, in api.PutObjectInput, cond condit
 			h[cond.header] = []string{cond.value}
 		}
 		setMetadataHeaders(h, in.Metadata)
+		if t := tagging(in.Metadata); t != "" {
+			h["X-Amz-Tagging"] = []string{t}
+		}
 		h[fenceTokenHeader] = []string{in.Token.String()}
 		if in.Size >= continueThreshold {
 			h["Expect"] = []string{"100-continue"}

@@ -100,3 +100,20 @@ func (r *Router) Get(ctx context.Context, in api.GetObjectInput) (*api.Object, e
 func (r *Router) Head(ctx context.Context, in api.GetObjectInput) (*api.Object, error) {
 	return r.of(in.Path.Bucket).Store.Head(ctx, in)
 }
+
+// Tagged is a Store whose objects have tags (S3's object tagging), such
+// as *s3.Client.
+type Tagged interface {
+	Tags(ctx context.Context, path api.ObjectPath) (map[string]string, error)
+}
+
+// Tags is the bucket's store's Tags. A store without tags (GCS) answers
+// api.ErrInvalidRequest, and nothing is sent.
+func (r *Router) Tags(ctx context.Context, p api.ObjectPath) (map[string]string, error) {
+	s := r.of(p.Bucket)
+	tagged, ok := s.Store.(Tagged)
+	if !ok {
+		return nil, fmt.Errorf("%w: objects in %s buckets have no tags", api.ErrInvalidRequest, s.Name)
+	}
+	return tagged.Tags(ctx, p)
+}
