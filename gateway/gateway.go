@@ -258,7 +258,10 @@ type Gateway struct {
 	objects ObjectStore
 	// stores names the store of each bucket; nil when objects is not a
 	// BucketStores (every bucket is in S3).
-	stores   BucketStores
+	stores BucketStores
+	// tags reads objects' tags; nil when objects is not a TagReader (no
+	// object has tags).
+	tags     TagReader
 	hooks    TestHooks
 	etags    *etagCache  // nil when Config.ETagCacheEntries is negative
 	bodies   *bodyBudget // the memory of buffered bodies (Config.BufferBudgetBytes)
@@ -316,13 +319,14 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	// The stores are wrapped with instrumented ones: the fence checks and
 	// S3 requests are timed and counted without touching the write path.
 	stores, _ := objects.(BucketStores)
+	tags, _ := objects.(TagReader)
 	bodies := &bodyBudget{limit: cfg.BufferBudgetBytes}
 	m := newMetrics(bodies)
 	fences = &instrumentedFences{FenceStore: fences, m: m}
 	feed := newEventFeed(cfg, m)
 	fences = &eventFences{FenceStore: fences, hub: feed.hub}
 	objects = &instrumentedObjects{ObjectStore: objects, m: m}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, fences: fences, objects: objects, stores: stores, etags: newETagCache(cfg.ETagCacheEntries, cfg.ETagCacheMaxAge, cfg.Now), bodies: bodies, metrics: m,
+	g := &Gateway{cfg: cfg, log: cfg.Logger, fences: fences, objects: objects, stores: stores, tags: tags, etags: newETagCache(cfg.ETagCacheEntries, cfg.ETagCacheMaxAge, cfg.Now), bodies: bodies, metrics: m,
 		authLines: newLineLimiter(cfg.Now, cfg.AuthRefusalLogRate, cfg.AuthRefusalLogBurst), readiness: newReadiness(cfg), events: feed}
 	if g.readiness.space != nil {
 		m.registry.MustRegister(newSpaceCollector(g.readiness))

@@ -59,6 +59,16 @@ type ObjectReader interface {
 	Head(ctx context.Context, in api.GetObjectInput) (*api.Object, error)
 }
 
+// TagReader reads objects' tags (S3's object tagging). The S3 backend
+// implements it; a store without one keeps no tags.
+type TagReader interface {
+	// Tags returns the tags of the object's current version, key to
+	// value (none: empty). A missing object is api.ErrNotFound. They are
+	// read apart from the object's bytes, so a write in between makes
+	// them another version's.
+	Tags(ctx context.Context, path api.ObjectPath) (map[string]string, error)
+}
+
 // ObjectStore is what the object routes need of a backend.
 type ObjectStore interface {
 	ObjectWriter
