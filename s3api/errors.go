@@ -52,6 +52,8 @@ var s3Codes = []s3Code{
 	{errEntityTooLarge, "EntityTooLarge", http.StatusBadRequest},
 	{errMetadataTooLarge, "MetadataTooLarge", http.StatusBadRequest}, // metadata.go
 	{errNoSuchUpload, "NoSuchUpload", http.StatusNotFound},           // multipart.go
+	{errInvalidTag, "InvalidTag", http.StatusBadRequest},             // tagging.go
+	{errTooManyTags, "BadRequest", http.StatusBadRequest},            // tagging.go
 	// read.go:
 	{errInvalidPartNumber, "InvalidPartNumber", http.StatusRequestedRangeNotSatisfiable},
 

@@ -106,6 +106,9 @@ func (s *server) createMultipartUpload(w http.ResponseWriter, r *http.Request, r
 	if err == nil {
 		meta, err = objectMetadata(r, token, path.Store)
 	}
+	if err == nil {
+		meta.Tags, err = writeTags(r.Header, path.Store) // tagging.go
+	}
 	if err != nil {
 		s.writeError(w, r, rq, err)
 		return
@@ -225,6 +228,9 @@ func (s *server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 	path, err := s.objectPath(rq.bucket, rq.key)
 	if err == nil {
 		err = refuseWriteHeaders(r.Header)
+	}
+	if err == nil {
+		err = refuseTagging(r.Header)
 	}
 	var cond gateway.WriteCondition
 	if err == nil {

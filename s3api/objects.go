@@ -99,8 +99,10 @@ func refuseWriteConditions(h http.Header) error {
 }
 
 // refuseWriteHeaders refuses the headers of a write that the door cannot
-// honour rather than drop: object lock, server-side encryption, tagging,
-// grants, and any canned ACL but "private". Dropping any of them would do
+// honour rather than drop: object lock, server-side encryption, grants,
+// and any canned ACL but "private". x-amz-tagging is the operations' own:
+// stored by those that store an object (writeTags), refused by the others
+// (refuseTagging). Dropping any of them would do
 // something else than the client asked for. x-amz-acl: private (rclone
 // sends it on every upload) asks for what every object the gateway writes
 // gets anyway: its owner is the gateway's own credentials' account, and
@@ -108,7 +110,7 @@ func refuseWriteConditions(h http.Header) error {
 func refuseWriteHeaders(h http.Header) error {
 	for _, name := range []string{"X-Amz-Object-Lock-Mode", "X-Amz-Object-Lock-Retain-Until-Date",
 		"X-Amz-Object-Lock-Legal-Hold", "X-Amz-Server-Side-Encryption-Customer-Algorithm", "X-Amz-Server-Side-Encryption",
-		"X-Amz-Tagging", "X-Amz-Website-Redirect-Location", "X-Amz-Grant-Full-Control", "X-Amz-Grant-Read",
+		"X-Amz-Website-Redirect-Location", "X-Amz-Grant-Full-Control", "X-Amz-Grant-Read",
 		"X-Amz-Grant-Read-Acp", "X-Amz-Grant-Write-Acp"} {
 		if _, ok := h[name]; ok {
 			return fmt.Errorf("%w: the gateway does not honour %s on a write", errNotImplemented, name)
@@ -137,6 +139,9 @@ func (s *server) putObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	var meta api.ObjectMetadata
 	if err == nil {
 		meta, err = objectMetadata(r, token, path.Store)
+	}
+	if err == nil {
+		meta.Tags, err = writeTags(r.Header, path.Store) // tagging.go
 	}
 	var body io.Reader = rq.auth.Body
 	if err == nil {
@@ -394,6 +399,9 @@ func (s *server) deleteObject(w http.ResponseWriter, r *http.Request, rq *reques
 		err = refuseWriteConditions(r.Header)
 	}
 	if err == nil {
+		err = refuseTagging(r.Header)
+	}
+	if err == nil {
 		err = s.gw.DeleteFenced(ctx, path, token)
 	}
 	if err != nil {
@@ -550,7 +558,15 @@ func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 			err = fmt.Errorf("%w: x-amz-metadata-directive %q", errInvalidArgument, api.Truncate(d, 40))
 		}
 	}
-	for _, name := range []string{"X-Amz-Copy-Source-Range", "X-Amz-Tagging-Directive", "X-Amz-Copy-Source-Server-Side-Encryption-Customer-Algorithm"} {
+	replaceTags := false
+	var tags map[string]string
+	if err == nil {
+		replaceTags, err = tagsDirective(r.Header) // tagging.go
+	}
+	if err == nil && replaceTags {
+		tags, err = writeTags(r.Header, dst.Store)
+	}
+	for _, name := range []string{"X-Amz-Copy-Source-Range", "X-Amz-Copy-Source-Server-Side-Encryption-Customer-Algorithm"} {
 		if _, ok := r.Header[name]; ok && err == nil {
 			err = fmt.Errorf("%w: the gateway does not honour %s", errNotImplemented, name)
 		}
@@ -591,6 +607,16 @@ func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 			return
 		}
 	}
+	if !replaceTags {
+		// The source's tags, read apart from its bytes (S3 answers them
+		// to a request of their own): a write of the source in between
+		// gives the copy that version's tags.
+		if tags, err = s.sourceTags(ctx, src.Path, dst.Store); err != nil {
+			s.writeError(w, r, rq, err)
+			return
+		}
+	}
+	meta.Tags = tags
 	res, err := s.gw.PutFenced(ctx, gateway.PutRequest{Path: dst, Token: token, Body: obj.Body, Size: obj.Size, ContentType: contentType, Metadata: meta})
 	if err != nil {
 		s.writeError(w, r, rq, err)

@@ -13,8 +13,8 @@ import (
 )
 
 // TestEverythingElseIsRefused sends a table of S3 requests the door does
-// not implement (bucket administration, ACLs, policies, tagging,
-// versioning, object lock, multipart, ...), each signed and carrying a
+// not implement (bucket administration, ACLs, policies, bucket tagging,
+// tags of a version, versioning, object lock, multipart, ...), each signed and carrying a
 // token: each is answered 501 NotImplemented, nothing reaches S3, the
 // object is unchanged and no mark is raised.
 func TestEverythingElseIsRefused(t *testing.T) {
@@ -27,42 +27,42 @@ func TestEverythingElseIsRefused(t *testing.T) {
 		method, target string
 		header         map[string]string
 	}{
-		{method: "PUT", target: b},                            // CreateBucket
-		{method: "PUT", target: b + "/"},                      // CreateBucket, empty key
-		{method: "DELETE", target: b},                         // DeleteBucket
-		{method: "POST", target: b},                           // browser POST upload
-		{method: "PUT", target: b + "?acl"},                   // PutBucketAcl
-		{method: "GET", target: b + "?acl"},                   // GetBucketAcl
-		{method: "PUT", target: b + "?policy"},                // PutBucketPolicy
-		{method: "GET", target: b + "?policy"},                // GetBucketPolicy
-		{method: "DELETE", target: b + "?policy"},             // DeleteBucketPolicy
-		{method: "PUT", target: b + "?tagging"},               // PutBucketTagging
-		{method: "PUT", target: b + "?versioning"},            // PutBucketVersioning
-		{method: "GET", target: b + "?versions"},              // ListObjectVersions
-		{method: "PUT", target: b + "?lifecycle"},             // PutBucketLifecycle
-		{method: "PUT", target: b + "?cors"},                  // PutBucketCors
-		{method: "PUT", target: b + "?object-lock"},           // PutObjectLockConfiguration
-		{method: "PUT", target: b + "?notification"},          // PutBucketNotification
-		{method: "PUT", target: b + "?replication"},           // PutBucketReplication
-		{method: "PUT", target: b + "?encryption"},            // PutBucketEncryption
-		{method: "PUT", target: b + "?website"},               // PutBucketWebsite
-		{method: "GET", target: b + "?list-type=2&unknown=1"}, // a listing with an unknown parameter
-		{method: "PUT", target: b + "/key?acl"},               // PutObjectAcl
-		{method: "PUT", target: b + "/key?tagging"},           // PutObjectTagging
-		{method: "PUT", target: b + "/key?retention"},         // PutObjectRetention
-		{method: "PUT", target: b + "/key?legal-hold"},        // PutObjectLegalHold
-		{method: "PUT", target: b + "/key?versionId=1"},       // a PUT with a version
-		{method: "GET", target: b + "/key?acl"},               // GetObjectAcl
-		{method: "GET", target: b + "/key?tagging"},           // GetObjectTagging
-		{method: "GET", target: b + "/key?attributes"},        // GetObjectAttributes
+		{method: "PUT", target: b},                              // CreateBucket
+		{method: "PUT", target: b + "/"},                        // CreateBucket, empty key
+		{method: "DELETE", target: b},                           // DeleteBucket
+		{method: "POST", target: b},                             // browser POST upload
+		{method: "PUT", target: b + "?acl"},                     // PutBucketAcl
+		{method: "GET", target: b + "?acl"},                     // GetBucketAcl
+		{method: "PUT", target: b + "?policy"},                  // PutBucketPolicy
+		{method: "GET", target: b + "?policy"},                  // GetBucketPolicy
+		{method: "DELETE", target: b + "?policy"},               // DeleteBucketPolicy
+		{method: "PUT", target: b + "?tagging"},                 // PutBucketTagging
+		{method: "PUT", target: b + "?versioning"},              // PutBucketVersioning
+		{method: "GET", target: b + "?versions"},                // ListObjectVersions
+		{method: "PUT", target: b + "?lifecycle"},               // PutBucketLifecycle
+		{method: "PUT", target: b + "?cors"},                    // PutBucketCors
+		{method: "PUT", target: b + "?object-lock"},             // PutObjectLockConfiguration
+		{method: "PUT", target: b + "?notification"},            // PutBucketNotification
+		{method: "PUT", target: b + "?replication"},             // PutBucketReplication
+		{method: "PUT", target: b + "?encryption"},              // PutBucketEncryption
+		{method: "PUT", target: b + "?website"},                 // PutBucketWebsite
+		{method: "GET", target: b + "?list-type=2&unknown=1"},   // a listing with an unknown parameter
+		{method: "PUT", target: b + "/key?acl"},                 // PutObjectAcl
+		{method: "PUT", target: b + "/key?tagging&versionId=1"}, // PutObjectTagging of a version
+		{method: "PUT", target: b + "/key?retention"},           // PutObjectRetention
+		{method: "PUT", target: b + "/key?legal-hold"},          // PutObjectLegalHold
+		{method: "PUT", target: b + "/key?versionId=1"},         // a PUT with a version
+		{method: "GET", target: b + "/key?acl"},                 // GetObjectAcl
+		{method: "GET", target: b + "/key?tagging&versionId=1"}, // GetObjectTagging of a version
+		{method: "GET", target: b + "/key?attributes"},          // GetObjectAttributes
 		{method: "GET", target: b + "/key?response-content-type=text/html"},
-		{method: "DELETE", target: b + "/key?tagging"},            // DeleteObjectTagging
-		{method: "DELETE", target: b + "/key?versionId=1"},        // DeleteObject of a version
-		{method: "POST", target: b + "/key?restore"},              // RestoreObject
-		{method: "POST", target: b + "/key?select&select-type=2"}, // SelectObjectContent
-		{method: "POST", target: b + "/key?uploads&unknown=1"},    // CreateMultipartUpload with an unknown parameter
-		{method: "PUT", target: b + "/key?uploadId=u"},            // UploadPart without a part number
-		{method: "GET", target: b + "/key?uploads"},               // no such operation
+		{method: "DELETE", target: b + "/key?tagging&versionId=1"}, // DeleteObjectTagging of a version
+		{method: "DELETE", target: b + "/key?versionId=1"},         // DeleteObject of a version
+		{method: "POST", target: b + "/key?restore"},               // RestoreObject
+		{method: "POST", target: b + "/key?select&select-type=2"},  // SelectObjectContent
+		{method: "POST", target: b + "/key?uploads&unknown=1"},     // CreateMultipartUpload with an unknown parameter
+		{method: "PUT", target: b + "/key?uploadId=u"},             // UploadPart without a part number
+		{method: "GET", target: b + "/key?uploads"},                // no such operation
 		{method: "POST", target: b + "/key?uploads", header: map[string]string{"X-Amz-Acl": "public-read"}},
 		{method: "PUT", target: b + "/key", header: map[string]string{"If-None-Match": `"abc"`}}, // S3 takes only * on a write
 		{method: "POST", target: b + "/key?uploads", header: map[string]string{"If-None-Match": "*"}},
@@ -71,7 +71,7 @@ func TestEverythingElseIsRefused(t *testing.T) {
 		{method: "PUT", target: b + "/key", header: map[string]string{"X-Amz-Acl": "private, public-read"}},
 		{method: "PUT", target: b + "/key", header: map[string]string{"X-Amz-Acl": "bucket-owner-full-control"}},
 		{method: "PUT", target: b + "/key", header: map[string]string{"X-Amz-Object-Lock-Mode": "GOVERNANCE"}},
-		{method: "PUT", target: b + "/key", header: map[string]string{"X-Amz-Tagging": "a=b"}},
+		{method: "DELETE", target: b + "/key", header: map[string]string{"X-Amz-Tagging": "a=b"}}, // tags of no object
 		{method: "DELETE", target: b + "/key", header: map[string]string{"If-Match": `"abc"`}},
 		{method: "PUT", target: b + "/key", header: map[string]string{"X-Amz-Copy-Source": d.bucket + "/key", "X-Amz-Copy-Source-Range": "bytes=0-1"}},
 		{method: "PATCH", target: b + "/key"},

@@ -103,7 +103,8 @@ type request struct {
 
 // writeOps are the operations that write: their refusals are audited
 // (gateway.NoteRefusal).
-var writeOps = map[string]bool{"PutObject": true, "DeleteObject": true, "DeleteObjects": true, "CopyObject": true}
+var writeOps = map[string]bool{"PutObject": true, "DeleteObject": true, "DeleteObjects": true, "CopyObject": true,
+	"PutObjectTagging": true, "DeleteObjectTagging": true}
 
 // headerRequestID is S3's request id header; X-Request-Id carries the
 // same id, as on the REST API.
@@ -267,10 +268,20 @@ func (s *server) route(r *http.Request, rq *request) (handlerFunc, string) {
 			}
 		}
 	default:
+		if has("tagging") && onlyParams(q, "tagging") {
+			switch r.Method { // tagging.go
+			case http.MethodGet:
+				return s.getObjectTagging, "GetObjectTagging"
+			case http.MethodPut:
+				return s.putObjectTagging, "PutObjectTagging"
+			case http.MethodDelete:
+				return s.deleteObjectTagging, "DeleteObjectTagging"
+			}
+		}
 		switch r.Method {
 		case http.MethodPut:
 			if !onlyParams(q) {
-				break // PutObjectAcl, PutObjectTagging, retention, legal hold...
+				break // PutObjectAcl, retention, legal hold...
 			}
 			if _, copy := r.Header["X-Amz-Copy-Source"]; copy {
 				return s.copyObject, "CopyObject"
@@ -337,7 +348,7 @@ func isFormUpload(r *http.Request, rq *request) bool {
 }
 
 // notImplemented answers every operation the door does not implement:
-// bucket administration, ACLs, policies, tagging, versioning, object lock,
+// bucket administration, ACLs, policies, bucket tagging, versioning, object lock,
 // and anything unknown. None reaches the store.
 func (s *server) notImplemented(w http.ResponseWriter, r *http.Request, rq *request) {
 	discardBody(r.Body)
