@@ -49,7 +49,9 @@ func tagSet(tags map[string]string) *types.Tagging {
 
 // fenced is a client option that sends token in X-Fence-Token, signed:
 // the place of a tagging request's token.
-func fenced(token api.Token) func(*s3.Options) { return withHeader(api.HeaderFenceToken, token.String()) }
+func fenced(token api.Token) func(*s3.Options) {
+	return withHeader(api.HeaderFenceToken, token.String())
+}
 
 // TestTaggingOnWrites: x-amz-tagging on PutObject, CreateMultipartUpload
 // and CopyObject (with x-amz-tagging-directive) is stored with the
