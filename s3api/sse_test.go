@@ -193,13 +193,15 @@ func cmpOr(a, b string) string {
 func (s *sseStore) seen(bucket, key string) []storeRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []storeRequest
+	var out, rest []storeRequest
 	for _, r := range s.requests {
 		if r.path == "/"+bucket+"/"+key {
 			out = append(out, r)
+		} else {
+			rest = append(rest, r)
 		}
 	}
-	s.requests = nil
+	s.requests = rest
 	return out
 }
 
@@ -617,4 +619,72 @@ func TestEncryptionOnGCSBucketNotImplemented(t *testing.T) {
 	ck.onGet(get)
 	_, err := c.GetObject(ctx, get)
 	wantAPIError(t, err, http.StatusNotImplemented, "NotImplemented")
+}
+
+// TestEncryptionOfUploadsAndCopies: CreateMultipartUpload passes its
+// encryption to the store (and its customer key to the observation),
+// UploadPart its customer key; CopyObject reads its source with the
+// source's customer key (x-amz-copy-source-server-side-encryption-
+// customer-*) and writes the destination with its own encryption.
+func TestEncryptionOfUploadsAndCopies(t *testing.T) {
+	d, store := newSSEDoor(t, nil)
+	c := d.client(writerKey)
+	ctx := context.Background()
+	ck := newCustomerKey(t)
+	t.Run("multipart SSE-KMS", func(t *testing.T) {
+		_, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(d.bucket), Key: aws.String("mp-kms"),
+			Metadata: map[string]string{"fence-token": "1"}, ServerSideEncryption: types.ServerSideEncryptionAwsKms, SSEKMSKeyId: aws.String("kms-key")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantSSE(t, "the create's POST", only(t, store.seen(d.bucket, "mp-kms"), http.MethodPost, "uploads").sse,
+			map[string]string{hSSE: "aws:kms", hKMSKeyID: "kms-key"})
+	})
+	t.Run("multipart SSE-C", func(t *testing.T) {
+		create, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(d.bucket), Key: aws.String("mp-c"),
+			Metadata: map[string]string{"fence-token": "1"}, SSECustomerAlgorithm: aws.String("AES256"), SSECustomerKey: aws.String(ck.key()), SSECustomerKeyMD5: aws.String(ck.md5())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := store.seen(d.bucket, "mp-c")
+		wantSSE(t, "the create's observation", only(t, seen, http.MethodHead, "").sse, ck.headers())
+		wantSSE(t, "the create's POST", only(t, seen, http.MethodPost, "uploads").sse, ck.headers())
+		part, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(d.bucket), Key: aws.String("mp-c"), UploadId: create.UploadId,
+			PartNumber: aws.Int32(1), Body: strings.NewReader("part one"), SSECustomerAlgorithm: aws.String("AES256"), SSECustomerKey: aws.String(ck.key()), SSECustomerKeyMD5: aws.String(ck.md5())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantSSE(t, "the part's PUT", only(t, store.seen(d.bucket, "mp-c"), http.MethodPut, "partNumber").sse, ck.headers())
+		_, err = c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String(d.bucket), Key: aws.String("mp-c"), UploadId: create.UploadId,
+			MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: part.ETag}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body, _, _ := d.stored(t, "mp-c"); body != "part one" {
+			t.Errorf("stored %q; want the part", body)
+		}
+	})
+	t.Run("copy", func(t *testing.T) {
+		if _, err := c.PutObject(ctx, putInput(d, "copy-src", 1, "source bytes", ck.onPut)); err != nil {
+			t.Fatal(err)
+		}
+		store.seen(d.bucket, "copy-src")
+		out, err := c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(d.bucket), Key: aws.String("copy-dst"), CopySource: aws.String(d.bucket + "/copy-src"),
+			CopySourceSSECustomerAlgorithm: aws.String("AES256"), CopySourceSSECustomerKey: aws.String(ck.key()), CopySourceSSECustomerKeyMD5: aws.String(ck.md5()),
+			ServerSideEncryption: types.ServerSideEncryptionAes256}, withHeader("X-Fence-Token", "1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.ServerSideEncryption != types.ServerSideEncryptionAes256 {
+			t.Errorf("CopyObject answered encryption %q; want AES256", out.ServerSideEncryption)
+		}
+		wantSSE(t, "the source's GET", only(t, store.seen(d.bucket, "copy-src"), http.MethodGet, "").sse, ck.headers())
+		wantSSE(t, "the destination's PUT", only(t, store.seen(d.bucket, "copy-dst"), http.MethodPut, "").sse, map[string]string{hSSE: "AES256"})
+		if body, _, _ := d.stored(t, "copy-dst"); body != "source bytes" {
+			t.Errorf("stored %q; want the source's bytes", body)
+		}
+		_, err = c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(d.bucket), Key: aws.String("copy-dst2"), CopySource: aws.String(d.bucket + "/copy-src")},
+			withHeader("X-Fence-Token", "1"))
+		wantAPIError(t, err, http.StatusBadRequest, "BadRequest") // S3's refusal of a GET without the key, as the proxy plays it
+	})
 }
