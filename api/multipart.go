@@ -103,6 +103,9 @@ type CreateUploadInput struct {
 	// Token is recorded on the object that the upload completes, as
 	// MetadataFenceToken.
 	Token Token
+	// Encryption is the server-side encryption of the object that the
+	// upload completes, as PutObjectInput.Encryption.
+	Encryption Encryption
 }
 
 // UploadPartInput is one part of a multipart upload.
@@ -114,6 +117,9 @@ type UploadPartInput struct {
 	// Body is read once; Size is its exact length.
 	Body io.Reader
 	Size int64
+	// Customer is the upload's customer key (SSE-C), which S3 needs
+	// with every part of an upload created with one; zero: none.
+	Customer CustomerKey
 }
 
 // CopyPartInput is one part of a multipart upload copied from an existing

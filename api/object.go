@@ -95,6 +95,14 @@ type PutObjectInput struct {
 	Metadata ObjectMetadata
 	// Token is recorded on the object as MetadataFenceToken.
 	Token Token
+	// Encryption is the server-side encryption the write asks of the
+	// store; the zero value asks for none (the bucket's default).
+	Encryption Encryption
+	// Answered, when not nil, receives the encryption the store answered
+	// the write with (its x-amz-server-side-encryption* headers), for the
+	// front door to pass on; it is left zero when the store answered
+	// none.
+	Answered *Encryption
 	// Replaces is the version the write replaces: the write applies only
 	// if it is still current. It must be Named; a backend refuses a write
 	// that replaces a version it cannot name, without sending it.
@@ -138,6 +146,10 @@ type GetObjectInput struct {
 	// object (S3's x-amz-checksum-mode: ENABLED), answered in
 	// Object.Checksums. False asks for none.
 	ChecksumMode bool
+	// Customer is the key of an object encrypted with the client's own
+	// key (SSE-C), without which S3 refuses to read it; the zero value
+	// is none.
+	Customer CustomerKey
 }
 
 // ObjectChecksums are the checksums a store keeps of an object's content,
@@ -196,6 +208,10 @@ type Object struct {
 	// asked for them (GetObjectInput.ChecksumMode) and the store has
 	// them; the zero value is none.
 	Checksums ObjectChecksums
+	// Encryption is the server-side encryption the store answered for
+	// the object (never a customer key, only its algorithm and MD5);
+	// the zero value is none.
+	Encryption Encryption
 	// NotModified is true when the read's If-None-Match or
 	// If-Modified-Since did not hold (S3 answered 304). It is a result,
 	// not an error: Body is nil, Size zero, and ETag, LastModified,

@@ -47,6 +47,16 @@ type ObjectWriter interface {
 	Delete(ctx context.Context, path api.ObjectPath, etag string) error
 }
 
+// KeyedObserver is implemented by an ObjectWriter whose store keeps
+// objects encrypted with a key of the client's own (S3's SSE-C), which it
+// answers a HEAD of only with that key. The S3 backend implements it.
+type KeyedObserver interface {
+	// ObserveWithKey is Observe, sending key with the HEAD. A store that
+	// refuses the HEAD (the object is encrypted with another key, or
+	// none was sent) is an error, never an absent object.
+	ObserveWithKey(ctx context.Context, path api.ObjectPath, key api.CustomerKey) (api.ObjectVersion, error)
+}
+
 // ObjectReader reads objects. The S3 backend implements it.
 type ObjectReader interface {
 	// Get reads in.Path, or the byte range in.Range, if in's

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -382,6 +383,17 @@ var _ ObjectStore = (*instrumentedObjects)(nil)
 func (o *instrumentedObjects) Observe(ctx context.Context, path api.ObjectPath) (api.ObjectVersion, error) {
 	ctx, span, start := startS3(ctx, "s3 observe", path.Bucket)
 	v, err := o.ObjectStore.Observe(ctx, path)
+	o.m.doneS3("observe", start, span, err)
+	return v, err
+}
+
+func (o *instrumentedObjects) ObserveWithKey(ctx context.Context, path api.ObjectPath, key api.CustomerKey) (api.ObjectVersion, error) {
+	keyed, ok := o.ObjectStore.(KeyedObserver)
+	if !ok {
+		return api.ObjectVersion{}, fmt.Errorf("%w: the store keeps no objects encrypted with a customer key (SSE-C)", api.ErrInvalidRequest)
+	}
+	ctx, span, start := startS3(ctx, "s3 observe", path.Bucket)
+	v, err := keyed.ObserveWithKey(ctx, path, key)
 	o.m.doneS3("observe", start, span, err)
 	return v, err
 }

@@ -268,6 +268,14 @@ func (g *Gateway) multipartPath(p api.ObjectPath) (api.ObjectPath, error) {
 // that lets it act on the upload without a token (boundUpload). The
 // caller needs OpWrite on the resource.
 func (g *Gateway) CreateUpload(ctx context.Context, path api.ObjectPath, token api.Token, contentType string, meta api.ObjectMetadata) (api.UploadBinding, error) {
+	return g.CreateUploadWith(ctx, api.CreateUploadInput{Path: path, Token: token, ContentType: contentType, Metadata: meta})
+}
+
+// CreateUploadWith is CreateUpload of in, with its server-side encryption
+// (in.Encryption) asked of the store; a customer key (SSE-C) is also sent
+// with the observation of the object.
+func (g *Gateway) CreateUploadWith(ctx context.Context, in api.CreateUploadInput) (api.UploadBinding, error) {
+	path, token := in.Path, in.Token
 	path, err := g.multipartPath(path)
 	if err != nil {
 		return api.UploadBinding{}, err
@@ -282,11 +290,12 @@ func (g *Gateway) CreateUpload(ctx context.Context, path api.ObjectPath, token a
 	}
 	// A HEAD: next to an upload it costs little, and the version is not
 	// used beyond its token (the completion observes again).
-	fr.noWrite = true
+	fr.noWrite, fr.encryption = true, in.Encryption
 	if _, _, err := g.observeAndFence(ctx, fr, observeHead, raiseOnAbsent); err != nil {
 		return api.UploadBinding{}, err
 	}
-	id, err := g.multipart.store.CreateUpload(ctx, api.CreateUploadInput{Path: path, ContentType: contentType, Metadata: meta, Token: token})
+	in.Path = path
+	id, err := g.multipart.store.CreateUpload(ctx, in)
 	if err != nil {
 		return api.UploadBinding{}, err
 	}

@@ -26,6 +26,9 @@ type WriteResult struct {
 	// ReplacedETag is the ETag of the version this write replaced (its
 	// If-Match), empty when it created the object.
 	ReplacedETag string `json:"replaced_etag,omitempty"`
+	// Encryption is the server-side encryption the store answered the
+	// write with, for the S3 API to pass on; zero when none.
+	Encryption api.Encryption `json:"-"`
 }
 
 // objectPath parses bucket and key from the request's decoded path, and
@@ -62,6 +65,11 @@ type fencedRequest struct {
 	// checked against the observed version (see observeAndFence); the
 	// zero value is none, as on the REST API.
 	cond WriteCondition
+	// encryption is the server-side encryption the write asks of the
+	// store (S3's SSE headers); its customer key (SSE-C), when it has
+	// one, is sent with the observation too (see observe). It is kept
+	// only while the request is served. The zero value is none.
+	encryption api.Encryption
 }
 
 // parseFenced runs the protocol's steps 1 and 2 for a REST request: parse
@@ -141,11 +149,27 @@ func (g *Gateway) observe(ctx context.Context, fr fencedRequest, from observatio
 			return seen, true, nil
 		}
 	}
-	seen, err := g.objects.Observe(ctx, fr.path)
+	seen, err := g.observeStore(ctx, fr)
 	if err != nil {
 		return api.ObjectVersion{}, false, fmt.Errorf("observe: %w", err)
 	}
 	return seen, false, nil
+}
+
+// observeStore asks the store for the object's version (a HEAD). A write
+// with a customer key (SSE-C) sends it with the HEAD: S3 answers a HEAD
+// of an object encrypted with one only with that key, and its refusal of
+// a HEAD without it (400) or with another (403) fails the write, never
+// taken for an absent object.
+func (g *Gateway) observeStore(ctx context.Context, fr fencedRequest) (api.ObjectVersion, error) {
+	if fr.encryption.Customer.IsZero() {
+		return g.objects.Observe(ctx, fr.path)
+	}
+	keyed, ok := g.objects.(KeyedObserver)
+	if !ok {
+		return api.ObjectVersion{}, fmt.Errorf("%w: the store keeps no objects encrypted with a customer key (SSE-C)", api.ErrInvalidRequest)
+	}
+	return keyed.ObserveWithKey(ctx, fr.path, fr.encryption.Customer)
 }
 
 // observeAndFence runs the protocol's steps 3 and 4, in that order: it
@@ -307,7 +331,10 @@ func (g *Gateway) putFenced(ctx context.Context, fr fencedRequest, body *request
 		ContentType: contentType,
 		Metadata:    meta,
 		Token:       fr.token,
+		Encryption:  fr.encryption,
 	}
+	var answered api.Encryption
+	in.Answered = &answered
 	// The first attempt may take its observation from the ETag cache (for
 	// bodies up to etagCacheMaxBody); a retry after a lost race always
 	// asks S3.
@@ -341,9 +368,18 @@ func (g *Gateway) putFenced(ctx context.Context, fr fencedRequest, body *request
 			return WriteResult{}, err
 		}
 		// An answer without an ETag teaches the cache nothing but that
-		// its entry is out of date (learn drops it).
-		g.etags.learn(fr.resource, api.ObjectVersion{Exists: true, ETag: etag, Token: fr.token})
-		return g.accepted(ctx, WriteResult{Resource: fr.resource, Token: fr.token, ETag: etag, Created: !seen.Exists, ReplacedETag: seen.ETag}), nil
+		// its entry is out of date (learn drops it). Neither does an
+		// object encrypted with a customer key (SSE-C): every later
+		// write observes it with a HEAD that carries that writer's key,
+		// so that a write without it (or with another) fails the same
+		// way whichever gateway wrote last, rather than pass on a
+		// cached version here and fail on a HEAD there.
+		learned := api.ObjectVersion{Exists: true, ETag: etag, Token: fr.token}
+		if !fr.encryption.Customer.IsZero() {
+			learned.ETag = ""
+		}
+		g.etags.learn(fr.resource, learned)
+		return g.accepted(ctx, WriteResult{Resource: fr.resource, Token: fr.token, ETag: etag, Created: !seen.Exists, ReplacedETag: seen.ETag, Encryption: answered}), nil
 	}
 }
 

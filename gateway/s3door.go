@@ -256,6 +256,11 @@ type PutRequest struct {
 	// if it holds too, else api.ErrPreconditionFailed and nothing changes
 	// (see WriteCondition). The zero value is none.
 	Condition WriteCondition
+	// Encryption is the server-side encryption asked of the store, as
+	// the front door validated it; a customer key (SSE-C) is also sent
+	// with the observation of the object. The store's answer is
+	// WriteResult.Encryption. The zero value is none.
+	Encryption api.Encryption
 }
 
 // PutFenced is the fenced write that PUT /v1/objects/... runs, for a
@@ -270,7 +275,7 @@ func (g *Gateway) PutFenced(ctx context.Context, in PutRequest) (WriteResult, er
 	if err != nil {
 		return WriteResult{}, err
 	}
-	fr.cond = in.Condition
+	fr.cond, fr.encryption = in.Condition, in.Encryption
 	from := &bodyErr{r: in.Body}
 	body, err := g.readBodyFrom(from, in.Size, nil)
 	if err != nil {

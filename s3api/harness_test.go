@@ -2,6 +2,7 @@ package s3api_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -69,6 +70,9 @@ type doorOptions struct {
 	// noAuth leaves the gateway without auth (as fencegate dev).
 	noAuth bool
 	domain string
+	// s3Endpoint is where the gateway's counting proxy forwards its S3
+	// requests; empty is the shared versitygw.
+	s3Endpoint string
 }
 
 var bucketSeq atomic.Int64
@@ -95,7 +99,7 @@ func newDoor(tb testing.TB, o doorOptions) *door {
 		tb.Fatal(err)
 	}
 	d.store = store
-	d.s3 = testenv.NewCountingProxy(tb, sharedS3.Endpoint())
+	d.s3 = testenv.NewCountingProxy(tb, cmp.Or(o.s3Endpoint, sharedS3.Endpoint()))
 	backend, err := s3backend.New(context.Background(), s3backend.Config{
 		Endpoint: d.s3.URL(), AccessKeyID: sharedS3.AccessKey, SecretAccessKey: sharedS3.SecretKey, UsePathStyle: true,
 	})

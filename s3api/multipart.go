@@ -109,11 +109,15 @@ func (s *server) createMultipartUpload(w http.ResponseWriter, r *http.Request, r
 	if err == nil {
 		meta.Tags, err = writeTags(r.Header, path.Store) // tagging.go
 	}
+	var encryption api.Encryption
+	if err == nil {
+		encryption, err = writeEncryption(r.Header, path.Store) // sse.go
+	}
 	if err != nil {
 		s.writeError(w, r, rq, err)
 		return
 	}
-	b, err := s.gw.CreateUpload(ctx, path, token, r.Header.Get("Content-Type"), meta)
+	b, err := s.gw.CreateUploadWith(ctx, api.CreateUploadInput{Path: path, Token: token, ContentType: r.Header.Get("Content-Type"), Metadata: meta, Encryption: encryption})
 	if err != nil {
 		s.writeError(w, r, rq, err)
 		return
@@ -165,11 +169,15 @@ func (s *server) uploadPart(w http.ResponseWriter, r *http.Request, rq *request)
 	if err == nil {
 		body, err = contentMD5(r.Header, body)
 	}
+	var customer api.CustomerKey
+	if err == nil {
+		customer, err = readCustomerKey(r.Header, path.Store) // sse.go
+	}
 	if err != nil {
 		s.writeError(w, r, rq, err)
 		return
 	}
-	etag, err := s.gw.UploadPart(ctx, api.UploadPartInput{Path: path, UploadID: id, Number: number, Body: body, Size: rq.auth.DecodedContentLength}, token)
+	etag, err := s.gw.UploadPart(ctx, api.UploadPartInput{Path: path, UploadID: id, Number: number, Body: body, Size: rq.auth.DecodedContentLength, Customer: customer}, token)
 	if err != nil {
 		drainRefusedPart(r.Body)
 		s.writeError(w, r, rq, uploadError(err))
@@ -206,6 +214,11 @@ func (s *server) uploadPartCopy(w http.ResponseWriter, r *http.Request, rq *requ
 	}
 	if err == nil && (source.IfMatch != "" || source.IfNoneMatch != "" || !source.IfModifiedSince.IsZero() || !source.IfUnmodifiedSince.IsZero()) {
 		err = fmt.Errorf("%w: the gateway does not honour x-amz-copy-source-if-* on UploadPartCopy", errNotImplemented)
+	}
+	for _, prefix := range []string{headerCustomerPrefix, headerCopySourcePrefix} { // sse.go
+		if _, ok := r.Header[prefix+"Algorithm"]; ok && err == nil {
+			err = fmt.Errorf("%w: the gateway does not pass customer keys (SSE-C) on UploadPartCopy", errNotImplemented)
+		}
 	}
 	if err != nil {
 		s.writeError(w, r, rq, err)

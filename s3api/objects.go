@@ -99,18 +99,17 @@ func refuseWriteConditions(h http.Header) error {
 }
 
 // refuseWriteHeaders refuses the headers of a write that the door cannot
-// honour rather than drop: object lock, server-side encryption, grants,
-// and any canned ACL but "private". x-amz-tagging is the operations' own:
-// stored by those that store an object (writeTags), refused by the others
-// (refuseTagging). Dropping any of them would do
+// honour rather than drop: object lock, grants, and any canned ACL but
+// "private" (server-side encryption is served: sse.go). x-amz-tagging
+// is the operations' own: stored by those that store an object
+// (writeTags), refused by the others (refuseTagging). Dropping any of them would do
 // something else than the client asked for. x-amz-acl: private (rclone
 // sends it on every upload) asks for what every object the gateway writes
 // gets anyway: its owner is the gateway's own credentials' account, and
 // nobody else is granted anything.
 func refuseWriteHeaders(h http.Header) error {
 	for _, name := range []string{"X-Amz-Object-Lock-Mode", "X-Amz-Object-Lock-Retain-Until-Date",
-		"X-Amz-Object-Lock-Legal-Hold", "X-Amz-Server-Side-Encryption-Customer-Algorithm", "X-Amz-Server-Side-Encryption",
-		"X-Amz-Website-Redirect-Location", "X-Amz-Grant-Full-Control", "X-Amz-Grant-Read",
+		"X-Amz-Object-Lock-Legal-Hold", "X-Amz-Website-Redirect-Location", "X-Amz-Grant-Full-Control", "X-Amz-Grant-Read",
 		"X-Amz-Grant-Read-Acp", "X-Amz-Grant-Write-Acp"} {
 		if _, ok := h[name]; ok {
 			return fmt.Errorf("%w: the gateway does not honour %s on a write", errNotImplemented, name)
@@ -143,6 +142,10 @@ func (s *server) putObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	if err == nil {
 		meta.Tags, err = writeTags(r.Header, path.Store) // tagging.go
 	}
+	var encryption api.Encryption
+	if err == nil {
+		encryption, err = writeEncryption(r.Header, path.Store) // sse.go
+	}
 	var body io.Reader = rq.auth.Body
 	if err == nil {
 		body, err = contentMD5(r.Header, body)
@@ -159,11 +162,13 @@ func (s *server) putObject(w http.ResponseWriter, r *http.Request, rq *request) 
 		ContentType: r.Header.Get("Content-Type"),
 		Metadata:    meta,
 		Condition:   cond,
+		Encryption:  encryption,
 	})
 	if err != nil {
 		s.writeError(w, r, rq, err)
 		return
 	}
+	setEncryptionAnswer(w.Header(), res.Encryption)
 	w.Header().Set("ETag", res.ETag)
 	w.Header().Set(api.HeaderFenceToken, res.Token.String())
 	w.Header().Set("Content-Length", "0")
@@ -360,6 +365,7 @@ func (s *server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 		return
 	}
 	setMetadataHeaders(h, obj.Metadata, obj.Token)
+	setEncryptionAnswer(h, obj.Encryption)
 	h.Set("Accept-Ranges", "bytes")
 	h.Set("Content-Length", strconv.FormatInt(obj.Size, 10))
 	if obj.ContentType != "" {
@@ -566,12 +572,19 @@ func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if err == nil && replaceTags {
 		tags, err = writeTags(r.Header, dst.Store)
 	}
-	for _, name := range []string{"X-Amz-Copy-Source-Range", "X-Amz-Copy-Source-Server-Side-Encryption-Customer-Algorithm"} {
+	var encryption api.Encryption
+	if err == nil {
+		encryption, err = writeEncryption(r.Header, dst.Store) // sse.go
+	}
+	if err == nil {
+		src.Customer, err = copySourceKey(r.Header, src.Path.Store)
+	}
+	for _, name := range []string{"X-Amz-Copy-Source-Range"} {
 		if _, ok := r.Header[name]; ok && err == nil {
 			err = fmt.Errorf("%w: the gateway does not honour %s", errNotImplemented, name)
 		}
 	}
-	if err == nil && !replace && src.Path.Bucket == dst.Bucket && src.Path.Key == dst.Key && r.Header.Get("X-Amz-Storage-Class") == "" {
+	if err == nil && !replace && src.Path.Bucket == dst.Bucket && src.Path.Key == dst.Key && r.Header.Get("X-Amz-Storage-Class") == "" && encryption == (api.Encryption{}) {
 		err = errCopyToItself
 	}
 	if err == nil {
@@ -617,11 +630,12 @@ func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 		}
 	}
 	meta.Tags = tags
-	res, err := s.gw.PutFenced(ctx, gateway.PutRequest{Path: dst, Token: token, Body: obj.Body, Size: obj.Size, ContentType: contentType, Metadata: meta})
+	res, err := s.gw.PutFenced(ctx, gateway.PutRequest{Path: dst, Token: token, Body: obj.Body, Size: obj.Size, ContentType: contentType, Metadata: meta, Encryption: encryption})
 	if err != nil {
 		s.writeError(w, r, rq, err)
 		return
 	}
+	setEncryptionAnswer(w.Header(), res.Encryption)
 	w.Header().Set(api.HeaderFenceToken, res.Token.String())
 	writeXML(w, http.StatusOK, copyObjectResult{ETag: res.ETag, LastModified: time.Now().UTC().Format("2006-01-02T15:04:05.000Z")})
 }

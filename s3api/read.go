@@ -44,6 +44,12 @@ func (s *server) readInput(r *http.Request, path api.ObjectPath) (api.GetObjectI
 		}
 	}
 	in, err := gateway.ReadInput(withQuotedEntityTags(r), path)
+	if err != nil {
+		return in, err
+	}
+	if in.Customer, err = readCustomerKey(r.Header, path.Store); err != nil { // sse.go
+		return in, err
+	}
 	in.PartNumber = part
 	// S3 answers the object's checksums to a read of the whole object
 	// that asks with x-amz-checksum-mode: ENABLED (its one value; any

@@ -60,7 +60,13 @@ func (c *Client) CreateUpload(ctx context.Context, in api.CreateUploadInput) (st
 		ContentLanguage:    optional(in.Metadata.ContentLanguage),
 		Expires:            sdkExpires(in.Metadata),
 		Tagging:            optional(tagging(in.Metadata)),
+
+		ServerSideEncryption:    types.ServerSideEncryption(in.Encryption.Algorithm),
+		SSEKMSKeyId:             optional(in.Encryption.KMSKeyID),
+		SSEKMSEncryptionContext: optional(in.Encryption.KMSContext),
+		BucketKeyEnabled:        sdkBucketKey(in.Encryption),
 	}
+	create.SSECustomerAlgorithm, create.SSECustomerKey, create.SSECustomerKeyMD5 = sdkCustomerKey(in.Encryption.Customer)
 	if in.ContentType != "" {
 		create.ContentType = aws.String(in.ContentType)
 	}
@@ -82,14 +88,16 @@ func (c *Client) CreateUpload(ctx context.Context, in api.CreateUploadInput) (st
 func (c *Client) UploadPart(ctx context.Context, in api.UploadPartInput) (string, error) {
 	ctx, release := boundConnWait(ctx, c.connWait)
 	defer release()
-	out, err := c.s3.UploadPart(ctx, &s3.UploadPartInput{
+	part := &s3.UploadPartInput{
 		Bucket:        aws.String(in.Path.Bucket),
 		Key:           aws.String(in.Path.Key),
 		UploadId:      aws.String(in.UploadID),
 		PartNumber:    aws.Int32(in.Number),
 		Body:          in.Body,
 		ContentLength: aws.Int64(in.Size),
-	})
+	}
+	part.SSECustomerAlgorithm, part.SSECustomerKey, part.SSECustomerKeyMD5 = sdkCustomerKey(in.Customer)
+	out, err := c.s3.UploadPart(ctx, part)
 	if err != nil {
 		return "", c.multipartError(ctx, fmt.Sprintf("upload part %d", in.Number), in.Path, err)
 	}

@@ -153,7 +153,13 @@ var errNoETag = errors.New("the object exists without an ETag, so no conditional
 // token, or Exists false when there is no object. An object that exists
 // without an ETag is an api.ErrUpstream (see errNoETag), never a version.
 func (c *Client) Observe(ctx context.Context, p api.ObjectPath) (api.ObjectVersion, error) {
-	obj, err := c.head(ctx, api.GetObjectInput{Path: p})
+	return c.observe(ctx, api.GetObjectInput{Path: p})
+}
+
+// observe is Observe with in's customer key (ObserveWithKey).
+func (c *Client) observe(ctx context.Context, in api.GetObjectInput) (api.ObjectVersion, error) {
+	p := in.Path
+	obj, err := c.head(ctx, in)
 	if errors.Is(err, api.ErrNotFound) {
 		return api.ObjectVersion{}, nil
 	}
@@ -263,7 +269,13 @@ func (c *Client) Put(ctx context.Context, in api.PutObjectInput) (etag string, e
 		ContentLanguage:    optional(in.Metadata.ContentLanguage),
 		Expires:            sdkExpires(in.Metadata),
 		Tagging:            optional(tagging(in.Metadata)),
+
+		ServerSideEncryption:    types.ServerSideEncryption(in.Encryption.Algorithm),
+		SSEKMSKeyId:             optional(in.Encryption.KMSKeyID),
+		SSEKMSEncryptionContext: optional(in.Encryption.KMSContext),
+		BucketKeyEnabled:        sdkBucketKey(in.Encryption),
 	}
+	put.SSECustomerAlgorithm, put.SSECustomerKey, put.SSECustomerKeyMD5 = sdkCustomerKey(in.Encryption.Customer)
 	if in.ContentType != "" {
 		put.ContentType = aws.String(in.ContentType)
 	}
@@ -276,6 +288,9 @@ func (c *Client) Put(ctx context.Context, in api.PutObjectInput) (etag string, e
 	out, err := c.s3.PutObject(ctx, put)
 	if err != nil {
 		return "", fmt.Errorf("s3 put %s/%s: %w", in.Path.Bucket, in.Path.Key, mapWriteError(err))
+	}
+	if in.Answered != nil {
+		*in.Answered = sdkEncryption(out.ServerSideEncryption, out.SSEKMSKeyId, out.SSEKMSEncryptionContext, out.BucketKeyEnabled, out.SSECustomerAlgorithm, out.SSECustomerKeyMD5)
 	}
 	return aws.ToString(out.ETag), nil
 }
@@ -342,7 +357,7 @@ func (c *Client) withCurrentVersion(ctx context.Context, in api.GetObjectInput, 
 		if err != nil || !obj.NotModified || obj.Token != 0 {
 			return obj, err
 		}
-		current, err := c.head(ctx, api.GetObjectInput{Path: in.Path})
+		current, err := c.head(ctx, api.GetObjectInput{Path: in.Path, Customer: in.Customer})
 		if err != nil && !errors.Is(err, api.ErrNotFound) { // not found: deleted since; read again
 			return nil, err
 		}
@@ -416,6 +431,7 @@ func (c *Client) get(ctx context.Context, in api.GetObjectInput) (*api.Object, e
 	if in.ChecksumMode {
 		get.ChecksumMode = types.ChecksumModeEnabled
 	}
+	get.SSECustomerAlgorithm, get.SSECustomerKey, get.SSECustomerKeyMD5 = sdkCustomerKey(in.Customer)
 	if in.IfMatch != "" {
 		get.IfMatch = aws.String(in.IfMatch)
 	}
@@ -454,6 +470,7 @@ func (c *Client) get(ctx context.Context, in api.GetObjectInput) (*api.Object, e
 		Checksums: api.ObjectChecksums{CRC32: aws.ToString(out.ChecksumCRC32), CRC32C: aws.ToString(out.ChecksumCRC32C),
 			CRC64NVME: aws.ToString(out.ChecksumCRC64NVME), SHA1: aws.ToString(out.ChecksumSHA1), SHA256: aws.ToString(out.ChecksumSHA256),
 			Type: string(out.ChecksumType)},
+		Encryption: sdkEncryption(out.ServerSideEncryption, out.SSEKMSKeyId, nil, out.BucketKeyEnabled, out.SSECustomerAlgorithm, out.SSECustomerKeyMD5),
 	}, nil
 }
 
@@ -483,6 +500,7 @@ func (c *Client) head(ctx context.Context, in api.GetObjectInput) (_ *api.Object
 	if in.ChecksumMode {
 		head.ChecksumMode = types.ChecksumModeEnabled
 	}
+	head.SSECustomerAlgorithm, head.SSECustomerKey, head.SSECustomerKeyMD5 = sdkCustomerKey(in.Customer)
 	if in.IfMatch != "" {
 		head.IfMatch = aws.String(in.IfMatch)
 	}
@@ -514,6 +532,7 @@ func (c *Client) head(ctx context.Context, in api.GetObjectInput) (_ *api.Object
 		Checksums: api.ObjectChecksums{CRC32: aws.ToString(out.ChecksumCRC32), CRC32C: aws.ToString(out.ChecksumCRC32C),
 			CRC64NVME: aws.ToString(out.ChecksumCRC64NVME), SHA1: aws.ToString(out.ChecksumSHA1), SHA256: aws.ToString(out.ChecksumSHA256),
 			Type: string(out.ChecksumType)},
+		Encryption: sdkEncryption(out.ServerSideEncryption, out.SSEKMSKeyId, nil, out.BucketKeyEnabled, out.SSECustomerAlgorithm, out.SSECustomerKeyMD5),
 	}, nil
 }
 

@@ -253,6 +253,7 @@ func (s *signedHTTP) put(ctx context.Context, in api.PutObjectInput, cond condit
 		if t := tagging(in.Metadata); t != "" {
 			h["X-Amz-Tagging"] = []string{t}
 		}
+		setEncryptionHeaders(h, in.Encryption) // encryption.go
 		h[fenceTokenHeader] = []string{in.Token.String()}
 		if in.Size >= continueThreshold {
 			h["Expect"] = []string{"100-continue"}
@@ -268,6 +269,9 @@ func (s *signedHTTP) put(ctx context.Context, in api.PutObjectInput, cond condit
 	defer discard(resp.Body)
 	if resp.StatusCode/100 != 2 {
 		return "", false, s.readResponseError("PutObject", resp)
+	}
+	if in.Answered != nil {
+		*in.Answered = answeredEncryption(resp.Header)
 	}
 	return resp.Header.Get("ETag"), false, nil
 }
@@ -288,6 +292,7 @@ func (s *signedHTTP) head(ctx context.Context, in api.GetObjectInput) (obj *api.
 		if in.ChecksumMode {
 			h["X-Amz-Checksum-Mode"] = []string{"ENABLED"}
 		}
+		setCustomerKeyHeaders(h, in.Customer)
 		if in.IfMatch != "" {
 			h["If-Match"] = []string{in.IfMatch}
 		}
@@ -322,6 +327,7 @@ func (s *signedHTTP) head(ctx context.Context, in api.GetObjectInput) (obj *api.
 		ETag:         h.Get("ETag"),
 		ContentRange: h.Get("Content-Range"),
 		Metadata:     metadataFromHeaders(h),
+		Encryption:   answeredEncryption(h),
 	}
 	for _, c := range api.ChecksumHeaders {
 		*c.Field(&obj.Checksums) = h.Get(c.Name)

@@ -76,6 +76,20 @@ func (r *Router) Observe(ctx context.Context, p api.ObjectPath) (api.ObjectVersi
 	return r.of(p.Bucket).Store.Observe(ctx, p)
 }
 
+// ObserveWithKey is the bucket's store's ObserveWithKey, for an object
+// encrypted with the client's own key (SSE-C); a store without customer
+// keys (GCS) refuses it with api.ErrInvalidRequest, asking nothing.
+func (r *Router) ObserveWithKey(ctx context.Context, p api.ObjectPath, key api.CustomerKey) (api.ObjectVersion, error) {
+	s := r.of(p.Bucket)
+	keyed, ok := s.Store.(interface {
+		ObserveWithKey(context.Context, api.ObjectPath, api.CustomerKey) (api.ObjectVersion, error)
+	})
+	if !ok {
+		return api.ObjectVersion{}, fmt.Errorf("%w: objects of %s buckets have no customer keys (SSE-C)", api.ErrInvalidRequest, s.Name)
+	}
+	return keyed.ObserveWithKey(ctx, p, key)
+}
+
 // ConfirmAbsent is the bucket's store's ConfirmAbsent.
 func (r *Router) ConfirmAbsent(ctx context.Context, p api.ObjectPath) (bool, error) {
 	return r.of(p.Bucket).Store.ConfirmAbsent(ctx, p)
