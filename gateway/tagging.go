@@ -74,11 +74,14 @@ type TagRequest struct {
 // bytes (its own tag write, a copy with new metadata) keeps the ETag,
 // and a stale rewrite paused after its fence check still lands over it.
 //
-// The rewrite keeps the bytes, content type, user metadata and ETag of
-// the object (its S3 ETag is the MD5 of its bytes; an object uploaded in
+// The rewrite keeps the bytes, content type, user metadata, server-side
+// encryption (SSE-S3, SSE-KMS with its key) and ETag of the object (its S3 ETag is the MD5 of its bytes; an object uploaded in
 // parts gets the ETag of one PUT and loses its parts), and gets a new
 // Last-Modified. Its bytes pass through the gateway within the bounds of
-// a PUT's body (Config.MaxBodyBytes: api.ErrBodyTooLarge). A missing
+// a PUT's body (Config.MaxBodyBytes: api.ErrBodyTooLarge). An object
+// encrypted with a customer key (SSE-C) is not read without its key, so
+// its tags cannot be written: the store's refusal of the read is the
+// answer, and nothing changes. A missing
 // object is api.ErrNotFound, or an *api.StaleTokenError when the token is
 // below the resource's mark (a delete's tombstone).
 func (g *Gateway) PutTagsFenced(ctx context.Context, in TagRequest) (WriteResult, error) {
@@ -129,5 +132,11 @@ func (g *Gateway) retag(ctx context.Context, fr fencedRequest, tags map[string]s
 	meta := obj.Metadata
 	meta.Tags = tags
 	fr.cond = WriteCondition{IfMatch: obj.ETag}
+	// The rewrite asks for the encryption the store answered for the
+	// object, so that it stays encrypted as it was (a KMS key of its
+	// own, not the bucket's default). An object of a customer key was
+	// not read without the key (the store refuses), so none is here.
+	fr.encryption = obj.Encryption
+	fr.encryption.Customer = api.CustomerKey{}
 	return g.putFenced(ctx, fr, body, obj.ContentType, meta)
 }

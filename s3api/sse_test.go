@@ -690,3 +690,54 @@ func TestEncryptionOfUploadsAndCopies(t *testing.T) {
 	})
 }
 
+// TestTagRewriteKeepsEncryption: a tag write rewrites the object (see
+// gateway.PutTagsFenced), and the rewrite asks the store for the
+// encryption the object has, so that tagging an SSE-KMS object does not
+// leave it encrypted with another key, or with none. An object encrypted
+// with a customer key cannot be read without it, so its tags cannot be
+// rewritten: the tag write fails closed, and the object, its tags and its
+// mark stay as they were.
+func TestTagRewriteKeepsEncryption(t *testing.T) {
+	d, store := newSSEDoor(t, nil)
+	ctx := context.Background()
+	c := d.client(writerKey)
+	kmsKey := "arn:aws:kms:us-east-1:111122223333:key/5678efgh"
+	if _, err := c.PutObject(ctx, putInput(d, "kms", 1, "kms body", func(in *s3.PutObjectInput) {
+		in.ServerSideEncryption = types.ServerSideEncryptionAwsKms
+		in.SSEKMSKeyId = aws.String(kmsKey)
+		in.BucketKeyEnabled = aws.Bool(true)
+	})); err != nil {
+		t.Fatal(err)
+	}
+	store.seen(d.bucket, "kms")
+	if _, err := d.client(writerKey, fenced(2)).PutObjectTagging(ctx, &s3.PutObjectTaggingInput{Bucket: aws.String(d.bucket), Key: aws.String("kms"),
+		Tagging: tagSet(map[string]string{"team": "blue"})}); err != nil {
+		t.Fatalf("PutObjectTagging of an SSE-KMS object: %v", err)
+	}
+	wantSSE(t, "the tag rewrite's PUT", only(t, store.seen(d.bucket, "kms"), http.MethodPut, "").sse,
+		map[string]string{hSSE: "aws:kms", hKMSKeyID: kmsKey, hBucketKey: "true"})
+	wantTags(t, "the tags of kms", d.storedTags(t, "kms"), map[string]string{"team": "blue"})
+
+	ck := newCustomerKey(t)
+	if _, err := c.PutObject(ctx, putInput(d, "ssec", 3, "ssec body", ck.onPut)); err != nil {
+		t.Fatal(err)
+	}
+	store.seen(d.bucket, "ssec")
+	_, err := d.client(writerKey, fenced(4)).PutObjectTagging(ctx, &s3.PutObjectTaggingInput{Bucket: aws.String(d.bucket), Key: aws.String("ssec"),
+		Tagging: tagSet(map[string]string{"team": "red"})})
+	if err == nil {
+		t.Fatal("PutObjectTagging of an SSE-C object succeeded; want it refused")
+	}
+	for _, r := range store.seen(d.bucket, "ssec") {
+		if r.method == http.MethodPut {
+			t.Errorf("the store got a PUT of the SSE-C object: %+v", r)
+		}
+	}
+	if body, token, _ := d.stored(t, "ssec"); body != "ssec body" || token != "3" {
+		t.Errorf("stored %q with token %q; want the object as written, token 3", body, token)
+	}
+	wantTags(t, "the tags of ssec", d.storedTags(t, "ssec"), map[string]string{})
+	if m := d.mark(t, "ssec"); m != 3 {
+		t.Errorf("mark = %d; want 3", m)
+	}
+}
