@@ -13,7 +13,7 @@ import (
 )
 
 // TestEverythingElseIsRefused sends a table of S3 requests the door does
-// not implement (bucket administration, ACLs, policies, tagging,
+// not implement (ACLs, policies, tagging,
 // versioning, object lock, multipart, ...), each signed and carrying a
 // token: each is answered 501 NotImplemented, nothing reaches S3, the
 // object is unchanged and no mark is raised.
@@ -27,9 +27,6 @@ func TestEverythingElseIsRefused(t *testing.T) {
 		method, target string
 		header         map[string]string
 	}{
-		{method: "PUT", target: b},                            // CreateBucket
-		{method: "PUT", target: b + "/"},                      // CreateBucket, empty key
-		{method: "DELETE", target: b},                         // DeleteBucket
 		{method: "POST", target: b},                           // browser POST upload
 		{method: "PUT", target: b + "?acl"},                   // PutBucketAcl
 		{method: "GET", target: b + "?acl"},                   // GetBucketAcl
