@@ -238,11 +238,12 @@ func parseCreateBucketConfiguration(data []byte) (createBucketConfiguration, err
 	if len(config.LocationConstraint) > 1 {
 		return config, fmt.Errorf("%w: %d LocationConstraint elements", errMalformedXML, len(config.LocationConstraint))
 	}
-	for _, other := range config.Other {
-		if reason, ok := unhonouredConfiguration[other.XMLName.Local]; ok {
-			return config, fmt.Errorf("%w: CreateBucketConfiguration %s: %s", errNotImplemented, other.XMLName.Local, reason)
+	if len(config.Other) > 0 {
+		name := config.Other[0].XMLName.Local
+		if reason, ok := unhonouredConfiguration[name]; ok {
+			return config, fmt.Errorf("%w: CreateBucketConfiguration %s: %s", errNotImplemented, name, reason)
 		}
-		return config, fmt.Errorf("%w: CreateBucketConfiguration has an unknown element %s", errMalformedXML, api.Truncate(other.XMLName.Local, 64))
+		return config, fmt.Errorf("%w: CreateBucketConfiguration has an unknown element %s", errMalformedXML, api.Truncate(name, 64))
 	}
 	for {
 		tok, err := dec.Token()

@@ -192,6 +192,8 @@ func TestCreateBucketRefusesWhatItCannotHonour(t *testing.T) {
 		{name: "two regions", body: config(`<LocationConstraint>us-east-1</LocationConstraint><LocationConstraint>us-east-1</LocationConstraint>`), status: 400, code: "MalformedXML"},
 		{name: "directory bucket", body: config(`<Location><Name>use1-az4</Name><Type>AvailabilityZone</Type></Location><Bucket><DataRedundancy>SingleAvailabilityZone</DataRedundancy><Type>Directory</Type></Bucket>`), status: 501, code: "NotImplemented"},
 		{name: "tags", body: config(`<Tags><Tag><Key>a</Key><Value>b</Value></Tag></Tags>`), status: 501, code: "NotImplemented"},
+		{name: "unknown element", body: config(`<Region>us-east-1</Region>`), status: 400, code: "MalformedXML"},
+		{name: "a document after it", body: config(``) + `<CreateBucketConfiguration/>`, status: 400, code: "MalformedXML"},
 		{name: "not xml", body: "<CreateBucketConfiguration>", status: 400, code: "MalformedXML"},
 		{name: "another document", body: `<Delete><Object><Key>k</Key></Object></Delete>`, status: 400, code: "MalformedXML"},
 		{name: "too large", body: config(`<LocationConstraint>us-east-1</LocationConstraint>` + strings.Repeat(" ", 70<<10)), status: 400, code: "EntityTooLarge"},

@@ -118,22 +118,23 @@ func s3ErrorOf(err error) (s3Code, string) {
 // sent with the code in place of the store's own text (which may name
 // its request and host ids).
 var storeMessages = map[string]string{
-	"NoSuchBucket":   "The specified bucket does not exist",
-	"BucketNotEmpty": "The bucket you tried to delete is not empty",
-	"BucketAlreadyExists": "The requested bucket name is not available. The bucket namespace is shared by all users of the system. " +
-		"Please select a different name and try again.",
+	"NoSuchBucket":       "The specified bucket does not exist",
+	"NoSuchKey":          "The specified key does not exist.",
+	"NoSuchUpload":       "The specified multipart upload does not exist. The upload ID might not be valid, or the multipart upload might have been aborted or completed.",
+	"InvalidPart":        "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.",
+	"InvalidPartOrder":   "The list of parts was not in ascending order. The parts list must be specified in order by part number.",
+	"EntityTooSmall":     "Your proposed upload is smaller than the minimum allowed object size.",
+	"EntityTooLarge":     "Your proposed upload exceeds the maximum allowed object size.",
+	"InvalidArgument":    "Invalid Argument",
+	"InvalidRequest":     "Invalid Request",
+	"InvalidRange":       "The requested range is not satisfiable",
+	"InvalidPartNumber":  "The requested partnumber is not satisfiable",
+	"PreconditionFailed": "At least one of the preconditions you specified did not hold.",
+
+	// Bucket administration (bucketadmin.go):
+	"BucketNotEmpty":          "The bucket you tried to delete is not empty",
 	"BucketAlreadyOwnedByYou": "Your previous request to create the named bucket succeeded and you already own it.",
-	"NoSuchKey":               "The specified key does not exist.",
-	"NoSuchUpload":            "The specified multipart upload does not exist. The upload ID might not be valid, or the multipart upload might have been aborted or completed.",
-	"InvalidPart":             "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.",
-	"InvalidPartOrder":        "The list of parts was not in ascending order. The parts list must be specified in order by part number.",
-	"EntityTooSmall":          "Your proposed upload is smaller than the minimum allowed object size.",
-	"EntityTooLarge":          "Your proposed upload exceeds the maximum allowed object size.",
-	"InvalidArgument":         "Invalid Argument",
-	"InvalidRequest":          "Invalid Request",
-	"InvalidRange":            "The requested range is not satisfiable",
-	"InvalidPartNumber":       "The requested partnumber is not satisfiable",
-	"PreconditionFailed":      "At least one of the preconditions you specified did not hold.",
+	"BucketAlreadyExists":     "The requested bucket name is not available. The bucket namespace is shared by all users of the system. Please select a different name and try again.",
 }
 
 // storeMessage is S3's message for code, or a sentence naming it.
