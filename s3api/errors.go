@@ -24,6 +24,9 @@ var (
 	errInvalidDigest     = errors.New("invalid digest")
 	errInvalidToken      = errors.New("security token not accepted")
 	errEntityTooLarge    = errors.New("entity too large")
+	// errInvalidLocationConstraint refuses a CreateBucket for another
+	// region than the door's.
+	errInvalidLocationConstraint = errors.New("invalid location constraint")
 )
 
 // s3Code is one row of the error table: an error class and the S3 error
@@ -50,6 +53,7 @@ var s3Codes = []s3Code{
 	{errInvalidDigest, "InvalidDigest", http.StatusBadRequest},
 	{errInvalidToken, "InvalidToken", http.StatusBadRequest},
 	{errEntityTooLarge, "EntityTooLarge", http.StatusBadRequest},
+	{errInvalidLocationConstraint, "InvalidLocationConstraint", http.StatusBadRequest},
 	{errMetadataTooLarge, "MetadataTooLarge", http.StatusBadRequest}, // metadata.go
 	{errNoSuchUpload, "NoSuchUpload", http.StatusNotFound},           // multipart.go
 	{errInvalidTag, "InvalidTag", http.StatusBadRequest},             // tagging.go
@@ -128,6 +132,11 @@ var storeMessages = map[string]string{
 	"InvalidRange":       "The requested range is not satisfiable",
 	"InvalidPartNumber":  "The requested partnumber is not satisfiable",
 	"PreconditionFailed": "At least one of the preconditions you specified did not hold.",
+
+	// Bucket administration (bucketadmin.go):
+	"BucketNotEmpty":          "The bucket you tried to delete is not empty",
+	"BucketAlreadyOwnedByYou": "Your previous request to create the named bucket succeeded and you already own it.",
+	"BucketAlreadyExists":     "The requested bucket name is not available. The bucket namespace is shared by all users of the system. Please select a different name and try again.",
 }
 
 // storeMessage is S3's message for code, or a sentence naming it.

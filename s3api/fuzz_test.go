@@ -102,3 +102,29 @@ func FuzzFenceToken(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCreateBucketConfiguration parses untrusted CreateBucket bodies:
+// parseCreateBucketConfiguration never panics, and a body it accepts is
+// one CreateBucketConfiguration with at most one LocationConstraint and
+// nothing else in it.
+func FuzzCreateBucketConfiguration(f *testing.F) {
+	for _, seed := range []string{
+		`<CreateBucketConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><LocationConstraint>eu-west-1</LocationConstraint></CreateBucketConfiguration>`,
+		`<CreateBucketConfiguration/>`,
+		`<CreateBucketConfiguration><Tags><Tag><Key>a</Key><Value>b</Value></Tag></Tags></CreateBucketConfiguration>`,
+		`<CreateBucketConfiguration><Location><Type>AvailabilityZone</Type></Location></CreateBucketConfiguration>`,
+		`<CreateBucketConfiguration></CreateBucketConfiguration><X/>`,
+		`<Delete/>`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		config, err := parseCreateBucketConfiguration(data)
+		if err != nil {
+			return
+		}
+		if config.XMLName.Local != "CreateBucketConfiguration" || len(config.LocationConstraint) > 1 || len(config.Other) != 0 {
+			t.Fatalf("%q accepted as %+v", data, config)
+		}
+	})
+}

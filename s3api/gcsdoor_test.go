@@ -86,7 +86,7 @@ func newGCSDoorWith(tb testing.TB, name string, o gcsDoorOptions) *gcsDoor {
 	}
 	g.door = &door{bucket: bucket, gw: gw, keys: keys{writerKey: {secretOf + writerKey, "writer"}}}
 	maps.Copy(g.keys, o.keys)
-	h, err := s3api.New(s3api.Config{Logger: logger}, s3api.Deps{Gateway: gw, Keys: g.keys})
+	h, err := s3api.New(s3api.Config{Logger: logger}, s3api.Deps{Gateway: gw, Keys: g.keys, Admin: s3Backend})
 	if err != nil {
 		tb.Fatal(err)
 	}

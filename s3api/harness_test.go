@@ -78,12 +78,16 @@ type doorOptions struct {
 var bucketSeq atomic.Int64
 
 // The identities of every door: writer may do everything to S3 objects,
-// reader only read, and logs everything under its bucket's logs/.
+// reader only read, and logs everything under its bucket's logs/; admin
+// is admin of the buckets whose names start with adminBuckets, and of the
+// logs/ of the door's bucket (only part of it).
 const (
-	writerKey = "AKIAWRITER"
-	readerKey = "AKIAREADER"
-	logsKey   = "AKIALOGS"
-	secretOf  = "secret-"
+	writerKey    = "AKIAWRITER"
+	readerKey    = "AKIAREADER"
+	logsKey      = "AKIALOGS"
+	adminKey     = "AKIAADMIN"
+	adminBuckets = "fgadm"
+	secretOf     = "secret-"
 )
 
 func newDoor(tb testing.TB, o doorOptions) *door {
@@ -118,6 +122,10 @@ func newDoor(tb testing.TB, o doorOptions) *door {
 				{Name: "writer", Grants: []gateway.Grant{{Prefix: "s3/", Operations: rw}}},
 				{Name: "reader", Grants: []gateway.Grant{{Prefix: "s3/", Operations: []gateway.Operation{gateway.OpRead}}}},
 				{Name: "logs", Grants: []gateway.Grant{{Prefix: "s3/" + d.bucket + "/logs/", Operations: rw}}},
+				{Name: "admin", Grants: []gateway.Grant{
+					{Prefix: "s3/" + adminBuckets, Operations: []gateway.Operation{gateway.OpAdmin}},
+					{Prefix: "s3/" + d.bucket + "/logs/", Operations: []gateway.Operation{gateway.OpAdmin}},
+				}},
 			},
 			APIKeys: []gateway.APIKey{
 				{SHA256: sha256.Sum256([]byte("rest-writer")), Identity: "writer"},
@@ -140,8 +148,9 @@ func newDoor(tb testing.TB, o doorOptions) *door {
 		writerKey: {secretOf + writerKey, "writer"},
 		readerKey: {secretOf + readerKey, "reader"},
 		logsKey:   {secretOf + logsKey, "logs"},
+		adminKey:  {secretOf + adminKey, "admin"},
 	}
-	h, err := s3api.New(s3api.Config{Domain: o.domain, Logger: cfg.Logger}, s3api.Deps{Gateway: gw, Keys: d.keys, Buckets: backend})
+	h, err := s3api.New(s3api.Config{Domain: o.domain, Logger: cfg.Logger}, s3api.Deps{Gateway: gw, Keys: d.keys, Buckets: backend, Admin: backend})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -44,6 +44,10 @@ type Deps struct {
 	// ListBuckets, HeadBucket, GetBucketLocation). Nil answers those
 	// NotImplemented.
 	Buckets BucketLister
+	// Admin creates and deletes buckets (CreateBucket, DeleteBucket) for
+	// identities with an admin grant on the bucket. Nil answers those
+	// NotImplemented.
+	Admin BucketAdmin
 }
 
 // BucketLister sends the store the bucket reads that the door passes
@@ -56,6 +60,20 @@ type BucketLister interface {
 	// it is, whatever its status; the caller closes its body. An error
 	// means no answer (api.ErrUpstream, api.ErrUpstreamTimeout).
 	BucketRequest(ctx context.Context, method, bucket string, query url.Values) (*http.Response, error)
+}
+
+// BucketAdmin creates and deletes the store's buckets, with the gateway's
+// own credentials. backends/s3 implements it.
+type BucketAdmin interface {
+	// CreateBucket creates in.Bucket. The store's refusals are
+	// *api.StoreError with its code (BucketAlreadyOwnedByYou,
+	// BucketAlreadyExists); no answer is api.ErrUpstream
+	// (api.ErrUpstreamTimeout).
+	CreateBucket(ctx context.Context, in api.CreateBucketInput) error
+	// DeleteBucket deletes bucket, which the store does only when it
+	// holds no object. Its refusals are CreateBucket's (BucketNotEmpty,
+	// NoSuchBucket).
+	DeleteBucket(ctx context.Context, bucket string) error
 }
 
 // New returns the S3 front door for cfg, on deps.
@@ -74,7 +92,7 @@ func New(cfg Config, deps Deps) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3api: %w", err)
 	}
-	s := &server{cfg: cfg, log: cfg.Logger, gw: deps.Gateway, buckets: deps.Buckets, verifier: verifier}
+	s := &server{cfg: cfg, log: cfg.Logger, gw: deps.Gateway, buckets: deps.Buckets, admin: deps.Admin, verifier: verifier}
 	// The gateway counts, times, logs and traces each request as a REST
 	// one (route label and span name "s3:<operation>").
 	return deps.Gateway.TrackRequests("s3", s), nil
@@ -86,6 +104,7 @@ type server struct {
 	log      *slog.Logger
 	gw       *gateway.Gateway
 	buckets  BucketLister
+	admin    BucketAdmin
 	verifier *sigv4.Verifier
 }
 
@@ -102,9 +121,10 @@ type request struct {
 }
 
 // writeOps are the operations that write: their refusals are audited
-// (gateway.NoteRefusal).
+// (gateway.NoteRefusal). A bucket's creation and deletion are audited as
+// writes of s3/BUCKET/.
 var writeOps = map[string]bool{"PutObject": true, "DeleteObject": true, "DeleteObjects": true, "CopyObject": true,
-	"PutObjectTagging": true, "DeleteObjectTagging": true}
+	"PutObjectTagging": true, "DeleteObjectTagging": true, "CreateBucket": true, "DeleteBucket": true}
 
 // headerRequestID is S3's request id header; X-Request-Id carries the
 // same id, as on the REST API.
@@ -266,6 +286,14 @@ func (s *server) route(r *http.Request, rq *request) (handlerFunc, string) {
 			if has("delete") && onlyParams(q, "delete") {
 				return s.deleteObjects, "DeleteObjects"
 			}
+		case http.MethodPut:
+			if onlyParams(q) {
+				return s.createBucket, "CreateBucket" // bucketadmin.go
+			}
+		case http.MethodDelete:
+			if onlyParams(q) {
+				return s.deleteBucket, "DeleteBucket"
+			}
 		}
 	default:
 		if has("tagging") && onlyParams(q, "tagging") {
@@ -348,7 +376,7 @@ func isFormUpload(r *http.Request, rq *request) bool {
 }
 
 // notImplemented answers every operation the door does not implement:
-// bucket administration, ACLs, policies, bucket tagging, versioning, object lock,
+// ACLs, policies, bucket tagging, versioning, object lock, bucket configuration,
 // and anything unknown. None reaches the store.
 func (s *server) notImplemented(w http.ResponseWriter, r *http.Request, rq *request) {
 	discardBody(r.Body)

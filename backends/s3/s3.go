@@ -64,6 +64,8 @@ type Config struct {
 // Client is an S3 backend. It is safe for concurrent use.
 type Client struct {
 	s3 *s3.Client
+	// region is Config.Region, in which CreateBucket creates buckets.
+	region string
 	// connWait is Config.ConnWaitTimeout.
 	connWait time.Duration
 	// signed sends Put and Head without the SDK's middleware; nil means
@@ -132,7 +134,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 		o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
 	})
-	return &Client{s3: client, signed: newSignedHTTP(client), connWait: cfg.ConnWaitTimeout, completeHTTP: newCompleteHTTP(cfg)}, nil
+	return &Client{s3: client, region: cfg.Region, signed: newSignedHTTP(client), connWait: cfg.ConnWaitTimeout, completeHTTP: newCompleteHTTP(cfg)}, nil
 }
 
 // errNoETag refuses an object that exists without an ETag. A conditional

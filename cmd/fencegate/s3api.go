@@ -23,13 +23,13 @@ func listenS3API(c config.S3API) (net.Listener, error) {
 
 // withS3API returns endpoints and, when ln is not nil, the S3 API on it:
 // its front door on gw, with c's keys, region and domain, and bucket
-// reads through gw's S3 client.
+// reads and bucket administration through gw's S3 client.
 func withS3API(endpoints []endpoint, ln net.Listener, c config.S3API, gw *wiredGateway, logger *slog.Logger) ([]endpoint, error) {
 	if ln == nil {
 		return endpoints, nil
 	}
 	door, err := s3api.New(s3api.Config{Region: c.Region, Domain: c.Domain, Logger: logger.With("component", "s3_api")},
-		s3api.Deps{Gateway: gw.Gateway, Keys: c.Keys, Buckets: gw.s3})
+		s3api.Deps{Gateway: gw.Gateway, Keys: c.Keys, Buckets: gw.s3, Admin: gw.s3})
 	if err != nil {
 		return nil, err
 	}
