@@ -171,6 +171,12 @@ func (s *server) putObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	setEncryptionAnswer(w.Header(), res.Encryption)
 	w.Header().Set("ETag", res.ETag)
 	w.Header().Set(api.HeaderFenceToken, res.Token.String())
+	if n := rq.auth.DecodedContentLength; n >= 0 {
+		// The size written, as versitygw and S3 Express answer it (the
+		// SDKs' PutObjectOutput.Size); the verifier held the body to
+		// exactly this length.
+		w.Header().Set("X-Amz-Object-Size", strconv.FormatInt(n, 10))
+	}
 	w.Header().Set("Content-Length", "0")
 	w.WriteHeader(http.StatusOK)
 }

@@ -70,6 +70,9 @@ func TestPutObjectFencedSeed(t *testing.T) {
 	if out.ETag == nil || *out.ETag == "" {
 		t.Fatalf("put 33: no ETag")
 	}
+	if out.Size == nil || *out.Size != int64(len("rows of 33")) {
+		t.Errorf("put 33 answered the size %v; want %d (x-amz-object-size)", out.Size, len("rows of 33"))
+	}
 	if _, err := d.put(t, c, "report.csv", 34, "rows of 34"); err != nil {
 		t.Fatalf("put 34: %v", err)
 	}
