@@ -18,21 +18,24 @@ import (
 // (github.com/aws/aws-sdk-go-v2/aws/signer/v4, with S3's settings:
 // DisableURIPathEscaping, DisableHeaderHoisting) computes over a copy of
 // the request carrying exactly the headers the client signed, byte for
-// byte (TestSignatureAsTheSDKs compares the two on every kind of request
-// the tests sign, presigned or not). It is the verifier's own for its
-// cost: the SDK's signer, fresh for each request, builds the canonical
-// request through maps, sorts and joins and derives the signing key
-// each time, about 6 % of the S3 API gateway's CPU per PutObject; this
-// writes it into one buffer, with the key from keys.
+// byte (FuzzSignatureAsTheSDKs compares the two on requests read off the
+// wire: SDK-signed ones, presigned or not, the corners of
+// canonicalization, and what the fuzzer makes of them). It is the
+// verifier's own for its cost: the SDK's signer, fresh for each request,
+// builds the canonical request through maps, sorts and joins and derives
+// the signing key each time, about 6 % of the S3 API gateway's CPU per
+// PutObject; this writes it into one buffer, with key, the signing key
+// (signingKeys).
 //
 // The SDK's signer decides which headers it signs: host; content-length
 // when the length is above zero; x-amz-date (header authentication,
 // which the signer sets itself from the signing time); every other
 // header of the copy. A client's list that differs from that (it left
-// out x-amz-date, or claims a content-length of zero) gets the
-// signature that the SDK's list would give, which is never the
-// client's: such requests are refused with SignatureDoesNotMatch here
-// at once, as they were by comparing the two lists.
+// out x-amz-date, or signs a content-length that is not above zero) is
+// refused with SignatureDoesNotMatch, as it was when the verifier
+// compared the signer's list with the client's. (Verify's earlier checks
+// refuse both already: every x-amz-* header must be signed, and a signed
+// Content-Length of 0 is refused with its own message.)
 func expectedSignature(r *http.Request, query url.Values, auth *authentication, payloadHash string, key []byte) (string, error) {
 	amzDate := auth.date.Format(amzDateFormat)
 	buf := make([]byte, 0, 1024)
