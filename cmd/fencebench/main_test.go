@@ -166,7 +166,8 @@ func TestSummaryLine(t *testing.T) {
 			{Mode: modeGateway, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 2400, OK: 1000,
 				CPUPer1000: perProcess{Gateway: ptr(0.2), Etcd: ptr(0.05), S3: ptr(0.3)}},
 			{Mode: modeDirectSDK, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 3000},
-			{Mode: modeS3API, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 2550},
+			{Mode: modeS3API, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 2550, OK: 1000, Conflicts: 20,
+				CPUPer1000: perProcess{Gateway: ptr(0.25), Etcd: ptr(0.05), S3: ptr(0.3)}},
 			{Mode: modeStale, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 4, RPS: 23456.7, P99: 1.42},
 			{Mode: modeDirect, Pattern: patternRaise, SizeBytes: 1 << 10, Concurrency: 64, RPS: 1500},
 			{Mode: modeDirectSDK, Pattern: patternRaise, SizeBytes: 1 << 10, Concurrency: 64, RPS: 1600},
@@ -185,14 +186,15 @@ func TestSummaryLine(t *testing.T) {
 		" raise_c64_ratio_vs_clientside=1.20 raise_c64_ratio_vs_direct=0.80 raise_c64_ratio_vs_direct_sdk=0.75 raise_ceiling_ratio_batched_vs_unbatched=2.00" +
 		" gw_cpu_ms_per_write=0.200 etcd_cpu_ms_per_write=0.050 s3_cpu_ms_per_write=0.300" +
 		" raise_gw_cpu_ms_per_write=0.250 raise_etcd_cpu_ms_per_write=0.100 raise_s3_cpu_ms_per_write=0.400 gcs_c64_ratio_vs_direct=0.95" +
-		" s3api_c64_ratio_vs_direct_sdk=0.85"
+		" s3api_c64_ratio_vs_direct_sdk=0.85 s3api_gw_cpu_ms_per_write=0.255 s3api_cpu_ratio_vs_rest=1.27"
 	if r.SummaryLine != want {
 		t.Fatalf("summary line\n%s\nwant\n%s", r.SummaryLine, want)
 	}
 	form := regexp.MustCompile(`^summary: c64_ratio_vs_direct=\S+ c64_ratio_vs_direct_sdk=\S+ c64_ratio_vs_clientside=\S+ serial_p50_overhead_ms=\S+ stale_rps=\S+ stale_p99_ms=\S+ upload_1g_rss_mib=\S+ upload_6g_rss_mib=\S+ ` +
 		`raise_c64_ratio_vs_clientside=\S+ raise_c64_ratio_vs_direct=\S+ raise_c64_ratio_vs_direct_sdk=\S+ raise_ceiling_ratio_batched_vs_unbatched=\S+ ` +
 		`gw_cpu_ms_per_write=\S+ etcd_cpu_ms_per_write=\S+ s3_cpu_ms_per_write=\S+ ` +
-		`raise_gw_cpu_ms_per_write=\S+ raise_etcd_cpu_ms_per_write=\S+ raise_s3_cpu_ms_per_write=\S+ gcs_c64_ratio_vs_direct=\S+ s3api_c64_ratio_vs_direct_sdk=\S+$`)
+		`raise_gw_cpu_ms_per_write=\S+ raise_etcd_cpu_ms_per_write=\S+ raise_s3_cpu_ms_per_write=\S+ gcs_c64_ratio_vs_direct=\S+ s3api_c64_ratio_vs_direct_sdk=\S+ ` +
+		`s3api_gw_cpu_ms_per_write=\S+ s3api_cpu_ratio_vs_rest=\S+$`)
 	if !form.MatchString((&report{}).withSummary().SummaryLine) {
 		t.Fatal("the summary of an empty report does not have the summary's form")
 	}

@@ -238,6 +238,14 @@ type summary struct {
 	// S3APIC64RatioVsDirectSDK is PutObject through the S3 API over the
 	// same SDK writing straight to S3 (s3api.go).
 	S3APIC64RatioVsDirectSDK *float64 `json:"s3api_c64_ratio_vs_direct_sdk"`
+	// S3APIGatewayCPUMsPerWrite is the S3 API gateway's CPU milliseconds
+	// per accepted PutObject in the S3 API cell, measured as
+	// GatewayCPUMsPerWrite is, and S3APICPURatioVsREST is it over
+	// GatewayCPUMsPerWrite: the REST API's at the same shape (64
+	// writers, 1 KiB, distinct objects), whose cell runs in the same
+	// rounds.
+	S3APIGatewayCPUMsPerWrite *float64 `json:"s3api_gw_cpu_ms_per_write"`
+	S3APICPURatioVsREST       *float64 `json:"s3api_cpu_ratio_vs_rest"`
 }
 
 // finish fills in the ratios and the summary.
@@ -298,6 +306,16 @@ func (r *report) finish(cfg config) {
 		s.GCSC64RatioVsDirect = g.RatioVsDirect
 	}
 	s.S3APIC64RatioVsDirectSDK = ratio(find(modeS3API, s3APIPattern, s3APISize, s3APIConcurrency), find(modeDirectSDK, s3APIPattern, s3APISize, s3APIConcurrency))
+	if door := find(modeS3API, s3APIPattern, s3APISize, s3APIConcurrency); door != nil {
+		s.S3APIGatewayCPUMsPerWrite, _, _ = door.cpuMsPerWrite()
+		if rest := find(modeGateway, s3APIPattern, s3APISize, s3APIConcurrency); rest != nil {
+			restCPU, _, _ := rest.cpuMsPerWrite()
+			if s.S3APIGatewayCPUMsPerWrite != nil && restCPU != nil && *restCPU > 0 {
+				v := *s.S3APIGatewayCPUMsPerWrite / *restCPU
+				s.S3APICPURatioVsREST = &v
+			}
+		}
+	}
 	for _, u := range r.Uploads {
 		if u.Gateway == modeGateway && u.Bytes == 1<<30 {
 			v := u.RSSGrowthMiB
@@ -329,6 +347,8 @@ func (r *report) finish(cfg config) {
 		"raise_s3_cpu_ms_per_write=" + format(s.RaiseS3CPUMsPerWrite, 3),
 		"gcs_c64_ratio_vs_direct=" + format(s.GCSC64RatioVsDirect, 2),
 		"s3api_c64_ratio_vs_direct_sdk=" + format(s.S3APIC64RatioVsDirectSDK, 2),
+		"s3api_gw_cpu_ms_per_write=" + format(s.S3APIGatewayCPUMsPerWrite, 3),
+		"s3api_cpu_ratio_vs_rest=" + format(s.S3APICPURatioVsREST, 2),
 	}, " ")
 	if r.Events != nil {
 		r.SummaryLine += " " + r.Events.summaryFields()

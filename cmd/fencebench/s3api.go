@@ -26,7 +26,8 @@ import (
 const modeS3API = "s3api"
 
 // The S3 API's only cell: s3api_c64_ratio_vs_direct_sdk is its rate over
-// modeDirectSDK's at this shape.
+// modeDirectSDK's at this shape, and s3api_cpu_ratio_vs_rest its gateway's
+// CPU per write over modeGateway's (the REST API's) at this shape.
 const (
 	s3APIPattern     = patternDistinct
 	s3APISize        = 1 << 10

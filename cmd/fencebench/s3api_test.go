@@ -5,15 +5,16 @@ import (
 	"testing"
 )
 
-// TestRunS3APICell runs the S3 API cell and its direct-sdk cell (64
-// writers, 1 KiB) against the real stack: both answer without errors,
-// the S3 API's writes went through its own gateway (whose CPU is
-// measured), and the summary has s3api_c64_ratio_vs_direct_sdk.
+// TestRunS3APICell runs the S3 API cell with its direct-sdk and REST
+// gateway cells (64 writers, 1 KiB) against the real stack: all answer
+// without errors, the S3 API's writes went through its own gateway (whose
+// CPU is measured), and the summary has s3api_c64_ratio_vs_direct_sdk,
+// the S3 API gateway's CPU per write and its ratio to the REST API's.
 func TestRunS3APICell(t *testing.T) {
-	rep := runReport(t, "--modes", "direct-sdk,s3api", "--patterns", "distinct", "--sizes", "1KiB", "--concurrency", "64",
-		"--rounds", "1", "--duration", "400ms", "--warmup", "20ms", "--upload-bytes", "0")
-	if len(rep.Cells) != 2 {
-		t.Fatalf("%d cells; want direct-sdk and s3api: %+v", len(rep.Cells), rep.Cells)
+	rep := runReport(t, "--modes", "direct-sdk,gateway,s3api", "--patterns", "distinct", "--sizes", "1KiB", "--concurrency", "64",
+		"--rounds", "2", "--duration", "400ms", "--warmup", "20ms", "--upload-bytes", "0", "--large-upload-bytes", "0")
+	if len(rep.Cells) != 3 {
+		t.Fatalf("%d cells; want direct-sdk, gateway and s3api: %+v", len(rep.Cells), rep.Cells)
 	}
 	for _, c := range rep.Cells {
 		if c.OK == 0 || c.Errors != 0 {
@@ -23,7 +24,12 @@ func TestRunS3APICell(t *testing.T) {
 			t.Errorf("s3api: no gateway CPU; want its gateway's")
 		}
 	}
-	if rep.Summary.S3APIC64RatioVsDirectSDK == nil || !strings.Contains(rep.SummaryLine, "s3api_c64_ratio_vs_direct_sdk=") {
-		t.Errorf("summary %q; want s3api_c64_ratio_vs_direct_sdk", rep.SummaryLine)
+	for _, field := range []string{"s3api_c64_ratio_vs_direct_sdk", "s3api_gw_cpu_ms_per_write", "s3api_cpu_ratio_vs_rest"} {
+		if !strings.Contains(rep.SummaryLine, " "+field+"=") || strings.Contains(rep.SummaryLine, " "+field+"=n/a") {
+			t.Errorf("summary %q; want %s with a figure", rep.SummaryLine, field)
+		}
+	}
+	if rep.Summary.S3APIC64RatioVsDirectSDK == nil || rep.Summary.S3APIGatewayCPUMsPerWrite == nil || rep.Summary.S3APICPURatioVsREST == nil {
+		t.Errorf("summary %+v; want the S3 API's ratio, CPU per write and CPU ratio", rep.Summary)
 	}
 }

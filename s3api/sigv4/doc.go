@@ -15,13 +15,16 @@
 //   - The clock: X-Amz-Date more than 15 minutes from now is
 //     RequestTimeTooSkewed; a presigned URL past X-Amz-Date + X-Amz-Expires
 //     is AccessDenied "Request has expired".
-//   - The signature, recomputed with the AWS SDK's v4 signer
-//     (github.com/aws/aws-sdk-go-v2/aws/signer/v4) over a copy of the
-//     request that carries exactly the headers the client signed, with S3's
-//     path rule (the path as sent, not escaped twice) and compared with
-//     hmac.Equal. Unknown key: InvalidAccessKeyId; mismatch:
-//     SignatureDoesNotMatch. host must be signed and so must every x-amz-*
-//     header present (else AccessDenied, as S3).
+//   - The signature, recomputed as the AWS SDK's v4 signer
+//     (github.com/aws/aws-sdk-go-v2/aws/signer/v4) computes it over a copy
+//     of the request that carries exactly the headers the client signed,
+//     with S3's path rule (the path as sent, not escaped twice), byte for
+//     byte (canonical.go; a fuzz target compares the two), and compared
+//     with hmac.Equal. The signing key is derived once per access key id,
+//     secret, day and region, and derived again when any of them changes
+//     (a rotated secret at once). Unknown key: InvalidAccessKeyId;
+//     mismatch: SignatureDoesNotMatch. host must be signed and so must
+//     every x-amz-* header present (else AccessDenied, as S3).
 //   - Nothing rides along a valid signature unsigned: Authorization,
 //     X-Amz-Date, X-Amz-Content-Sha256, X-Amz-Decoded-Content-Length and
 //     X-Amz-Trailer are sent at most once, and the query must parse (a
@@ -77,10 +80,11 @@
 //     anonymous requests (AccessDenied).
 //   - X-Amz-Date is required; the Date header is not accepted in its place.
 //   - A signature covering user-agent, expect, transfer-encoding,
-//     x-amzn-trace-id or a zero content-length cannot be recomputed with the
-//     SDK's signer (it never signs those) and is refused with
-//     SignatureDoesNotMatch and a message naming the header. aws-cli, boto3,
-//     the AWS SDKs, minio-go and rclone do not sign them.
+//     x-amzn-trace-id or a zero content-length is refused with
+//     SignatureDoesNotMatch and a message naming the header: the verifier
+//     computes signatures as the SDK's signer does, which never signs
+//     those. aws-cli, boto3, the AWS SDKs, minio-go and rclone do not sign
+//     them.
 //   - Content-MD5 is not checked here (the upstream store checks it).
 //   - aws-chunked bodies are refused with query authentication.
 package sigv4

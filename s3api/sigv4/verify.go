@@ -10,13 +10,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 )
 
 const (
@@ -67,9 +65,10 @@ type Config struct {
 // Verifier checks AWS Signature Version 4 on S3 requests. It is safe for
 // concurrent use.
 type Verifier struct {
-	keys   KeyStore
+	store  KeyStore
 	region string
 	now    func() time.Time
+	keys   signingKeys
 }
 
 // New returns a Verifier for cfg.
@@ -82,24 +81,10 @@ func New(cfg Config) (*Verifier, error) {
 		now = time.Now
 	}
 	return &Verifier{
-		keys:   cfg.Keys,
+		store:  cfg.Keys,
 		region: cfg.Region,
 		now:    now,
 	}, nil
-}
-
-// newSigner returns a fresh SDK signer for one verification. A signer caches
-// the keys it derives by access key id, region, service and day, not by
-// secret: one shared signer would go on accepting a rotated-out secret until
-// midnight UTC. Deriving the key again costs four HMACs.
-func newSigner() *v4.Signer {
-	return v4.NewSigner(func(o *v4.SignerOptions) {
-		// S3 signs the path as sent, without the second round of escaping
-		// other AWS services use.
-		o.DisableURIPathEscaping = true
-		// The client decided which headers it hoisted into the query.
-		o.DisableHeaderHoisting = true
-	})
 }
 
 // Result is an authenticated request.
@@ -163,19 +148,16 @@ type authentication struct {
 // but for a body of length zero, which Verify checks itself (see
 // Result.Body).
 func (v *Verifier) Verify(ctx context.Context, r *http.Request) (*Result, error) {
-	if err := checkSingleValues(r); err != nil {
+	query, err := checkSingleValues(r)
+	if err != nil {
 		return nil, err
 	}
 	header := r.Header.Get("Authorization")
-	query := r.URL.Query()
 	_, presigned := query["X-Amz-Algorithm"]
 	if !presigned {
 		_, presigned = query["X-Amz-Signature"]
 	}
-	var (
-		auth *authentication
-		err  error
-	)
+	var auth *authentication
 	if strings.HasPrefix(header, "AWS ") || (query.Has("AWSAccessKeyId") && query.Has("Signature")) {
 		return nil, newError(ErrInvalidRequest, "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.")
 	}
@@ -214,14 +196,15 @@ func (v *Verifier) Verify(ctx context.Context, r *http.Request) (*Result, error)
 		return nil, err
 	}
 
-	secret, identity, err := v.keys.SecretKey(ctx, auth.credential.accessKeyID)
+	secret, identity, err := v.store.SecretKey(ctx, auth.credential.accessKeyID)
 	if errors.Is(err, ErrUnknownAccessKey) {
 		return nil, ErrInvalidAccessKeyID
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: key lookup: %w", ErrInternal, err)
 	}
-	expected, err := v.expectedSignature(ctx, r, auth, payloadHash, secret)
+	key := v.keys.get(auth.credential.accessKeyID, secret, auth.credential.date, auth.credential.region)
+	expected, err := expectedSignature(r, query, auth, payloadHash, key)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +225,6 @@ func (v *Verifier) Verify(ctx context.Context, r *http.Request) (*Result, error)
 		Presigned:     auth.presigned,
 		SignedHeaders: auth.signedHeaders,
 	}
-	key := signingKey(secret, auth.credential.date, auth.credential.region)
 	if err := buildBody(r, res, payloadHash, chunkSigning{
 		key:       key,
 		amzDate:   auth.date.Format(amzDateFormat),
@@ -279,17 +261,19 @@ var singleValueHeaders = []string{"Authorization", "X-Amz-Date", "X-Amz-Content-
 // singleValueHeaders sent more than once, and a query that does not
 // parse. url.ParseQuery drops a pair with a bad escape or a ';'
 // separator, so the canonical query (and every reader of r.URL.Query())
-// would not see it, while anything reading the raw query would.
-func checkSingleValues(r *http.Request) error {
+// would not see it, while anything reading the raw query would. It
+// returns the parsed query.
+func checkSingleValues(r *http.Request) (url.Values, error) {
 	for _, name := range singleValueHeaders {
 		if len(r.Header.Values(name)) > 1 {
-			return newError(ErrInvalidArgument, "The "+name+" header is sent more than once; send it once.")
+			return nil, newError(ErrInvalidArgument, "The "+name+" header is sent more than once; send it once.")
 		}
 	}
-	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
-		return newError(ErrInvalidArgument, "The query string does not parse: a parameter is not URL-encoded, or ';' separates parameters.")
+	query, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, newError(ErrInvalidArgument, "The query string does not parse: a parameter is not URL-encoded, or ';' separates parameters.")
 	}
-	return nil
+	return query, nil
 }
 
 // queryHeaderValues are the headers a presigned URL may carry in its
@@ -414,23 +398,35 @@ func parseAuthorization(header, amzDate string) (*authentication, error) {
 	if !ok || alg != algorithm {
 		return nil, malformed("The authorization header is malformed; only the AWS4-HMAC-SHA256 algorithm is supported.")
 	}
-	fields := map[string]string{}
-	for _, part := range strings.Split(rest, ",") {
+	// The three components, each once, in any order; any other is
+	// refused once all three are there.
+	names := [3]string{"Credential", "SignedHeaders", "Signature"}
+	var (
+		values [3]string
+		seen   [3]bool
+		others []string
+	)
+	for part := range strings.SplitSeq(rest, ",") {
 		k, val, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok {
 			return nil, malformed("The authorization header is malformed; the authorization component \"" + strings.TrimSpace(part) + "\" is malformed.")
 		}
-		if _, dup := fields[k]; dup {
+		i := slices.Index(names[:], k)
+		if i >= 0 && seen[i] || i < 0 && slices.Contains(others, k) {
 			return nil, malformed("The authorization header is malformed; " + k + " appears twice.")
 		}
-		fields[k] = val
+		if i < 0 {
+			others = append(others, k)
+			continue
+		}
+		values[i], seen[i] = val, true
 	}
-	for _, k := range []string{"Credential", "SignedHeaders", "Signature"} {
-		if _, ok := fields[k]; !ok {
+	for i, k := range names {
+		if !seen[i] {
 			return nil, malformed("The authorization header is malformed; it is missing " + k + ".")
 		}
 	}
-	if len(fields) != 3 {
+	if len(others) > 0 {
 		return nil, malformed("The authorization header is malformed; unexpected component.")
 	}
 	if amzDate == "" {
@@ -440,18 +436,18 @@ func parseAuthorization(header, amzDate string) (*authentication, error) {
 	if err != nil {
 		return nil, newError(ErrAccessDenied, "AWS authentication requires a valid x-amz-date header")
 	}
-	cred, err := parseCredential(fields["Credential"], date, malformed)
+	cred, err := parseCredential(values[0], date, malformed)
 	if err != nil {
 		return nil, err
 	}
-	signed, err := parseSignedHeaders(fields["SignedHeaders"], malformed)
+	signed, err := parseSignedHeaders(values[1], malformed)
 	if err != nil {
 		return nil, err
 	}
-	if !isHexSignature(fields["Signature"]) {
+	if !isHexSignature(values[2]) {
 		return nil, malformed("The authorization header is malformed; the signature is not 64 lower-case hex digits.")
 	}
-	return &authentication{credential: cred, signedHeaders: signed, signature: fields["Signature"], date: date}, nil
+	return &authentication{credential: cred, signedHeaders: signed, signature: values[2], date: date}, nil
 }
 
 func parsePresignQuery(q url.Values) (*authentication, error) {
@@ -561,9 +557,7 @@ var unsignableHeaders = map[string]bool{
 // one could have been added on the way). It also refuses, with an explicit
 // message, signatures the verifier cannot recompute.
 func checkSignedHeaders(r *http.Request, auth *authentication) error {
-	signed := make(map[string]bool, len(auth.signedHeaders))
 	for _, h := range auth.signedHeaders {
-		signed[h] = true
 		if unsignableHeaders[h] {
 			return newError(ErrSignatureDoesNotMatch, "This gateway cannot verify a signature that covers the "+h+" header; sign without it.")
 		}
@@ -571,13 +565,21 @@ func checkSignedHeaders(r *http.Request, auth *authentication) error {
 			return newError(ErrSignatureDoesNotMatch, "This gateway cannot verify a signature that covers a zero Content-Length; sign without it.")
 		}
 	}
-	if !signed["host"] {
+	// auth.signedHeaders is sorted (parseSignedHeaders).
+	signed := func(name string) bool {
+		_, found := slices.BinarySearch(auth.signedHeaders, name)
+		return found
+	}
+	if !signed("host") {
 		return newError(ErrAccessDenied, "The host header must be signed")
 	}
 	var unsigned []string
 	for k := range r.Header {
+		if len(k) < len("x-amz-") || !strings.EqualFold(k[:len("x-amz-")], "x-amz-") {
+			continue
+		}
 		lk := strings.ToLower(k)
-		if strings.HasPrefix(lk, "x-amz-") && !signed[lk] && !(auth.presigned && lk == "x-amz-content-sha256") {
+		if !signed(lk) && !(auth.presigned && lk == "x-amz-content-sha256") {
 			unsigned = append(unsigned, lk)
 		}
 	}
@@ -620,77 +622,6 @@ func payloadHashOf(r *http.Request, auth *authentication) (string, error) {
 		return UnsignedPayload, nil
 	}
 	return h, nil
-}
-
-// expectedSignature recomputes the request's signature with the SDK's v4
-// signer: a copy of the request carrying exactly the signed headers is
-// signed with the looked-up secret, and the signature read back.
-func (v *Verifier) expectedSignature(ctx context.Context, r *http.Request, auth *authentication, payloadHash, secret string) (string, error) {
-	u := *r.URL
-	// No scheme: the signer then signs the Host header exactly as sent
-	// (it strips a port only when it is the scheme's default).
-	u.Scheme, u.Host, u.User, u.Fragment, u.RawFragment = "", r.Host, nil, "", ""
-	if auth.presigned {
-		// Drop X-Amz-Signature; PresignHTTP re-adds the other X-Amz-*
-		// parameters with the same values.
-		q := u.Query()
-		q.Del("X-Amz-Signature")
-		u.RawQuery = q.Encode()
-	}
-	signing := &http.Request{Method: r.Method, URL: &u, Host: r.Host, Header: http.Header{}}
-	for _, h := range auth.signedHeaders {
-		switch h {
-		case "host":
-			continue // from signing.Host
-		case "content-length":
-			// The signer takes it from ContentLength. A server request
-			// carries the header too; a request built in-process may not.
-			n := r.ContentLength
-			if h := r.Header.Get("Content-Length"); h != "" {
-				var err error
-				if n, err = strconv.ParseInt(h, 10, 64); err != nil {
-					return "", ErrSignatureDoesNotMatch
-				}
-			}
-			signing.ContentLength = n
-			continue
-		}
-		vals, ok := r.Header[http.CanonicalHeaderKey(h)]
-		if !ok {
-			return "", newError(ErrSignatureDoesNotMatch, "The signed header "+h+" is not in the request.")
-		}
-		signing.Header[http.CanonicalHeaderKey(h)] = vals
-	}
-	creds := aws.Credentials{AccessKeyID: auth.credential.accessKeyID, SecretAccessKey: secret}
-	var signedList, signature string
-	if auth.presigned {
-		signedURL, _, err := newSigner().PresignHTTP(ctx, creds, signing, payloadHash, service, auth.credential.region, auth.date)
-		if err != nil {
-			return "", fmt.Errorf("%w: presign: %w", ErrInternal, err)
-		}
-		su, err := url.Parse(signedURL)
-		if err != nil {
-			return "", fmt.Errorf("%w: presign: %w", ErrInternal, err)
-		}
-		q := su.Query()
-		signedList, signature = q.Get("X-Amz-SignedHeaders"), q.Get("X-Amz-Signature")
-	} else {
-		// The signer sets X-Amz-Date itself from the signing time.
-		signing.Header.Del("X-Amz-Date")
-		if err := newSigner().SignHTTP(ctx, creds, signing, payloadHash, service, auth.credential.region, auth.date); err != nil {
-			return "", fmt.Errorf("%w: sign: %w", ErrInternal, err)
-		}
-		a := signing.Header.Get("Authorization")
-		_, after, _ := strings.Cut(a, "SignedHeaders=")
-		signedList, _, _ = strings.Cut(after, ",")
-		_, signature, _ = strings.Cut(a, "Signature=")
-	}
-	if signedList != strings.Join(auth.signedHeaders, ";") {
-		// The signer covered a different set of headers than the client
-		// did (e.g. x-amz-date was claimed but not sent): not a match.
-		return "", ErrSignatureDoesNotMatch
-	}
-	return signature, nil
 }
 
 // signingKey derives the SigV4 signing key for (date, region, s3). The SDK
