@@ -19,12 +19,17 @@
 //
 // Fenced writes: PutObject, DeleteObject, DeleteObjects (each key fenced
 // on its own with the request's token), CopyObject (the destination
-// fenced, the source read with the read grant). Reads, with the read
-// grant: GetObject, HeadObject, ListObjectsV2, ListObjects, ListBuckets,
-// HeadBucket, GetBucketLocation. Multipart uploads answer NotImplemented
-// (one place, multipart in server.go). Everything else (bucket
-// administration, ACLs, policies, tagging, versioning, ...) answers
-// NotImplemented and never reaches the store.
+// fenced, the source read with the read grant), PutObjectTagging and
+// DeleteObjectTagging (tagging.go: a fenced rewrite of the object), and
+// the multipart uploads (multipart.go: the token bound at create, each
+// part and the completion fenced). Server-side encryption headers are
+// validated here (sse.go) and passed with the write. Reads, with the read
+// grant: GetObject, HeadObject, GetObjectTagging, ListObjectsV2,
+// ListObjects, ListParts, ListMultipartUploads, ListBuckets, HeadBucket,
+// GetBucketLocation. CreateBucket and DeleteBucket (bucketadmin.go) for
+// an identity with admin on the whole bucket. Everything else (object
+// lock, ACLs, policies, bucket tagging, versioning, POST uploads, ...)
+// answers NotImplemented and never reaches the store.
 //
 // # The token
 //
