@@ -81,11 +81,6 @@ func (s *server) deleteBucket(w http.ResponseWriter, r *http.Request, rq *reques
 	ctx := r.Context()
 	discardBody(r.Body)
 	err := s.bucketAdmin(ctx, rq.bucket)
-	if _, ok := r.Header["X-Amz-Expected-Bucket-Owner"]; ok && err == nil {
-		// A condition on the store's account, which the gateway's
-		// credentials decide: it cannot be checked for the client.
-		err = fmt.Errorf("%w: the gateway does not honour X-Amz-Expected-Bucket-Owner on DeleteBucket", errNotImplemented)
-	}
 	if err == nil {
 		err = s.administer(ctx, "delete_bucket", rq.bucket, func(ctx context.Context) error { return s.admin.DeleteBucket(ctx, rq.bucket) })
 	}

@@ -62,6 +62,11 @@ func TestEverythingElseIsRefused(t *testing.T) {
 		{method: "POST", target: b + "/key?uploads", header: map[string]string{"X-Amz-Acl": "public-read"}},
 		{method: "PUT", target: b + "/key", header: map[string]string{"If-None-Match": `"abc"`}}, // S3 takes only * on a write
 		{method: "POST", target: b + "/key?uploads", header: map[string]string{"If-None-Match": "*"}},
+		{method: "PUT", target: b + "/key", header: map[string]string{"X-Amz-Expected-Bucket-Owner": "111122223333"}},
+		{method: "GET", target: b + "/key", header: map[string]string{"X-Amz-Expected-Bucket-Owner": "111122223333"}},
+		{method: "DELETE", target: b + "/key", header: map[string]string{"X-Amz-Expected-Bucket-Owner": "111122223333"}},
+		{method: "GET", target: b + "?list-type=2", header: map[string]string{"X-Amz-Expected-Bucket-Owner": "111122223333"}},
+		{method: "PUT", target: b + "/copy", header: map[string]string{"X-Amz-Copy-Source": b + "/key", "X-Amz-Source-Expected-Bucket-Owner": "111122223333"}},
 		{method: "PUT", target: b + "/key", header: map[string]string{"If-Match": `"abc"`, "X-Amz-Copy-Source": d.bucket + "/key"}},
 		{method: "PUT", target: b + "/key", header: map[string]string{"X-Amz-Acl": "public-read"}},
 		{method: "PUT", target: b + "/key", header: map[string]string{"X-Amz-Acl": "private, public-read"}},

@@ -170,6 +170,17 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, rq, fmt.Errorf("%w: temporary credentials (X-Amz-Security-Token) are not accepted; use an access key of the gateway's auth config", errInvalidToken))
 		return
 	}
+	// A client's check of the bucket's owner: the buckets belong to the
+	// store account of the gateway's own credentials, which a client
+	// neither knows nor can be told; the check is refused rather than
+	// skipped, so that no client believes it was made.
+	for _, name := range []string{"X-Amz-Expected-Bucket-Owner", "X-Amz-Source-Expected-Bucket-Owner"} {
+		if _, ok := r.Header[name]; ok {
+			discardBody(r.Body)
+			s.writeError(w, r, rq, fmt.Errorf("%w: the gateway does not check %s: its buckets belong to the store account of its own credentials", errNotImplemented, name))
+			return
+		}
+	}
 	if r.Method == http.MethodPut || r.Method == http.MethodPost {
 		s.gw.WatchBody(w, r)
 	}
