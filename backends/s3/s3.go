@@ -332,9 +332,11 @@ func (c *Client) Get(ctx context.Context, in api.GetObjectInput) (*api.Object, e
 	return c.withCurrentVersion(ctx, in, c.get)
 }
 
-// Head reads the object's metadata, if in's preconditions hold (in.Range
-// is ignored; in.PartNumber is sent, and a part's ContentRange and
-// PartsCount answered). Its answers are Get's, without a Body.
+// Head reads the object's metadata, if in's preconditions hold. in.Range
+// and in.PartNumber are sent, as S3 reads them on a HEAD: the range's or
+// the part's Size and ContentRange are answered (and PartsCount), a
+// range past the end is api.ErrRangeNotSatisfiable. Its answers are
+// Get's, without a Body.
 func (c *Client) Head(ctx context.Context, in api.GetObjectInput) (*api.Object, error) {
 	return c.withCurrentVersion(ctx, in, c.head)
 }
@@ -498,6 +500,9 @@ func (c *Client) head(ctx context.Context, in api.GetObjectInput) (_ *api.Object
 	head := &s3.HeadObjectInput{Bucket: aws.String(p.Bucket), Key: aws.String(p.Key)}
 	if in.PartNumber != 0 {
 		head.PartNumber = aws.Int32(in.PartNumber)
+	}
+	if in.Range != "" {
+		head.Range = aws.String(in.Range)
 	}
 	if in.ChecksumMode {
 		head.ChecksumMode = types.ChecksumModeEnabled

@@ -292,6 +292,9 @@ func (s *signedHTTP) head(ctx context.Context, in api.GetObjectInput) (obj *api.
 		if in.ChecksumMode {
 			h["X-Amz-Checksum-Mode"] = []string{"ENABLED"}
 		}
+		if in.Range != "" {
+			h["Range"] = []string{in.Range}
+		}
 		setCustomerKeyHeaders(h, in.Customer)
 		if in.IfMatch != "" {
 			h["If-Match"] = []string{in.IfMatch}
