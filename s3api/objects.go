@@ -159,7 +159,7 @@ func (s *server) putObject(w http.ResponseWriter, r *http.Request, rq *request) 
 		Token:       token,
 		Body:        body,
 		Size:        rq.auth.DecodedContentLength,
-		ContentType: r.Header.Get("Content-Type"),
+		ContentType: contentTypeOf(r.Header),
 		Metadata:    meta,
 		Condition:   cond,
 		Encryption:  encryption,
@@ -324,6 +324,21 @@ func (m *md5Body) Read(p []byte) (int, error) {
 	}
 	m.held, m.hasHeld = buf[n-1], true
 	return copy(p, buf[:n-1]), nil
+}
+
+// defaultContentType is what S3 stores for an object written without a
+// Content-Type (PutObject, CopyObject with REPLACE). The REST API leaves
+// it to the store's client (the gateway's S3 client sends
+// application/octet-stream).
+const defaultContentType = "binary/octet-stream"
+
+// contentTypeOf is the Content-Type a write stores: the request's, or S3's
+// default.
+func contentTypeOf(h http.Header) string {
+	if v := h.Get("Content-Type"); v != "" {
+		return v
+	}
+	return defaultContentType
 }
 
 // getObject is GetObject and HeadObject: the gateway's read, with the
@@ -616,7 +631,7 @@ func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 	defer obj.Body.Close()
 	contentType := obj.ContentType
 	if replace {
-		contentType = r.Header.Get("Content-Type")
+		contentType = contentTypeOf(r.Header)
 	} else {
 		// Before PutFenced raises the mark: a source that S3 took may
 		// still be refused as the copy's metadata.
