@@ -310,7 +310,24 @@ func (s *server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 		return
 	}
 	w.Header().Set(api.HeaderFenceToken, res.Token.String())
-	writeXML(w, http.StatusOK, completeResult{Xmlns: s3Namespace, Location: "/" + path.Bucket + "/" + path.Key, Bucket: path.Bucket, Key: path.Key, ETag: res.ETag})
+	writeXML(w, http.StatusOK, completeResult{Xmlns: s3Namespace, Location: objectLocation(r, rq), Bucket: path.Bucket, Key: path.Key, ETag: res.ETag})
+}
+
+// objectLocation is the absolute URL of the object rq names, as S3 answers
+// it in a completion's Location: the request's scheme and Host, the
+// bucket (unless Host names it: virtual-hosted style) and the key escaped
+// as one path segment ("dir/a b" is dir%2Fa%20b). The scheme is the
+// connection's, https over TLS: behind a proxy that ends TLS it is http.
+func objectLocation(r *http.Request, rq *request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	bucket := "/" + rq.bucket
+	if rq.hosted {
+		bucket = ""
+	}
+	return scheme + "://" + r.Host + bucket + "/" + url.PathEscape(rq.key)
 }
 
 // abortMultipartUpload is AbortMultipartUpload, with the identity's write
