@@ -370,7 +370,7 @@ func (s *server) listParts(w http.ResponseWriter, r *http.Request, rq *request) 
 		return
 	}
 	out := listPartsResult{Xmlns: s3Namespace, Bucket: path.Bucket, Key: path.Key, UploadID: q.Get("uploadId"),
-		PartNumberMarker: marker, NextPartNumberMarker: list.NextMarker, MaxParts: cmpOr(maxParts, 1000), IsTruncated: list.Truncated}
+		PartNumberMarker: marker, NextPartNumberMarker: list.NextMarker, MaxParts: cmpOr(maxParts, 1000), IsTruncated: list.Truncated, StorageClass: list.StorageClass}
 	for _, p := range list.Parts {
 		out.Parts = append(out.Parts, listedPart{PartNumber: p.Number, ETag: p.ETag, Size: p.Size, LastModified: p.LastModified.UTC().Format(time.RFC3339)})
 	}
@@ -468,6 +468,7 @@ type (
 		MaxParts             int32        `xml:"MaxParts"`
 		IsTruncated          bool         `xml:"IsTruncated"`
 		Parts                []listedPart `xml:"Part"`
+		StorageClass         string       `xml:"StorageClass,omitempty"`
 	}
 	listedPart struct {
 		PartNumber   int32  `xml:"PartNumber"`

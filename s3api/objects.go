@@ -395,6 +395,9 @@ func (s *server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	if obj.PartsCount != 0 {
 		h.Set("X-Amz-Mp-Parts-Count", strconv.FormatInt(int64(obj.PartsCount), 10))
 	}
+	if obj.StorageClass != "" {
+		h.Set("X-Amz-Storage-Class", obj.StorageClass)
+	}
 	// The store's checksums, when the client asked for them
 	// (x-amz-checksum-mode: ENABLED, see read.go), as S3 answers them: an
 	// SDK that asked validates the body against one, and warns on every

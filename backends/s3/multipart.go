@@ -214,7 +214,7 @@ func (c *Client) ListParts(ctx context.Context, p api.ObjectPath, uploadID strin
 	if err != nil {
 		return api.PartList{}, c.multipartError(ctx, "list parts", p, err)
 	}
-	res := api.PartList{Truncated: aws.ToBool(out.IsTruncated), Parts: make([]api.Part, 0, len(out.Parts))}
+	res := api.PartList{Truncated: aws.ToBool(out.IsTruncated), StorageClass: string(out.StorageClass), Parts: make([]api.Part, 0, len(out.Parts))}
 	for _, part := range out.Parts {
 		res.Parts = append(res.Parts, api.Part{
 			Number: aws.ToInt32(part.PartNumber), ETag: aws.ToString(part.ETag),

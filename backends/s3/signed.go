@@ -329,6 +329,7 @@ func (s *signedHTTP) head(ctx context.Context, in api.GetObjectInput) (obj *api.
 		ContentType:  h.Get("Content-Type"),
 		ETag:         h.Get("ETag"),
 		ContentRange: h.Get("Content-Range"),
+		StorageClass: h.Get("X-Amz-Storage-Class"),
 		Metadata:     metadataFromHeaders(h),
 		Encryption:   answeredEncryption(h),
 	}
