@@ -164,6 +164,9 @@ type PartList struct {
 	// zero when Truncated is false.
 	NextMarker int32
 	Truncated  bool
+	// StorageClass is the upload's storage class as the store answers it
+	// (STANDARD, ...); empty when it did not say.
+	StorageClass string
 }
 
 // Upload is a multipart upload in progress.

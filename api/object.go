@@ -204,6 +204,10 @@ type Object struct {
 	// as S3 answers it to a read of one part (x-amz-mp-parts-count);
 	// zero when S3 did not say.
 	PartsCount int32
+	// StorageClass is the object's storage class as the store answers it
+	// (x-amz-storage-class: STANDARD, GLACIER, ...); empty when it did not
+	// say (AWS leaves it out for STANDARD).
+	StorageClass string
 	// Checksums are the store's checksums of the object, when the read
 	// asked for them (GetObjectInput.ChecksumMode) and the store has
 	// them; the zero value is none.

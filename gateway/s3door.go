@@ -351,6 +351,16 @@ func ReadInput(r *http.Request, path api.ObjectPath) (api.GetObjectInput, error)
 	return readInput(r, path)
 }
 
+// ByteRange returns the canonical form of a Range field holding one byte
+// range ("bytes=2-5", "bytes=7-", "bytes=-3"), or "" when the field is
+// not one, by the REST API's rules (see readInput): a front door whose
+// dialect reads ranges otherwise (a HEAD's range, S3's stricter syntax)
+// decides which field to pass, and sends the store only what this
+// rebuilt.
+func ByteRange(field string) string {
+	return byteRange(field)
+}
+
 // ReadObject reads in.Path (Get, or Head when head is true) after
 // checking that the identity of ctx may read it, as GET and HEAD of
 // /v1/objects/... do. The caller closes a returned Body. A read of one

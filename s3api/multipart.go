@@ -1,6 +1,7 @@
 package s3api
 
 import (
+	"context"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -89,6 +90,36 @@ func uploadError(err error) error {
 		return fmt.Errorf("%w: %w", errNoSuchUpload, err)
 	}
 	return err
+}
+
+// orNoSuchBucket returns err, the refusal of a request that names an
+// upload (UploadPart, UploadPartCopy, CompleteMultipartUpload,
+// AbortMultipartUpload), or NoSuchBucket when its bucket does not exist,
+// as S3 answers: the gateway knows uploads by the bindings it keeps, so
+// an upload id in a bucket that does not exist is just unknown to it
+// (NoSuchUpload), and a copy source that does not parse is refused
+// before the store is asked (InvalidArgument). Only those two refusals
+// are checked, and only for an identity that may write the key (others
+// learn nothing of the bucket), with a HEAD of the bucket: a request that
+// succeeds costs nothing more, and no fence is decided here.
+func (s *server) orNoSuchBucket(ctx context.Context, rq *request, err error) error {
+	if s.buckets == nil || !errors.Is(err, errNoSuchUpload) && !errors.Is(err, errInvalidArgument) {
+		return err
+	}
+	path, pathErr := s.objectPath(rq.bucket, rq.key)
+	if pathErr != nil || path.Store != "" && path.Store != api.StoreS3 || s.gw.Authorize(ctx, gateway.OpWrite, path.Resource()) != nil {
+		return err
+	}
+	resp, headErr := s.bucketRequest(ctx, "HeadBucket", http.MethodHead, rq.bucket, url.Values{})
+	if headErr != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		return err
+	}
+	// Not %w: err's class would answer first (s3Codes).
+	return fmt.Errorf("%w: %s (%v)", errNoSuchBucket, rq.bucket, err)
 }
 
 // createMultipartUpload is CreateMultipartUpload, with the request's
@@ -180,7 +211,7 @@ func (s *server) uploadPart(w http.ResponseWriter, r *http.Request, rq *request)
 	etag, err := s.gw.UploadPart(ctx, api.UploadPartInput{Path: path, UploadID: id, Number: number, Body: body, Size: rq.auth.DecodedContentLength, Customer: customer}, token)
 	if err != nil {
 		drainRefusedPart(r.Body)
-		s.writeError(w, r, rq, uploadError(err))
+		s.writeError(w, r, rq, s.orNoSuchBucket(ctx, rq, uploadError(err)))
 		return
 	}
 	w.Header().Set("ETag", etag)
@@ -221,12 +252,12 @@ func (s *server) uploadPartCopy(w http.ResponseWriter, r *http.Request, rq *requ
 		}
 	}
 	if err != nil {
-		s.writeError(w, r, rq, err)
+		s.writeError(w, r, rq, s.orNoSuchBucket(ctx, rq, err))
 		return
 	}
 	etag, err := s.gw.CopyPart(ctx, api.CopyPartInput{Path: path, UploadID: id, Number: number, Source: source.Path, SourceRange: r.Header.Get("X-Amz-Copy-Source-Range")}, token)
 	if err != nil {
-		s.writeError(w, r, rq, uploadError(err))
+		s.writeError(w, r, rq, s.orNoSuchBucket(ctx, rq, uploadError(err)))
 		return
 	}
 	writeXML(w, http.StatusOK, copyPartResult{ETag: etag, LastModified: time.Now().UTC().Format(time.RFC3339)})
@@ -275,11 +306,28 @@ func (s *server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 	}
 	res, err := s.gw.CompleteUploadIf(ctx, path, r.URL.Query().Get("uploadId"), token, parts, cond)
 	if err != nil {
-		s.writeError(w, r, rq, uploadError(err))
+		s.writeError(w, r, rq, s.orNoSuchBucket(ctx, rq, uploadError(err)))
 		return
 	}
 	w.Header().Set(api.HeaderFenceToken, res.Token.String())
-	writeXML(w, http.StatusOK, completeResult{Xmlns: s3Namespace, Location: "/" + path.Bucket + "/" + path.Key, Bucket: path.Bucket, Key: path.Key, ETag: res.ETag})
+	writeXML(w, http.StatusOK, completeResult{Xmlns: s3Namespace, Location: objectLocation(r, rq), Bucket: path.Bucket, Key: path.Key, ETag: res.ETag})
+}
+
+// objectLocation is the absolute URL of the object rq names, as S3 answers
+// it in a completion's Location: the request's scheme and Host, the
+// bucket (unless Host names it: virtual-hosted style) and the key escaped
+// as one path segment ("dir/a b" is dir%2Fa%20b). The scheme is the
+// connection's, https over TLS: behind a proxy that ends TLS it is http.
+func objectLocation(r *http.Request, rq *request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	bucket := "/" + rq.bucket
+	if rq.hosted {
+		bucket = ""
+	}
+	return scheme + "://" + r.Host + bucket + "/" + url.PathEscape(rq.key)
 }
 
 // abortMultipartUpload is AbortMultipartUpload, with the identity's write
@@ -296,7 +344,7 @@ func (s *server) abortMultipartUpload(w http.ResponseWriter, r *http.Request, rq
 		err = s.gw.AbortUpload(r.Context(), path, r.URL.Query().Get("uploadId"), token)
 	}
 	if err != nil {
-		s.writeError(w, r, rq, uploadError(err))
+		s.writeError(w, r, rq, s.orNoSuchBucket(r.Context(), rq, uploadError(err)))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -322,7 +370,7 @@ func (s *server) listParts(w http.ResponseWriter, r *http.Request, rq *request) 
 		return
 	}
 	out := listPartsResult{Xmlns: s3Namespace, Bucket: path.Bucket, Key: path.Key, UploadID: q.Get("uploadId"),
-		PartNumberMarker: marker, NextPartNumberMarker: list.NextMarker, MaxParts: cmpOr(maxParts, 1000), IsTruncated: list.Truncated}
+		PartNumberMarker: marker, NextPartNumberMarker: list.NextMarker, MaxParts: cmpOr(maxParts, 1000), IsTruncated: list.Truncated, StorageClass: list.StorageClass}
 	for _, p := range list.Parts {
 		out.Parts = append(out.Parts, listedPart{PartNumber: p.Number, ETag: p.ETag, Size: p.Size, LastModified: p.LastModified.UTC().Format(time.RFC3339)})
 	}
@@ -420,6 +468,7 @@ type (
 		MaxParts             int32        `xml:"MaxParts"`
 		IsTruncated          bool         `xml:"IsTruncated"`
 		Parts                []listedPart `xml:"Part"`
+		StorageClass         string       `xml:"StorageClass,omitempty"`
 	}
 	listedPart struct {
 		PartNumber   int32  `xml:"PartNumber"`

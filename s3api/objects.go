@@ -159,7 +159,7 @@ func (s *server) putObject(w http.ResponseWriter, r *http.Request, rq *request) 
 		Token:       token,
 		Body:        body,
 		Size:        rq.auth.DecodedContentLength,
-		ContentType: r.Header.Get("Content-Type"),
+		ContentType: contentTypeOf(r.Header),
 		Metadata:    meta,
 		Condition:   cond,
 		Encryption:  encryption,
@@ -326,6 +326,21 @@ func (m *md5Body) Read(p []byte) (int, error) {
 	return copy(p, buf[:n-1]), nil
 }
 
+// defaultContentType is what S3 stores for an object written without a
+// Content-Type (PutObject, CopyObject with REPLACE). The REST API leaves
+// it to the store's client (the gateway's S3 client sends
+// application/octet-stream).
+const defaultContentType = "binary/octet-stream"
+
+// contentTypeOf is the Content-Type a write stores: the request's, or S3's
+// default.
+func contentTypeOf(h http.Header) string {
+	if v := h.Get("Content-Type"); v != "" {
+		return v
+	}
+	return defaultContentType
+}
+
 // getObject is GetObject and HeadObject: the gateway's read, with the
 // client's Range and conditional headers as the REST API validates them,
 // or one part of the object (partNumber; read.go).
@@ -379,6 +394,9 @@ func (s *server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	}
 	if obj.PartsCount != 0 {
 		h.Set("X-Amz-Mp-Parts-Count", strconv.FormatInt(int64(obj.PartsCount), 10))
+	}
+	if obj.StorageClass != "" {
+		h.Set("X-Amz-Storage-Class", obj.StorageClass)
 	}
 	// The store's checksums, when the client asked for them
 	// (x-amz-checksum-mode: ENABLED, see read.go), as S3 answers them: an
@@ -616,7 +634,7 @@ func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 	defer obj.Body.Close()
 	contentType := obj.ContentType
 	if replace {
-		contentType = r.Header.Get("Content-Type")
+		contentType = contentTypeOf(r.Header)
 	} else {
 		// Before PutFenced raises the mark: a source that S3 took may
 		// still be refused as the copy's metadata.

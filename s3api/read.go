@@ -51,6 +51,7 @@ func (s *server) readInput(r *http.Request, path api.ObjectPath) (api.GetObjectI
 		return in, err
 	}
 	in.PartNumber = part
+	in.Range = s3Range(r.Header)
 	// S3 answers the object's checksums to a read of the whole object
 	// that asks with x-amz-checksum-mode: ENABLED (its one value; any
 	// other is none). A byte range or a part is read without them: the
@@ -121,6 +122,24 @@ func quoteEntityTags(field string) string {
 		return field
 	}
 	return strings.Join(tags, ",")
+}
+
+// s3Range is the byte range of a GetObject or HeadObject, in the
+// gateway's canonical form, or "" when the read is of the whole object.
+// S3 reads a Range as the REST API does (gateway.ByteRange: one field,
+// one byte range, else the whole object), with two differences: it
+// serves the range on HEAD too (206, its Content-Range and
+// Content-Length; 416 past the end), and it ignores a field with a space
+// or tab in it ("bytes= -1", "bytes=0 -1") rather than reading around
+// the blank. A Range beside If-Range is ignored, as on the REST API: the
+// door does not evaluate If-Range, and the whole object is always a
+// correct answer to it.
+func s3Range(h http.Header) string {
+	fields := h.Values("Range")
+	if len(fields) != 1 || len(h.Values("If-Range")) != 0 || strings.ContainsAny(fields[0], " \t") {
+		return ""
+	}
+	return gateway.ByteRange(fields[0])
 }
 
 // readObject is gateway.ReadObject, with S3's code for a part past the

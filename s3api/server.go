@@ -115,6 +115,9 @@ type request struct {
 	op     string // the S3 operation's name, "" until known
 	bucket string // "" for the service
 	key    string // "" for a bucket or the service
+	// hosted says the bucket is named by Host (virtual-hosted style),
+	// not by the path.
+	hosted bool
 	auth   *sigv4.Result
 	// token is the fencing token the request carries, once read.
 	token api.Token
@@ -228,7 +231,7 @@ func (s *server) address(r *http.Request, rq *request) error {
 			if bucket == "" {
 				return fmt.Errorf("%w: empty bucket name in Host", errInvalidBucketName)
 			}
-			rq.bucket, rq.key = bucket, path
+			rq.bucket, rq.key, rq.hosted = bucket, path, true
 			return checkAddress(rq)
 		}
 	}

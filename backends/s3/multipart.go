@@ -105,7 +105,8 @@ func (c *Client) UploadPart(ctx context.Context, in api.UploadPartInput) (string
 }
 
 // CopyPart stores one part copied from in.Source (S3's UploadPartCopy),
-// and returns its ETag.
+// and returns its ETag. A source that does not exist is S3's refusal
+// NoSuchKey, of class api.ErrNotFound.
 func (c *Client) CopyPart(ctx context.Context, in api.CopyPartInput) (string, error) {
 	copyPart := &s3.UploadPartCopyInput{
 		Bucket:     aws.String(in.Path.Bucket),
@@ -122,6 +123,13 @@ func (c *Client) CopyPart(ctx context.Context, in api.CopyPartInput) (string, er
 	ctx, release := boundConnWait(ctx, c.connWait)
 	defer release()
 	out, err := c.s3.UploadPartCopy(ctx, copyPart)
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode() == "NoSuchKey" {
+		// The source is missing: no condition of the gateway's was
+		// sent, so it is not a lost race, as multipartError reads a
+		// completion's NoSuchKey.
+		return "", fmt.Errorf("s3 copy part %d %s/%s from %s/%s: %w", in.Number, in.Path.Bucket, in.Path.Key, in.Source.Bucket, in.Source.Key, storeError(api.ErrNotFound, err, true))
+	}
 	if err != nil {
 		return "", c.multipartError(ctx, fmt.Sprintf("copy part %d", in.Number), in.Path, err)
 	}
@@ -206,7 +214,7 @@ func (c *Client) ListParts(ctx context.Context, p api.ObjectPath, uploadID strin
 	if err != nil {
 		return api.PartList{}, c.multipartError(ctx, "list parts", p, err)
 	}
-	res := api.PartList{Truncated: aws.ToBool(out.IsTruncated), Parts: make([]api.Part, 0, len(out.Parts))}
+	res := api.PartList{Truncated: aws.ToBool(out.IsTruncated), StorageClass: string(out.StorageClass), Parts: make([]api.Part, 0, len(out.Parts))}
 	for _, part := range out.Parts {
 		res.Parts = append(res.Parts, api.Part{
 			Number: aws.ToInt32(part.PartNumber), ETag: aws.ToString(part.ETag),

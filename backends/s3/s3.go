@@ -332,9 +332,11 @@ func (c *Client) Get(ctx context.Context, in api.GetObjectInput) (*api.Object, e
 	return c.withCurrentVersion(ctx, in, c.get)
 }
 
-// Head reads the object's metadata, if in's preconditions hold (in.Range
-// is ignored; in.PartNumber is sent, and a part's ContentRange and
-// PartsCount answered). Its answers are Get's, without a Body.
+// Head reads the object's metadata, if in's preconditions hold. in.Range
+// and in.PartNumber are sent, as S3 reads them on a HEAD: the range's or
+// the part's Size and ContentRange are answered (and PartsCount), a
+// range past the end is api.ErrRangeNotSatisfiable. Its answers are
+// Get's, without a Body.
 func (c *Client) Head(ctx context.Context, in api.GetObjectInput) (*api.Object, error) {
 	return c.withCurrentVersion(ctx, in, c.head)
 }
@@ -469,6 +471,7 @@ func (c *Client) get(ctx context.Context, in api.GetObjectInput) (*api.Object, e
 		Token:        recordedToken(out.Metadata),
 		ContentRange: aws.ToString(out.ContentRange),
 		PartsCount:   aws.ToInt32(out.PartsCount),
+		StorageClass: string(out.StorageClass),
 		Checksums: api.ObjectChecksums{CRC32: aws.ToString(out.ChecksumCRC32), CRC32C: aws.ToString(out.ChecksumCRC32C),
 			CRC64NVME: aws.ToString(out.ChecksumCRC64NVME), SHA1: aws.ToString(out.ChecksumSHA1), SHA256: aws.ToString(out.ChecksumSHA256),
 			Type: string(out.ChecksumType)},
@@ -498,6 +501,9 @@ func (c *Client) head(ctx context.Context, in api.GetObjectInput) (_ *api.Object
 	head := &s3.HeadObjectInput{Bucket: aws.String(p.Bucket), Key: aws.String(p.Key)}
 	if in.PartNumber != 0 {
 		head.PartNumber = aws.Int32(in.PartNumber)
+	}
+	if in.Range != "" {
+		head.Range = aws.String(in.Range)
 	}
 	if in.ChecksumMode {
 		head.ChecksumMode = types.ChecksumModeEnabled
@@ -531,6 +537,7 @@ func (c *Client) head(ctx context.Context, in api.GetObjectInput) (_ *api.Object
 		Token:        recordedToken(out.Metadata),
 		ContentRange: aws.ToString(out.ContentRange),
 		PartsCount:   aws.ToInt32(out.PartsCount),
+		StorageClass: string(out.StorageClass),
 		Checksums: api.ObjectChecksums{CRC32: aws.ToString(out.ChecksumCRC32), CRC32C: aws.ToString(out.ChecksumCRC32C),
 			CRC64NVME: aws.ToString(out.ChecksumCRC64NVME), SHA1: aws.ToString(out.ChecksumSHA1), SHA256: aws.ToString(out.ChecksumSHA256),
 			Type: string(out.ChecksumType)},

@@ -292,6 +292,9 @@ func (s *signedHTTP) head(ctx context.Context, in api.GetObjectInput) (obj *api.
 		if in.ChecksumMode {
 			h["X-Amz-Checksum-Mode"] = []string{"ENABLED"}
 		}
+		if in.Range != "" {
+			h["Range"] = []string{in.Range}
+		}
 		setCustomerKeyHeaders(h, in.Customer)
 		if in.IfMatch != "" {
 			h["If-Match"] = []string{in.IfMatch}
@@ -326,6 +329,7 @@ func (s *signedHTTP) head(ctx context.Context, in api.GetObjectInput) (obj *api.
 		ContentType:  h.Get("Content-Type"),
 		ETag:         h.Get("ETag"),
 		ContentRange: h.Get("Content-Range"),
+		StorageClass: h.Get("X-Amz-Storage-Class"),
 		Metadata:     metadataFromHeaders(h),
 		Encryption:   answeredEncryption(h),
 	}
