@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"fencegate/api"
@@ -294,6 +295,8 @@ func (s *server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 			err = fmt.Errorf("%w: the body is over %d bytes", errMalformedXML, maxCompleteBody)
 		case xml.Unmarshal(data, &req) != nil:
 			err = fmt.Errorf("%w: the body is not a CompleteMultipartUpload document", errMalformedXML)
+		default:
+			err = req.wellFormed()
 		}
 	}
 	if err != nil {
@@ -408,17 +411,36 @@ func (s *server) listMultipartUploads(w http.ResponseWriter, r *http.Request, rq
 	writeXML(w, http.StatusOK, out)
 }
 
-// int32Param reads an optional count parameter, 0 when absent, at most
-// most.
+// int32Param reads the count parameter name (max-uploads, max-parts) as
+// S3 does: absent is 0, the store's default; a number above most is most,
+// as S3 caps it; anything but digits of an integer up to 2^31-1 is
+// InvalidArgument, with S3's message.
 func int32Param(q url.Values, name string, most int32) (int32, error) {
 	if !q.Has(name) {
 		return 0, nil
 	}
-	n, err := strconv.ParseInt(q.Get(name), 10, 32)
-	if err != nil || n < 0 || n > int64(most) {
-		return 0, fmt.Errorf("%w: %s must be 0 to %d", errInvalidArgument, name, most)
+	v := q.Get(name)
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || n < 0 || strings.TrimLeft(v, "0123456789") != "" {
+		return 0, fmt.Errorf("%w: Argument %s must be an integer between 0 and 2147483647", errInvalidArgument, name)
 	}
-	return int32(n), nil
+	return min(int32(n), most), nil
+}
+
+// wellFormed refuses, as S3 does (MalformedXML), a completion document
+// without parts or with a part that lacks its number or its ETag: what
+// the parts say is the gateway's to check, that they say it is S3's
+// document's.
+func (c completeRequest) wellFormed() error {
+	if len(c.Parts) == 0 {
+		return fmt.Errorf("%w: the CompleteMultipartUpload document names no part", errMalformedXML)
+	}
+	for i, p := range c.Parts {
+		if p.PartNumber == 0 || p.ETag == "" {
+			return fmt.Errorf("%w: part %d of the CompleteMultipartUpload document lacks its PartNumber or ETag", errMalformedXML, i+1)
+		}
+	}
+	return nil
 }
 
 func cmpOr(n, otherwise int32) int32 {

@@ -170,3 +170,49 @@ func TestMultipartStaleAtCompletion(t *testing.T) {
 		t.Fatalf("%d uploads left; want none", n)
 	}
 }
+
+// TestCompleteMalformedParts: a CompleteMultipartUpload document without
+// parts, or with a part that lacks its ETag or its number, is S3's
+// 400 MalformedXML, before the gateway looks at the upload; the upload
+// stays, to be completed with a whole document.
+func TestCompleteMalformedParts(t *testing.T) {
+	d := newDoor(t, doorOptions{})
+	ctx := context.Background()
+	c := d.client(writerKey)
+	create, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(d.bucket), Key: aws.String("mp"),
+		Metadata: map[string]string{"fence-token": "3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(d.bucket), Key: aws.String("mp"), UploadId: create.UploadId,
+		PartNumber: aws.Int32(1), Body: strings.NewReader("only part")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		parts []types.CompletedPart
+	}{
+		{"no parts", []types.CompletedPart{}},
+		{"a part without its ETag", []types.CompletedPart{{PartNumber: aws.Int32(1)}}},
+		{"a part without its number", []types.CompletedPart{{ETag: part.ETag}}},
+	} {
+		_, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String(d.bucket), Key: aws.String("mp"), UploadId: create.UploadId,
+			MultipartUpload: &types.CompletedMultipartUpload{Parts: tc.parts}})
+		if err == nil {
+			t.Errorf("%s: completed; want 400 MalformedXML", tc.name)
+			continue
+		}
+		wantAPIError(t, err, http.StatusBadRequest, "MalformedXML")
+	}
+	if _, _, ok := d.stored(t, "mp"); ok {
+		t.Fatal("an object was written")
+	}
+	if _, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String(d.bucket), Key: aws.String("mp"), UploadId: create.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: part.ETag}}}}); err != nil {
+		t.Fatalf("the whole document: %v", err)
+	}
+	if body, token, _ := d.stored(t, "mp"); body != "only part" || token != "3" {
+		t.Errorf("stored %q, token %q; want the part, token 3", body, token)
+	}
+}
