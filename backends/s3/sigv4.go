@@ -10,10 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"fencegate/internal/sigv4core"
 )
 
 // sigV4 signs the signed path's requests (a conditional PUT, a HEAD)
@@ -30,10 +31,13 @@ import (
 // canonical form, one entry per name, set by newRequest; a query that is
 // already canonical ("" or "x-id=PutObject"). Everything else the SDK
 // signs itself.
+//
+// What signing and verifying compute alike (the signing key and its
+// cache, header values, the string to sign) is package sigv4core's.
 type sigV4 struct {
-	// key is the last derived signing key, kept for as long as its day,
-	// region and credentials are the ones signing.
-	key atomic.Pointer[signingKey]
+	// keys are the derived signing keys, each kept for as long as its
+	// day, region and credentials are the ones signing.
+	keys sigv4core.KeyCache
 	// macs are HMACs keyed with a signing key (keyedMAC), reset and
 	// reused: keying one costs more than the rest of the signature.
 	macs sync.Pool
@@ -42,34 +46,18 @@ type sigV4 struct {
 // keyedMAC is an HMAC-SHA256 keyed with key.
 type keyedMAC struct {
 	hash.Hash
-	key *signingKey
+	key *sigv4core.Key
 }
 
 // mac returns an HMAC keyed with the signing key of creds for day and
 // region, to put back in s.macs once used.
 func (s *sigV4) mac(creds aws.Credentials, day, region string) *keyedMAC {
-	key := s.signingKey(creds, day, region)
+	key := s.keys.Get(creds.AccessKeyID, creds.SecretAccessKey, day, region)
 	if m, ok := s.macs.Get().(*keyedMAC); ok && m.key == key {
 		m.Reset()
 		return m
 	}
-	return &keyedMAC{Hash: hmac.New(sha256.New, key.key), key: key}
-}
-
-// signingKey is a SigV4 signing key and what it was derived from.
-type signingKey struct {
-	accessKeyID, secret, day, region string
-	key                              []byte
-}
-
-// sigV4IgnoredHeaders are the headers the SDK's signer leaves unsigned
-// (its v4Internal.IgnoredHeaders).
-var sigV4IgnoredHeaders = map[string]bool{
-	"Authorization":     true,
-	"User-Agent":        true,
-	"X-Amzn-Trace-Id":   true,
-	"Expect":            true,
-	"Transfer-Encoding": true,
+	return &keyedMAC{Hash: hmac.New(sha256.New, key.Bytes()), key: key}
 }
 
 // lowerHeaderNames are the lower-case names of the headers the signed
@@ -86,11 +74,6 @@ var lowerHeaderNames = map[string]string{
 	fenceTokenHeader:       strings.ToLower(fenceTokenHeader),
 }
 
-const (
-	sigV4Algorithm = "AWS4-HMAC-SHA256"
-	sigV4Service   = "s3"
-)
-
 // sign signs req for region at time t with creds: it sets X-Amz-Date,
 // X-Amz-Security-Token (session credentials) and Authorization, and drops
 // a default port from req.Host, as the SDK's signer does. query is
@@ -99,7 +82,7 @@ const (
 func (s *sigV4) sign(creds aws.Credentials, req *http.Request, query, region string, t time.Time) {
 	t = t.UTC()
 	var dateBuf [16]byte
-	amzDate := string(t.AppendFormat(dateBuf[:0], "20060102T150405Z"))
+	amzDate := string(t.AppendFormat(dateBuf[:0], sigv4core.DateFormat))
 	day := amzDate[:8]
 	h := req.Header
 	values := make([]string, 2) // X-Amz-Date's and Authorization's
@@ -126,7 +109,7 @@ func (s *sigV4) sign(creds aws.Credentials, req *http.Request, query, region str
 		headers = append(headers, signed{"content-length", ""})
 	}
 	for k := range h {
-		if sigV4IgnoredHeaders[k] || strings.EqualFold(k, "Content-Length") {
+		if sigv4core.IgnoredHeader(k) || strings.EqualFold(k, "Content-Length") {
 			continue
 		}
 		name, ok := lowerHeaderNames[k]
@@ -137,11 +120,10 @@ func (s *sigV4) sign(creds aws.Credentials, req *http.Request, query, region str
 	}
 	slices.SortFunc(headers, func(a, b signed) int { return strings.Compare(a.name, b.name) })
 
-	scopeLen := len(day) + 1 + len(region) + 1 + len(sigV4Service) + len("/aws4_request")
 	buf := make([]byte, 0, 512)
 	buf = append(buf, req.Method...)
 	buf = append(buf, '\n')
-	buf = append(buf, req.URL.EscapedPath()...)
+	buf = append(buf, sigv4core.CanonicalURI(req.URL)...)
 	buf = append(buf, '\n')
 	buf = append(buf, query...)
 	buf = append(buf, '\n')
@@ -150,16 +132,11 @@ func (s *sigV4) sign(creds aws.Credentials, req *http.Request, query, region str
 		buf = append(buf, ':')
 		switch hd.name {
 		case "host":
-			buf = append(buf, stripExcessSpaces(host)...)
+			buf = append(buf, sigv4core.StripExcessSpaces(host)...)
 		case "content-length":
 			buf = strconv.AppendInt(buf, req.ContentLength, 10)
 		default:
-			for i, v := range h[hd.key] {
-				if i > 0 {
-					buf = append(buf, ',')
-				}
-				buf = append(buf, strings.TrimSpace(stripExcessSpaces(v))...)
-			}
+			buf = sigv4core.AppendHeaderValues(buf, h[hd.key])
 		}
 		buf = append(buf, '\n')
 	}
@@ -176,83 +153,25 @@ func (s *sigV4) sign(creds aws.Credentials, req *http.Request, query, region str
 	buf = append(buf, unsignedPayload...)
 	canonicalHash := sha256.Sum256(buf)
 
-	// The string to sign, in the same buffer.
-	buf = append(buf[:0], sigV4Algorithm+"\n"...)
-	buf = append(buf, amzDate...)
-	buf = append(buf, '\n')
-	scopeStart := len(buf)
-	buf = append(buf, day...)
-	buf = append(buf, '/')
-	buf = append(buf, region...)
-	buf = append(buf, "/"+sigV4Service+"/aws4_request"...)
-	scope := buf[scopeStart : scopeStart+scopeLen]
-	buf = append(buf, '\n')
-	buf = hex.AppendEncode(buf, canonicalHash[:])
+	// The string to sign, then the Authorization header, in the same
+	// buffer.
+	buf = sigv4core.AppendStringToSign(buf[:0], amzDate, region, &canonicalHash)
 	mac := s.mac(creds, day, region)
 	mac.Write(buf)
 	var sum [sha256.Size]byte
 	signature := mac.Sum(sum[:0])
 	s.macs.Put(mac)
 
-	var auth strings.Builder
-	auth.Grow(len(sigV4Algorithm) + len(" Credential=") + len(creds.AccessKeyID) + 1 + scopeLen +
-		len(", SignedHeaders=") + len(signedHeaders) + len(", Signature=") + 2*sha256.Size)
-	auth.WriteString(sigV4Algorithm + " Credential=")
-	auth.WriteString(creds.AccessKeyID)
-	auth.WriteByte('/')
-	auth.Write(scope)
-	auth.WriteString(", SignedHeaders=")
-	auth.WriteString(signedHeaders)
-	auth.WriteString(", Signature=")
-	var sigHex [2 * sha256.Size]byte
-	hex.Encode(sigHex[:], signature)
-	auth.Write(sigHex[:])
-	values[1] = auth.String()
+	buf = append(buf[:0], sigv4core.Algorithm+" Credential="...)
+	buf = append(buf, creds.AccessKeyID...)
+	buf = append(buf, '/')
+	buf = sigv4core.AppendScope(buf, day, region)
+	buf = append(buf, ", SignedHeaders="...)
+	buf = append(buf, signedHeaders...)
+	buf = append(buf, ", Signature="...)
+	buf = hex.AppendEncode(buf, signature)
+	values[1] = string(buf)
 	h["Authorization"] = values[1:2:2]
-}
-
-// signingKey returns the SigV4 signing key of creds for day (YYYYMMDD)
-// and region, derived once and kept while they stay the same.
-func (s *sigV4) signingKey(creds aws.Credentials, day, region string) *signingKey {
-	if k := s.key.Load(); k != nil && k.day == day && k.region == region &&
-		k.accessKeyID == creds.AccessKeyID && k.secret == creds.SecretAccessKey {
-		return k
-	}
-	key := hmacSHA256([]byte("AWS4"+creds.SecretAccessKey), day)
-	key = hmacSHA256(key, region)
-	key = hmacSHA256(key, sigV4Service)
-	key = hmacSHA256(key, "aws4_request")
-	k := &signingKey{accessKeyID: creds.AccessKeyID, secret: creds.SecretAccessKey, day: day, region: region, key: key}
-	s.key.Store(k)
-	return k
-}
-
-func hmacSHA256(key []byte, data string) []byte {
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte(data))
-	return mac.Sum(nil)
-}
-
-// stripExcessSpaces trims spaces at both ends of s and folds runs of
-// spaces inside it into one, as the SDK's signer does (spaces only, not
-// other white space).
-func stripExcessSpaces(s string) string {
-	s = strings.Trim(s, " ")
-	if !strings.Contains(s, "  ") {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	space := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == ' ' && space {
-			continue
-		}
-		space = c == ' '
-		b.WriteByte(c)
-	}
-	return b.String()
 }
 
 // portOf, stripPort and isDefaultPort are the SDK signer's handling of

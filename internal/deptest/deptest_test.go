@@ -36,6 +36,10 @@ var rules = []struct {
 		why: "api is the wire contract that clients, the gateway and the stores share; a client that imports it must not pull in etcd, S3 or a router",
 	},
 	{
+		pkg: "fencegate/internal/sigv4core", stdlibOnly: true,
+		why: "the S3 backend signs and the S3 API verifies with the same SigV4 pieces; the package they share must bring neither one's dependencies to the other",
+	},
+	{
 		pkg: "fencegate/tokenstore", forbidden: []string{"fencegate/gateway", "fencegate/backends", "github.com/go-chi", "github.com/aws"},
 		why: "the token store is the etcd side of the fence: it decides on keys and revisions, and must not depend on the HTTP layer or on the object store it fences",
 	},

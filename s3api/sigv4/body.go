@@ -18,6 +18,8 @@ import (
 	"strings"
 
 	"github.com/minio/crc64nvme"
+
+	"fencegate/internal/sigv4core"
 )
 
 const (
@@ -114,12 +116,12 @@ type chunkSigning struct {
 }
 
 func (s *chunkSigning) chunkSignature(previous string, chunkSHA256 []byte) string {
-	return hex.EncodeToString(hmacSHA256(s.key, "AWS4-HMAC-SHA256-PAYLOAD\n"+s.amzDate+"\n"+s.scope+"\n"+previous+"\n"+emptySHA256+"\n"+hex.EncodeToString(chunkSHA256)))
+	return hex.EncodeToString(sigv4core.HMACSHA256(s.key, "AWS4-HMAC-SHA256-PAYLOAD\n"+s.amzDate+"\n"+s.scope+"\n"+previous+"\n"+emptySHA256+"\n"+hex.EncodeToString(chunkSHA256)))
 }
 
 func (s *chunkSigning) trailerSignature(previous string, trailer []byte) string {
 	sum := sha256.Sum256(trailer)
-	return hex.EncodeToString(hmacSHA256(s.key, "AWS4-HMAC-SHA256-TRAILER\n"+s.amzDate+"\n"+s.scope+"\n"+previous+"\n"+hex.EncodeToString(sum[:])))
+	return hex.EncodeToString(sigv4core.HMACSHA256(s.key, "AWS4-HMAC-SHA256-TRAILER\n"+s.amzDate+"\n"+s.scope+"\n"+previous+"\n"+hex.EncodeToString(sum[:])))
 }
 
 // buildBody sets res.Body, res.DecodedContentLength and

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
+
+	"fencegate/internal/sigv4core"
 )
 
 // expectedSignature recomputes the request's signature: the canonical
@@ -25,7 +25,8 @@ import (
 // builds the canonical request through maps, sorts and joins and derives
 // the signing key each time, about 6 % of the S3 API gateway's CPU per
 // PutObject; this writes it into one buffer, with key, the signing key
-// (signingKeys).
+// (a sigv4core.KeyCache's), and the pieces the write path's signer
+// computes alike (package sigv4core).
 //
 // The SDK's signer decides which headers it signs: host; content-length
 // when the length is above zero; x-amz-date (header authentication,
@@ -41,7 +42,7 @@ func expectedSignature(r *http.Request, query url.Values, auth *authentication, 
 	buf := make([]byte, 0, 1024)
 	buf = append(buf, r.Method...)
 	buf = append(buf, '\n')
-	buf = append(buf, uriPath(r.URL)...)
+	buf = append(buf, sigv4core.CanonicalURI(r.URL)...)
 	buf = append(buf, '\n')
 	buf = appendCanonicalQuery(buf, query, auth, amzDate)
 	buf = append(buf, '\n')
@@ -53,7 +54,7 @@ func expectedSignature(r *http.Request, query url.Values, auth *authentication, 
 		case name == "host":
 			// Signed as sent: without a scheme, the SDK's signer drops
 			// no port.
-			buf = append(buf, stripExcessSpaces(r.Host)...)
+			buf = append(buf, sigv4core.StripExcessSpaces(r.Host)...)
 		case name == "content-length":
 			// The signer takes it from ContentLength, and signs it only
 			// above zero. A server request carries the header too; a
@@ -78,12 +79,7 @@ func expectedSignature(r *http.Request, query url.Values, auth *authentication, 
 			if !ok {
 				return "", newError(ErrSignatureDoesNotMatch, "The signed header "+name+" is not in the request.")
 			}
-			for i, v := range values {
-				if i > 0 {
-					buf = append(buf, ',')
-				}
-				buf = append(buf, strings.TrimSpace(stripExcessSpaces(v))...)
-			}
+			buf = sigv4core.AppendHeaderValues(buf, values)
 		}
 		buf = append(buf, '\n')
 	}
@@ -103,12 +99,7 @@ func expectedSignature(r *http.Request, query url.Values, auth *authentication, 
 	buf = append(buf, payloadHash...)
 	canonicalHash := sha256.Sum256(buf)
 
-	buf = append(buf[:0], algorithm+"\n"...)
-	buf = append(buf, amzDate...)
-	buf = append(buf, '\n')
-	buf = append(buf, auth.credential.scope()...)
-	buf = append(buf, '\n')
-	buf = hex.AppendEncode(buf, canonicalHash[:])
+	buf = sigv4core.AppendStringToSign(buf[:0], amzDate, auth.credential.region, &canonicalHash)
 	mac := hmac.New(sha256.New, key)
 	mac.Write(buf)
 	var sum [sha256.Size]byte
@@ -165,83 +156,4 @@ func appendCanonicalQuery(buf []byte, query url.Values, auth *authentication, am
 // queryEscape is the SDK signer's escaping of a query name or value.
 func queryEscape(s string) string {
 	return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
-}
-
-// uriPath is the canonical URI, as the SDK's signer takes it from the
-// request's URL (its GetURIPath), with S3's setting of no second round
-// of escaping: the path as sent.
-func uriPath(u *url.URL) string {
-	var path string
-	if u.Opaque != "" {
-		opaque := u.Opaque
-		if i := strings.Index(opaque, "?"); i >= 0 {
-			opaque = opaque[:i]
-		}
-		opaque = strings.TrimPrefix(opaque, "//")
-		if i := strings.Index(opaque, "/"); i >= 0 {
-			path = opaque[i:]
-		}
-	} else {
-		path = u.EscapedPath()
-	}
-	if path == "" {
-		path = "/"
-	}
-	return path
-}
-
-// stripExcessSpaces trims spaces at both ends of s and folds runs of
-// spaces inside it into one, as the SDK's signer does (spaces only, not
-// other white space).
-func stripExcessSpaces(s string) string {
-	s = strings.Trim(s, " ")
-	if !strings.Contains(s, "  ") {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	space := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == ' ' && space {
-			continue
-		}
-		space = c == ' '
-		b.WriteByte(c)
-	}
-	return b.String()
-}
-
-// maxCachedKeys bounds signingKeys: past it, the cache starts again empty.
-const maxCachedKeys = 1024
-
-// signingKeys keeps the signing key last derived for each access key id,
-// with the secret, day and region it was derived from, and gives it again
-// only for the same three: a rotated secret gets a key of its own at once
-// (the SDK's signer keys its cache by access key id, region and day, not
-// by secret, which is why the verifier never shared one). Deriving a key
-// costs four HMACs, more than the rest of a signature.
-type signingKeys struct {
-	keys  sync.Map // access key id -> *derivedKey
-	count atomic.Int64
-}
-
-type derivedKey struct {
-	secret, day, region string
-	key                 []byte // never written once derived
-}
-
-// get returns the signing key of secret for day (YYYYMMDD) and region.
-func (c *signingKeys) get(accessKeyID, secret, day, region string) []byte {
-	if v, ok := c.keys.Load(accessKeyID); ok {
-		if k := v.(*derivedKey); k.secret == secret && k.day == day && k.region == region {
-			return k.key
-		}
-	}
-	k := &derivedKey{secret: secret, day: day, region: region, key: signingKey(secret, day, region)}
-	if _, loaded := c.keys.Swap(accessKeyID, k); !loaded && c.count.Add(1) > maxCachedKeys {
-		c.keys.Clear()
-		c.count.Store(0)
-	}
-	return k.key
 }

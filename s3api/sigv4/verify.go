@@ -3,7 +3,6 @@ package sigv4
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -15,15 +14,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"fencegate/internal/sigv4core"
 )
 
 const (
-	algorithm = "AWS4-HMAC-SHA256"
-	service   = "s3"
-	terminal  = "aws4_request"
+	algorithm = sigv4core.Algorithm
+	service   = sigv4core.Service
+	terminal  = sigv4core.Terminator
 
-	amzDateFormat = "20060102T150405Z"
-	scopeFormat   = "20060102"
+	amzDateFormat = sigv4core.DateFormat
+	scopeFormat   = sigv4core.DayFormat
 
 	// MaxSkew is how far X-Amz-Date may be from the verifier's clock, as on S3.
 	MaxSkew = 15 * time.Minute
@@ -68,7 +69,7 @@ type Verifier struct {
 	store  KeyStore
 	region string
 	now    func() time.Time
-	keys   signingKeys
+	keys   sigv4core.KeyCache
 }
 
 // New returns a Verifier for cfg.
@@ -203,7 +204,7 @@ func (v *Verifier) Verify(ctx context.Context, r *http.Request) (*Result, error)
 	if err != nil {
 		return nil, fmt.Errorf("%w: key lookup: %w", ErrInternal, err)
 	}
-	key := v.keys.get(auth.credential.accessKeyID, secret, auth.credential.date, auth.credential.region)
+	key := v.keys.Get(auth.credential.accessKeyID, secret, auth.credential.date, auth.credential.region).Bytes()
 	expected, err := expectedSignature(r, query, auth, payloadHash, key)
 	if err != nil {
 		return nil, err
@@ -545,20 +546,16 @@ func isHexSignature(s string) bool {
 	return true
 }
 
-// unsignableHeaders are headers the SDK's canonicalizer never signs (its
-// IgnoredHeaders rule), so a signature covering them cannot be recomputed
-// with it. Mainstream S3 clients do not sign them either.
-var unsignableHeaders = map[string]bool{
-	"authorization": true, "user-agent": true, "x-amzn-trace-id": true, "expect": true, "transfer-encoding": true,
-}
-
 // checkSignedHeaders applies S3's rules on which headers must be signed:
 // host always, and every x-amz-* header the request carries (an unsigned
 // one could have been added on the way). It also refuses, with an explicit
 // message, signatures the verifier cannot recompute.
 func checkSignedHeaders(r *http.Request, auth *authentication) error {
 	for _, h := range auth.signedHeaders {
-		if unsignableHeaders[h] {
+		// The SDK's canonicalizer never signs these, so a signature
+		// covering one cannot be recomputed with it. Mainstream S3
+		// clients do not sign them either.
+		if sigv4core.IgnoredHeader(h) {
 			return newError(ErrSignatureDoesNotMatch, "This gateway cannot verify a signature that covers the "+h+" header; sign without it.")
 		}
 		if h == "content-length" && r.Header.Get("Content-Length") == "0" {
@@ -622,20 +619,4 @@ func payloadHashOf(r *http.Request, auth *authentication) (string, error) {
 		return UnsignedPayload, nil
 	}
 	return h, nil
-}
-
-// signingKey derives the SigV4 signing key for (date, region, s3). The SDK
-// does this internally but does not export it; the chunk and trailer
-// signatures need it (see chunkSigning).
-func signingKey(secret, date, region string) []byte {
-	k := hmacSHA256([]byte("AWS4"+secret), date)
-	k = hmacSHA256(k, region)
-	k = hmacSHA256(k, service)
-	return hmacSHA256(k, terminal)
-}
-
-func hmacSHA256(key []byte, data string) []byte {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(data))
-	return m.Sum(nil)
 }
