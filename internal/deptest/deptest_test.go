@@ -58,11 +58,12 @@ var rules = []struct {
 	{
 		pkg: "fencegate/...", forbidden: []string{"fencegate/internal/devstack", "fencegate/internal/testenv"},
 		except: []string{
-			"fencegate/internal/devstack",   // itself
-			"fencegate/internal/testenv",    // the test harness, built on devstack
-			"fencegate/internal/robustness", // a test suite: its package runs only under go test
-			"fencegate/cmd/fencebench",      // a benchmark that starts its own local stack
-			"fencegate/cmd/fencegate",       // see devCommandFiles: only `fencegate dev` may
+			"fencegate/internal/devstack",       // itself
+			"fencegate/internal/testenv",        // the test harness, built on devstack
+			"fencegate/internal/testenv/s3door", // the S3 API's door for tests, on testenv
+			"fencegate/internal/robustness",     // a test suite: its package runs only under go test
+			"fencegate/cmd/fencebench",          // a benchmark that starts its own local stack
+			"fencegate/cmd/fencegate",           // see devCommandFiles: only `fencegate dev` may
 		},
 		why: "devstack starts an embedded etcd and a versitygw child process with fixed credentials for a laptop, and testenv is test scaffolding: " +
 			"neither may be linked into what serves production traffic, where a helper reached by mistake would run or weaken the real thing",

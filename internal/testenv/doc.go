@@ -18,4 +18,7 @@
 // `make tools` builds their binaries into bin/ at the repository root, and
 // FENCEGATE_VERSITYGW ([VersitygwEnv]) and FENCEGATE_FAKE_GCS
 // ([FakeGCSEnv]) override where they are looked up.
+//
+// Package [fencegate/internal/testenv/s3door], beside it, wires the S3
+// API's front door on these services as fencegate serve wires it.
 package testenv

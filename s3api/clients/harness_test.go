@@ -6,8 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/pem"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,11 +19,9 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"fencegate/api"
-	s3backend "fencegate/backends/s3"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
-	"fencegate/s3api"
-	"fencegate/s3api/accesskeys"
+	"fencegate/internal/testenv/s3door"
 	"fencegate/tokenstore"
 )
 
@@ -45,9 +41,8 @@ const (
 
 var bucketSeq atomic.Int64
 
-// door is the S3 front door, as fencegate serve wires it (its keys from
-// the auth config through package accesskeys, listings through the S3
-// backend), on real etcd and the shared versitygw, over plain HTTP.
+// door is the S3 front door, as fencegate serve wires it (s3door), on
+// real etcd and the shared versitygw, over plain HTTP or HTTPS.
 type door struct {
 	endpoint string
 	bucket   string
@@ -79,48 +74,20 @@ func newTLSDoor(t *testing.T) *door {
 
 func startDoor(t *testing.T, overTLS bool) *door {
 	t.Helper()
-	etcd := testenv.StartEtcd(t)
 	d := &door{
 		bucket: fmt.Sprintf("clients%d-%d", time.Now().UnixNano()%1e9, bucketSeq.Add(1)),
 		minio:  sharedS3.Minio(t),
 	}
 	sharedS3.CreateBucket(t, d.bucket)
-	store, err := tokenstore.New(etcd.Client(t), tokenstore.Config{RequestTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.store = store
-	backend, err := s3backend.New(context.Background(), s3backend.Config{
-		Endpoint: sharedS3.Endpoint(), AccessKeyID: sharedS3.AccessKey, SecretAccessKey: sharedS3.SecretKey, UsePathStyle: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	auth := gateway.Auth{
+	wired := s3door.New(t, sharedS3, gateway.Auth{
 		Identities: []gateway.Identity{{
 			Name:   "clients",
 			Grants: []gateway.Grant{{Prefix: "s3/" + d.bucket + "/", Operations: []gateway.Operation{gateway.OpRead, gateway.OpWrite, gateway.OpDelete}}},
 			S3Keys: []gateway.S3Key{{AccessKeyID: accessKeyID, SecretAccessKey: secretKey}},
 		}},
-	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	uploads, err := tokenstore.NewUploads(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := gateway.New(gateway.Config{Logger: logger}, store, backend, gateway.WithAuth(auth), gateway.WithMultipart(backend, uploads))
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys, err := accesskeys.New(auth)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := s3api.New(s3api.Config{Logger: logger}, s3api.Deps{Gateway: gw, Keys: keys, Buckets: backend})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.gw = gw
+	})
+	d.store, d.gw = wired.Store, wired.Gateway
+	h := wired.Handler
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if f := d.beforeComplete.Load(); f != nil && r.Method == http.MethodPost && r.URL.Query().Has("uploadId") {
 			(*f)(strings.TrimPrefix(r.URL.Path, "/"+d.bucket+"/"))

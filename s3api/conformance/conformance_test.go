@@ -20,8 +20,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -33,13 +31,10 @@ import (
 	"testing"
 	"time"
 
-	s3backend "fencegate/backends/s3"
 	"fencegate/gateway"
 	"fencegate/internal/devstack"
 	"fencegate/internal/testenv"
-	"fencegate/s3api"
-	"fencegate/s3api/accesskeys"
-	"fencegate/tokenstore"
+	"fencegate/internal/testenv/s3door"
 )
 
 // The suite's credentials at the door: an identity with every grant on
@@ -154,44 +149,16 @@ func timedOut(message string) bool {
 	return strings.Contains(message, "context canceled") || strings.Contains(message, "context deadline exceeded")
 }
 
-// startDoor serves the S3 API, as fencegate serve wires it, on real etcd
-// and the versitygw s, and returns its URL.
+// startDoor serves the S3 API, as fencegate serve wires it (s3door), on
+// real etcd and the versitygw s, and returns its URL.
 func startDoor(t *testing.T, s *testenv.S3) *url.URL {
 	t.Helper()
-	etcd := testenv.StartEtcd(t)
-	store, err := tokenstore.New(etcd.Client(t), tokenstore.Config{RequestTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	backend, err := s3backend.New(context.Background(), s3backend.Config{
-		Endpoint: s.Endpoint(), AccessKeyID: s.AccessKey, SecretAccessKey: s.SecretKey, UsePathStyle: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	auth := gateway.Auth{Identities: []gateway.Identity{{
+	door := s3door.New(t, s, gateway.Auth{Identities: []gateway.Identity{{
 		Name:   "conformance",
 		Grants: []gateway.Grant{{Prefix: "s3/", Operations: []gateway.Operation{gateway.OpAdmin}}},
 		S3Keys: []gateway.S3Key{{AccessKeyID: doorAccessKey, SecretAccessKey: doorSecretKey}},
-	}}}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	uploads, err := tokenstore.NewUploads(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := gateway.New(gateway.Config{Logger: logger}, store, backend, gateway.WithAuth(auth), gateway.WithMultipart(backend, uploads))
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys, err := accesskeys.New(auth)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := s3api.New(s3api.Config{Logger: logger, Region: region}, s3api.Deps{Gateway: gw, Keys: keys, Buckets: backend, Admin: backend})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
+	}}})
+	srv := httptest.NewServer(door.Handler)
 	t.Cleanup(srv.Close)
 	u, err := url.Parse(srv.URL)
 	if err != nil {
