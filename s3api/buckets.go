@@ -68,7 +68,7 @@ func (s *server) listObjects(w http.ResponseWriter, r *http.Request, rq *request
 	err := s.bucketStore(rq.bucket)
 	var query url.Values
 	if err == nil {
-		query, err = passQuery(r.URL.Query(), "list-type", "continuation-token", "delimiter", "encoding-type",
+		query, err = passQuery(rq.query, "list-type", "continuation-token", "delimiter", "encoding-type",
 			"fetch-owner", "max-keys", "prefix", "start-after", "marker")
 	}
 	if err == nil {
@@ -210,7 +210,7 @@ func (s *server) listBuckets(w http.ResponseWriter, r *http.Request, rq *request
 	err := s.bucketStore("")
 	var query url.Values
 	if err == nil {
-		query, err = passQuery(r.URL.Query(), "max-buckets", "continuation-token", "prefix", "bucket-region")
+		query, err = passQuery(rq.query, "max-buckets", "continuation-token", "prefix", "bucket-region")
 	}
 	if err != nil {
 		s.writeError(w, r, rq, err)

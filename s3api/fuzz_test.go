@@ -33,7 +33,7 @@ func FuzzAddressAndRoute(f *testing.F) {
 		for _, domain := range []string{"", "s3.example"} {
 			s := &server{cfg: Config{Domain: domain}}
 			r := &http.Request{Method: method, URL: u, Host: host, Header: http.Header{}}
-			rq := &request{}
+			rq := &request{query: r.URL.Query()}
 			if err := s.address(r, rq); err != nil {
 				continue
 			}

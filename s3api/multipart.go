@@ -42,7 +42,7 @@ const maxCompleteBody = 4 << 20
 // uploads or uploadId parameter, as S3 does; anything else with those
 // parameters is NotImplemented.
 func (s *server) multipartRoute(r *http.Request, rq *request) (handlerFunc, string) {
-	q := r.URL.Query()
+	q := rq.query
 	has := func(name string) bool { _, ok := q[name]; return ok }
 	switch {
 	case rq.bucket == "":
@@ -178,7 +178,7 @@ func (s *server) partTarget(r *http.Request, rq *request) (api.ObjectPath, strin
 	if err != nil {
 		return api.ObjectPath{}, "", 0, 0, err
 	}
-	q := r.URL.Query()
+	q := rq.query
 	n, err := strconv.ParseInt(q.Get("partNumber"), 10, 32)
 	if err != nil || n < 1 || n > api.MaxParts {
 		return api.ObjectPath{}, "", 0, 0, fmt.Errorf("%w: partNumber must be 1 to %d", errInvalidArgument, api.MaxParts)
@@ -307,7 +307,7 @@ func (s *server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 	for i, p := range req.Parts {
 		parts[i] = api.Part{Number: p.PartNumber, ETag: p.ETag}
 	}
-	res, err := s.gw.CompleteUploadIf(ctx, path, r.URL.Query().Get("uploadId"), token, parts, cond)
+	res, err := s.gw.CompleteUploadIf(ctx, path, rq.query.Get("uploadId"), token, parts, cond)
 	if err != nil {
 		s.writeError(w, r, rq, s.orNoSuchBucket(ctx, rq, uploadError(err)))
 		return
@@ -344,7 +344,7 @@ func (s *server) abortMultipartUpload(w http.ResponseWriter, r *http.Request, rq
 		token, err = uploadToken(r, rq)
 	}
 	if err == nil {
-		err = s.gw.AbortUpload(r.Context(), path, r.URL.Query().Get("uploadId"), token)
+		err = s.gw.AbortUpload(r.Context(), path, rq.query.Get("uploadId"), token)
 	}
 	if err != nil {
 		s.writeError(w, r, rq, s.orNoSuchBucket(r.Context(), rq, uploadError(err)))
@@ -355,7 +355,7 @@ func (s *server) abortMultipartUpload(w http.ResponseWriter, r *http.Request, rq
 
 // listParts is ListParts, passed through with the identity's read grant.
 func (s *server) listParts(w http.ResponseWriter, r *http.Request, rq *request) {
-	q := r.URL.Query()
+	q := rq.query
 	path, err := s.objectPath(rq.bucket, rq.key)
 	maxParts, marker := int32(0), int32(0)
 	if err == nil {
@@ -386,7 +386,7 @@ func (s *server) listParts(w http.ResponseWriter, r *http.Request, rq *request) 
 // is none). It shows the store's upload ids, never the capabilities
 // their creators were answered.
 func (s *server) listMultipartUploads(w http.ResponseWriter, r *http.Request, rq *request) {
-	q := r.URL.Query()
+	q := rq.query
 	maxUploads, err := int32Param(q, "max-uploads", 1000)
 	var list api.UploadList
 	in := api.ListUploadsInput{Bucket: rq.bucket, Prefix: q.Get("prefix"), Delimiter: q.Get("delimiter"), KeyMarker: q.Get("key-marker"), UploadIDMarker: q.Get("upload-id-marker"), MaxUploads: maxUploads}

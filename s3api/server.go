@@ -119,6 +119,9 @@ type request struct {
 	// not by the path.
 	hosted bool
 	auth   *sigv4.Result
+	// query is the request's query (r.URL.Query()), parsed once for
+	// every reader of the door's.
+	query url.Values
 	// token is the fencing token the request carries, once read.
 	token api.Token
 }
@@ -142,7 +145,7 @@ func newRequestID() string {
 // ServeHTTP authenticates the request (Signature Version 4), picks its
 // operation, and runs it as the request's identity.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rq := &request{id: gateway.RequestID(r.Context())}
+	rq := &request{id: gateway.RequestID(r.Context()), query: r.URL.Query()}
 	if rq.id == "" { // not under TrackRequests (tests of the server alone)
 		rq.id = newRequestID()
 	}
@@ -169,7 +172,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// No temporary credentials: the gateway has no STS, so a session
 	// token could only be a client's AWS credentials sent to the wrong
 	// place (and sigv4 would not check it).
-	if r.Header.Get("X-Amz-Security-Token") != "" || r.URL.Query().Has("X-Amz-Security-Token") {
+	if r.Header.Get("X-Amz-Security-Token") != "" || rq.query.Has("X-Amz-Security-Token") {
 		s.writeError(w, r, rq, fmt.Errorf("%w: temporary credentials (X-Amz-Security-Token) are not accepted; use an access key of the gateway's auth config", errInvalidToken))
 		return
 	}
@@ -271,7 +274,7 @@ var commonParams = map[string]bool{
 // that is not one of the operations the door implements gets
 // notImplemented: nothing unknown is passed to the store.
 func (s *server) route(r *http.Request, rq *request) (handlerFunc, string) {
-	q := r.URL.Query()
+	q := rq.query
 	has := func(name string) bool { _, ok := q[name]; return ok }
 	if has("uploads") || has("uploadId") {
 		return s.multipart(r, rq)

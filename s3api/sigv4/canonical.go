@@ -1,7 +1,6 @@
 package sigv4
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
@@ -99,11 +98,30 @@ func expectedSignature(r *http.Request, query url.Values, auth *authentication, 
 	buf = append(buf, payloadHash...)
 	canonicalHash := sha256.Sum256(buf)
 
-	buf = sigv4core.AppendStringToSign(buf[:0], amzDate, auth.credential.region, &canonicalHash)
-	mac := hmac.New(sha256.New, key)
-	mac.Write(buf)
-	var sum [sha256.Size]byte
-	return hex.EncodeToString(mac.Sum(sum[:0])), nil
+	// The string to sign, after room for the HMAC's inner key block.
+	buf = append(buf[:0], make([]byte, sha256.BlockSize)...)
+	buf = sigv4core.AppendStringToSign(buf, amzDate, auth.credential.region, &canonicalHash)
+	sum := hmacSHA256Into(buf, key)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// hmacSHA256Into returns HMAC-SHA256 (RFC 2104) under key of the message
+// in buf after its first sha256.BlockSize bytes, which it overwrites
+// with the inner key block. It is crypto/hmac's result without its
+// allocations (two digests and the key pads, per request); key is a
+// signing key, shorter than a block.
+func hmacSHA256Into(buf, key []byte) [sha256.Size]byte {
+	var outer [sha256.BlockSize + sha256.Size]byte
+	clear(buf[:sha256.BlockSize])
+	copy(buf, key)
+	copy(outer[:], key)
+	for i := range sha256.BlockSize {
+		buf[i] ^= 0x36
+		outer[i] ^= 0x5c
+	}
+	inner := sha256.Sum256(buf)
+	copy(outer[sha256.BlockSize:], inner[:])
+	return sha256.Sum256(outer[:])
 }
 
 // appendCanonicalQuery appends the canonical query string, as the SDK's
