@@ -79,7 +79,7 @@ func FuzzFenceToken(f *testing.F) {
 		if fence != "" {
 			r.Header.Set(api.HeaderFenceToken, fence)
 		}
-		token, err := fenceToken(r, []string{"x-fence-token"})
+		token, err := fenceToken(r, r.URL.Query(), []string{"x-fence-token"})
 		if err != nil {
 			return
 		}

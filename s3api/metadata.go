@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 	"sort"
 	"strings"
 
@@ -53,7 +55,7 @@ const userMetadataPrefix = "x-amz-meta-"
 // that records token. Its errors are S3's: MetadataTooLarge,
 // InvalidArgument; Expires and Content-Encoding in a GCS bucket are
 // NotImplemented (storeKeeps).
-func objectMetadata(r *http.Request, token api.Token, store string) (api.ObjectMetadata, error) {
+func objectMetadata(r *http.Request, query url.Values, token api.Token, store string) (api.ObjectMetadata, error) {
 	var m api.ObjectMetadata
 	tokenInMetadata := false
 	add := func(name string, values []string) error {
@@ -75,19 +77,9 @@ func objectMetadata(r *http.Request, token api.Token, store string) (api.ObjectM
 		return nil
 	}
 	// In a fixed order, so that the error a request gets does not vary.
-	for _, name := range sortedKeys(r.Header) {
-		values := r.Header[name]
-		if rest, ok := cutPrefixFold(name, userMetadataPrefix); ok {
-			if err := add(rest, values); err != nil {
-				return api.ObjectMetadata{}, err
-			}
-		}
-	}
-	query := r.URL.Query()
-	for _, name := range sortedKeys(query) {
-		values := query[name]
-		if rest, ok := cutPrefixFold(name, userMetadataPrefix); ok {
-			if err := add(rest, values); err != nil {
+	for _, values := range []map[string][]string{r.Header, query} {
+		for _, name := range metadataNames(values) {
+			if err := add(name[len(userMetadataPrefix):], values[name]); err != nil {
 				return api.ObjectMetadata{}, err
 			}
 		}
@@ -259,6 +251,19 @@ func cutPrefixFold(s, prefix string) (string, bool) {
 		return s, false
 	}
 	return s[len(prefix):], true
+}
+
+// metadataNames returns the names in params (a request's headers or
+// query) that carry user metadata (x-amz-meta-*, in any case), sorted.
+func metadataNames(params map[string][]string) []string {
+	var names []string
+	for name := range params {
+		if _, ok := cutPrefixFold(name, userMetadataPrefix); ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // sortedKeys are m's keys in order.

@@ -61,7 +61,7 @@ func TestObjectMetadata(t *testing.T) {
 			if r.Header == nil {
 				r.Header = http.Header{}
 			}
-			got, err := objectMetadata(r, 7, tc.store)
+			got, err := objectMetadata(r, r.URL.Query(), 7, tc.store)
 			switch {
 			case tc.err != nil && !errors.Is(err, tc.err):
 				t.Fatalf("objectMetadata = %+v, %v; want %v", got, err, tc.err)
@@ -83,7 +83,7 @@ func FuzzObjectMetadata(f *testing.F) {
 		r := &http.Request{Header: http.Header{}, URL: &url.URL{RawQuery: query}}
 		r.Header["X-Amz-Meta-"+name] = []string{value}
 		r.Header["Cache-Control"] = []string{cacheControl}
-		m, err := objectMetadata(r, 123, api.StoreS3)
+		m, err := objectMetadata(r, r.URL.Query(), 123, api.StoreS3)
 		if err != nil {
 			return
 		}

@@ -136,7 +136,7 @@ func (s *server) createMultipartUpload(w http.ResponseWriter, r *http.Request, r
 	}
 	var meta api.ObjectMetadata
 	if err == nil {
-		meta, err = objectMetadata(r, token, path.Store)
+		meta, err = objectMetadata(r, rq.query, token, path.Store)
 	}
 	if err == nil {
 		meta.Tags, err = writeTags(r.Header, path.Store) // tagging.go
@@ -163,7 +163,7 @@ func (s *server) createMultipartUpload(w http.ResponseWriter, r *http.Request, r
 // and notes it for the audit; zero when it sends none, which the gateway
 // takes for the creator's when the upload id is the creator's capability.
 func uploadToken(r *http.Request, rq *request) (api.Token, error) {
-	token, err := fenceToken(r, rq.auth.SignedHeaders)
+	token, err := fenceToken(r, rq.query, rq.auth.SignedHeaders)
 	if errors.Is(err, api.ErrMissingToken) {
 		return 0, nil
 	}

@@ -38,7 +38,7 @@ const (
 // take another token than the fence checked. X-Fence-Token must be signed
 // (x-amz-* headers, and the query, always are). No token anywhere is
 // api.ErrMissingToken.
-func fenceToken(r *http.Request, signedHeaders []string) (api.Token, error) {
+func fenceToken(r *http.Request, query url.Values, signedHeaders []string) (api.Token, error) {
 	var (
 		token api.Token
 		from  string
@@ -70,7 +70,7 @@ func fenceToken(r *http.Request, signedHeaders []string) (api.Token, error) {
 		return 0, err
 	}
 	var queryValues []string
-	for name, values := range r.URL.Query() {
+	for name, values := range query {
 		if strings.EqualFold(name, queryMetaFenceToken) {
 			queryValues = append(queryValues, values...)
 		}
@@ -137,7 +137,7 @@ func (s *server) putObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	}
 	var meta api.ObjectMetadata
 	if err == nil {
-		meta, err = objectMetadata(r, token, path.Store)
+		meta, err = objectMetadata(r, rq.query, token, path.Store)
 	}
 	if err == nil {
 		meta.Tags, err = writeTags(r.Header, path.Store) // tagging.go
@@ -229,7 +229,7 @@ func (s *server) fencedTarget(ctx context.Context, r *http.Request, rq *request,
 	if err := s.gw.Authorize(ctx, op, path.Resource()); err != nil {
 		return api.ObjectPath{}, 0, err
 	}
-	token, err := fenceToken(r, rq.auth.SignedHeaders)
+	token, err := fenceToken(r, rq.query, rq.auth.SignedHeaders)
 	rq.token = token
 	return path, token, err
 }
@@ -349,7 +349,7 @@ func (s *server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	path, err := s.objectPath(rq.bucket, rq.key)
 	var in api.GetObjectInput
 	if err == nil {
-		in, err = s.readInput(r, path) // read.go
+		in, err = s.readInput(r, rq.query, path) // read.go
 	}
 	var obj *api.Object
 	if err == nil {
@@ -462,7 +462,7 @@ func (s *server) deleteObjects(w http.ResponseWriter, r *http.Request, rq *reque
 		s.writeError(w, r, rq, fmt.Errorf("%w: a DeleteObjects body is at most %d bytes", errEntityTooLarge, maxDeleteBodyBytes))
 		return
 	}
-	token, err := fenceToken(r, rq.auth.SignedHeaders)
+	token, err := fenceToken(r, rq.query, rq.auth.SignedHeaders)
 	if err != nil {
 		s.writeError(w, r, rq, err)
 		return
@@ -583,7 +583,7 @@ func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 		case "", "COPY":
 		case "REPLACE":
 			replace = true
-			meta, err = objectMetadata(r, token, dst.Store)
+			meta, err = objectMetadata(r, rq.query, token, dst.Store)
 		default:
 			err = fmt.Errorf("%w: x-amz-metadata-directive %q", errInvalidArgument, api.Truncate(d, 40))
 		}

@@ -27,8 +27,8 @@ var errInvalidPartNumber = errors.New("invalid part number")
 // (refuseReadParams). partNumber is refused with a Range header (S3's
 // InvalidRequest, whatever the Range says), and on a bucket whose store
 // has no parts (NotImplemented), before anything is read.
-func (s *server) readInput(r *http.Request, path api.ObjectPath) (api.GetObjectInput, error) {
-	if err := refuseReadParams(r.URL.Query()); err != nil {
+func (s *server) readInput(r *http.Request, query url.Values, path api.ObjectPath) (api.GetObjectInput, error) {
+	if err := refuseReadParams(query); err != nil {
 		return api.GetObjectInput{}, err
 	}
 	part, err := partNumber(r.URL.RawQuery)

@@ -174,18 +174,18 @@ type tag struct {
 // only: X-Fence-Token, which must be signed (fenceToken). An
 // x-amz-meta-* header or query parameter is refused (InvalidArgument):
 // it would look like metadata that the request sets, and sets nothing.
-func taggingToken(r *http.Request, signedHeaders []string) (api.Token, error) {
+func taggingToken(r *http.Request, query url.Values, signedHeaders []string) (api.Token, error) {
 	for name := range r.Header {
 		if isMetadataParam(name) {
 			return 0, fmt.Errorf("%w: a tagging request stores no metadata (%s): send the token in %s, signed", errInvalidArgument, name, api.HeaderFenceToken)
 		}
 	}
-	for name := range r.URL.Query() {
+	for name := range query {
 		if isMetadataParam(name) {
 			return 0, fmt.Errorf("%w: a tagging request stores no metadata (%s): send the token in %s, signed", errInvalidArgument, name, api.HeaderFenceToken)
 		}
 	}
-	token, err := fenceToken(r, signedHeaders)
+	token, err := fenceToken(r, query, signedHeaders)
 	if errors.Is(err, api.ErrMissingToken) {
 		return 0, fmt.Errorf("%w: send it in %s, signed", api.ErrMissingToken, api.HeaderFenceToken)
 	}
@@ -212,7 +212,7 @@ func (s *server) taggingTarget(r *http.Request, rq *request) (api.ObjectPath, ap
 	if err := refuseTagging(r.Header); err != nil {
 		return api.ObjectPath{}, 0, err
 	}
-	token, err := taggingToken(r, rq.auth.SignedHeaders)
+	token, err := taggingToken(r, rq.query, rq.auth.SignedHeaders)
 	rq.token = token
 	return path, token, err
 }
