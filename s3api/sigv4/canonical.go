@@ -37,7 +37,7 @@ import (
 // refuse both already: every x-amz-* header must be signed, and a signed
 // Content-Length of 0 is refused with its own message.)
 func expectedSignature(r *http.Request, query url.Values, auth *authentication, payloadHash string, key []byte) (string, error) {
-	amzDate := auth.date.Format(amzDateFormat)
+	amzDate := auth.amzDate
 	buf := make([]byte, 0, 1024)
 	buf = append(buf, r.Method...)
 	buf = append(buf, '\n')

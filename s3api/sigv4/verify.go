@@ -136,7 +136,11 @@ type authentication struct {
 	signedHeaders []string
 	signature     string
 	date          time.Time
-	expires       time.Duration // presigned only
+	// amzDate is the request's X-Amz-Date as sent, which parseAmzDate
+	// holds to be exactly date in amzDateFormat: what the strings to sign
+	// name, without formatting date again.
+	amzDate string
+	expires time.Duration // presigned only
 }
 
 // Verify authenticates r. On success the returned Result's Body replaces
@@ -228,7 +232,7 @@ func (v *Verifier) Verify(ctx context.Context, r *http.Request) (*Result, error)
 	}
 	if err := buildBody(r, res, payloadHash, chunkSigning{
 		key:       key,
-		amzDate:   auth.date.Format(amzDateFormat),
+		amzDate:   auth.amzDate,
 		scope:     auth.credential.scope(),
 		seed:      auth.signature,
 		algorithm: payloadHash,
@@ -265,8 +269,8 @@ var singleValueHeaders = []string{"Authorization", "X-Amz-Date", "X-Amz-Content-
 // would not see it, while anything reading the raw query would. It
 // returns the parsed query.
 func checkSingleValues(r *http.Request) (url.Values, error) {
-	for _, name := range singleValueHeaders {
-		if len(r.Header.Values(name)) > 1 {
+	for _, name := range singleValueHeaders { // canonical names: no lookup by Values
+		if len(r.Header[name]) > 1 {
 			return nil, newError(ErrInvalidArgument, "The "+name+" header is sent more than once; send it once.")
 		}
 	}
@@ -433,11 +437,11 @@ func parseAuthorization(header, amzDate string) (*authentication, error) {
 	if amzDate == "" {
 		return nil, newError(ErrAccessDenied, "AWS authentication requires a valid x-amz-date header")
 	}
-	date, err := time.Parse(amzDateFormat, amzDate)
-	if err != nil {
+	date, ok := parseAmzDate(amzDate)
+	if !ok {
 		return nil, newError(ErrAccessDenied, "AWS authentication requires a valid x-amz-date header")
 	}
-	cred, err := parseCredential(values[0], date, malformed)
+	cred, err := parseCredential(values[0], amzDate, malformed)
 	if err != nil {
 		return nil, err
 	}
@@ -448,7 +452,7 @@ func parseAuthorization(header, amzDate string) (*authentication, error) {
 	if !isHexSignature(values[2]) {
 		return nil, malformed("The authorization header is malformed; the signature is not 64 lower-case hex digits.")
 	}
-	return &authentication{credential: cred, signedHeaders: signed, signature: values[2], date: date}, nil
+	return &authentication{credential: cred, signedHeaders: signed, signature: values[2], date: date, amzDate: amzDate}, nil
 }
 
 func parsePresignQuery(q url.Values) (*authentication, error) {
@@ -471,8 +475,8 @@ func parsePresignQuery(q url.Values) (*authentication, error) {
 	if vals[0] != algorithm {
 		return nil, malformed("X-Amz-Algorithm only supports \"AWS4-HMAC-SHA256\"")
 	}
-	date, err := time.Parse(amzDateFormat, vals[3])
-	if err != nil {
+	date, ok := parseAmzDate(vals[3])
+	if !ok {
 		return nil, malformed("X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"")
 	}
 	secs, err := strconv.ParseInt(vals[5], 10, 64)
@@ -482,7 +486,7 @@ func parsePresignQuery(q url.Values) (*authentication, error) {
 	if secs > int64(MaxPresignExpiry/time.Second) {
 		return nil, malformed("X-Amz-Expires must be less than a week (in seconds) that is 604800")
 	}
-	cred, err := parseCredential(vals[1], date, malformed)
+	cred, err := parseCredential(vals[1], vals[3], malformed)
 	if err != nil {
 		return nil, err
 	}
@@ -499,27 +503,51 @@ func parsePresignQuery(q url.Values) (*authentication, error) {
 		signedHeaders: signed,
 		signature:     vals[2],
 		date:          date,
+		amzDate:       vals[3],
 		expires:       time.Duration(secs) * time.Second,
 	}, nil
 }
 
-func parseCredential(s string, date time.Time, malformed func(string) error) (credential, error) {
-	parts := strings.Split(s, "/")
-	if len(parts) != 5 || parts[0] == "" {
+// parseAmzDate parses an X-Amz-Date value: exactly amzDateFormat, 16
+// characters (time.Parse alone would also take a fraction of a second
+// after the seconds, which the strings to sign would not name).
+func parseAmzDate(s string) (time.Time, bool) {
+	if len(s) != len(amzDateFormat) {
+		return time.Time{}, false
+	}
+	date, err := time.Parse(amzDateFormat, s)
+	return date, err == nil
+}
+
+// parseCredential parses "AKID/YYYYMMDD/REGION/s3/aws4_request", whose
+// date must be the day of amzDate, a valid X-Amz-Date (parseAmzDate).
+func parseCredential(s, amzDate string, malformed func(string) error) (credential, error) {
+	var c credential
+	var serviceName, terminalName string
+	ok := true
+	cut := func(rest string) (string, string) {
+		before, after, found := strings.Cut(rest, "/")
+		ok = ok && found
+		return before, after
+	}
+	c.accessKeyID, s = cut(s)
+	c.date, s = cut(s)
+	c.region, s = cut(s)
+	serviceName, terminalName = cut(s)
+	if !ok || c.accessKeyID == "" || strings.Contains(terminalName, "/") {
 		return credential{}, malformed("the Credential is mal-formed; expecting \"<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request\".")
 	}
-	c := credential{accessKeyID: parts[0], date: parts[1], region: parts[2]}
-	if _, err := time.Parse(scopeFormat, c.date); err != nil || c.date != date.Format(scopeFormat) {
-		return credential{}, malformed("Invalid credential date \"" + c.date + "\". This date is not the same as X-Amz-Date: \"" + date.Format(scopeFormat) + "\".")
+	if day := amzDate[:len(scopeFormat)]; c.date != day {
+		return credential{}, malformed("Invalid credential date \"" + c.date + "\". This date is not the same as X-Amz-Date: \"" + day + "\".")
 	}
 	if c.region == "" {
 		return credential{}, malformed("the Credential is mal-formed; the region is empty.")
 	}
-	if parts[3] != service {
-		return credential{}, malformed("the Credential is mal-formed; incorrect service \"" + parts[3] + "\". This endpoint belongs to \"s3\".")
+	if serviceName != service {
+		return credential{}, malformed("the Credential is mal-formed; incorrect service \"" + serviceName + "\". This endpoint belongs to \"s3\".")
 	}
-	if parts[4] != terminal {
-		return credential{}, malformed("the Credential is mal-formed; incorrect terminal \"" + parts[4] + "\". This endpoint uses \"aws4_request\".")
+	if terminalName != terminal {
+		return credential{}, malformed("the Credential is mal-formed; incorrect terminal \"" + terminalName + "\". This endpoint uses \"aws4_request\".")
 	}
 	return c, nil
 }

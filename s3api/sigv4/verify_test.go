@@ -239,6 +239,22 @@ func TestBadRequestsRefused(t *testing.T) {
 			r.Header.Set("Authorization", strings.Replace(r.Header.Get("Authorization"), "/"+d+"/", "/"+now.Add(-48*time.Hour).Format("20060102")+"/", 1))
 			return r
 		}},
+		{name: "X-Amz-Date with a fraction of a second", wantCode: "AccessDenied", wantMsg: "x-amz-date", req: func(t *testing.T, base string) *http.Request {
+			r := request{target: "/bucket/key", body: payload}.build(t, base)
+			d := r.Header.Get("X-Amz-Date")
+			r.Header.Set("X-Amz-Date", strings.TrimSuffix(d, "Z")+".5Z")
+			return r
+		}},
+		{name: "credential of six parts", wantCode: "AuthorizationHeaderMalformed", wantMsg: "mal-formed", req: func(t *testing.T, base string) *http.Request {
+			r := request{target: "/bucket/key", body: payload}.build(t, base)
+			r.Header.Set("Authorization", strings.Replace(r.Header.Get("Authorization"), "/aws4_request", "/aws4_request/x", 1))
+			return r
+		}},
+		{name: "credential without an access key id", wantCode: "AuthorizationHeaderMalformed", wantMsg: "mal-formed", req: func(t *testing.T, base string) *http.Request {
+			r := request{target: "/bucket/key", body: payload}.build(t, base)
+			r.Header.Set("Authorization", strings.Replace(r.Header.Get("Authorization"), "Credential="+testAccessKey+"/", "Credential=/", 1))
+			return r
+		}},
 		{name: "wrong payload hash", wantCode: "XAmzContentSHA256Mismatch", req: func(t *testing.T, base string) *http.Request {
 			return request{target: "/bucket/key", body: payload, payloadHash: hexSHA256([]byte("other"))}.build(t, base)
 		}},
