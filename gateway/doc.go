@@ -1,15 +1,16 @@
-// Package gateway is fencegate's HTTP front: the chi router, the middleware,
-// and the handlers that put every write through the fencing protocol in the
-// order that makes it correct:
+// Package gateway is fencegate's HTTP front: the chi router, the
+// middleware (request ids, size bounds, authentication, per-client
+// limits, access and audit logs, metrics, tracing), the REST API's
+// handlers, and the exported operations another front door (package
+// s3api) calls.
+//
+// Every fenced write runs through the engine (package fence), which holds
+// the protocol and its ordering argument:
 //
 //	parse token -> fast reject (cache) -> observe object -> fence check -> conditional write
 //
-// Observing the object's version before the fence check is what makes a
-// write that succeeds carry a token at least as large as the one of the
-// version it replaces. The gateway fails closed: when the fence check
-// cannot complete, nothing is forwarded.
-//
-// It reaches the token store and the object store only through the small
-// interfaces declared here, and maps every error to HTTP in one place
-// (api.ProblemFor).
+// The gateway parses the request, answers the engine's questions (which
+// identity may do what, where a request logs) and records what it
+// decided (metrics, the event feed), and maps every error to HTTP in one
+// place (api.ProblemFor).
 package gateway

@@ -15,6 +15,7 @@ import (
 
 	"fencegate/api"
 	"fencegate/events"
+	"fencegate/fence"
 )
 
 // Config holds the gateway's limits and knobs. Zero fields take the
@@ -88,7 +89,7 @@ type Config struct {
 	// write loses a race to another writer. Zero means 3.
 	WriteAttempts int
 	// ETagCacheEntries bounds the cache of the versions this gateway's own
-	// writes left (see etagCache), which lets a write skip the HEAD of
+	// writes left (see package fence), which lets a write skip the HEAD of
 	// protocol step 3. Zero means 65536; negative turns the cache off, so
 	// that every write observes with a HEAD.
 	ETagCacheEntries int
@@ -238,8 +239,8 @@ func DefaultConfig() Config {
 		TransferChunkTimeout: defaultTransferChunkTimeout,
 		MaxRequestsPerClient: defaultMaxRequestsPerClient,
 		WriteAttempts:        defaultWriteAttempts,
-		ETagCacheEntries:     defaultETagCacheEntries,
-		ETagCacheMaxAge:      defaultETagCacheMaxAge,
+		ETagCacheEntries:     fence.DefaultETagCacheEntries,
+		ETagCacheMaxAge:      fence.DefaultETagCacheMaxAge,
 		ReadinessTimeout:     defaultReadinessTimeout,
 		ReadinessCache:       defaultReadinessCache,
 		MultipartThreshold:   defaultMultipartThreshold,
@@ -252,19 +253,16 @@ func DefaultConfig() Config {
 
 // Gateway serves fencegate's HTTP API. Create it with New.
 type Gateway struct {
-	cfg     Config
-	log     *slog.Logger
-	fences  FenceStore
-	objects ObjectStore
-	// stores names the store of each bucket; nil when objects is not a
-	// BucketStores (every bucket is in S3).
-	stores BucketStores
-	// tags reads objects' tags; nil when objects is not a TagReader (no
-	// object has tags).
+	cfg Config
+	log *slog.Logger
+	// engine runs the fencing protocol over the fence store and the
+	// object store, behind the decorators that time, count and trace
+	// their round trips.
+	engine *fence.Engine
+	// tags reads objects' tags; nil when the object store is not a
+	// TagReader (no object has tags).
 	tags     TagReader
 	hooks    TestHooks
-	etags    *etagCache  // nil when Config.ETagCacheEntries is negative
-	bodies   *bodyBudget // the memory of buffered bodies (Config.BufferBudgetBytes)
 	draining atomic.Bool
 	router   chi.Router
 	metrics  *metrics // served on /metrics
@@ -318,15 +316,15 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	cfg = cfg.withDefaults()
 	// The stores are wrapped with instrumented ones: the fence checks and
 	// S3 requests are timed and counted without touching the write path.
-	stores, _ := objects.(BucketStores)
+	buckets, _ := objects.(BucketStores)
 	tags, _ := objects.(TagReader)
-	bodies := &bodyBudget{limit: cfg.BufferBudgetBytes}
-	m := newMetrics(bodies)
+	var g *Gateway
+	m := newMetrics(func() int64 { return g.engine.BufferedBytes() })
 	fences = &instrumentedFences{FenceStore: fences, m: m}
 	feed := newEventFeed(cfg, m)
 	fences = &eventFences{FenceStore: fences, hub: feed.hub}
 	objects = &instrumentedObjects{ObjectStore: objects, m: m}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, fences: fences, objects: objects, stores: stores, tags: tags, etags: newETagCache(cfg.ETagCacheEntries, cfg.ETagCacheMaxAge, cfg.Now), bodies: bodies, metrics: m,
+	g = &Gateway{cfg: cfg, log: cfg.Logger, tags: tags, metrics: m,
 		authLines: newLineLimiter(cfg.Now, cfg.AuthRefusalLogRate, cfg.AuthRefusalLogBurst), readiness: newReadiness(cfg), events: feed}
 	if g.readiness.space != nil {
 		m.registry.MustRegister(newSpaceCollector(g.readiness))
@@ -343,6 +341,15 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	if g.optionErr != nil {
 		return nil, g.optionErr
 	}
+	stores := fence.Stores{Fences: fences, Objects: objects, Buckets: buckets, Tags: tags}
+	if g.multipart != nil {
+		stores.Multipart, stores.Uploads = g.multipart.store, g.multipart.uploads
+	}
+	engine, err := fence.New(g.engineConfig(), stores, edge{g}, edge{g})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	g.engine = engine
 	if err := ValidatePartnerGrants(g.partnerRoutes, Auth{Identities: g.identities}); err != nil {
 		return nil, fmt.Errorf("gateway: partner routes: %w", err)
 	}
@@ -387,6 +394,17 @@ func (g *Gateway) routes() chi.Router {
 		mount(r)
 	}
 	return r
+}
+
+// engineConfig is the engine's part of the gateway's Config, with its
+// defaults.
+func (g *Gateway) engineConfig() fence.Config {
+	c := g.cfg
+	return fence.Config{BufferBytes: c.BufferBytes, BufferBudgetBytes: c.BufferBudgetBytes, MaxBodyBytes: c.MaxBodyBytes,
+		WriteAttempts: c.WriteAttempts, ETagCacheEntries: c.ETagCacheEntries, ETagCacheMaxAge: c.ETagCacheMaxAge,
+		TombstonesForAbsent: c.TombstonesForAbsent, UploadTTL: c.UploadTTL, Now: c.Now,
+		Hooks: fence.Hooks{AfterObserve: g.hooks.AfterObserve, AfterFenceCheck: g.hooks.AfterFenceCheck,
+			UnsafeFenceBeforeObserve: g.hooks.UnsafeFenceBeforeObserve, UnsafeUnconditionalWrite: g.hooks.UnsafeUnconditionalWrite}}
 }
 
 // withDefaults returns cfg with its zero fields set to their defaults

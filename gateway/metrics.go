@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"fencegate/api"
+	"fencegate/fence"
 )
 
 // Metrics: every gateway has its own Prometheus registry (tests build many
@@ -37,9 +38,9 @@ const (
 	methodOther = "other"
 
 	// Stale refusal sources (fencegate_stale_refusals_total).
-	staleFromCache  = "cache"  // the fast reject: the cached mark is larger
-	staleFromObject = "object" // the object already records a larger token
-	staleFromEtcd   = "etcd"   // the fence check's transaction
+	staleFromCache  = fence.StaleFromCache  // the fast reject: the cached mark is larger
+	staleFromObject = fence.StaleFromObject // the object already records a larger token
+	staleFromEtcd   = fence.StaleFromEtcd   // the fence check's transaction
 
 	// Fence check results (fencegate_fence_check_duration_seconds).
 	fenceAccepted = "accepted"
@@ -87,7 +88,7 @@ type metrics struct {
 // newMetrics makes the collectors and registers them, with the Go runtime
 // and process collectors, on a new registry; bodies is the budget of
 // buffered bodies, whose use is read at each scrape.
-func newMetrics(bodies *bodyBudget) *metrics {
+func newMetrics(buffered func() int64) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -142,7 +143,7 @@ func newMetrics(bodies *bodyBudget) *metrics {
 	m.registry.MustRegister(m.bodyBudgetRefusals, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "fencegate_body_buffer_bytes",
 		Help: "Bytes of the budget of buffered bodies (--buffer-budget-bytes) reserved by requests being read or served: about the bytes their clients have sent, a chunk of 64 KiB at most more each.",
-	}, func() float64 { return float64(bodies.used.Load()) }))
+	}, func() float64 { return float64(buffered()) }))
 	m.slowClients = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencegate_slow_clients_cut_total",
 		Help: "Clients cut off for moving an object body slower than the transfer chunk timeout allows (64 KiB per timeout), by direction: download (a GET's answer not taken), upload (a PUT's body not sent).",
@@ -599,9 +600,9 @@ func (c *spaceCollector) Collect(ch chan<- prometheus.Metric) {
 
 // Reasons of an upload's abort (fencegate_multipart_uploads_aborted_total).
 const (
-	abortByClient = "client" // AbortUpload: the client's own abort
-	abortStale    = "stale"  // its token went below the mark: it can never complete
-	abortFailed   = "failed" // the gateway's upload of a REST PUT failed, or its binding was not recorded
+	abortByClient = fence.AbortByClient // AbortUpload: the client's own abort
+	abortStale    = fence.AbortStale    // its token went below the mark: it can never complete
+	abortFailed   = fence.AbortFailed   // the gateway's upload of a REST PUT failed, or its binding was not recorded
 )
 
 // multipartMetrics count the fenced multipart uploads: each counter is

@@ -219,3 +219,25 @@ func (g *Gateway) hintNoSpace() {
 		g.log.Error(noSpaceHint)
 	}
 }
+
+// Probe is a named readiness probe of a dependency, such as "etcd" or
+// "s3", which /readyz runs.
+type Probe struct {
+	Name string
+	// Ping returns nil when the dependency is ready, and otherwise why
+	// it is not.
+	Ping func(ctx context.Context) error
+}
+
+// StoreSpace is how full the fence store's database is (etcd's, as one
+// member reports it), in bytes.
+type StoreSpace struct {
+	// Size is the database's size, which its quota bounds.
+	Size int64
+	// InUse is the part of Size that holds data; defragmenting gives the
+	// rest back.
+	InUse int64
+	// Quota is the size at which the store refuses writes (etcd's NOSPACE
+	// alarm). Zero means unknown.
+	Quota int64
+}

@@ -5,8 +5,9 @@ package gateway
 // conditional write, bounded retry, the ETag cache), the same
 // authorization of identities by their grants, and the same reads, as
 // functions of a request that the door has parsed from its own dialect.
-// The REST handlers (objects.go) call the same functions; nothing of the
-// protocol is written twice.
+// The fenced operations delegate to the engine (package fence), which the
+// REST handlers (objects.go) call too; nothing of the protocol is written
+// twice.
 
 import (
 	"cmp"
@@ -22,6 +23,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"fencegate/api"
+	"fencegate/fence"
 )
 
 // CheckRequestSize applies the REST API's bounds on a request's target
@@ -64,15 +66,7 @@ func (g *Gateway) ObjectResource(bucket, key string) api.Resource {
 
 // StoreOf names the store that holds bucket: api.StoreS3, or what the
 // gateway's BucketStores says (api.StoreGCS).
-func (g *Gateway) StoreOf(bucket string) string {
-	if g.stores == nil {
-		return api.StoreS3
-	}
-	if s := g.stores.StoreOf(bucket); s != "" {
-		return s
-	}
-	return api.StoreS3
-}
+func (g *Gateway) StoreOf(bucket string) string { return g.engine.StoreOf(bucket) }
 
 // AuthEnabled reports whether the gateway authorizes requests by
 // identity (WithAuth with credentials). Without it every identity may do
@@ -232,91 +226,20 @@ func (g *Gateway) AuthorizeAny(ctx context.Context, op Operation, prefix string)
 	return fmt.Errorf("%w: identity %q may not %s anything under %q", api.ErrForbidden, id.Name, op, prefix)
 }
 
-// PutRequest is one fenced write of an object, as a front door parsed it.
-type PutRequest struct {
-	// Path is the object, from ObjectPath.
-	Path api.ObjectPath
-	// Token is the writer's fencing token; zero is api.ErrMissingToken.
-	Token api.Token
-	// Body is the object's content, read at most once. Bodies up to the
-	// gateway's Config.BufferBytes are held in memory (within its
-	// BufferBudgetBytes), so that a write that loses a race is retried;
-	// larger ones stream to the store.
-	Body io.Reader
-	// Size is Body's exact length, or -1 when unknown (then the body must
-	// fit Config.BufferBytes, else api.ErrLengthRequired).
-	Size int64
-	// ContentType is stored with the object; empty leaves the store's
-	// default.
-	ContentType string
-	// Metadata is stored with the object (user metadata and standard
-	// headers), as the front door validated it; the zero value is none.
-	Metadata api.ObjectMetadata
-	// Condition is the client's own precondition: the write happens only
-	// if it holds too, else api.ErrPreconditionFailed and nothing changes
-	// (see WriteCondition). The zero value is none.
-	Condition WriteCondition
-	// Encryption is the server-side encryption asked of the store, as
-	// the front door validated it; a customer key (SSE-C) is also sent
-	// with the observation of the object. The store's answer is
-	// WriteResult.Encryption. The zero value is none.
-	Encryption api.Encryption
-}
+// PutRequest is one fenced write of an object, as a front door parsed it
+// (see fence.PutRequest).
+type PutRequest = fence.PutRequest
 
 // PutFenced is the fenced write that PUT /v1/objects/... runs, for a
-// request of another front door: it checks that the identity of ctx
-// (WithIdentity) may write the object, refuses a token the cache knows
-// to be stale, reads the body, then observes, checks the fence and writes
-// conditionally, retrying a lost race from a fresh observation. Its
-// errors are api error classes (an *api.StaleTokenError for a stale
-// token); nothing is written unless it returns nil.
+// request of another front door (see fence.Engine.PutFenced).
 func (g *Gateway) PutFenced(ctx context.Context, in PutRequest) (WriteResult, error) {
-	fr, err := g.admit(ctx, OpWrite, in.Path, in.Token)
-	if err != nil {
-		return WriteResult{}, err
-	}
-	fr.cond, fr.encryption = in.Condition, in.Encryption
-	from := &bodyErr{r: in.Body}
-	body, err := g.readBodyFrom(from, in.Size, nil)
-	if err != nil {
-		return WriteResult{}, err
-	}
-	defer body.release()
-	res, err := g.putFenced(ctx, fr, body, in.ContentType, in.Metadata)
-	if err != nil && from.err != nil {
-		// A body that failed while it streamed to the store (a checksum
-		// the door verifies at its end, a client that went away) is why
-		// the write failed: say so, rather than the store's refusal of
-		// a short body.
-		err = fmt.Errorf("%w: reading body: %w", api.ErrInvalidRequest, from.err)
-	}
-	return res, err
-}
-
-// bodyErr records the first error, other than io.EOF, of a body's reads.
-type bodyErr struct {
-	r   io.Reader
-	err error
-}
-
-func (b *bodyErr) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
-	if err != nil && err != io.EOF && b.err == nil {
-		b.err = err
-	}
-	return n, err
+	return g.engine.PutFenced(ctx, in)
 }
 
 // DeleteFenced is the fenced delete that DELETE /v1/objects/... runs, for
-// a request of another front door: authorization (OpDelete), fast reject,
-// observation, fence check and conditional delete. Deleting an absent
-// object succeeds (see deleteObject for the mark it leaves).
+// a request of another front door (see fence.Engine.DeleteFenced).
 func (g *Gateway) DeleteFenced(ctx context.Context, path api.ObjectPath, token api.Token) error {
-	fr, err := g.admit(ctx, OpDelete, path, token)
-	if err != nil {
-		return err
-	}
-	return g.deleteFenced(ctx, fr)
+	return g.engine.DeleteFenced(ctx, path, token)
 }
 
 // FastReject runs the checks that precede a fenced write's body, with
@@ -326,20 +249,8 @@ func (g *Gateway) DeleteFenced(ctx context.Context, path api.ObjectPath, token a
 // before the write (CopyObject's source) calls it first; PutFenced and
 // DeleteFenced run it again themselves.
 func (g *Gateway) FastReject(ctx context.Context, op Operation, path api.ObjectPath, token api.Token) error {
-	_, err := g.admit(ctx, op, path, token)
+	_, err := g.engine.Admit(ctx, fence.Access(op), path, token)
 	return err
-}
-
-// admit is what precedes every fenced write of a front door other than
-// REST: authorization, a token (zero is missing), the fast reject.
-func (g *Gateway) admit(ctx context.Context, op Operation, path api.ObjectPath, token api.Token) (fencedRequest, error) {
-	if err := g.authorize(ctx, op, path.Resource()); err != nil {
-		return fencedRequest{}, err
-	}
-	if token == 0 {
-		return fencedRequest{}, api.ErrMissingToken
-	}
-	return g.fastReject(ctx, path, token)
 }
 
 // ReadInput builds a read's api.GetObjectInput for path from r's Range
@@ -363,38 +274,9 @@ func ByteRange(field string) string {
 
 // ReadObject reads in.Path (Get, or Head when head is true) after
 // checking that the identity of ctx may read it, as GET and HEAD of
-// /v1/objects/... do. The caller closes a returned Body. A read of one
-// part (in.PartNumber, which ReadInput leaves to the front door that
-// parses it) must name a part from 1 to api.MaxParts, no Range, and an
-// object of an S3 bucket, else it is api.ErrInvalidRequest and nothing is
-// read: a store that does not know parts would answer the whole object.
+// /v1/objects/... do (see fence.Engine.ReadObject).
 func (g *Gateway) ReadObject(ctx context.Context, in api.GetObjectInput, head bool) (*api.Object, error) {
-	if err := g.authorize(ctx, OpRead, in.Path.Resource()); err != nil {
-		return nil, err
-	}
-	if err := checkPartRead(in); err != nil {
-		return nil, err
-	}
-	if head {
-		return g.objects.Head(ctx, in)
-	}
-	return g.objects.Get(ctx, in)
-}
-
-// checkPartRead refuses a read of a part (in.PartNumber) that no store
-// reads as one part: see ReadObject.
-func checkPartRead(in api.GetObjectInput) error {
-	switch {
-	case in.PartNumber == 0:
-		return nil
-	case in.PartNumber < 0 || in.PartNumber > api.MaxParts:
-		return fmt.Errorf("%w: part number %d, want 1 to %d", api.ErrInvalidRequest, in.PartNumber, api.MaxParts)
-	case in.Range != "":
-		return fmt.Errorf("%w: a part number and a Range", api.ErrInvalidRequest)
-	case in.Path.Store != "" && in.Path.Store != api.StoreS3:
-		return fmt.Errorf("%w: parts of objects in %s buckets", api.ErrInvalidRequest, in.Path.Store)
-	}
-	return nil
+	return g.engine.ReadObject(ctx, in, head)
 }
 
 // WatchBody puts r's body under the gateway's transfer deadlines, as a

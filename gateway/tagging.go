@@ -7,10 +7,10 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"fencegate/api"
+	"fencegate/fence"
 )
 
 // ObjectTags returns the tags of the object at path (none: an empty map)
@@ -31,112 +31,11 @@ func (g *Gateway) ObjectTags(ctx context.Context, path api.ObjectPath) (map[stri
 }
 
 // TagRequest is a fenced write of an object's tags alone, as a front door
-// parsed it.
-type TagRequest struct {
-	// Path is the object, from ObjectPath.
-	Path api.ObjectPath
-	// Token is the writer's fencing token; zero is api.ErrMissingToken.
-	Token api.Token
-	// Tags replace the object's tags, as the front door validated them;
-	// nil or empty removes them all.
-	Tags map[string]string
-}
+// parsed it (see fence.TagRequest).
+type TagRequest = fence.TagRequest
 
 // PutTagsFenced replaces the tags of the object at in.Path, fenced like
-// any other write of it: the identity of ctx needs the write grant (the
-// object's bytes it reads never reach the caller), and the token must not
-// be stale.
-//
-// S3 writes tags alone (PutObjectTagging) with no condition at all, and a
-// tag write changes no ETag, so no conditional request of the store can
-// order tag writes: a stale holder's tag write, sent after its fence check
-// passed and delayed, would land after a newer holder's write, whatever
-// the gateway checked before. So the tags are never written alone. The
-// object is rewritten whole with the new tags by the protocol of a PUT,
-// conditional on the version whose bytes were read:
-//
-//  1. read the object (GET): its bytes, content type, metadata and ETag;
-//  2. putFenced with the client condition If-Match that ETag: observe,
-//     refuse a token below the one the object records, fence check, then
-//     the store's conditional PUT of the same bytes, content type and
-//     metadata with the new tags, recording this token;
-//  3. if the object changed since step 1 (the condition failed at the
-//     observation, or the store refused the PUT's condition), start again
-//     from a fresh read, up to Config.WriteAttempts rounds; then
-//     api.ErrConcurrentModification.
-//
-// The ordering argument is putFenced's: a newer holder whose write landed
-// between this write's observation and its PUT changed the ETag, so the
-// PUT fails, and the fresh observation finds the newer token on the object
-// (api.StaleTokenError). The condition of step 2 keeps the rewrite from
-// putting back bytes that another write replaced after step 1. The limit
-// is the ETag ABA of every S3 write: a newer holder's write that keeps the
-// bytes (its own tag write, a copy with new metadata) keeps the ETag,
-// and a stale rewrite paused after its fence check still lands over it.
-//
-// The rewrite keeps the bytes, content type, user metadata, server-side
-// encryption (SSE-S3, SSE-KMS with its key) and ETag of the object (its S3 ETag is the MD5 of its bytes; an object uploaded in
-// parts gets the ETag of one PUT and loses its parts), and gets a new
-// Last-Modified. Its bytes pass through the gateway within the bounds of
-// a PUT's body (Config.MaxBodyBytes: api.ErrBodyTooLarge). An object
-// encrypted with a customer key (SSE-C) is not read without its key, so
-// its tags cannot be written: the store's refusal of the read is the
-// answer, and nothing changes. A missing
-// object is api.ErrNotFound, or an *api.StaleTokenError when the token is
-// below the resource's mark (a delete's tombstone).
+// any other write of it (see fence.Engine.PutTagsFenced).
 func (g *Gateway) PutTagsFenced(ctx context.Context, in TagRequest) (WriteResult, error) {
-	fr, err := g.admit(ctx, OpWrite, in.Path, in.Token)
-	if err != nil {
-		return WriteResult{}, err
-	}
-	if g.tags == nil {
-		return WriteResult{}, fmt.Errorf("%w: the store keeps no object tags", api.ErrInvalidRequest)
-	}
-	for attempt := 1; ; attempt++ {
-		res, err := g.retag(ctx, fr, in.Tags)
-		changed := errors.Is(err, api.ErrPreconditionFailed) || errors.Is(err, api.ErrConcurrentModification)
-		if changed && attempt < g.cfg.WriteAttempts {
-			g.logger(ctx).Debug("tag write found the object changed; reading it again", "resource", fr.resource, "attempt", attempt)
-			continue
-		}
-		if changed {
-			return WriteResult{}, fmt.Errorf("%w: the object changed during each of %d tag writes", api.ErrConcurrentModification, attempt)
-		}
-		return res, err
-	}
-}
-
-// retag is one round of PutTagsFenced: read the object, rewrite it with
-// tags if it is still the version read. A missing object is checked
-// against the mark first (CheckNotStale): a fenced-out writer learns that
-// before anything else.
-func (g *Gateway) retag(ctx context.Context, fr fencedRequest, tags map[string]string) (WriteResult, error) {
-	obj, err := g.objects.Get(ctx, api.GetObjectInput{Path: fr.path})
-	if errors.Is(err, api.ErrNotFound) {
-		if stale := g.fences.CheckNotStale(ctx, fr.resource, fr.token); stale != nil {
-			return WriteResult{}, stale
-		}
-	}
-	if err != nil {
-		return WriteResult{}, err
-	}
-	defer obj.Body.Close()
-	if !(api.ObjectVersion{Exists: true, ETag: obj.ETag}).Named() {
-		return WriteResult{}, fmt.Errorf("%w: the object has no ETag to rewrite it on", api.ErrUpstream)
-	}
-	body, err := g.readBodyFrom(obj.Body, obj.Size, nil)
-	if err != nil {
-		return WriteResult{}, err
-	}
-	defer body.release()
-	meta := obj.Metadata
-	meta.Tags = tags
-	fr.cond = WriteCondition{IfMatch: obj.ETag}
-	// The rewrite asks for the encryption the store answered for the
-	// object, so that it stays encrypted as it was (a KMS key of its
-	// own, not the bucket's default). An object of a customer key was
-	// not read without the key (the store refuses), so none is here.
-	fr.encryption = obj.Encryption
-	fr.encryption.Customer = api.CustomerKey{}
-	return g.putFenced(ctx, fr, body, obj.ContentType, meta)
+	return g.engine.PutTagsFenced(ctx, in)
 }

@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
+
+	"fencegate/internal/iofill"
 )
 
 // transferChunkBytes is the chunk of Config.TransferChunkTimeout: object
@@ -40,7 +43,7 @@ func (g *Gateway) copyToClient(w http.ResponseWriter, body io.Reader) (int64, er
 	buf := make([]byte, transferChunkBytes)
 	var written int64
 	for {
-		n, readErr := fill(body, buf)
+		n, readErr := iofill.Fill(body, buf)
 		if n > 0 {
 			if err := rc.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
 				return written, err
@@ -151,6 +154,21 @@ func (b *clientBody) Read(p []byte) (int, error) {
 		b.rc.SetReadDeadline(time.Time{}) //nolint:errcheck // supported: set in newClientBody
 	}
 	return n, err
+}
+
+// Stalled returns why the sender stopped sending the body (a chunk did
+// not arrive within Config.TransferChunkTimeout), or nil; nil too for a
+// nil body, read under no deadlines.
+func (b *clientBody) Stalled() error {
+	if b == nil || !b.stalled {
+		return nil
+	}
+	return errBodyStalled(b.timeout)
+}
+
+// errBodyStalled says why a body that stopped arriving was refused.
+func errBodyStalled(timeout time.Duration) error {
+	return fmt.Errorf("the body stopped arriving: no %d KiB within %v", transferChunkBytes>>10, timeout)
 }
 
 // Close closes the body.

@@ -52,6 +52,16 @@ var rules = []struct {
 		why: "a backend maps one upstream's failures to api error classes and nothing else; the fence check is the gateway's to order, never the backend's",
 	},
 	{
+		pkg: "fencegate/fence", forbidden: []string{"github.com/go-chi", "fencegate/gateway", "fencegate/s3api", "fencegate/tokenstore", "fencegate/backends", "go.etcd.io", "github.com/aws", "cloud.google.com"},
+		why: "the engine holds the fencing protocol and its ordering argument for every front door; it reaches its stores through the interfaces it declares, " +
+			"so that no door, router or store type can change the order it proves (the gateway imports it, never the other way)",
+	},
+	{
+		pkg: "fencegate/fence", forbidden: []string{"net/http"}, direct: true,
+		why: "the engine speaks api's vocabulary (paths, tokens, requests, results, error classes) and knows nothing of HTTP; " +
+			"a door maps its errors to statuses (api's one table), so a second door's dialect needs no change to the engine",
+	},
+	{
 		pkg: "fencegate/gateway", forbidden: []string{"fencegate/tokenstore", "fencegate/backends", "go.etcd.io", "github.com/aws", "cloud.google.com"},
 		why: "the gateway reaches its stores through the small interfaces it declares (FenceStore, ObjectStore, ...), so that its ordering argument can be tested against any store, and no store's type leaks into the handlers",
 	},

@@ -1,4 +1,4 @@
-package gateway
+package fence
 
 import (
 	"hash/maphash"
@@ -11,15 +11,15 @@ import (
 // etagCacheShards spreads the ETag cache's lock over this many shards.
 const etagCacheShards = 64
 
-// defaultETagCacheMaxAge is Config.ETagCacheMaxAge's default: far below
-// the retention of evicted marks that operators choose (a day by default,
+// DefaultETagCacheMaxAge is the default of Config.ETagCacheMaxAge: far
+// below the retention of evicted marks that operators choose (a day by default,
 // whose half is what they should set), and long enough for a writer's
 // burst of writes to one object.
-const defaultETagCacheMaxAge = 10 * time.Minute
+const DefaultETagCacheMaxAge = 10 * time.Minute
 
-// defaultETagCacheEntries is Config.ETagCacheEntries' default: about
-// 10 MiB of entries for short keys.
-const defaultETagCacheEntries = 1 << 16
+// DefaultETagCacheEntries is the default of Config.ETagCacheEntries:
+// about 10 MiB of entries for short keys.
+const DefaultETagCacheEntries = 1 << 16
 
 // etagCacheMaxBody is the largest body whose write may take its
 // observation from the ETag cache. A conditional write with an out-of-date

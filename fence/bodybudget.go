@@ -1,4 +1,4 @@
-package gateway
+package fence
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"fencegate/api"
+	"fencegate/internal/iofill"
 )
 
 // bodyChunkBytes is the most memory a buffered body takes at a time: a
@@ -77,7 +78,7 @@ func readInto(budget *bodyBudget, r io.Reader, max, first int64) (*bufferedBody,
 		}
 		b.reserved += size
 		buf := make([]byte, size)
-		n, err := fill(r, buf)
+		n, err := iofill.Fill(r, buf)
 		if n > 0 {
 			b.chunks = append(b.chunks, buf[:n])
 			b.size += int64(n)
@@ -91,21 +92,6 @@ func readInto(budget *bodyBudget, r io.Reader, max, first int64) (*bufferedBody,
 		}
 	}
 	return b, nil
-}
-
-// fill reads r into buf until buf is full or r ends. Unlike io.ReadFull,
-// it returns io.EOF for an end before buf is full, and every other error
-// as it is (a body cut short is io.ErrUnexpectedEOF, not an end).
-func fill(r io.Reader, buf []byte) (int, error) {
-	n := 0
-	for n < len(buf) {
-		m, err := r.Read(buf[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // reader reads the body from its start; each call starts again.

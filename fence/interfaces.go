@@ -1,4 +1,4 @@
-package gateway
+package fence
 
 import (
 	"context"
@@ -93,26 +93,4 @@ type ObjectStore interface {
 type BucketStores interface {
 	// StoreOf names the store that holds bucket, such as api.StoreGCS.
 	StoreOf(bucket string) string
-}
-
-// Probe is a named readiness probe of a dependency, such as "etcd" or
-// "s3", which /readyz runs.
-type Probe struct {
-	Name string
-	// Ping returns nil when the dependency is ready, and otherwise why
-	// it is not.
-	Ping func(ctx context.Context) error
-}
-
-// StoreSpace is how full the fence store's database is (etcd's, as one
-// member reports it), in bytes.
-type StoreSpace struct {
-	// Size is the database's size, which its quota bounds.
-	Size int64
-	// InUse is the part of Size that holds data; defragmenting gives the
-	// rest back.
-	InUse int64
-	// Quota is the size at which the store refuses writes (etcd's NOSPACE
-	// alarm). Zero means unknown.
-	Quota int64
 }
