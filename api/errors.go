@@ -2,7 +2,6 @@ package api
 
 import (
 	"errors"
-	"net/http"
 	"strconv"
 )
 
@@ -125,47 +124,49 @@ type class struct {
 
 // classes is the one table that maps error classes to HTTP statuses and
 // problem types. Order matters only where one error wraps two classes: the
-// first match wins.
+// first match wins. The statuses are written as numbers (RFC 9110's),
+// not net/http's names: api is the vocabulary of the engine too, which
+// speaks no HTTP and imports nothing of it.
 var classes = []class{
-	{ErrMissingToken, "missing-token", "Missing fencing token", http.StatusPreconditionRequired, false},
-	{ErrMalformedToken, "malformed-token", "Malformed fencing token", http.StatusBadRequest, false},
-	{ErrInvalidObjectPath, "invalid-object-path", "Invalid bucket or object key", http.StatusBadRequest, false},
-	{ErrInvalidRequest, "invalid-request", "Invalid request", http.StatusBadRequest, false},
-	{ErrStaleToken, "stale-token", "Stale fencing token", http.StatusConflict, false},
-	{ErrConcurrentModification, "concurrent-modification", "Concurrent modification", http.StatusConflict, true},
-	{ErrNotFound, "not-found", "Not found", http.StatusNotFound, false},
-	{ErrPreconditionFailed, "precondition-failed", "Precondition failed", http.StatusPreconditionFailed, false},
-	{ErrRangeNotSatisfiable, "range-not-satisfiable", "Range not satisfiable", http.StatusRequestedRangeNotSatisfiable, false},
-	{ErrBodyTooLarge, "body-too-large", "Request body too large", http.StatusRequestEntityTooLarge, false},
-	{ErrLengthRequired, "length-required", "Content-Length required", http.StatusLengthRequired, false},
-	{ErrHeadersTooLarge, "headers-too-large", "Request headers too large", http.StatusRequestHeaderFieldsTooLarge, false},
-	{ErrTargetTooLong, "uri-too-long", "Request target too long", http.StatusRequestURITooLong, false},
-	{ErrMethodNotAllowed, "method-not-allowed", "Method not allowed", http.StatusMethodNotAllowed, false},
-	{ErrUnavailable, "fence-unavailable", "Fence check unavailable", http.StatusServiceUnavailable, true},
-	{ErrGatewayBusy, "gateway-busy", "Gateway busy", http.StatusServiceUnavailable, true},
-	{ErrUpstreamTimeout, "upstream-timeout", "Upstream timeout", http.StatusGatewayTimeout, true},
-	{ErrUpstream, "upstream-error", "Upstream error", http.StatusBadGateway, true},
-	{ErrIdempotencyInFlight, "idempotency-in-flight", "Request with this idempotency key in flight", http.StatusConflict, true},
-	{ErrIdempotencyMismatch, "idempotency-mismatch", "Idempotency key reused for a different request", http.StatusUnprocessableEntity, false},
-	{ErrResourceBusy, "resource-busy", "Resource busy", http.StatusServiceUnavailable, true},
-	{ErrIdempotencyBudgetExhausted, "idempotency-budget-exhausted", "Idempotency budget exhausted", http.StatusServiceUnavailable, true},
-	{ErrMissingIdempotencyKey, "missing-idempotency-key", "Missing idempotency key", http.StatusBadRequest, false},
-	{ErrMalformedIdempotencyKey, "malformed-idempotency-key", "Malformed idempotency key", http.StatusBadRequest, false},
-	{ErrLockNotHeld, "lock-not-held", "Lock not held", http.StatusConflict, false},
-	{ErrImplausibleToken, "implausible-token", "Implausible fencing token", http.StatusBadRequest, false},
-	{ErrLockTimeout, "lock-timeout", "Lock wait timed out", http.StatusConflict, true},
-	{ErrSessionNotFound, "session-not-found", "Session not found", http.StatusNotFound, false},
-	{ErrTooManySessions, "too-many-sessions", "Too many sessions", http.StatusTooManyRequests, true},
-	{ErrTooManyLocks, "too-many-locks", "Too many locks for the session", http.StatusTooManyRequests, true},
-	{ErrTooManyWaiters, "too-many-waiters", "Too many lock waiters", http.StatusServiceUnavailable, true},
-	{ErrUnauthorized, "unauthorized", "Authentication required", http.StatusUnauthorized, false},
-	{ErrForbidden, "forbidden", "Forbidden", http.StatusForbidden, false},
-	{ErrTooManyRequests, "too-many-requests", "Too many requests", http.StatusTooManyRequests, true},
+	{ErrMissingToken, "missing-token", "Missing fencing token", 428, false},
+	{ErrMalformedToken, "malformed-token", "Malformed fencing token", 400, false},
+	{ErrInvalidObjectPath, "invalid-object-path", "Invalid bucket or object key", 400, false},
+	{ErrInvalidRequest, "invalid-request", "Invalid request", 400, false},
+	{ErrStaleToken, "stale-token", "Stale fencing token", 409, false},
+	{ErrConcurrentModification, "concurrent-modification", "Concurrent modification", 409, true},
+	{ErrNotFound, "not-found", "Not found", 404, false},
+	{ErrPreconditionFailed, "precondition-failed", "Precondition failed", 412, false},
+	{ErrRangeNotSatisfiable, "range-not-satisfiable", "Range not satisfiable", 416, false},
+	{ErrBodyTooLarge, "body-too-large", "Request body too large", 413, false},
+	{ErrLengthRequired, "length-required", "Content-Length required", 411, false},
+	{ErrHeadersTooLarge, "headers-too-large", "Request headers too large", 431, false},
+	{ErrTargetTooLong, "uri-too-long", "Request target too long", 414, false},
+	{ErrMethodNotAllowed, "method-not-allowed", "Method not allowed", 405, false},
+	{ErrUnavailable, "fence-unavailable", "Fence check unavailable", 503, true},
+	{ErrGatewayBusy, "gateway-busy", "Gateway busy", 503, true},
+	{ErrUpstreamTimeout, "upstream-timeout", "Upstream timeout", 504, true},
+	{ErrUpstream, "upstream-error", "Upstream error", 502, true},
+	{ErrIdempotencyInFlight, "idempotency-in-flight", "Request with this idempotency key in flight", 409, true},
+	{ErrIdempotencyMismatch, "idempotency-mismatch", "Idempotency key reused for a different request", 422, false},
+	{ErrResourceBusy, "resource-busy", "Resource busy", 503, true},
+	{ErrIdempotencyBudgetExhausted, "idempotency-budget-exhausted", "Idempotency budget exhausted", 503, true},
+	{ErrMissingIdempotencyKey, "missing-idempotency-key", "Missing idempotency key", 400, false},
+	{ErrMalformedIdempotencyKey, "malformed-idempotency-key", "Malformed idempotency key", 400, false},
+	{ErrLockNotHeld, "lock-not-held", "Lock not held", 409, false},
+	{ErrImplausibleToken, "implausible-token", "Implausible fencing token", 400, false},
+	{ErrLockTimeout, "lock-timeout", "Lock wait timed out", 409, true},
+	{ErrSessionNotFound, "session-not-found", "Session not found", 404, false},
+	{ErrTooManySessions, "too-many-sessions", "Too many sessions", 429, true},
+	{ErrTooManyLocks, "too-many-locks", "Too many locks for the session", 429, true},
+	{ErrTooManyWaiters, "too-many-waiters", "Too many lock waiters", 503, true},
+	{ErrUnauthorized, "unauthorized", "Authentication required", 401, false},
+	{ErrForbidden, "forbidden", "Forbidden", 403, false},
+	{ErrTooManyRequests, "too-many-requests", "Too many requests", 429, true},
 }
 
 // internalClass answers errors that belong to no class. Their details stay
 // in the server's log.
-var internalClass = class{nil, "internal", "Internal error", http.StatusInternalServerError, true}
+var internalClass = class{nil, "internal", "Internal error", 500, true}
 
 func classOf(err error) class {
 	for _, c := range classes {

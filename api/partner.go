@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -262,7 +261,7 @@ func (p PartnerPath) Escaped() string {
 type StoredResponse struct {
 	Status int
 	// Header holds Content-Type and the route's allow-listed headers.
-	Header http.Header
+	Header map[string][]string // an http.Header
 	Body   []byte
 	// BodyOmitted is true when the body was not stored (Body is then
 	// empty): it was larger than the route's limit, or, for a body that

@@ -57,9 +57,13 @@ var rules = []struct {
 			"so that no door, router or store type can change the order it proves (the gateway imports it, never the other way)",
 	},
 	{
-		pkg: "fencegate/fence", forbidden: []string{"net/http"}, direct: true,
-		why: "the engine speaks api's vocabulary (paths, tokens, requests, results, error classes) and knows nothing of HTTP; " +
-			"a door maps its errors to statuses (api's one table), so a second door's dialect needs no change to the engine",
+		pkg: "fencegate/fence", forbidden: []string{"net/http"},
+		why: "the engine speaks api's vocabulary (paths, tokens, requests, results, error classes) and knows nothing of HTTP, nor does anything it imports; " +
+			"a door maps its errors to its own dialect (the REST API through api's one status table), so a new door needs no change to the engine",
+	},
+	{
+		pkg: "fencegate/api", forbidden: []string{"net/http"},
+		why: "package api (not its client, api/client) is the engine's vocabulary as well as the wire contract: the engine imports it, and must not reach net/http through it",
 	},
 	{
 		pkg: "fencegate/gateway", forbidden: []string{"fencegate/tokenstore", "fencegate/backends", "go.etcd.io", "github.com/aws", "cloud.google.com"},
