@@ -120,6 +120,10 @@ func s3ErrorOf(err error) (s3Code, string) {
 			if m, ok := s3Messages[c.code]; ok {
 				return c, m
 			}
+			var cause *causeError
+			if errors.As(err, &cause) {
+				return c, cause.message
+			}
 			return c, api.Truncate(err.Error(), maxMessageBytes)
 		}
 	}
@@ -130,9 +134,10 @@ func s3ErrorOf(err error) (s3Code, string) {
 // way whatever the cause, sent whoever refused: the door (NoSuchUpload,
 // MetadataTooLarge, ...) or the store. The codes whose message S3 words
 // for each cause (InvalidArgument, InvalidRequest, AccessDenied,
-// InvalidTag, ...), and the door's own (StaleFenceToken and the other
-// fencing codes, NotImplemented for what S3 serves and the gateway does
-// not) carry the door's text, which says what it checked; a Size or
+// InvalidTag, ...) carry S3's message for the cause where the door has
+// it (causeError), else the door's text, which says what it checked, as
+// do the door's own codes (StaleFenceToken and the other fencing codes,
+// NotImplemented for what S3 serves and the gateway does not); a Size or
 // MaxSizeAllowed of S3's goes in members of their own (sizeError).
 var s3Messages = map[string]string{
 	"NoSuchBucket":                 "The specified bucket does not exist",
@@ -181,6 +186,26 @@ func storeMessage(code string) string {
 	}
 	return "The object store refused the request: " + api.Truncate(code, 64)
 }
+
+// causeError is a refusal with a code that S3 words for each cause
+// (InvalidRequest, InvalidArgument, InvalidTag, BadRequest), of a cause
+// S3 has a message for: its class picks the code (s3Codes), message is
+// S3's and answered as it is, detail (the door's, "" for none) goes to
+// the log alone.
+type causeError struct {
+	class   error
+	message string
+	detail  string
+}
+
+func (e *causeError) Error() string {
+	if e.detail == "" {
+		return fmt.Sprintf("%v: %s", e.class, e.message)
+	}
+	return fmt.Sprintf("%v: %s (%s)", e.class, e.message, e.detail)
+}
+
+func (e *causeError) Unwrap() error { return e.class }
 
 // sizeError is a refusal of a size, which S3 answers with the size and
 // its limit in members of the error body: MetadataTooLarge (Size and

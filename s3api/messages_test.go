@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -30,7 +31,9 @@ const (
 // message is S3's own for that code, whether the door refused the
 // request itself (an upload id it does not fence, a key too long, user
 // metadata above 2 KiB) or the store did (a missing bucket or key), as
-// aws-sdk-go-v2 reads it. The multipart operations that name an upload
+// aws-sdk-go-v2 reads it; for a code S3 words per cause (InvalidRequest,
+// InvalidArgument, InvalidTag, BadRequest), S3's message for the cause
+// where S3 has one (a copy onto itself, Range with partNumber, tags). The multipart operations that name an upload
 // (UploadPart, UploadPartCopy, CompleteMultipartUpload,
 // AbortMultipartUpload, ListParts) in a bucket that does not exist are
 // NoSuchBucket.
@@ -42,6 +45,11 @@ func TestS3Messages(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := "no-such-bucket-" + d.bucket
+	putTags := func(bucket string, tags ...types.Tag) error {
+		_, err := c.PutObjectTagging(ctx, &s3.PutObjectTaggingInput{Bucket: aws.String(bucket), Key: aws.String("small"),
+			Tagging: &types.Tagging{TagSet: tags}}, withHeader("X-Fence-Token", "5"))
+		return err
+	}
 	upload := func(bucket string) *string {
 		if bucket == missing {
 			return aws.String("uploadId")
@@ -97,6 +105,38 @@ func TestS3Messages(t *testing.T) {
 				MultipartUpload: &types.CompletedMultipartUpload{}})
 			return err
 		}, d.bucket, http.StatusBadRequest, "MalformedXML", msgMalformedXML},
+		{"CopyObject onto itself", func(b string) error {
+			_, err := c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(b), Key: aws.String("small"), CopySource: aws.String(b + "/small"),
+				Metadata: map[string]string{"fence-token": "5"}})
+			return err
+		}, d.bucket, http.StatusBadRequest, "InvalidRequest", "This copy request is illegal because it is trying to copy an object to itself without changing " +
+			"the object's metadata, storage class, website redirect location or encryption attributes."},
+		{"GetObject Range and partNumber", func(b string) error {
+			_, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(b), Key: aws.String("small"), Range: aws.String("bytes=0-1"), PartNumber: aws.Int32(1)})
+			return err
+		}, d.bucket, http.StatusBadRequest, "InvalidRequest", "Cannot specify both Range header and partNumber query parameter"},
+		{"PutObjectTagging invalid key", func(b string) error {
+			return putTags(b, types.Tag{Key: aws.String("user!name"), Value: aws.String("v")})
+		}, d.bucket, http.StatusBadRequest, "InvalidTag", "The TagKey you have provided is invalid"},
+		{"PutObjectTagging invalid value", func(b string) error {
+			return putTags(b, types.Tag{Key: aws.String("k"), Value: aws.String("v!")})
+		}, d.bucket, http.StatusBadRequest, "InvalidTag", "The TagValue you have provided is invalid"},
+		{"PutObjectTagging a key twice", func(b string) error {
+			return putTags(b, types.Tag{Key: aws.String("k"), Value: aws.String("1")}, types.Tag{Key: aws.String("k"), Value: aws.String("2")})
+		}, d.bucket, http.StatusBadRequest, "InvalidTag", "Cannot provide multiple Tags with the same key"},
+		{"PutObjectTagging eleven tags", func(b string) error {
+			var tags []types.Tag
+			for i := range 11 {
+				tags = append(tags, types.Tag{Key: aws.String(strconv.Itoa(i)), Value: aws.String("v")})
+			}
+			return putTags(b, tags...)
+		}, d.bucket, http.StatusBadRequest, "BadRequest", "Object tags cannot be greater than 10"},
+		{"PutObject x-amz-tagging a key twice", func(b string) error {
+			_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(b), Key: aws.String("k"), Tagging: aws.String("a=1&a=2"),
+				Body: strings.NewReader("x"), Metadata: map[string]string{"fence-token": "5"}})
+			return err
+		}, d.bucket, http.StatusBadRequest, "InvalidArgument",
+			"The header 'x-amz-tagging' shall be encoded as UTF-8 then URLEncoded URL query parameters without tag name duplicates."},
 		{"UploadPart unknown upload", nil, d.bucket, http.StatusNotFound, "NoSuchUpload", msgNoSuchUpload},
 		{"CompleteMultipartUpload unknown upload", nil, d.bucket, http.StatusNotFound, "NoSuchUpload", msgNoSuchUpload},
 		{"AbortMultipartUpload unknown upload", nil, d.bucket, http.StatusNotFound, "NoSuchUpload", msgNoSuchUpload},

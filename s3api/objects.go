@@ -671,7 +671,7 @@ func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 // changes nothing S3 keeps (x-amz-metadata-directive COPY, no storage
 // class; a website redirect and encryption are refused before): 400
 // InvalidRequest, with S3's message.
-var errCopyToItself = fmt.Errorf("%w: %s", api.ErrInvalidRequest, copyToItselfMessage)
+var errCopyToItself = &causeError{class: api.ErrInvalidRequest, message: copyToItselfMessage}
 
 // copyToItselfMessage is S3's message of errCopyToItself.
 const copyToItselfMessage = "This copy request is illegal because it is trying to copy an object to itself without changing " +
