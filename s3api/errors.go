@@ -24,6 +24,9 @@ var (
 	errInvalidDigest     = errors.New("invalid digest")
 	errInvalidToken      = errors.New("security token not accepted")
 	errEntityTooLarge    = errors.New("entity too large")
+	// errHeaderFieldTooLarge is one header field above
+	// maxHeaderFieldBytes (server.go).
+	errHeaderFieldTooLarge = errors.New("header field too large")
 	// errInvalidLocationConstraint refuses a CreateBucket for another
 	// region than the door's.
 	errInvalidLocationConstraint = errors.New("invalid location constraint")
@@ -54,6 +57,7 @@ var s3Codes = []s3Code{
 	{errInvalidToken, "InvalidToken", http.StatusBadRequest},
 	{errEntityTooLarge, "EntityTooLarge", http.StatusBadRequest},
 	{errInvalidLocationConstraint, "InvalidLocationConstraint", http.StatusBadRequest},
+	{errHeaderFieldTooLarge, "RequestHeaderSectionTooLarge", http.StatusBadRequest},
 	{errMetadataTooLarge, "MetadataTooLarge", http.StatusBadRequest}, // metadata.go
 	{errNoSuchUpload, "NoSuchUpload", http.StatusNotFound},           // multipart.go
 	{errInvalidTag, "InvalidTag", http.StatusBadRequest},             // tagging.go
@@ -92,12 +96,15 @@ var internalError = s3Code{code: "InternalError", status: http.StatusInternalSer
 // maxMessageBytes bounds an error's Message, which may quote the request.
 const maxMessageBytes = 1024
 
-// s3ErrorOf returns the row that answers err and the message to send.
+// s3ErrorOf returns the row that answers err and the message to send:
+// S3's own for the code (s3Messages), else the door's text, which says
+// what the gateway checked; for a code the store answered, never the
+// store's text (which may name its request and host ids).
 func s3ErrorOf(err error) (s3Code, string) {
 	var refusal *sigv4.Error
 	if errors.As(err, &refusal) {
 		if refusal.Code == sigv4.ErrInternal.Code {
-			return internalError, sigv4.ErrInternal.Message
+			return internalError, s3Messages[internalError.code]
 		}
 		return s3Code{code: refusal.Code, status: refusal.Status}, refusal.Message
 	}
@@ -110,28 +117,49 @@ func s3ErrorOf(err error) (s3Code, string) {
 				// layer made another class of it: S3's own answer.
 				return s3Code{code: store.Code, status: store.Status}, storeMessage(store.Code)
 			}
+			if m, ok := s3Messages[c.code]; ok {
+				return c, m
+			}
+			var cause *causeError
+			if errors.As(err, &cause) {
+				return c, cause.message
+			}
 			return c, api.Truncate(err.Error(), maxMessageBytes)
 		}
 	}
-	return internalError, "We encountered an internal error. Please try again."
+	return internalError, s3Messages[internalError.code]
 }
 
-// storeMessages are S3's messages for the codes the store answers most,
-// sent with the code in place of the store's own text (which may name
-// its request and host ids).
-var storeMessages = map[string]string{
-	"NoSuchBucket":       "The specified bucket does not exist",
-	"NoSuchKey":          "The specified key does not exist.",
-	"NoSuchUpload":       "The specified multipart upload does not exist. The upload ID might not be valid, or the multipart upload might have been aborted or completed.",
-	"InvalidPart":        "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.",
-	"InvalidPartOrder":   "The list of parts was not in ascending order. The parts list must be specified in order by part number.",
-	"EntityTooSmall":     "Your proposed upload is smaller than the minimum allowed object size.",
-	"EntityTooLarge":     "Your proposed upload exceeds the maximum allowed object size.",
-	"InvalidArgument":    "Invalid Argument",
-	"InvalidRequest":     "Invalid Request",
-	"InvalidRange":       "The requested range is not satisfiable",
-	"InvalidPartNumber":  "The requested partnumber is not satisfiable",
-	"PreconditionFailed": "At least one of the preconditions you specified did not hold.",
+// s3Messages are S3's messages for the codes whose message S3 words one
+// way whatever the cause, sent whoever refused: the door (NoSuchUpload,
+// MetadataTooLarge, ...) or the store. The codes whose message S3 words
+// for each cause (InvalidArgument, InvalidRequest, AccessDenied,
+// InvalidTag, ...) carry S3's message for the cause where the door has
+// it (causeError), else the door's text, which says what it checked, as
+// do the door's own codes (StaleFenceToken and the other fencing codes,
+// NotImplemented for what S3 serves and the gateway does not); a Size or
+// MaxSizeAllowed of S3's goes in members of their own (sizeError).
+var s3Messages = map[string]string{
+	"NoSuchBucket":                 "The specified bucket does not exist",
+	"NoSuchKey":                    "The specified key does not exist.",
+	"NoSuchUpload":                 "The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.",
+	"MetadataTooLarge":             "Your metadata headers exceed the maximum allowed metadata size",
+	"RequestHeaderSectionTooLarge": "Your request header section exceeds the maximum allowed size.",
+	"KeyTooLongError":              "Your key is too long",
+	"InvalidBucketName":            "The specified bucket is not valid.",
+	"MalformedXML":                 "The XML you provided was not well-formed or did not validate against our published schema",
+	"InvalidPart":                  "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.",
+	"InvalidPartOrder":             "The list of parts was not in ascending order. The parts list must be specified in order by part number.",
+	"EntityTooSmall":               "Your proposed upload is smaller than the minimum allowed object size.",
+	"EntityTooLarge":               "Your proposed upload exceeds the maximum allowed object size.",
+	"InvalidRange":                 "The requested range is not satisfiable",
+	"InvalidPartNumber":            "The requested partnumber is not satisfiable",
+	"PreconditionFailed":           "At least one of the pre-conditions you specified did not hold",
+	"MissingContentLength":         "You must provide the Content-Length HTTP header.",
+	"MethodNotAllowed":             "The specified method is not allowed against this resource.",
+	"InvalidLocationConstraint":    "The specified location-constraint is not valid",
+	"SlowDown":                     "Please reduce your request rate.",
+	"InternalError":                "We encountered an internal error. Please try again.",
 
 	// Bucket administration (bucketadmin.go):
 	"BucketNotEmpty":          "The bucket you tried to delete is not empty",
@@ -139,19 +167,71 @@ var storeMessages = map[string]string{
 	"BucketAlreadyExists":     "The requested bucket name is not available. The bucket namespace is shared by all users of the system. Please select a different name and try again.",
 }
 
-// storeMessage is S3's message for code, or a sentence naming it.
+// storeCauseMessages are S3's general messages for the codes whose
+// message S3 words for each cause, sent when the store refused with one
+// of them, in place of the store's text.
+var storeCauseMessages = map[string]string{
+	"InvalidArgument": "Invalid Argument",
+	"InvalidRequest":  "Invalid Request",
+}
+
+// storeMessage is S3's message for code, which the store answered, or a
+// sentence naming it.
 func storeMessage(code string) string {
-	if m, ok := storeMessages[code]; ok {
+	if m, ok := s3Messages[code]; ok {
+		return m
+	}
+	if m, ok := storeCauseMessages[code]; ok {
 		return m
 	}
 	return "The object store refused the request: " + api.Truncate(code, 64)
 }
+
+// causeError is a refusal with a code that S3 words for each cause
+// (InvalidRequest, InvalidArgument, InvalidTag, BadRequest), of a cause
+// S3 has a message for: its class picks the code (s3Codes), message is
+// S3's and answered as it is, detail (the door's, "" for none) goes to
+// the log alone.
+type causeError struct {
+	class   error
+	message string
+	detail  string
+}
+
+func (e *causeError) Error() string {
+	if e.detail == "" {
+		return fmt.Sprintf("%v: %s", e.class, e.message)
+	}
+	return fmt.Sprintf("%v: %s (%s)", e.class, e.message, e.detail)
+}
+
+func (e *causeError) Unwrap() error { return e.class }
+
+// sizeError is a refusal of a size, which S3 answers with the size and
+// its limit in members of the error body: MetadataTooLarge (Size and
+// MaxSizeAllowed), RequestHeaderSectionTooLarge (MaxSizeAllowed alone).
+type sizeError struct {
+	class error // errMetadataTooLarge, errHeaderFieldTooLarge
+	what  string
+	// size is what the request sent, in bytes; limit is the most allowed.
+	size, limit int
+	// answerSize says the answer carries size (S3's Size member).
+	answerSize bool
+}
+
+func (e *sizeError) Error() string {
+	return fmt.Sprintf("%v: %s is %d bytes, limit %d", e.class, e.what, e.size, e.limit)
+}
+
+func (e *sizeError) Unwrap() error { return e.class }
 
 // errorBody is S3's error document.
 type errorBody struct {
 	XMLName   struct{} `xml:"Error"`
 	Code      string   `xml:"Code"`
 	Message   string   `xml:"Message"`
+	Size      int      `xml:"Size,omitempty"`
+	MaxSize   int      `xml:"MaxSizeAllowed,omitempty"`
 	Resource  string   `xml:"Resource,omitempty"`
 	RequestID string   `xml:"RequestId"`
 	// The fencing extension members, on stale refusals.
@@ -176,6 +256,12 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, rq *request,
 		s.log.DebugContext(r.Context(), "s3 request refused", "request_id", rq.id, "op", rq.op, "status", c.status, "code", c.code, "err", err)
 	}
 	body := errorBody{Code: c.code, Message: message, Resource: api.Truncate(r.URL.Path, api.MaxEchoBytes), RequestID: rq.id}
+	if size := (*sizeError)(nil); errors.As(err, &size) {
+		body.MaxSize = size.limit
+		if size.answerSize {
+			body.Size = size.size
+		}
+	}
 	var stale *api.StaleTokenError
 	if errors.As(err, &stale) {
 		w.Header().Set(headerHighWaterMark, stale.HighWaterMark.String())

@@ -28,8 +28,9 @@ import (
 //     it: the bytes of every name (without x-amz-meta-) and value, the
 //     token's own fence-token entry included (MetadataTooLarge).
 //   - Names are HTTP token characters (RFC 9110 section 5.6.2), stored
-//     lower case; each name once, in the headers or the query
-//     (a presigned URL carries what it signed there) but not both.
+//     lower case, in the headers or the query (a presigned URL carries
+//     what it signed there) but not both; a name sent more than once is
+//     stored with its values joined with "," (sentMetadata), as S3 does.
 //   - Values, of user metadata and of the standard headers, are printable
 //     US-ASCII (0x20 to 0x7E): no control characters (a CR or LF would
 //     split the upstream request's headers; a query parameter can carry
@@ -46,6 +47,11 @@ const maxUserMetadataBytes = 2 << 10
 // errMetadataTooLarge is user metadata above maxUserMetadataBytes.
 var errMetadataTooLarge = errors.New("metadata too large")
 
+// metadataTooLarge is the refusal of user metadata of size bytes.
+func metadataTooLarge(what string, size int) error {
+	return &sizeError{class: errMetadataTooLarge, what: what, size: size, limit: maxUserMetadataBytes, answerSize: true}
+}
+
 // userMetadataPrefix starts the name of each user metadata header or
 // query parameter, compared without case.
 const userMetadataPrefix = "x-amz-meta-"
@@ -58,30 +64,24 @@ const userMetadataPrefix = "x-amz-meta-"
 func objectMetadata(r *http.Request, query url.Values, token api.Token, store string) (api.ObjectMetadata, error) {
 	var m api.ObjectMetadata
 	tokenInMetadata := false
-	add := func(name string, values []string) error {
-		name = strings.ToLower(name)
-		switch name {
-		case api.MetadataFenceToken:
-			tokenInMetadata = true
-			return nil // the token's, read by fenceToken
-		case metadataTokenHidden:
-			return fmt.Errorf("%w: x-amz-meta-%s is the gateway's own: do not send it", errInvalidArgument, metadataTokenHidden)
-		}
-		if _, dup := m.User[name]; dup || len(values) != 1 {
-			return fmt.Errorf("%w: x-amz-meta-%s is sent more than once: send it once", errInvalidArgument, api.Truncate(name, 80))
-		}
-		if m.User == nil {
-			m.User = make(map[string]string)
-		}
-		m.User[name] = values[0]
-		return nil
-	}
 	// In a fixed order, so that the error a request gets does not vary.
-	for _, values := range []map[string][]string{r.Header, query} {
-		for _, name := range metadataNames(values) {
-			if err := add(name[len(userMetadataPrefix):], values[name]); err != nil {
-				return api.ObjectMetadata{}, err
+	for _, params := range []map[string][]string{r.Header, query} {
+		sent := sentMetadata(params)
+		for _, name := range sortedKeys(sent) {
+			switch name {
+			case api.MetadataFenceToken:
+				tokenInMetadata = true
+				continue // the token's, read by fenceToken
+			case metadataTokenHidden:
+				return api.ObjectMetadata{}, fmt.Errorf("%w: x-amz-meta-%s is the gateway's own: do not send it", errInvalidArgument, metadataTokenHidden)
 			}
+			if _, dup := m.User[name]; dup {
+				return api.ObjectMetadata{}, fmt.Errorf("%w: x-amz-meta-%s is sent in the headers and in the query: send it in one", errInvalidArgument, api.Truncate(name, 80))
+			}
+			if m.User == nil {
+				m.User = make(map[string]string)
+			}
+			m.User[name] = sent[name]
 		}
 	}
 	for _, s := range api.MetadataHeaders {
@@ -107,6 +107,46 @@ func objectMetadata(r *http.Request, query url.Values, token api.Token, store st
 		return api.ObjectMetadata{}, err
 	}
 	return m, nil
+}
+
+// sentMetadata is the user metadata in params (a request's headers or
+// query) by lower-case name, as S3 stores it: the values of a name sent
+// more than once (x-amz-meta-foo twice, or as x-amz-meta-Foo and
+// x-amz-meta-foo) joined with ",", in the order they came (names that
+// differ in case, which only a query keeps apart, in the order of their
+// spelling). The fencing token is the one name this does not apply to:
+// fenceToken refuses it sent twice.
+func sentMetadata(params map[string][]string) map[string]string {
+	var sent map[string]string
+	for _, spelled := range metadataNames(params) {
+		name := strings.ToLower(spelled[len(userMetadataPrefix):])
+		value := strings.Join(params[spelled], ",")
+		if sent == nil {
+			sent = make(map[string]string)
+		}
+		if before, ok := sent[name]; ok {
+			value = before + "," + value
+		}
+		sent[name] = value
+	}
+	return sent
+}
+
+// checkSentMetadataSize refuses the user metadata that a CopyObject
+// that copies its source's (x-amz-metadata-directive COPY) sends, which
+// the copy does not store, when it is above maxUserMetadataBytes: S3
+// refuses it whatever the directive.
+func checkSentMetadataSize(r *http.Request, query url.Values) error {
+	size := 0
+	for _, params := range []map[string][]string{r.Header, query} {
+		for name, value := range sentMetadata(params) {
+			size += len(name) + len(value)
+		}
+	}
+	if size > maxUserMetadataBytes {
+		return metadataTooLarge("the user metadata sent", size)
+	}
+	return nil
 }
 
 // metadataTokenHidden is the user metadata entry that an object written
@@ -146,8 +186,7 @@ func checkStored(m api.ObjectMetadata, token api.Token, store string) error {
 		size += len(name) + len(value)
 	}
 	if size > maxUserMetadataBytes {
-		return fmt.Errorf("%w: the user metadata is %d bytes (names and values, fence-token included), limit %d",
-			errMetadataTooLarge, size, maxUserMetadataBytes)
+		return metadataTooLarge("the user metadata (names and values, fence-token included)", size)
 	}
 	for _, s := range api.MetadataHeaders {
 		if err := checkMetadataValue(s.Name, *s.Field(&m)); err != nil {

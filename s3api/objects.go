@@ -564,7 +564,9 @@ func (s *server) deleteOne(ctx context.Context, bucket, key, versionID string, t
 // with the request's token. The destination records the request's token,
 // and the source's content type and metadata (x-amz-metadata-directive
 // COPY, the default) or the request's (REPLACE), as on S3; either is held
-// to PutObject's rules (checkStored) before the fence check.
+// to PutObject's rules (checkStored) before the fence check. With COPY the
+// request's own user metadata, which is not stored, is still held to the
+// 2 KiB (checkSentMetadataSize): S3 refuses it whatever the directive.
 func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx := r.Context()
 	discardBody(rq.auth.Body)
@@ -581,6 +583,7 @@ func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if err == nil {
 		switch d := r.Header.Get("X-Amz-Metadata-Directive"); d {
 		case "", "COPY":
+			err = checkSentMetadataSize(r, rq.query)
 		case "REPLACE":
 			replace = true
 			meta, err = objectMetadata(r, rq.query, token, dst.Store)
@@ -668,7 +671,7 @@ func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 // changes nothing S3 keeps (x-amz-metadata-directive COPY, no storage
 // class; a website redirect and encryption are refused before): 400
 // InvalidRequest, with S3's message.
-var errCopyToItself = fmt.Errorf("%w: %s", api.ErrInvalidRequest, copyToItselfMessage)
+var errCopyToItself = &causeError{class: api.ErrInvalidRequest, message: copyToItselfMessage}
 
 // copyToItselfMessage is S3's message of errCopyToItself.
 const copyToItselfMessage = "This copy request is illegal because it is trying to copy an object to itself without changing " +

@@ -41,6 +41,10 @@ type s3ErrorBody struct {
 	Resource      string
 	RequestID     string `xml:"RequestId"`
 	HighWaterMark string
+	// Size and MaxSizeAllowed are S3's members of a size refusal
+	// (MetadataTooLarge, RequestHeaderSectionTooLarge); "" when absent.
+	Size           string
+	MaxSizeAllowed string
 }
 
 func readS3Error(tb testing.TB, resp *http.Response) s3ErrorBody {

@@ -37,7 +37,7 @@ func (s *server) readInput(r *http.Request, query url.Values, path api.ObjectPat
 	}
 	if part != 0 {
 		if _, ok := r.Header["Range"]; ok {
-			return api.GetObjectInput{}, fmt.Errorf("%w: cannot specify both Range header and partNumber query parameter", api.ErrInvalidRequest)
+			return api.GetObjectInput{}, &causeError{class: api.ErrInvalidRequest, message: "Cannot specify both Range header and partNumber query parameter"}
 		}
 		if path.Store != "" && path.Store != api.StoreS3 {
 			return api.GetObjectInput{}, fmt.Errorf("%w: partNumber on a bucket in %s, whose objects have no parts", errNotImplemented, path.Store)

@@ -155,6 +155,10 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, rq, err)
 		return
 	}
+	if err := checkHeaderFields(r.Header); err != nil {
+		s.writeError(w, r, rq, err)
+		return
+	}
 	if err := s.address(r, rq); err != nil {
 		s.writeError(w, r, rq, err)
 		return
@@ -212,6 +216,27 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	handler(w, r, rq)
+}
+
+// maxHeaderFieldBytes is the largest header field (name and value) the
+// door reads: S3's limit on a request's header section, 8 KiB. The whole
+// section is held to the gateway's own limit (Config.MaxHeaderBytes,
+// checked before): the door's signed token and checksums take room S3's
+// clients do not count on.
+const maxHeaderFieldBytes = 8 << 10
+
+// checkHeaderFields refuses a header field above maxHeaderFieldBytes, as
+// S3 refuses a header section above it (RequestHeaderSectionTooLarge),
+// before the request is routed or authenticated.
+func checkHeaderFields(h http.Header) error {
+	for name, values := range h {
+		for _, v := range values {
+			if size := len(name) + len(v); size > maxHeaderFieldBytes {
+				return &sizeError{class: errHeaderFieldTooLarge, what: "header " + api.Truncate(name, 80), size: size, limit: maxHeaderFieldBytes}
+			}
+		}
+	}
+	return nil
 }
 
 // address finds the bucket and key the request names: from Host when it

@@ -55,17 +55,17 @@ var tagCharacters = regexp.MustCompile(`^[\p{L}\p{Z}\p{N}_.:/=+\-@]*$`)
 // tagCharacters.
 func checkTags(keys, values []string) error {
 	if len(keys) > maxObjectTags {
-		return fmt.Errorf("%w: %d tags", errTooManyTags, len(keys))
+		return &causeError{class: errTooManyTags, message: "Object tags cannot be greater than 10", detail: fmt.Sprintf("%d tags", len(keys))}
 	}
 	for i, key := range keys {
 		if n := utf8.RuneCountInString(key); n == 0 || n > maxTagKeyChars || !utf8.ValidString(key) || !tagCharacters.MatchString(key) {
-			return fmt.Errorf("%w: the TagKey you have provided is invalid: %q (1 to %d characters of letters, numbers, spaces and _.:/=+-@)",
-				errInvalidTag, api.Truncate(key, 140), maxTagKeyChars)
+			return &causeError{class: errInvalidTag, message: "The TagKey you have provided is invalid",
+				detail: fmt.Sprintf("%q: 1 to %d characters of letters, numbers, spaces and _.:/=+-@", api.Truncate(key, 140), maxTagKeyChars)}
 		}
 		value := values[i]
 		if utf8.RuneCountInString(value) > maxTagValueChars || !utf8.ValidString(value) || !tagCharacters.MatchString(value) {
-			return fmt.Errorf("%w: the TagValue you have provided is invalid: %q of key %q (at most %d characters of letters, numbers, spaces and _.:/=+-@)",
-				errInvalidTag, api.Truncate(value, 80), api.Truncate(key, 140), maxTagValueChars)
+			return &causeError{class: errInvalidTag, message: "The TagValue you have provided is invalid",
+				detail: fmt.Sprintf("%q of key %q: at most %d characters of letters, numbers, spaces and _.:/=+-@", api.Truncate(value, 80), api.Truncate(key, 140), maxTagValueChars)}
 		}
 	}
 	return nil
@@ -73,7 +73,8 @@ func checkTags(keys, values []string) error {
 
 // errTaggingHeader is S3's refusal of an x-amz-tagging that does not parse
 // or names a key twice.
-var errTaggingHeader = fmt.Errorf("%w: the header 'x-amz-tagging' shall be encoded as UTF-8 then URLEncoded URL query parameters without tag name duplicates", errInvalidArgument)
+var errTaggingHeader = &causeError{class: errInvalidArgument,
+	message: "The header 'x-amz-tagging' shall be encoded as UTF-8 then URLEncoded URL query parameters without tag name duplicates."}
 
 // writeTags reads the x-amz-tagging of a write to an object of store
 // (PutObject, CreateMultipartUpload, CopyObject with REPLACE): a URL
@@ -285,7 +286,7 @@ func taggingBody(r *http.Request, rq *request) (map[string]string, error) {
 	keys, values := make([]string, 0, len(in.TagSet.Tags)), make([]string, 0, len(in.TagSet.Tags))
 	for _, t := range in.TagSet.Tags {
 		if slices.Contains(keys, t.Key) {
-			return nil, fmt.Errorf("%w: cannot provide multiple Tags with the same key (%q)", errInvalidTag, api.Truncate(t.Key, 140))
+			return nil, &causeError{class: errInvalidTag, message: "Cannot provide multiple Tags with the same key", detail: fmt.Sprintf("%q", api.Truncate(t.Key, 140))}
 		}
 		keys, values = append(keys, t.Key), append(values, t.Value)
 	}

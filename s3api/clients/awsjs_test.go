@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/minio/minio-go/v7"
+
 	"fencegate/api"
 	"fencegate/gateway"
 )
@@ -224,7 +226,9 @@ func TestAWSJSUploadOvertaken(t *testing.T) {
 // and stores nothing, as on S3; one presigned with the file's CRC32 and
 // the token as metadata (fence-token, in the query) stores the file with
 // its token; a stale one is 409 StaleFenceToken; a presigned GET (its
-// query asking for checksums) reads the bytes back.
+// query asking for checksums) reads the bytes back; a PUT URL presigned
+// with tags (which the presigner moves into the query, x-amz-tagging)
+// stores them, as minio-go reads them from versitygw.
 func TestAWSJSPresigned(t *testing.T) {
 	overHTTPAndTLS(t, func(t *testing.T, d *door, js *awsJS) {
 		dir := t.TempDir()
@@ -247,6 +251,17 @@ func TestAWSJSPresigned(t *testing.T) {
 		got, printed, err := js.run("presigned-get", d.bucket, key)
 		if err != nil || !bytes.Equal(got, want) {
 			t.Errorf("GET of a presigned URL: %d bytes (the file's: %v), exit %d, %v\n%s", len(got), bytes.Equal(got, want), exitCode(err), err, printed)
+		}
+		tagged := "presigned/tagged"
+		if out, err := js.runPrinted("presigned-put", d.bucket, tagged, file, "3", "tagging"); err != nil {
+			t.Fatalf("PUT to a URL presigned with tags (x-amz-tagging in its query): exit %d, %v\n%s", exitCode(err), err, out)
+		}
+		tags, err := d.minio.GetObjectTagging(context.Background(), d.bucket, tagged, minio.GetObjectTaggingOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tags.ToMap(); len(got) != 2 || got["project"] != "fence" || got["team"] != "a b" {
+			t.Errorf("versitygw holds the tags %v for %s; want project=fence, team=a b", got, tagged)
 		}
 	})
 }

@@ -153,6 +153,22 @@ type client struct {
 	// as spelling ("metadata" or "header"; testdata/fencegate_boto3.py)
 	// and returns the JSON it printed; nil for the others.
 	metadata func(key, spelling string, token int) (string, error)
+	// tags are the client's object tagging operations, the token sent
+	// as X-Fence-Token, signed; nil for the clients tagging_test.go does
+	// not run.
+	tags *tagClient
+}
+
+// tagClient is a client's object tagging: PutObject with tags
+// (x-amz-tagging, URL-encoded key=value pairs), PutObjectTagging,
+// GetObjectTagging and DeleteObjectTagging. The writes send token in
+// X-Fence-Token, signed.
+type tagClient struct {
+	putTagged func(key, file, tagging string, token int) (string, error)
+	put       func(key string, tags map[string]string, token int) (string, error)
+	// get returns the client's JSON of the tags: {"key": "value", ...}.
+	get    func(key string) (map[string]string, string, error)
+	delete func(key string, token int) (string, error)
 }
 
 // clientNames are the clients every test runs, each a subtest.
@@ -226,6 +242,9 @@ func newClient(t *testing.T, name string, d *door) client {
 				b, _ := os.ReadFile(out)
 				return b, printed, err
 			},
+			tags: awsCLITags(t, d, func(env []string, args ...string) (string, error) {
+				return run(env, aws, append([]string{"--endpoint-url", d.endpoint}, args...)...)
+			}, env, dir),
 		}
 	case "rclone":
 		rclone := find("FENCEGATE_RCLONE", "/usr/bin/rclone", "rclone")
@@ -329,6 +348,9 @@ func newClient(t *testing.T, name string, d *door) client {
 				}
 				return string(out), nil
 			},
+			tags: boto3Tags(d, func(token int, args ...string) ([]byte, string, error) {
+				return runOut(append(env, fmt.Sprintf("FENCEGATE_FENCE_TOKEN=%d", token)), python, append([]string{script}, args...)...)
+			}),
 		}
 	case "aws-sdk-js":
 		return awsJSClient(t, d) // awsjs_test.go

@@ -3,6 +3,8 @@ package sigv4_test
 import (
 	"bufio"
 	"context"
+	"crypto/md5"
+	"encoding/base64"
 	"errors"
 	"io"
 	"net/http"
@@ -70,10 +72,12 @@ func verifyAll(v *sigv4.Verifier, r *http.Request) (*sigv4.Result, error) {
 	return res, nil
 }
 
-// TestPresignedQueryOfTheSDKs: the presigned URLs the newest SDKs make with
-// their default settings carry headers in the signed query
-// (X-Amz-Content-Sha256=UNSIGNED-PAYLOAD, x-amz-checksum-crc32,
-// x-amz-sdk-checksum-algorithm, x-amz-checksum-mode); each is verified
+// TestPresignedQueryOfTheSDKs: the presigned URLs the newest SDKs make
+// carry headers in the signed query (X-Amz-Content-Sha256=UNSIGNED-PAYLOAD,
+// x-amz-checksum-crc32, x-amz-sdk-checksum-algorithm, x-amz-checksum-mode,
+// x-amz-tagging with the JavaScript presigner's defaults; the server-side
+// encryption headers when its caller names them hoistable; aws-sdk-go-v2's
+// x-amz-server-side-encryption-bucket-key-enabled); each is verified
 // with its header's meaning. The JavaScript presigner signs the CRC32 of
 // an empty body into a PUT URL made without a body: a PUT of bytes to it
 // is BadDigest, as on S3, and one made with the body's CRC32 is accepted
@@ -110,6 +114,22 @@ func TestPresignedQueryOfTheSDKs(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// aws-sdk-go-v2 keeps the encryption and tagging headers signed as
+	// headers, but for the bucket key, which it moves into the query.
+	goPutBucketKey, err := goPresign.PresignPutObject(context.Background(), &s3.PutObjectInput{
+		Bucket: aws.String("bucket"), Key: aws.String("dir/a b+c.txt"), ServerSideEncryption: "aws:kms", BucketKeyEnabled: aws.Bool(true),
+		Tagging: aws.String("project=fence"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(goPutBucketKey.URL, "X-Amz-Server-Side-Encryption-Bucket-Key-Enabled=true") {
+		t.Errorf("aws-sdk-go-v2's presigned PUT %s does not carry the bucket key in its query: this test is meant to cover it", goPutBucketKey.URL)
+	}
+	kmsContext := base64.StdEncoding.EncodeToString([]byte(`{"project":"fencegate"}`))
+	customerKey := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	customerKeyMD5 := md5.Sum([]byte("0123456789abcdef0123456789abcdef"))
+
 	cases := []struct {
 		name         string
 		verifier     *sigv4.Verifier
@@ -140,6 +160,24 @@ func TestPresignedQueryOfTheSDKs(t *testing.T) {
 			wantCode: "InvalidArgument"},
 		{name: "js PUT, a hex x-amz-content-sha256 header beside the query's", verifier: jsVerifier, method: js["put-checksum-token"].method, url: js["put-checksum-token"].url, body: jsPresignedBody,
 			header: http.Header{"X-Amz-Content-Sha256": {hexSHA256([]byte(jsPresignedBody))}}, wantCode: "InvalidArgument"},
+		{name: "js PUT with tagging", verifier: jsVerifier, method: js["put-tagging"].method, url: js["put-tagging"].url, body: jsPresignedBody,
+			wantChecksum: "crc32", wantHeader: http.Header{"X-Amz-Tagging": {"project=fence&team=a%20b"}}},
+		{name: "js PUT with SSE-KMS in the query", verifier: jsVerifier, method: js["put-sse-kms"].method, url: js["put-sse-kms"].url, body: jsPresignedBody,
+			wantChecksum: "crc32", wantHeader: http.Header{"X-Amz-Server-Side-Encryption": {"aws:kms"},
+				"X-Amz-Server-Side-Encryption-Aws-Kms-Key-Id":     {"arn:aws:kms:us-east-1:111122223333:key/1234abcd"},
+				"X-Amz-Server-Side-Encryption-Context":            {kmsContext},
+				"X-Amz-Server-Side-Encryption-Bucket-Key-Enabled": {"true"}}},
+		{name: "js PUT with SSE-C in the query", verifier: jsVerifier, method: js["put-sse-c"].method, url: js["put-sse-c"].url, body: jsPresignedBody,
+			wantChecksum: "crc32", wantHeader: http.Header{"X-Amz-Server-Side-Encryption-Customer-Algorithm": {"AES256"},
+				"X-Amz-Server-Side-Encryption-Customer-Key":     {customerKey},
+				"X-Amz-Server-Side-Encryption-Customer-Key-Md5": {base64.StdEncoding.EncodeToString(customerKeyMD5[:])}}},
+		{name: "js PUT, tagging changed", verifier: jsVerifier, method: js["put-tagging"].method, url: strings.Replace(js["put-tagging"].url, "project%3Dfence", "project%3Dother", 1), body: jsPresignedBody,
+			wantCode: "SignatureDoesNotMatch"},
+		{name: "js PUT, tagging also as a header", verifier: jsVerifier, method: js["put-tagging"].method, url: js["put-tagging"].url, body: jsPresignedBody,
+			header: http.Header{"X-Amz-Tagging": {"project=other"}}, wantCode: "InvalidArgument"},
+		{name: "go PUT with the bucket key in the query", verifier: goVerifier, method: goPutBucketKey.Method, url: goPutBucketKey.URL, body: jsPresignedBody,
+			header:     http.Header{"X-Amz-Server-Side-Encryption": goPutBucketKey.SignedHeader["X-Amz-Server-Side-Encryption"], "X-Amz-Tagging": goPutBucketKey.SignedHeader["X-Amz-Tagging"]},
+			wantHeader: http.Header{"X-Amz-Server-Side-Encryption-Bucket-Key-Enabled": {"true"}, "X-Amz-Server-Side-Encryption": {"aws:kms"}, "X-Amz-Tagging": {"project=fence"}}},
 		{name: "go GET default", verifier: goVerifier, method: goGet.Method, url: goGet.URL,
 			wantHeader: http.Header{"X-Amz-Checksum-Mode": {"ENABLED"}}},
 		{name: "go PUT with the body's CRC32 as a signed header", verifier: goVerifier, method: goPutChecksum.Method, url: goPutChecksum.URL, body: jsPresignedBody,

@@ -283,11 +283,18 @@ func checkSingleValues(r *http.Request) (url.Values, error) {
 
 // queryHeaderValues are the headers a presigned URL may carry in its
 // query, by lower-case name, each with the check of its value: what the
-// newest SDKs' presigners put there with their default settings (the AWS
-// SDK for JavaScript v3 moves X-Amz-Content-Sha256, x-amz-checksum-* and
-// x-amz-sdk-checksum-algorithm into a PUT's query, x-amz-checksum-mode
-// into a GET's; aws-sdk-go-v2, X-Amz-Checksum-Mode). User metadata
-// (x-amz-meta-*) in the query is the front door's to read, not these.
+// newest SDKs' presigners put there. The AWS SDK for JavaScript v3 moves
+// every x-amz-* header into the query but the server-side encryption
+// ones (X-Amz-Content-Sha256, x-amz-checksum-*,
+// x-amz-sdk-checksum-algorithm and x-amz-tagging into a PUT's,
+// x-amz-checksum-mode into a GET's), and those too when its caller names
+// them hoistable; aws-sdk-go-v2 moves the x-amz-* headers it does not
+// require signed as headers (X-Amz-Checksum-Mode,
+// X-Amz-Server-Side-Encryption-Bucket-Key-Enabled). Those named here are
+// read with their S3 meaning as headers, once the signature over the
+// query verified; a value the handler reads (tagging, encryption) is
+// checked there as a header's. User metadata (x-amz-meta-*) in the query
+// is the front door's to read, not these.
 var queryHeaderValues = map[string]func(value string) error{
 	"x-amz-content-sha256": func(v string) error {
 		if v != UnsignedPayload {
@@ -316,15 +323,27 @@ var queryHeaderValues = map[string]func(value string) error{
 	"x-amz-checksum-crc64nvme": nil,
 	"x-amz-checksum-sha1":      nil,
 	"x-amz-checksum-sha256":    nil,
+	// Read by the handler, as the headers.
+	"x-amz-tagging":                                   nil,
+	"x-amz-server-side-encryption":                    nil,
+	"x-amz-server-side-encryption-aws-kms-key-id":     nil,
+	"x-amz-server-side-encryption-context":            nil,
+	"x-amz-server-side-encryption-bucket-key-enabled": nil,
+	"x-amz-server-side-encryption-customer-algorithm": nil,
+	"x-amz-server-side-encryption-customer-key":       nil,
+	"x-amz-server-side-encryption-customer-key-md5":   nil,
 }
 
 // IsQueryHeader reports whether the query parameter name (in any case) is
 // a header that a presigned URL may carry in its query and that Verify
 // reads as that header (see Result and Verify): X-Amz-Content-Sha256
 // (UNSIGNED-PAYLOAD only), x-amz-checksum-crc32, -crc32c, -crc64nvme,
-// -sha1 and -sha256 (the body is checked against it), x-amz-sdk-checksum-algorithm
-// and x-amz-checksum-mode (ENABLED). A front door's router accepts these
-// beside an operation's own parameters.
+// -sha1 and -sha256 (the body is checked against it), x-amz-sdk-checksum-algorithm,
+// x-amz-checksum-mode (ENABLED), x-amz-tagging, and the server-side
+// encryption headers (x-amz-server-side-encryption, -aws-kms-key-id,
+// -context, -bucket-key-enabled, -customer-algorithm, -customer-key,
+// -customer-key-md5), whose values the front door checks as headers. A
+// front door's router accepts these beside an operation's own parameters.
 func IsQueryHeader(name string) bool {
 	_, ok := queryHeaderValues[strings.ToLower(name)]
 	return ok

@@ -2,8 +2,9 @@
 
 Usage: fencegate_boto3.py OPERATION ARGS...; the endpoint and credentials
 come from FENCEGATE_S3_ENDPOINT, AWS_ACCESS_KEY_ID and
-AWS_SECRET_ACCESS_KEY. On an S3 error it prints the error code and message
-and exits 1, as a script of a user's would.
+AWS_SECRET_ACCESS_KEY. The tagging operations send the fencing token of
+FENCEGATE_FENCE_TOKEN in X-Fence-Token, signed. On an S3 error it prints
+the error code and message and exits 1, as a script of a user's would.
 """
 import json
 import sys
@@ -48,11 +49,39 @@ def main(op, *args):
         bucket, key, first, last = args
         body = s3.get_object(Bucket=bucket, Key=key, Range="bytes=%s-%s" % (first, last))["Body"].read()
         sys.stdout.buffer.write(body)
+    elif op == "put-tagged":  # put-tagged BUCKET KEY FILE TAGGING: PutObject with its tags (x-amz-tagging)
+        bucket, key, path, tagging = args
+        with_fence_token(s3)
+        with open(path, "rb") as f:
+            s3.put_object(Bucket=bucket, Key=key, Body=f, Tagging=tagging)
+    elif op == "put-tagging":  # put-tagging BUCKET KEY KEY=VALUE...: PutObjectTagging
+        bucket, key, *tags = args
+        with_fence_token(s3)
+        tag_set = [{"Key": k, "Value": v} for k, v in (t.split("=", 1) for t in tags)]
+        s3.put_object_tagging(Bucket=bucket, Key=key, Tagging={"TagSet": tag_set})
+    elif op == "get-tagging":  # get-tagging BUCKET KEY: GetObjectTagging, the tags as JSON
+        bucket, key = args
+        tag_set = s3.get_object_tagging(Bucket=bucket, Key=key)["TagSet"]
+        print(json.dumps({t["Key"]: t["Value"] for t in tag_set}, sort_keys=True))
+    elif op == "delete-tagging":  # delete-tagging BUCKET KEY: DeleteObjectTagging
+        bucket, key = args
+        with_fence_token(s3)
+        s3.delete_object_tagging(Bucket=bucket, Key=key)
     elif op == "metadata":  # metadata BUCKET KEY SPELLING TOKEN: what the reads answer, as JSON
         bucket, key, spelling, token = args
         print(json.dumps(metadata_round_trip(s3, bucket, key, spelling, token), sort_keys=True))
     else:
         sys.exit("unknown operation " + op)
+
+
+def with_fence_token(s3):
+    """Has s3 send FENCEGATE_FENCE_TOKEN in X-Fence-Token, added before
+    each request is signed, so that it is among the signed headers."""
+    token = os.environ["FENCEGATE_FENCE_TOKEN"]
+
+    def add_token(request, **kwargs):
+        request.headers["X-Fence-Token"] = token
+    s3.meta.events.register("before-sign.s3", add_token)
 
 
 def metadata_round_trip(s3, bucket, key, spelling, token):

@@ -115,13 +115,18 @@ async function main(op, ...args) {
       if ((out.Errors ?? []).length > 0) process.exit(1);
       break;
     }
-    case "presigned-put": { // presigned-put BUCKET KEY FILE TOKEN default|checksum: PUT FILE to a presigned URL
+    case "presigned-put": { // presigned-put BUCKET KEY FILE TOKEN default|checksum|tagging: PUT FILE to a presigned URL
       // default: the presigner's defaults (it signs the CRC32 of the empty
-      // body it was given); checksum: the file's CRC32 given to it.
+      // body it was given); checksum: the file's CRC32 given to it;
+      // tagging: that and the tags project=fence, team=a b (which the
+      // presigner moves into the query, x-amz-tagging).
       const [Bucket, Key, file, token, mode] = args;
       const body = readFileSync(file);
       const input = { Bucket, Key, Metadata: { "fence-token": token } };
-      if (mode === "checksum") {
+      if (mode === "tagging") {
+        input.Tagging = "project=fence&team=a%20b";
+      }
+      if (mode === "checksum" || mode === "tagging") {
         const sum = Buffer.alloc(4);
         sum.writeUInt32BE(zlib.crc32(body));
         input.ChecksumCRC32 = sum.toString("base64");
