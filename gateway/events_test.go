@@ -160,8 +160,8 @@ func (s *stream) nextDecision(tb testing.TB, kind string) map[string]any {
 	tb.Helper()
 	m := s.next(tb)
 	d := m.decision(tb)
-	if m.event != "decision" || d["kind"] != kind || m.id != fmt.Sprint(d["seq"]) {
-		tb.Fatalf("got event %q id %s %s; want a decision of kind %s with id = seq", m.event, m.id, m.data, kind)
+	if _, seq, _ := strings.Cut(m.id, "-"); m.event != "decision" || d["kind"] != kind || seq != fmt.Sprint(d["seq"]) {
+		tb.Fatalf("got event %q id %s %s; want a decision of kind %s with id = <run>-<seq>", m.event, m.id, m.data, kind)
 	}
 	return d
 }
@@ -402,7 +402,8 @@ func TestEventsSlowSubscriberDoesNotBlockWrites(t *testing.T) {
 			markers += d.Dropped
 			sawMarker = true
 		case "decision":
-			id, err := strconv.ParseUint(m.id, 10, 64)
+			_, seq, _ := strings.Cut(m.id, "-")
+			id, err := strconv.ParseUint(seq, 10, 64)
 			if err != nil {
 				t.Fatalf("id %q", m.id)
 			}
