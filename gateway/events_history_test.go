@@ -9,7 +9,6 @@ import (
 
 	"fencegate/events"
 	"fencegate/gateway"
-	"fencegate/tokenstore"
 )
 
 // subscribeAt opens the feed with the query given (prefix=, since=) and
@@ -213,20 +212,7 @@ func TestEventsResumeBadPosition(t *testing.T) {
 // subscribing after his writes of a/ and b/, gets b/'s only; Alice, who
 // reads a/, a/'s only.
 func TestEventsHistoryAuthorization(t *testing.T) {
-	aliceKey, aliceAPIKey := newKey(t, "alice")
-	bobKey, bobAPIKey := newKey(t, "bob")
-	e := newEventsEnv(t, gateway.Config{}, nil, func(bucket string, _ *tokenstore.Store) gateway.Option {
-		return gateway.WithAuth(gateway.Auth{
-			Identities: []gateway.Identity{
-				{Name: "alice", Grants: []gateway.Grant{{Prefix: "s3/" + bucket + "/a/", Operations: []gateway.Operation{gateway.OpRead, gateway.OpWrite}}}},
-				{Name: "bob", Grants: []gateway.Grant{
-					{Prefix: "s3/" + bucket + "/", Operations: []gateway.Operation{gateway.OpWrite}},
-					{Prefix: "s3/" + bucket + "/b/", Operations: []gateway.Operation{gateway.OpRead}},
-				}},
-			},
-			APIKeys: []gateway.APIKey{aliceAPIKey, bobAPIKey},
-		})
-	})
+	e, aliceKey, bobKey := newAliceAndBob(t)
 	prefix := "s3/" + e.bucket + "/"
 	for _, key := range []string{"a/1", "b/1", "a/2"} {
 		(authRequest{name: "put " + key, method: http.MethodPut, path: "/v1/objects/" + e.bucket + "/" + key, key: bobKey, token: "3", body: "x", status: http.StatusCreated}).run(t, &authEnv{env: e.env, gw: e.gw}, nil)
