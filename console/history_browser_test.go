@@ -66,3 +66,28 @@ func TestConsoleDeepLink(t *testing.T) {
 	run(t, tab, chromedp.Click(chromedp.CSS(`#decisions tr[data-resource="s3/demo/other.csv"] a.resource`)))
 	waitDOM(t, tab, "other.csv found in the resources view", `!document.getElementById('view-resources').hidden && document.querySelector('#marks tr.found[data-resource="s3/demo/other.csv"]') !== null`)
 }
+
+// TestConsoleResumeGap: a page whose feed resumes with an id the gateway
+// did not issue in this run (as after a restart of the gateway) sends it
+// as Last-Event-ID and shows the gap event as a warning, then the
+// decisions the gateway holds.
+func TestConsoleResumeGap(t *testing.T) {
+	e := newConsoleEnv(t)
+	tab := e.tab(t, adminKey)
+	waitLive(t, tab)
+	if s := e.put(t, "gap.csv", 4, "x"); s != http.StatusCreated {
+		t.Fatalf("PUT: %d; want 201", s)
+	}
+	waitDOM(t, tab, "the write's row", rowExpr(map[string]string{"resource": "s3/demo/gap.csv"}))
+	var hidden bool
+	eval(t, tab, `document.getElementById('gap').hidden`, &hidden)
+	if !hidden {
+		t.Fatal("a gap warning before any gap")
+	}
+	// The page reconnects as it does after a broken stream, with the id
+	// of the last event it read: here one of a run before a restart.
+	var ok bool
+	eval(t, tab, `(state.lastEventId = '0123456789ab-7', connectFeed(), true)`, &ok)
+	waitDOM(t, tab, "the gap warning", `!document.getElementById('gap').hidden && document.getElementById('gap').textContent.includes('another run of the gateway')`)
+	waitLive(t, tab)
+}
