@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -238,5 +239,38 @@ func TestWatchResumes(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "reconnected") {
 		t.Errorf("stderr %q; want a word that the watch reconnected", errOut.String())
+	}
+}
+
+// TestGapLine: a gap event as the line watch prints, for people and with
+// --json.
+func TestGapLine(t *testing.T) {
+	tests := []struct {
+		data     string
+		json     bool
+		want     string
+		wantText string // for people: a part of the line
+	}{
+		{data: `{"lost":7}`, json: true, want: `{"kind":"gap","lost":7}`},
+		{data: `{"lost":0,"other_run":true}`, json: true, want: `{"kind":"gap","lost":0,"other_run":true}`},
+		{data: `{"lost":7}`, wantText: "-- 7 decisions lost"},
+		{data: `{"lost":2,"other_run":true}`, wantText: "another run of the gateway"},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s json=%v", tt.data, tt.json), func(t *testing.T) {
+			c := &cli{json: tt.json}
+			got, err := c.eventLine("gap", tt.data)
+			switch {
+			case err != nil:
+				t.Errorf("eventLine(gap, %s) = %v", tt.data, err)
+			case tt.json && got != tt.want:
+				t.Errorf("eventLine(gap, %s) with --json = %s; want %s", tt.data, got, tt.want)
+			case !tt.json && !strings.Contains(got, tt.wantText):
+				t.Errorf("eventLine(gap, %s) = %q; want it to contain %q", tt.data, got, tt.wantText)
+			}
+		})
+	}
+	if _, err := (&cli{}).eventLine("gap", "{"); err == nil {
+		t.Error("eventLine(gap, {) = nil error; want the malformed gap refused")
 	}
 }
