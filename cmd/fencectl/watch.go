@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,7 +24,10 @@ const maxEventLine = 64 << 10
 
 // A watch whose stream ends, or whose connection drops, reconnects at
 // once, then after reconnectFirst, doubling up to reconnectMax between
-// attempts; it gives up after reconnectAttempts failed in a row.
+// attempts; it gives up after reconnectAttempts failed in a row (about
+// 20 seconds). A stream that ends within reconnectMax of its start counts
+// as a failed attempt, so that a gateway that answers and hangs up at
+// once is not called in a loop without pause.
 const (
 	reconnectFirst    = 500 * time.Millisecond
 	reconnectMax      = 5 * time.Second
@@ -89,13 +93,19 @@ func (w *watcher) run(ctx context.Context) error {
 			lastErr = err
 		default:
 			if failures > 0 || lastErr != nil {
-				fmt.Fprintf(w.stderr, "fencectl: watch: reconnected, resuming after %s\n", cmpOr(w.lastID, "the start"))
+				fmt.Fprintf(w.stderr, "fencectl: watch: reconnected, resuming after %s\n", cmp.Or(w.lastID, "the start"))
 			}
-			failures, wait = 0, 0
+			start := time.Now()
 			err = readEvents(body, w.print)
 			body.Close()
 			if errors.Is(err, errCountReached) || ctx.Err() != nil {
 				return err
+			}
+			if errors.Is(err, bufio.ErrTooLong) { // the same line again on a resume
+				return fmt.Errorf("watch: an event longer than %d bytes: %w", maxEventLine, err)
+			}
+			if time.Since(start) >= reconnectMax {
+				failures, wait = 0, 0
 			}
 			if err == nil {
 				err = errors.New("the gateway ended the stream")
@@ -147,13 +157,6 @@ func (w *watcher) print(name, id, data string) error {
 		return errCountReached
 	}
 	return nil
-}
-
-func cmpOr(s, otherwise string) string {
-	if s == "" {
-		return otherwise
-	}
-	return s
 }
 
 // errCountReached ends the read once --count decisions were printed.
