@@ -143,6 +143,13 @@ func (e *consoleEnv) openPartnerGate() {
 // tab opens the console in a new tab and connects it with key.
 func (e *consoleEnv) tab(t *testing.T, key string) context.Context {
 	t.Helper()
+	return e.tabAt(t, key, "/ui/")
+}
+
+// tabAt opens the console at path (such as a deep link, /ui/#locks) in a
+// new tab and connects it with key.
+func (e *consoleEnv) tabAt(t *testing.T, key, path string) context.Context {
+	t.Helper()
 	tab, cancel := chromedp.NewContext(e.browser)
 	t.Cleanup(cancel)
 	// The first action on a context opens its tab, which lives as long as
@@ -151,7 +158,7 @@ func (e *consoleEnv) tab(t *testing.T, key string) context.Context {
 		t.Fatalf("open a tab: %v", err)
 	}
 	run(t, tab,
-		chromedp.Navigate(e.url+"/ui/"),
+		chromedp.Navigate(e.url+path),
 		chromedp.WaitReady(chromedp.CSS("#connect")),
 		chromedp.SendKeys(chromedp.CSS("#key"), key),
 		chromedp.Click(chromedp.CSS("#connect")),

@@ -168,15 +168,20 @@ func (e *Event) AppendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-// appendFrame appends the SSE message of the event numbered seq whose
-// fields (appendFields) are body:
+// appendFrame appends the SSE message of the event numbered seq in the
+// run named run whose fields (appendFields) are body:
 //
-//	id: <seq>
+//	id: <run>-<seq>
 //	event: decision
 //	data: {"seq":<seq>,...}
 //	(blank line)
-func appendFrame(b []byte, seq uint64, body []byte) []byte {
+//
+// The id is the event's Position, which a subscriber sends back to
+// resume after it (Last-Event-ID).
+func appendFrame(b []byte, run string, seq uint64, body []byte) []byte {
 	b = append(b, "id: "...)
+	b = append(b, run...)
+	b = append(b, '-')
 	b = strconv.AppendUint(b, seq, 10)
 	b = append(b, "\nevent: decision\ndata: {\"seq\":"...)
 	b = strconv.AppendUint(b, seq, 10)

@@ -50,7 +50,7 @@ func parseFrames(tb testing.TB, b []byte) []message {
 
 // TestEventWireForm: the hand-written encoding is the JSON that
 // encoding/json reads back into the same Event, tokens as strings, in the
-// SSE frame whose id is the seq.
+// SSE frame whose id is the hub's run and the seq.
 func TestEventWireForm(t *testing.T) {
 	waiters := int64(2)
 	at := time.Date(2026, 12, 3, 23, 40, 1, 123456000, time.UTC)
@@ -62,7 +62,7 @@ func TestEventWireForm(t *testing.T) {
 		{Time: at, Kind: events.KindPartnerBusy, Resource: "partner/pay/\xff", Token: 3, Status: 503},
 	}
 	h := events.NewHub(events.Config{})
-	sub, err := h.Subscribe(events.Filter{})
+	sub, err := h.Subscribe(events.Filter{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestEventWireForm(t *testing.T) {
 		h.Publish(&e)
 		it := <-sub.C()
 		msgs := parseFrames(t, it.Frame)
-		if len(msgs) != 1 || msgs[0].event != "decision" || msgs[0].id != strconv.FormatUint(e.Seq, 10) {
+		if len(msgs) != 1 || msgs[0].event != "decision" || msgs[0].id != h.Run()+"-"+strconv.FormatUint(e.Seq, 10) {
 			t.Fatalf("frame %q: want one decision event with id %d", it.Frame, e.Seq)
 		}
 		if e.Seq != uint64(i+1) {
@@ -110,12 +110,12 @@ func TestEventWireForm(t *testing.T) {
 // loses nothing.
 func TestSlowSubscriberDropsWithoutBlocking(t *testing.T) {
 	h := events.NewHub(events.Config{Buffer: 4})
-	slow, err := h.Subscribe(events.Filter{})
+	slow, err := h.Subscribe(events.Filter{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer slow.Close()
-	fast, err := h.Subscribe(events.Filter{})
+	fast, err := h.Subscribe(events.Filter{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,14 +136,14 @@ func TestSlowSubscriberDropsWithoutBlocking(t *testing.T) {
 		if it.Dropped != 0 {
 			t.Fatalf("buffered item carries Dropped %d; want 0", it.Dropped)
 		}
-		seqs = append(seqs, parseFrames(t, it.Frame)[0].id)
+		seqs = append(seqs, strings.TrimPrefix(parseFrames(t, it.Frame)[0].id, h.Run()+"-"))
 	}
 	if want := []string{"1", "2", "3", "4"}; !reflect.DeepEqual(seqs, want) {
 		t.Fatalf("buffered ids %v; want %v", seqs, want)
 	}
 	publish(1)
 	it := <-slow.C()
-	if it.Dropped != 10 || parseFrames(t, it.Frame)[0].id != "15" {
+	if it.Dropped != 10 || parseFrames(t, it.Frame)[0].id != h.Run()+"-15" {
 		t.Fatalf("next item: dropped %d, frame %q; want 10 dropped before id 15", it.Dropped, it.Frame)
 	}
 	publish(1)
@@ -159,7 +159,7 @@ func TestSlowSubscriberDropsWithoutBlocking(t *testing.T) {
 // predicate allows, and nothing else.
 func TestFilter(t *testing.T) {
 	h := events.NewHub(events.Config{})
-	sub, err := h.Subscribe(events.Filter{Prefix: "s3/a/", May: func(r string) bool { return !strings.HasPrefix(r, "s3/a/secret") }})
+	sub, err := h.Subscribe(events.Filter{Prefix: "s3/a/", May: func(r string) bool { return !strings.HasPrefix(r, "s3/a/secret") }}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestSeesGrant(t *testing.T) {
 	}
 	subs := map[string]*events.Subscription{}
 	for name, f := range map[string]events.Filter{"owner's": {SeesGrant: owners}, "unfiltered": {}, "refused": {SeesGrant: func(string, string) bool { return false }}} {
-		s, err := h.Subscribe(f)
+		s, err := h.Subscribe(f, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,7 +220,7 @@ func TestSeesGrant(t *testing.T) {
 			if !sees {
 				want.Token, want.Session = 0, ""
 			}
-			if m.id != strconv.FormatUint(e.Seq, 10) || !reflect.DeepEqual(got, want) {
+			if m.id != h.Run()+"-"+strconv.FormatUint(e.Seq, 10) || !reflect.DeepEqual(got, want) {
 				t.Errorf("%s subscriber got id %s %+v; want id %d %+v", name, m.id, got, e.Seq, want)
 			}
 		}
@@ -232,11 +232,12 @@ func TestSeesGrant(t *testing.T) {
 
 // TestSubscriberLimitAndClose: subscriptions past the limit are refused
 // until one closes; Close ends every subscription and refuses new ones.
+// Without history, the hub is Active only while someone subscribes.
 func TestSubscriberLimitAndClose(t *testing.T) {
-	h := events.NewHub(events.Config{MaxSubscribers: 2})
-	a, _ := h.Subscribe(events.Filter{})
-	b, _ := h.Subscribe(events.Filter{})
-	if _, err := h.Subscribe(events.Filter{}); !errors.Is(err, events.ErrTooManySubscribers) {
+	h := events.NewHub(events.Config{MaxSubscribers: 2, History: -1})
+	a, _ := h.Subscribe(events.Filter{}, nil)
+	b, _ := h.Subscribe(events.Filter{}, nil)
+	if _, err := h.Subscribe(events.Filter{}, nil); !errors.Is(err, events.ErrTooManySubscribers) {
 		t.Fatalf("third Subscribe: %v; want ErrTooManySubscribers", err)
 	}
 	if !h.Active() || h.Subscribers() != 2 {
@@ -244,7 +245,7 @@ func TestSubscriberLimitAndClose(t *testing.T) {
 	}
 	a.Close()
 	a.Close()
-	c, err := h.Subscribe(events.Filter{})
+	c, err := h.Subscribe(events.Filter{}, nil)
 	if err != nil {
 		t.Fatalf("Subscribe after a Close: %v", err)
 	}
@@ -256,7 +257,7 @@ func TestSubscriberLimitAndClose(t *testing.T) {
 			t.Fatal("Done not closed after the hub's Close")
 		}
 	}
-	if _, err := h.Subscribe(events.Filter{}); !errors.Is(err, events.ErrClosed) {
+	if _, err := h.Subscribe(events.Filter{}, nil); !errors.Is(err, events.ErrClosed) {
 		t.Fatalf("Subscribe after Close: %v; want ErrClosed", err)
 	}
 	b.Close()

@@ -17,10 +17,14 @@ import (
 // The event feed: GET /v1/events streams the gateway's decisions (writes
 // accepted and refused, locks granted, released and expired, partner requests
 // admitted, replayed and busy) as Server-Sent Events, from an events.Hub
-// (docs/events.md has the format). It never slows the write path: a
-// decision is published with a send that never waits (a subscriber whose
-// buffer is full loses the event, counted, and is told how many it lost),
-// and while nobody subscribes publishing is one atomic load. Most
+// (docs/events.md has the format). The hub keeps the newest decisions
+// (Config.EventHistory, EventHistoryBytes): a new subscriber gets them
+// first, then the live ones; one that resumes (Last-Event-ID, or since)
+// gets those after its position, or a gap event saying how many it lost.
+// It never slows the write path: a decision is published with a send
+// that never waits (a subscriber whose buffer is full loses the event,
+// counted, and is told how many it lost); without history, while nobody
+// subscribes, publishing is one atomic load. Most
 // decisions are published from the places that already see them whole:
 // refusals from noteProblem (audit.go) and, for the S3 API, NoteRefusal
 // (s3door.go); accepted object writes and deletes from the fenced write
@@ -92,7 +96,8 @@ type eventFeed struct {
 // newEventFeed returns the feed of a gateway configured by cfg, its
 // metrics registered on m's registry.
 func newEventFeed(cfg Config, m *metrics) *eventFeed {
-	hub := events.NewHub(events.Config{MaxSubscribers: cfg.EventSubscribers, Buffer: cfg.EventBuffer})
+	hub := events.NewHub(events.Config{MaxSubscribers: cfg.EventSubscribers, Buffer: cfg.EventBuffer,
+		History: cfg.EventHistory, HistoryBytes: cfg.EventHistoryBytes})
 	suppressed := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fencegate_events_suppressed_total",
 		Help: "write.refused events of requests refused 401 (no valid credential: REST, or a bad signature on the S3 API) left out of the feed by the limit on their rate (Config.AuthRefusalLogRate and AuthRefusalLogBurst, as their log lines).",
@@ -107,6 +112,14 @@ func newEventFeed(cfg Config, m *metrics) *eventFeed {
 			Name: "fencegate_events_dropped_total",
 			Help: "Events of the feed that a subscriber lost because its buffer (Config.EventBuffer) was full, over all subscribers.",
 		}, func() float64 { return float64(hub.Dropped()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fencegate_event_history_events",
+			Help: "Decisions the event feed holds for new and resuming subscribers now; Config.EventHistory bounds them.",
+		}, func() float64 { n, _ := hub.History(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fencegate_event_history_bytes",
+			Help: "Memory those decisions are counted for now; Config.EventHistoryBytes bounds it.",
+		}, func() float64 { _, b := hub.History(); return float64(b) }),
 	)
 	return &eventFeed{hub: hub, lookups: make(chan struct{}, maxWaiterLookups),
 		unauthenticated: newLineLimiter(cfg.Now, cfg.AuthRefusalLogRate, cfg.AuthRefusalLogBurst), suppressed: suppressed}
@@ -130,11 +143,17 @@ func (f *eventFeed) admitUnauthenticated() bool {
 	return false
 }
 
-// serveEvents is GET /v1/events[?prefix=P]: see the top of the file.
+// serveEvents is GET /v1/events[?prefix=P][&since=ID]: see the top of
+// the file.
 func (g *Gateway) serveEvents(w http.ResponseWriter, r *http.Request) {
 	prefix := r.URL.Query().Get("prefix")
 	if len(prefix) > maxResourceBytes {
 		g.writeError(w, r, fmt.Errorf("%w: prefix longer than %d bytes", api.ErrInvalidRequest, maxResourceBytes))
+		return
+	}
+	after, err := resumePosition(r)
+	if err != nil {
+		g.writeError(w, r, err)
 		return
 	}
 	filter, err := g.eventFilter(r.Context(), prefix)
@@ -146,7 +165,7 @@ func (g *Gateway) serveEvents(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, fmt.Errorf("%w: the gateway is shutting down", api.ErrGatewayBusy))
 		return
 	}
-	sub, err := g.events.hub.Subscribe(filter)
+	sub, err := g.events.hub.Subscribe(filter, after)
 	switch {
 	case errors.Is(err, events.ErrTooManySubscribers):
 		g.writeError(w, r, fmt.Errorf("%w: %w: this gateway's limit is %d", api.ErrGatewayBusy, err, g.cfg.EventSubscribers))
@@ -160,8 +179,32 @@ func (g *Gateway) serveEvents(w http.ResponseWriter, r *http.Request) {
 	g.stream(w, r, sub)
 }
 
-// stream writes sub's events to w until the client leaves, the feed
-// closes (the gateway drains), or a write fails.
+// resumePosition returns where the subscriber of r resumes: after its
+// Last-Event-ID header, which a browser's EventSource sends when it
+// reconnects (to the URL it was given, since and all: so the header comes
+// first), or after its since parameter; nil (everything held) without
+// either. A malformed one is api.ErrInvalidRequest.
+func resumePosition(r *http.Request) (*events.Position, error) {
+	source, value := "Last-Event-ID", r.Header.Get("Last-Event-ID")
+	if value == "" {
+		source, value = "since", r.URL.Query().Get("since")
+		if !r.URL.Query().Has("since") {
+			return nil, nil
+		}
+	}
+	p, err := events.ParsePosition(value)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", api.ErrInvalidRequest, source, err)
+	}
+	return &p, nil
+}
+
+// maxStreamWrite bounds what the stream gathers for one write: the
+// backlog, and bursts of live events, go out in writes of this size.
+const maxStreamWrite = 64 << 10
+
+// stream writes sub's backlog, then its events, to w until the client
+// leaves, the feed closes (the gateway drains), or a write fails.
 func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, sub *events.Subscription) {
 	ctx := r.Context()
 	rc := http.NewResponseController(w)
@@ -173,7 +216,24 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, sub *events.Sub
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
+	write := func(buf []byte) bool {
+		if err := rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout)); err != nil {
+			return false
+		}
+		if _, err := w.Write(buf); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
 	buf := append(make([]byte, 0, 8<<10), ": subscribed\n\n"...)
+	for _, it := range sub.Backlog() {
+		if buf = appendItem(buf, it); len(buf) >= maxStreamWrite {
+			if !write(buf) {
+				return
+			}
+			buf = buf[:0]
+		}
+	}
 	keepalive := time.NewTicker(eventKeepalive)
 	defer keepalive.Stop()
 	pause := time.NewTimer(0)
@@ -181,13 +241,7 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, sub *events.Sub
 	<-pause.C
 	for {
 		if len(buf) > 0 {
-			if err := rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout)); err != nil {
-				return
-			}
-			if _, err := w.Write(buf); err != nil {
-				return
-			}
-			if err := rc.Flush(); err != nil {
+			if !write(buf) {
 				return
 			}
 			buf = buf[:0]
@@ -210,7 +264,7 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, sub *events.Sub
 			buf = append(buf, events.Keepalive...)
 		case it := <-sub.C():
 			buf = appendItem(buf, it)
-			for len(buf) < 64<<10 && len(sub.C()) > 0 {
+			for len(buf) < maxStreamWrite && len(sub.C()) > 0 {
 				buf = appendItem(buf, <-sub.C())
 			}
 		}
@@ -411,7 +465,9 @@ func (g *Gateway) publishPartnerBusy(r *http.Request, pr partnerRequest, err err
 // (Event.SessionOwner). The lock's waiters are counted
 // by a read of its state after the decision, off the request
 // (maxWaiterLookups at once; without a free one the event goes out
-// without the count); the event keeps the decision's time.
+// without the count); the event keeps the decision's time. While nobody
+// subscribes the event only goes to the history, without the count: a
+// grant then costs no etcd read for a feed that nobody reads.
 func (h *lockAPI) publishLock(r *http.Request, kind, name string, token api.Token, session api.SessionID) {
 	feed := h.g.events
 	if !feed.hub.Active() {
@@ -421,6 +477,10 @@ func (h *lockAPI) publishLock(r *http.Request, kind, name string, token api.Toke
 	e := &events.Event{Time: time.Now(), Kind: kind, Resource: name, Token: token, Identity: caller, Holder: caller, SessionOwner: caller}
 	if session != 0 {
 		e.Session = session.String()
+	}
+	if feed.hub.Subscribers() == 0 {
+		feed.hub.Publish(e)
+		return
 	}
 	select {
 	case feed.lookups <- struct{}{}:

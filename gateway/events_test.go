@@ -160,8 +160,8 @@ func (s *stream) nextDecision(tb testing.TB, kind string) map[string]any {
 	tb.Helper()
 	m := s.next(tb)
 	d := m.decision(tb)
-	if m.event != "decision" || d["kind"] != kind || m.id != fmt.Sprint(d["seq"]) {
-		tb.Fatalf("got event %q id %s %s; want a decision of kind %s with id = seq", m.event, m.id, m.data, kind)
+	if _, seq, _ := strings.Cut(m.id, "-"); m.event != "decision" || d["kind"] != kind || seq != fmt.Sprint(d["seq"]) {
+		tb.Fatalf("got event %q id %s %s; want a decision of kind %s with id = <run>-<seq>", m.event, m.id, m.data, kind)
 	}
 	return d
 }
@@ -264,15 +264,14 @@ func TestEventsLocks(t *testing.T) {
 	wantFields(t, d, map[string]any{"resource": "jobs-nightly", "token": grant.Token.String(), "waiters": 0.0})
 }
 
-// TestEventsAuthorization: with auth, a subscriber sees only the events
-// of resources it may read. Bob may write the whole bucket but read only
-// b/: his stream skips the write of a/ and shows the write of b/ that
-// came after it, while Alice, who reads a/, sees a/'s. Subscribing to a
-// prefix one may not read at all is refused 403, and without a key 401.
-func TestEventsAuthorization(t *testing.T) {
+// newAliceAndBob starts an events env with auth, and returns it with
+// the keys of Alice, who may read and write a/ of the bucket, and Bob,
+// who may write the whole bucket but read only b/.
+func newAliceAndBob(t *testing.T) (e *eventsEnv, aliceKey, bobKey string) {
+	t.Helper()
 	aliceKey, aliceAPIKey := newKey(t, "alice")
 	bobKey, bobAPIKey := newKey(t, "bob")
-	e := newEventsEnv(t, gateway.Config{}, nil, func(bucket string, _ *tokenstore.Store) gateway.Option {
+	e = newEventsEnv(t, gateway.Config{}, nil, func(bucket string, _ *tokenstore.Store) gateway.Option {
 		return gateway.WithAuth(gateway.Auth{
 			Identities: []gateway.Identity{
 				{Name: "alice", Grants: []gateway.Grant{{Prefix: "s3/" + bucket + "/a/", Operations: []gateway.Operation{gateway.OpRead, gateway.OpWrite}}}},
@@ -284,6 +283,16 @@ func TestEventsAuthorization(t *testing.T) {
 			APIKeys: []gateway.APIKey{aliceAPIKey, bobAPIKey},
 		})
 	})
+	return e, aliceKey, bobKey
+}
+
+// TestEventsAuthorization: with auth, a subscriber sees only the events
+// of resources it may read. Bob may write the whole bucket but read only
+// b/: his stream skips the write of a/ and shows the write of b/ that
+// came after it, while Alice, who reads a/, sees a/'s. Subscribing to a
+// prefix one may not read at all is refused 403, and without a key 401.
+func TestEventsAuthorization(t *testing.T) {
+	e, aliceKey, bobKey := newAliceAndBob(t)
 	prefix := "s3/" + e.bucket + "/"
 	bob := subscribe(t, nil, e.url, "", bobKey).read()
 	alice := subscribe(t, nil, e.url, prefix, aliceKey).read()
@@ -402,7 +411,8 @@ func TestEventsSlowSubscriberDoesNotBlockWrites(t *testing.T) {
 			markers += d.Dropped
 			sawMarker = true
 		case "decision":
-			id, err := strconv.ParseUint(m.id, 10, 64)
+			_, seq, _ := strings.Cut(m.id, "-")
+			id, err := strconv.ParseUint(seq, 10, 64)
 			if err != nil {
 				t.Fatalf("id %q", m.id)
 			}

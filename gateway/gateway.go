@@ -141,6 +141,14 @@ type Config struct {
 	// subscriber that falls further behind loses events, counted, and is
 	// told how many (docs/events.md). Zero means 1024.
 	EventBuffer int
+	// EventHistory is how many of its newest decisions the gateway keeps
+	// for the feed's new subscribers, and for those that resume after a
+	// dropped connection (Last-Event-ID). Zero means 10,000; negative
+	// keeps none: the feed is live only.
+	EventHistory int
+	// EventHistoryBytes bounds the memory of those decisions. Zero means
+	// 8 MiB.
+	EventHistoryBytes int64
 	// TestHooks lets tests stop a write between protocol steps. Nil in
 	// production.
 	TestHooks *TestHooks
@@ -248,6 +256,8 @@ func DefaultConfig() Config {
 		UploadTTL:            defaultUploadTTL,
 		EventSubscribers:     events.DefaultMaxSubscribers,
 		EventBuffer:          events.DefaultBuffer,
+		EventHistory:         events.DefaultHistory,
+		EventHistoryBytes:    events.DefaultHistoryBytes,
 	}
 }
 
@@ -428,6 +438,8 @@ func (cfg Config) withDefaults() Config {
 	cfg.ReadinessCache = cmp.Or(cfg.ReadinessCache, d.ReadinessCache)
 	cfg.EventSubscribers = cmp.Or(cfg.EventSubscribers, d.EventSubscribers)
 	cfg.EventBuffer = cmp.Or(cfg.EventBuffer, d.EventBuffer)
+	cfg.EventHistory = cmp.Or(cfg.EventHistory, d.EventHistory)
+	cfg.EventHistoryBytes = cmp.Or(cfg.EventHistoryBytes, d.EventHistoryBytes)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

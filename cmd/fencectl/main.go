@@ -83,9 +83,11 @@ Usage:
       print a resource's high-water mark, such as hwm s3/dev/greeting
   fencectl [global flags] locks NAME
       print whether a lock is held, and how many wait for it
-  fencectl [global flags] watch [--prefix P] [--count N]
-      print the gateway's decisions as they happen (writes accepted and
-      refused, locks, partner requests), under the resource prefix P
+  fencectl [global flags] watch [--prefix P] [--count N] [--since ID]
+      print the gateway's decisions (writes accepted and refused, locks,
+      partner requests) under the resource prefix P: those it holds (after
+      the event ID), then as they happen; a dropped connection is resumed
+      after the last decision printed
 
 Global flags:
   --url URL       the gateway (default: $FENCEGATE_URL, else ` + defaultURL + `)

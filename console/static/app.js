@@ -3,7 +3,15 @@
 // the page (kept in this tab's memory only) as a bearer header; without
 // one, the browser's client certificate (if any) authenticates, or auth is
 // off. The event feed is Server-Sent Events read with fetch, not
-// EventSource, which cannot send a header.
+// EventSource, which cannot send a header; it starts with the recent
+// decisions the gateway keeps, and a reconnection resumes after the last
+// event read (Last-Event-ID).
+//
+// Each view has a link, its address's fragment: #decisions, #resources,
+// #locks, #partners, #metrics, #seed; #resources?prefix=P lists the marks
+// under P (a resource's full name finds it); #decisions?prefix=P sets the
+// prefix of the feed and the listings. The fragment follows the view shown,
+// so the address bar is always a link to it.
 'use strict';
 
 const SVGNS = 'http://www.w3.org/2000/svg';
@@ -18,6 +26,7 @@ const state = {
   lastEventId: '',
   history: new Map(), // resource -> [{t, token, refused}]
   routes: new Map(), // partner route -> {admitted, replayed, busy}
+  find: '', // the resources view's prefix: a resource's name, or a prefix
   marksCursor: [''], // the after of each page shown
   marksNext: '',
   metricsPrev: null,
@@ -87,10 +96,45 @@ function problemText(r) {
   return r.text.slice(0, 200);
 }
 
-// ---------- tabs ----------
+// ---------- tabs and links ----------
+
+const VIEWS = ['decisions', 'resources', 'locks', 'partners', 'metrics', 'seed'];
+
+// viewLink is the fragment that links to a view as it is shown now.
+function viewLink(name) {
+  if (name === 'resources' && state.find) return '#resources?' + new URLSearchParams({ prefix: state.find });
+  if (name === 'decisions' && state.prefix) return '#decisions?' + new URLSearchParams({ prefix: state.prefix });
+  return '#' + name;
+}
+
+// applyLink shows the view that the address's fragment names (a link
+// opened, or pasted); an unknown one shows the decisions.
+function applyLink() {
+  const hash = location.hash.replace(/^#/, '');
+  const q = hash.indexOf('?');
+  const name = q < 0 ? hash : hash.slice(0, q);
+  const params = new URLSearchParams(q < 0 ? '' : hash.slice(q + 1));
+  const view = VIEWS.includes(name) ? name : 'decisions';
+  if (view === 'resources') {
+    const find = params.get('resource') || params.get('prefix');
+    if (find !== null) {
+      state.find = find;
+      $('marks-find').value = find;
+      state.marksCursor = [''];
+    }
+  }
+  if (view === 'decisions' && params.has('prefix') && params.get('prefix') !== state.prefix) {
+    state.prefix = params.get('prefix');
+    $('prefix').value = state.prefix;
+    resetDecisions();
+    connectFeed();
+  }
+  showView(view);
+}
 
 function showView(name) {
   state.view = name;
+  if (location.hash !== viewLink(name)) history.replaceState(null, '', viewLink(name));
   for (const b of document.querySelectorAll('#tabs button')) b.classList.toggle('active', b.dataset.view === name);
   for (const s of document.querySelectorAll('main > section')) s.hidden = s.id !== 'view-' + name;
   if (name === 'resources') { loadMarks(state.marksCursor[state.marksCursor.length - 1]); drawCharts(); }
@@ -168,6 +212,15 @@ function dispatchEvent(ev) {
   if (ev.id) state.lastEventId = ev.id;
   let d;
   try { d = JSON.parse(ev.data); } catch (e) { return; }
+  if (ev.event === 'gap') {
+    const p = $('gap');
+    p.hidden = false;
+    p.textContent = d.other_run
+      ? 'The feed resumed on another run of the gateway (it restarted, or this is another gateway): decisions made after the last one shown there are missing here' + (d.lost ? ', and ' + d.lost + ' more that this gateway no longer held.' : '.')
+      : 'The gateway no longer held ' + d.lost + ' decisions made while this page was away: the table has a gap.';
+    p.dataset.lost = String(d.lost);
+    return;
+  }
   if (ev.event === 'dropped') {
     const p = $('dropped');
     p.hidden = false;
@@ -228,7 +281,7 @@ function addDecisionRow(d) {
   el('td', { class: 'mono' }, clock(d.time)),
   el('td', { class: 'kind', title: LOCK_LOST.get(kind) },
     kind + (refused && d.token && d.hwm ? ': token ' + d.token + ' < HWM ' + d.hwm : '') + (LOCK_LOST.has(kind) ? ': session ' + (d.session || '(hidden)') + ' ' + kind.slice('lock.'.length) : '')),
-  el('td', { class: 'mono' }, d.resource || ''),
+  el('td', { class: 'mono' }, resourceLink(kind, d.resource || '')),
   tokenCell,
   el('td', { class: 'mono', 'data-field': 'hwm' }, hwm),
   el('td', {}, status),
@@ -240,11 +293,32 @@ function addDecisionRow(d) {
   while (body.rows.length > MAX_ROWS) body.deleteRow(body.rows.length - 1);
 }
 
+// resourceLink is a decision's resource as a link to its mark in the
+// resources view (a lock's, to the locks view).
+function resourceLink(kind, resource) {
+  if (!resource) return '';
+  const href = kind.startsWith('lock.') ? '#locks' : '#resources?' + new URLSearchParams({ prefix: resource });
+  return el('a', { class: 'resource', href }, resource);
+}
+
+// resetDecisions empties what the page drew from the feed, before a
+// subscription that starts again from the gateway's history.
+function resetDecisions() {
+  state.lastEventId = '';
+  $('decisions').tBodies[0].replaceChildren();
+  state.history.clear();
+  state.routes.clear();
+  $('gap').hidden = true;
+  $('dropped').hidden = true;
+  drawRoutes();
+}
+
 // ---------- resources: marks, and a chart per resource ----------
 
 async function loadMarks(after) {
   const q = new URLSearchParams({ limit: '50' });
-  if (state.prefix) q.set('prefix', state.prefix);
+  const prefix = state.find || state.prefix;
+  if (prefix) q.set('prefix', prefix);
   if (after) q.set('after', after);
   const r = await call('GET', '/v1/fences?' + q);
   const body = $('marks').tBodies[0];
@@ -254,7 +328,7 @@ async function loadMarks(after) {
     return;
   }
   for (const m of r.json.marks) {
-    body.append(el('tr', { 'data-resource': m.resource, 'data-hwm': m.hwm },
+    body.append(el('tr', { 'data-resource': m.resource, 'data-hwm': m.hwm, class: m.resource === state.find ? 'found' : undefined },
       el('td', { class: 'mono' }, m.resource), el('td', { class: 'mono' }, m.hwm), el('td', { class: 'mono' }, m.revision)));
   }
   state.marksNext = r.json.next || '';
@@ -655,11 +729,18 @@ function init() {
     e.preventDefault();
     state.key = $('key').value.trim();
     state.prefix = $('prefix').value.trim();
-    state.lastEventId = '';
+    resetDecisions();
     state.marksCursor = [''];
     connectFeed();
     showView(state.view);
   });
+  $('marks-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    state.find = $('marks-find').value.trim();
+    state.marksCursor = [''];
+    showView('resources');
+  });
+  window.addEventListener('hashchange', applyLink);
   $('marks-first').addEventListener('click', () => { state.marksCursor = ['']; loadMarks(''); });
   $('marks-next').addEventListener('click', () => {
     if (!state.marksNext) return;
@@ -669,6 +750,7 @@ function init() {
   $('seed-form').addEventListener('submit', runSeed);
   drawRoutes();
   connectFeed();
+  applyLink();
 }
 
 document.addEventListener('DOMContentLoaded', init);

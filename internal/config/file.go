@@ -781,6 +781,8 @@ var multipartFields = []field{
 var eventsFields = []field{
 	intSetting("max_subscribers", "events-max-subscribers", 1, maxEventSubscribers),
 	intSetting("buffer", "events-buffer", 1, maxEventBuffer),
+	intSetting("history", "events-history", 0, maxEventHistory),
+	sizeSetting("history_bytes", "events-history-bytes", minEventHistoryBytes, maxEventHistoryBytes),
 }
 
 var objectFields = []field{

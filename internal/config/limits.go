@@ -27,6 +27,8 @@ type limitFlags struct {
 	uploadTTL                             time.Duration
 	// The event feed's bounds (gateway.Config).
 	eventSubscribers, eventBuffer int
+	eventHistory                  int // 0: none, the feed is live only
+	eventHistoryBytes             byteSize
 	// The mark evictor's (package retention).
 	markRetention, tombstoneRetention, evictionInterval time.Duration
 }
@@ -54,6 +56,9 @@ func addLimitFlags(fs *flag.FlagSet) *limitFlags {
 	fs.DurationVar(&l.uploadTTL, "upload-ttl", d.UploadTTL, "a multipart upload neither completed nor aborted is forgotten in etcd after this `duration`")
 	fs.IntVar(&l.eventSubscribers, "events-max-subscribers", d.EventSubscribers, "most subscribers of the event feed (GET /v1/events) at once on this gateway\n(`n`, 1 to 4096; 503 gateway-busy beyond)")
 	fs.IntVar(&l.eventBuffer, "events-buffer", d.EventBuffer, "events each subscriber's buffer holds (`n`, 1 to 65536); a subscriber further behind\nloses events, counted, and is told how many")
+	fs.IntVar(&l.eventHistory, "events-history", d.EventHistory, "decisions this gateway keeps for the event feed's new subscribers and for those\nthat resume after a dropped connection (`n`, 0 to 1000000; 0: none, the feed is live only)")
+	l.eventHistoryBytes = byteSize(d.EventHistoryBytes)
+	fs.Var(&l.eventHistoryBytes, "events-history-bytes", "most memory those decisions take (`bytes`, 64KiB to 1GiB); the oldest go first")
 	fs.DurationVar(&l.evictionInterval, "mark-eviction-interval", retention.DefaultInterval, "pause between two passes of the mark evictor over etcd's marks (`duration`)")
 	return l
 }
@@ -80,6 +85,8 @@ func (l *limitFlags) gateway() gateway.Config {
 		UploadTTL:            l.uploadTTL,
 		EventSubscribers:     l.eventSubscribers,
 		EventBuffer:          l.eventBuffer,
+		EventHistory:         noneIfZero(l.eventHistory),
+		EventHistoryBytes:    int64(l.eventHistoryBytes),
 	}
 }
 
@@ -91,6 +98,15 @@ func (l *limitFlags) store(c *tokenstore.Config) {
 
 // offIfZero maps a size flag's 0 (off) to the gateway's negative.
 func offIfZero(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
+// noneIfZero maps a count's 0 (none) to the gateway's negative, where
+// its zero means the default.
+func noneIfZero(n int) int {
 	if n == 0 {
 		return -1
 	}
@@ -113,6 +129,17 @@ func noLimitIfZero(n int) int {
 const (
 	maxEventSubscribers = 4096
 	maxEventBuffer      = 1 << 16
+)
+
+// The bounds of --events-history and --events-history-bytes (and the
+// events section's history and history_bytes): the ring of recent
+// decisions holds a pointer per event it may hold, allocated when the
+// gateway starts (8 MB at most), and the decisions themselves, about 450
+// bytes each, up to the bytes bound.
+const (
+	maxEventHistory      = 1_000_000
+	minEventHistoryBytes = 64 << 10
+	maxEventHistoryBytes = 1 << 30
 )
 
 // The bounds of --max-header-bytes (and limits.max_header_bytes): the
@@ -138,6 +165,7 @@ func (l *limitFlags) validate() error {
 		// 0 is "every body in one PUT"; S3's bounds on a part are the
 		// gateway's rule (below): zero here is refused, not the default.
 		{"multipart-threshold", l.multipartThreshold, 0, maxSize}, {"multipart-part-size", l.multipartPartSize, 1, maxSize},
+		{"events-history-bytes", l.eventHistoryBytes, minEventHistoryBytes, maxEventHistoryBytes},
 	} {
 		if err := validateSize(f.b, f.least, f.most); err != nil {
 			errs = append(errs, fmt.Errorf("--%s %w", f.flag, err))
@@ -154,9 +182,11 @@ func (l *limitFlags) validate() error {
 	for _, c := range []struct {
 		flag    string
 		n, most int
-	}{{"events-max-subscribers", l.eventSubscribers, maxEventSubscribers}, {"events-buffer", l.eventBuffer, maxEventBuffer}} {
-		if c.n < 1 || c.n > c.most {
-			errs = append(errs, fmt.Errorf("--%s %d: must be from 1 to %d", c.flag, c.n, c.most))
+		least   int
+	}{{"events-max-subscribers", l.eventSubscribers, maxEventSubscribers, 1}, {"events-buffer", l.eventBuffer, maxEventBuffer, 1},
+		{"events-history", l.eventHistory, maxEventHistory, 0}} {
+		if c.n < c.least || c.n > c.most {
+			errs = append(errs, fmt.Errorf("--%s %d: must be from %d to %d", c.flag, c.n, c.least, c.most))
 		}
 	}
 	errs = append(errs, positive("transfer-chunk-timeout", l.transferChunk), positive("mark-eviction-interval", l.evictionInterval),

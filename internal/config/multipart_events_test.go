@@ -25,8 +25,15 @@ func TestMultipartAndEventsFile(t *testing.T) {
 	}{
 		{"defaults", "", "", func(c gateway.Config) bool {
 			return c.MultipartThreshold == d.MultipartThreshold && c.MultipartPartSize == d.MultipartPartSize && c.UploadTTL == d.UploadTTL &&
-				c.EventSubscribers == d.EventSubscribers && c.EventBuffer == d.EventBuffer
+				c.EventSubscribers == d.EventSubscribers && c.EventBuffer == d.EventBuffer &&
+				c.EventHistory == d.EventHistory && c.EventHistoryBytes == d.EventHistoryBytes
 		}},
+		{"history set", "events: {history: 500, history_bytes: 1MiB}\n", "", func(c gateway.Config) bool {
+			return c.EventHistory == 500 && c.EventHistoryBytes == 1<<20
+		}},
+		{"history 0: live only", "events: {history: 0}\n", "", func(c gateway.Config) bool { return c.EventHistory < 0 }},
+		{"history too long", "events:\n  history: 1000001\n", "f.yaml:4: events.history: 1000001: must be from 0 to 1000000", nil},
+		{"history bytes too few", "events:\n  history_bytes: 1KiB\n", "f.yaml:4: events.history_bytes: 1KiB: must be from 64KiB to 1GiB", nil},
 		{"all set", "multipart: {threshold: 100MiB, part_size: 8MiB, upload_ttl: 2h}\nevents: {max_subscribers: 3, buffer: 16}\n", "", func(c gateway.Config) bool {
 			return c.MultipartThreshold == 100<<20 && c.MultipartPartSize == 8<<20 && c.UploadTTL == 2*time.Hour && c.EventSubscribers == 3 && c.EventBuffer == 16
 		}},
@@ -49,7 +56,7 @@ func TestMultipartAndEventsFile(t *testing.T) {
 		{"no buffer", "events:\n  buffer: 0\n", "f.yaml:4: events.buffer: 0: must be from 1 to 65536", nil},
 		{"buffer too large", "events:\n  buffer: 100000\n", "f.yaml:4: events.buffer: 100000: must be from 1 to 65536", nil},
 		{"buffer not a number", "events:\n  buffer: lots\n", `f.yaml:4: events.buffer: "lots": want a whole number`, nil},
-		{"unknown events field", "events:\n  subscribers: 3\n", "f.yaml:4: events.subscribers: unknown field (want one of max_subscribers, buffer)", nil},
+		{"unknown events field", "events:\n  subscribers: 3\n", "f.yaml:4: events.subscribers: unknown field (want one of max_subscribers, buffer, history, history_bytes)", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,7 +106,10 @@ func TestMultipartAndEventsFlags(t *testing.T) {
 		{[]string{"--multipart-part-size", "0"}, "--multipart-part-size 0: must be at least 1"},
 		{[]string{"--upload-ttl", "0s"}, "--upload-ttl 0s: must be above zero"},
 		{[]string{"--upload-ttl", "10ms"}, "--upload-ttl 10ms: must be at least a second"},
+		{[]string{"--events-history", "-1"}, "--events-history -1: must be from 0 to 1000000"},
+		{[]string{"--events-history-bytes", "2GiB"}, "--events-history-bytes 2GiB: must be from 64KiB to 1GiB"},
 		{[]string{"--events-max-subscribers", "4096", "--events-buffer", "65536", "--multipart-threshold", "0", "--upload-ttl", "1s"}, ""},
+		{[]string{"--events-history", "0", "--events-history-bytes", "64KiB"}, ""},
 	}
 	for _, tt := range tests {
 		_, err := ParseServe(append(base, tt.args...), envMap(nil), &bytes.Buffer{}, nil)
@@ -115,7 +125,7 @@ func TestMultipartAndEventsFlags(t *testing.T) {
 	path := writeConfig(t, `
 etcd: {endpoints: ["http://127.0.0.1:2379"]}
 multipart: {threshold: 1GiB, part_size: 32MiB, upload_ttl: 3h}
-events: {max_subscribers: 5, buffer: 50}
+events: {max_subscribers: 5, buffer: 50, history: 300}
 `)
 	env := envMap(map[string]string{"FENCEGATE_EVENTS_BUFFER": "60", "FENCEGATE_UPLOAD_TTL": "4h"})
 	cfg, err := ParseServe([]string{"--config", path, "--events-buffer", "70", "--multipart-part-size", "64MiB"}, env, &bytes.Buffer{}, nil)
@@ -131,6 +141,7 @@ events: {max_subscribers: 5, buffer: 50}
 		{"part size (flag over file)", cfg.Gateway.MultipartPartSize, int64(64 << 20)},
 		{"threshold (file)", cfg.Gateway.MultipartThreshold, int64(1 << 30)},
 		{"max subscribers (file)", cfg.Gateway.EventSubscribers, 5},
+		{"history (file)", cfg.Gateway.EventHistory, 300},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
