@@ -190,7 +190,7 @@ func TestEveryAlertIsTestedBothWays(t *testing.T) {
 // is missing.
 func promtool(t *testing.T) string {
 	t.Helper()
-	path := os.Getenv(promtoolEnv)
+	path := os.Getenv(promtoolEnv) // relative to this package's directory
 	if path == "" {
 		path = defaultPromtool
 	}
@@ -204,11 +204,10 @@ func promtool(t *testing.T) string {
 	return abs
 }
 
-// runPromtool runs promtool with args in dir, returning its output and
-// an error when it exits non-zero.
-func runPromtool(t *testing.T, dir string, args ...string) (string, error) {
-	t.Helper()
-	cmd := exec.Command(promtool(t), args...)
+// runPromtool runs the promtool at path with args in dir, returning its
+// output and an error when it exits non-zero.
+func runPromtool(path, dir string, args ...string) (string, error) {
+	cmd := exec.Command(path, args...)
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -220,6 +219,7 @@ func runPromtool(t *testing.T, dir string, args ...string) (string, error) {
 // unit tests of every rule. A test that expects an alert the rules do not
 // raise must fail.
 func TestPromtool(t *testing.T) {
+	tool := promtool(t)
 	rules, err := os.ReadFile(rulesFile)
 	if err != nil {
 		t.Fatal(err)
@@ -256,7 +256,7 @@ tests:
 		{"test rules expecting an alert that does not fire", wrong, []string{"test", "rules", testsFile}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			out, err := runPromtool(t, c.dir, c.args...)
+			out, err := runPromtool(tool, c.dir, c.args...)
 			if passed := err == nil; passed != c.wantPass {
 				t.Errorf("promtool %s: passed %v; want %v\n%s", strings.Join(c.args, " "), passed, c.wantPass, out)
 			}
