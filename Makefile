@@ -7,6 +7,7 @@ BIN      := $(CURDIR)/bin
 VERSITYGW_VERSION   := v1.8.0
 FAKE_GCS_VERSION    := v1.56.1
 STATICCHECK_VERSION := v0.8.2
+PROMTOOL_VERSION    := v0.316.0
 
 # How long `make test` may run, and how long `make fuzz` runs each target.
 TEST_TIMEOUT ?= 30m
@@ -24,13 +25,13 @@ ABUSE_ARGS ?=
 FOOTPRINT_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help tools build run test check fuzz bench abuse soak-footprint postgres mariadb zookeeper redis awscli rclone s3cmd boto3 awsjs chromium clean distclean robustness soak
+.PHONY: help tools promtool deploy-test build run test check fuzz bench abuse soak-footprint postgres mariadb zookeeper redis awscli rclone s3cmd boto3 awsjs chromium clean distclean robustness soak
 
 help: ## list the targets
 	@echo 'Targets:'
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z0-9-]*:.*## / { printf "  %-15s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
-tools: $(BIN)/versitygw $(BIN)/fake-gcs-server $(BIN)/staticcheck ## build the tools into bin/ if missing: versitygw (S3 server), fake-gcs-server (GCS emulator), staticcheck
+tools: $(BIN)/versitygw $(BIN)/fake-gcs-server $(BIN)/staticcheck $(BIN)/promtool ## build the tools into bin/ if missing: versitygw (S3 server), fake-gcs-server (GCS emulator), staticcheck, promtool
 
 $(BIN)/versitygw:
 	GOBIN=$(BIN) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
@@ -41,6 +42,20 @@ $(BIN)/fake-gcs-server:
 $(BIN)/staticcheck:
 	GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
+# remove_all_sd leaves out Prometheus' service discovery plugins (AWS, Azure,
+# Kubernetes, ...): promtool's rule checks and tests need none, and the build
+# is half the size.
+$(BIN)/promtool:
+	GOBIN=$(BIN) $(GO) install -tags remove_all_sd github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
+
+promtool: $(BIN)/promtool ## build promtool (Prometheus' rule checker and tester) into bin/ if missing
+
+# deploy/ is a Go module of its own, so that Helm, Kubernetes and
+# Prometheus stay out of the gateway's: the main module's ./... does not
+# reach it.
+deploy-test: $(BIN)/promtool ## check deploy/: promtool test rules on the alerts, the dashboard's queries, the Helm chart rendered and validated against the Kubernetes schemas
+	cd deploy && FENCEGATE_PROMTOOL=$(BIN)/promtool $(GO) test -race -count=1 ./...
+
 build: ## build bin/fencegate and bin/fencectl
 	$(GO) build -o $(BIN)/fencegate ./cmd/fencegate
 	$(GO) build -o $(BIN)/fencectl ./cmd/fencectl
@@ -49,10 +64,12 @@ run: build $(BIN)/versitygw $(if $(findstring gcs,$(ARGS)),$(BIN)/fake-gcs-serve
 	$(BIN)/fencegate dev $(ARGS)
 
 # The second command runs the unit tests of the unsafe test hooks, which only a
-# build with their tag has (cmd/fencegate/testhooks.go).
-test: $(BIN)/versitygw $(BIN)/fake-gcs-server postgres mariadb zookeeper redis awscli rclone s3cmd boto3 awsjs chromium ## run every test with the race detector, against real etcd, versitygw, fake-gcs-server, PostgreSQL, MariaDB, ZooKeeper, Redis, aws-cli, rclone, s3cmd, boto3, the AWS SDK for JavaScript and headless Chromium
+# build with their tag has (cmd/fencegate/testhooks.go); the third, deploy/'s
+# checks, which are a module of their own.
+test: $(BIN)/versitygw $(BIN)/fake-gcs-server $(BIN)/promtool postgres mariadb zookeeper redis awscli rclone s3cmd boto3 awsjs chromium ## run every test with the race detector, against real etcd, versitygw, fake-gcs-server, PostgreSQL, MariaDB, ZooKeeper, Redis, aws-cli, rclone, s3cmd, boto3, the AWS SDK for JavaScript and headless Chromium, then deploy-test
 	FENCEGATE_VERSITYGW=$(BIN)/versitygw FENCEGATE_FAKE_GCS=$(BIN)/fake-gcs-server $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -race -count=1 -tags fencegate_unsafe_hooks -run 'UnsafeTestHooks|PauseAfterFence' ./cmd/fencegate
+	@$(MAKE) --no-print-directory deploy-test
 
 check: $(BIN)/staticcheck ## gofmt, go vet, staticcheck, then the tests
 	@unformatted="$$(find . -name '*.go' -not -path './.git/*' -not -path '*/testdata/*' -print0 | xargs -0 gofmt -l)"; \
@@ -61,6 +78,7 @@ check: $(BIN)/staticcheck ## gofmt, go vet, staticcheck, then the tests
 	$(GO) vet -tags fencegate_unsafe_hooks ./cmd/fencegate
 	$(BIN)/staticcheck ./...
 	$(BIN)/staticcheck -tags fencegate_unsafe_hooks ./cmd/fencegate
+	cd deploy && $(GO) vet ./... && $(BIN)/staticcheck ./...
 	$(MAKE) test
 
 # With the unsafe test hooks' tag, so that their parser is fuzzed too (only
