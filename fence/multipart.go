@@ -428,26 +428,29 @@ func (e *Engine) UploadPart(ctx context.Context, in api.UploadPartInput, token a
 	}
 	in.Path, in.UploadID = path, b.UploadID
 	etag, err := e.multipart.UploadPart(ctx, in)
-	return etag, e.partGone(ctx, b, err)
+	return etag, e.partGone(ctx, path, b, err)
 }
 
-// partGone is err, a part's failure in the store, unless the gateway
+// partGone is err, the store's answer to a part, unless the gateway
 // aborted the upload as stale while the part was on its way (another part
 // found it stale): then the stale refusal, as a part sent after it gets
-// (finishedPart). Whatever the store answers a part whose upload it
-// removes under it (NoSuchUpload, a dropped connection, a refusal of a
-// body cut short) is explained by the abort, and the SDKs report an
-// upload's first failure: it must say "fenced". Only a failed part pays
-// the binding's read.
-func (e *Engine) partGone(ctx context.Context, b api.UploadBinding, err error) error {
-	if err == nil {
-		return nil
-	}
+// (finishedPart), and the upload is aborted in the store once more.
+// Whatever the store answers a part whose upload it removes under it
+// (NoSuchUpload, a dropped connection, a refusal of a body cut short) is
+// explained by the abort, and the SDKs report an upload's first failure:
+// it must say "fenced". A part the store took is no better: its upload is
+// gone, and a store may take a part that arrives under the abort and keep
+// the upload for it (versitygw can), so the abort is sent again after the
+// part's answer. Abandon marks the binding before it aborts, so a part
+// whose answer comes after the abort finds the mark. Every part pays one
+// read of its binding for this, small beside a part's bytes.
+func (e *Engine) partGone(ctx context.Context, path api.ObjectPath, b api.UploadBinding, err error) error {
 	now, lookErr := e.uploads.Upload(ctx, b.Resource, b.UploadID)
-	if lookErr == nil && now.State == api.UploadAbortedStale {
-		return e.finishedPart(ctx, now)
+	if lookErr != nil || now.State != api.UploadAbortedStale {
+		return err
 	}
-	return err
+	e.abortInStore(ctx, path, b.UploadID, "a part reached the store while its upload was aborted as stale")
+	return e.finishedPart(ctx, now)
 }
 
 // CopyPart stores one part of a bound upload copied from in.Source
@@ -469,7 +472,7 @@ func (e *Engine) CopyPart(ctx context.Context, in api.CopyPartInput, token api.T
 	}
 	in.Path, in.UploadID = path, b.UploadID
 	etag, err := e.multipart.CopyPart(ctx, in)
-	return etag, e.partGone(ctx, b, err)
+	return etag, e.partGone(ctx, path, b, err)
 }
 
 // CompleteUpload completes a bound upload from parts, fenced as a PUT is:
@@ -692,13 +695,22 @@ func (e *Engine) Abandon(ctx context.Context, path api.ObjectPath, b api.UploadB
 		done.State = api.UploadAbortedStale
 		e.finish(ctx, done)
 	}
-	if err := e.multipart.AbortUpload(ctx, path, b.UploadID); err != nil && !errors.Is(err, api.ErrNotFound) {
-		e.monitor.Logger(ctx).Warn("abort of an upload failed", "bucket", path.Bucket, "key", path.Key, "why", why, "err", err)
-	}
+	e.abortInStore(ctx, path, b.UploadID, why)
 	if reason != AbortStale {
 		e.unbind(ctx, b)
 	}
 	e.monitor.UploadAborted(reason)
+}
+
+// abortInStore aborts the upload uploadID of path in the store, even
+// after the request's context ended, within cleanupTimeout; a failure
+// is logged with why, and an upload the store no longer knows is not one.
+func (e *Engine) abortInStore(ctx context.Context, path api.ObjectPath, uploadID, why string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if err := e.multipart.AbortUpload(ctx, path, uploadID); err != nil && !errors.Is(err, api.ErrNotFound) {
+		e.monitor.Logger(ctx).Warn("abort of an upload failed", "bucket", path.Bucket, "key", path.Key, "why", why, "err", err)
+	}
 }
 
 // unbind deletes the binding b if it is still b (UploadStore.UnbindUpload),

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -410,5 +411,71 @@ func TestUploadOfAnOlderGateway(t *testing.T) {
 	}
 	if got, token, _ := e.stored(t, "doc"); got != string(part) || token != "10" {
 		t.Fatalf("object = %d bytes, token %s; want the part, token 10", len(got), token)
+	}
+}
+
+// landsThenAborted is a multipart store whose first UploadPart stores
+// the part and then runs overtake before it answers: the part is on its
+// way while another request finds its upload stale and the gateway
+// aborts it.
+type landsThenAborted struct {
+	gateway.MultipartStore
+	overtake func()
+	once     sync.Once
+}
+
+func (s *landsThenAborted) UploadPart(ctx context.Context, in api.UploadPartInput) (string, error) {
+	etag, err := s.MultipartStore.UploadPart(ctx, in)
+	s.once.Do(s.overtake)
+	return etag, err
+}
+
+// TestPartOnItsWayWhenAbortedStale: a part that the store takes while
+// the gateway aborts its upload as stale (another part found the mark
+// past the upload's token) is answered stale, as a part sent after the
+// abort, not as stored; and the upload is aborted in the store again
+// after it, so that nothing the part left there (a store may take a part
+// that arrives under an abort and keep the upload) stays behind.
+func TestPartOnItsWayWhenAbortedStale(t *testing.T) {
+	e := newStackEnv(t)
+	store, backend := e.connect(t, tokenstore.Config{RequestTimeout: time.Second})
+	uploads, err := tokenstore.NewUploads(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	p := api.ObjectPath{Bucket: e.bucket, Key: "doc"}
+	part := bytes.Repeat([]byte("a"), api.MinPartSize)
+	var gw *gateway.Gateway
+	var b api.UploadBinding
+	multipart := &landsThenAborted{MultipartStore: backend}
+	multipart.overtake = func() {
+		if r := e.put(t, "doc", 21, "bytes of 21"); r.status >= 300 {
+			t.Errorf("PUT(21) = %s", r)
+		}
+		if _, err := gw.UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: b.Capability(), Number: 2, Body: bytes.NewReader(part), Size: int64(len(part))}, 0); !errors.Is(err, api.ErrStaleToken) {
+			t.Errorf("UploadPart(2) after PUT(21) = %v; want stale", err)
+		}
+	}
+	gw, err = gateway.New(gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store, backend, gateway.WithMultipart(multipart, uploads))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw)
+	t.Cleanup(srv.Close)
+	e.url = srv.URL
+	if b, err = gw.CreateUpload(ctx, p, 20, "", api.ObjectMetadata{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = gw.UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: b.Capability(), Number: 1, Body: bytes.NewReader(part), Size: int64(len(part))}, 0)
+	var stale *api.StaleTokenError
+	if !errors.As(err, &stale) || stale.HighWaterMark != 21 {
+		t.Errorf("UploadPart(1), stored while its upload was aborted as stale = %v; want stale (mark 21)", err)
+	}
+	if left := e.uploadsLeft(t); len(left) != 0 {
+		t.Errorf("uploads left: %v; want the stale upload aborted", left)
+	}
+	if got, token, _ := e.stored(t, "doc"); got != "bytes of 21" || token != "21" {
+		t.Errorf("object = %q, token %s; want 21's", got, token)
 	}
 }
