@@ -329,7 +329,7 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	buckets, _ := objects.(BucketStores)
 	tags, _ := objects.(TagReader)
 	var g *Gateway
-	m := newMetrics(func() int64 { return g.engine.BufferedBytes() })
+	m := newMetrics(func() int64 { return g.engine.BufferedBytes() }, cfg.BufferBudgetBytes)
 	fences = &instrumentedFences{FenceStore: fences, m: m}
 	feed := newEventFeed(cfg, m)
 	fences = &eventFences{FenceStore: fences, hub: feed.hub}

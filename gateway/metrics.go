@@ -86,9 +86,10 @@ type metrics struct {
 }
 
 // newMetrics makes the collectors and registers them, with the Go runtime
-// and process collectors, on a new registry; bodies is the budget of
-// buffered bodies, whose use is read at each scrape.
-func newMetrics(buffered func() int64) *metrics {
+// and process collectors, on a new registry; buffered reads the use of
+// the budget of buffered bodies at each scrape, and budgetBytes is its
+// size (Config.BufferBudgetBytes with its default), exported once.
+func newMetrics(buffered func() int64, budgetBytes int64) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -144,6 +145,12 @@ func newMetrics(buffered func() int64) *metrics {
 		Name: "fencegate_body_buffer_bytes",
 		Help: "Bytes of the budget of buffered bodies (--buffer-budget-bytes) reserved by requests being read or served: about the bytes their clients have sent, a chunk of 64 KiB at most more each.",
 	}, func() float64 { return float64(buffered()) }))
+	budgetLimit := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fencegate_body_buffer_limit_bytes",
+		Help: "Size of the budget of buffered bodies (--buffer-budget-bytes), which fencegate_body_buffer_bytes may not pass: set from the configuration at start.",
+	})
+	budgetLimit.Set(float64(budgetBytes))
+	m.registry.MustRegister(budgetLimit)
 	m.slowClients = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencegate_slow_clients_cut_total",
 		Help: "Clients cut off for moving an object body slower than the transfer chunk timeout allows (64 KiB per timeout), by direction: download (a GET's answer not taken), upload (a PUT's body not sent).",
@@ -639,4 +646,41 @@ func newMultipartMetrics(m *metrics) *multipartMetrics {
 	}
 	m.registry.MustRegister(mm.created, mm.completed, mm.aborted, mm.partsStale)
 	return mm
+}
+
+// fenceBatchBuckets are the bounds of fencegate_fence_batch_size: powers
+// of two up to the token store's largest batch (64) and one above.
+var fenceBatchBuckets = prometheus.ExponentialBuckets(1, 2, 8)
+
+// FenceBatchSizes is the histogram fencegate_fence_batch_size: how many
+// fence checks each of the token store's group-commit transactions
+// carried. The token store observes the sizes through a function (its
+// Config.ObserveFenceBatch is Observe), as it takes no metrics client;
+// WithFenceBatchSizes exports them on the gateway's registry. It is safe
+// for concurrent use, before and after it is registered.
+type FenceBatchSizes struct {
+	histogram prometheus.Histogram
+}
+
+// NewFenceBatchSizes returns a FenceBatchSizes with nothing observed.
+func NewFenceBatchSizes() *FenceBatchSizes {
+	return &FenceBatchSizes{histogram: prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "fencegate_fence_batch_size",
+		Help:    "Fence checks that each group-commit transaction sent to etcd carried: 1 for a check sent alone, more when checks that came in together shared one transaction. Checks confirmed without a write, and every check with group commit disabled, are not counted.",
+		Buckets: fenceBatchBuckets,
+	})}
+}
+
+// Observe records one transaction of size fence checks.
+func (b *FenceBatchSizes) Observe(size int) { b.histogram.Observe(float64(size)) }
+
+// WithFenceBatchSizes exports batches, which the token store the gateway
+// checks fences with observes, on the gateway's registry. Nil exports
+// nothing.
+func WithFenceBatchSizes(batches *FenceBatchSizes) Option {
+	return func(g *Gateway) {
+		if batches != nil {
+			g.metrics.registry.MustRegister(batches.histogram)
+		}
+	}
 }

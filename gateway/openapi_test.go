@@ -68,6 +68,8 @@ func openAPIOptions(stores openAPIStores, partner, down *url.URL) map[string]Opt
 		"WithMultipart":  WithMultipart(noMultipart{}, noMultipart{}),
 		"WithInspection": WithInspection(stores),
 		"WithConsole":    WithConsole(openAPIConsole),
+		// No routes of its own: a metric on the registry.
+		"WithFenceBatchSizes": WithFenceBatchSizes(NewFenceBatchSizes()),
 		// No routes of its own: where partner answers' bodies are kept.
 		"WithPartnerAnswers": WithPartnerAnswers(nil),
 		"WithPartners": WithPartners([]PartnerRoute{

@@ -231,6 +231,7 @@ func newPartnerAPI(g *Gateway, routes []PartnerRoute, store PartnerStore, client
 				rt.Name, formatSize(route.MaxBodyBytes), formatSize(g.cfg.BufferBudgetBytes))
 		}
 		h.routes[route.Name] = route
+		h.budgets.setLimits(route)
 	}
 	return h, nil
 }

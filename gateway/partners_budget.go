@@ -20,13 +20,17 @@ type IdempotencyUsageReader interface {
 // budgetMetrics export the partner routes' idempotency budgets: the
 // records and bytes each route's completed records hold (read at each
 // scrape, through the token store's cache of a second), and the requests
-// refused because a budget was used up.
+// refused because a budget was used up; and each route's budget itself,
+// set once from the configuration (a bound that is none is left out), so
+// that an alert can fire as the use nears it.
 type budgetMetrics struct {
-	h        *partnerAPI
-	usage    IdempotencyUsageReader // nil: the store does not say
-	records  *prometheus.Desc
-	bytes    *prometheus.Desc
-	refusals *prometheus.CounterVec // route
+	h            *partnerAPI
+	usage        IdempotencyUsageReader // nil: the store does not say
+	records      *prometheus.Desc
+	bytes        *prometheus.Desc
+	refusals     *prometheus.CounterVec // route
+	recordsLimit *prometheus.GaugeVec   // route
+	bytesLimit   *prometheus.GaugeVec   // route
 }
 
 func newBudgetMetrics(h *partnerAPI, store PartnerStore) *budgetMetrics {
@@ -40,6 +44,14 @@ func newBudgetMetrics(h *partnerAPI, store PartnerStore) *budgetMetrics {
 			Name: "fencegate_idempotency_budget_refusals_total",
 			Help: "Partner requests refused with 503 idempotency-budget-exhausted (the route's or the identity's budget of idempotency records was used up), by route. Nothing was forwarded.",
 		}, []string{"route"}),
+		recordsLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fencegate_idempotency_limit_records",
+			Help: "A partner route's budget of completed idempotency records (its budget.records), which fencegate_idempotency_records is held to; left out for a route with no bound.",
+		}, []string{"route"}),
+		bytesLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fencegate_idempotency_limit_bytes",
+			Help: "A partner route's budget of bytes of completed idempotency records (its budget.bytes), which fencegate_idempotency_bytes is held to; left out for a route with no bound.",
+		}, []string{"route"}),
 	}
 	if ip, ok := store.(*instrumentedPartners); ok {
 		store = ip.PartnerStore
@@ -48,17 +60,32 @@ func newBudgetMetrics(h *partnerAPI, store PartnerStore) *budgetMetrics {
 	return m
 }
 
+// setLimits exports route's budget: each bound it has, none when it
+// has none (zero or negative once its defaults are filled in).
+func (m *budgetMetrics) setLimits(route *partnerRoute) {
+	if route.Budget.Records > 0 {
+		m.recordsLimit.WithLabelValues(route.Name).Set(float64(route.Budget.Records))
+	}
+	if route.Budget.Bytes > 0 {
+		m.bytesLimit.WithLabelValues(route.Name).Set(float64(route.Budget.Bytes))
+	}
+}
+
 // Describe implements prometheus.Collector.
 func (m *budgetMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.records
 	ch <- m.bytes
 	m.refusals.Describe(ch)
+	m.recordsLimit.Describe(ch)
+	m.bytesLimit.Describe(ch)
 }
 
 // Collect implements prometheus.Collector. A route whose usage cannot be
 // read is left out of the scrape.
 func (m *budgetMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.refusals.Collect(ch)
+	m.recordsLimit.Collect(ch)
+	m.bytesLimit.Collect(ch)
 	if m.usage == nil {
 		return
 	}

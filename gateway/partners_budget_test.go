@@ -3,13 +3,17 @@ package gateway_test
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
+	"fencegate/tokenstore"
 )
 
 // metricValue reads one sample of the gateway's /metrics: the value of
@@ -122,5 +126,74 @@ func TestPartnerBudgetOfBytes(t *testing.T) {
 	wantProblem(t, partnerDo(t, gw, partnerReq{path: "pay/accounts/a2/charges", token: 1, key: "k2"}), http.StatusServiceUnavailable, "idempotency-budget-exhausted")
 	if n := partner.count(); n != 1 {
 		t.Fatalf("partner got %d calls; want 1", n)
+	}
+}
+
+// TestBudgetLimitsExported: /metrics shows the configured size of the
+// budget of buffered bodies and each partner route's idempotency budget,
+// with the defaults filled in, and none for a bound that is none.
+func TestBudgetLimitsExported(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	partner := newPartnerServer(t, 0)
+	bounded := payRoute(t, partner.URL)
+	bounded.Budget = gateway.PartnerBudget{Records: 3, Bytes: 4096}
+	defaulted := payRoute(t, partner.URL)
+	defaulted.Name = "defaulted"
+	unbounded := payRoute(t, partner.URL)
+	unbounded.Name = "unbounded"
+	unbounded.Budget = gateway.PartnerBudget{Records: -1, Bytes: -1}
+	gw := startPartnerGatewayWith(t, etcd, time.Second, gateway.Config{BufferBudgetBytes: 48 << 20}, bounded, defaulted, unbounded)
+	for _, tc := range []struct {
+		series string
+		want   float64
+	}{
+		{"fencegate_body_buffer_limit_bytes", 48 << 20},
+		{`fencegate_idempotency_limit_records{route="pay"}`, 3},
+		{`fencegate_idempotency_limit_bytes{route="pay"}`, 4096},
+		{`fencegate_idempotency_limit_records{route="defaulted"}`, gateway.DefaultPartnerBudgetRecords},
+		{`fencegate_idempotency_limit_bytes{route="defaulted"}`, gateway.DefaultPartnerBudgetBytes},
+		{`fencegate_idempotency_limit_records{route="unbounded"}`, -1},
+		{`fencegate_idempotency_limit_bytes{route="unbounded"}`, -1},
+	} {
+		if got := metricValue(t, gw, tc.series); got != tc.want {
+			t.Errorf("%s = %v; want %v (-1: not exported)", tc.series, got, tc.want)
+		}
+	}
+}
+
+// TestFenceBatchSizesExported: the batch sizes a token store observes
+// through FenceBatchSizes.Observe are on the /metrics of the gateway
+// given them with WithFenceBatchSizes.
+func TestFenceBatchSizesExported(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	batches := gateway.NewFenceBatchSizes()
+	store, err := tokenstore.New(etcd.Client(t), tokenstore.Config{RequestTimeout: time.Second, ObserveFenceBatch: batches.Observe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New(gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store, newMemObjects(), gateway.WithFenceBatchSizes(batches))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw)
+	t.Cleanup(srv.Close)
+	if err := store.FenceCheck(t.Context(), "s3/b/k", 1); err != nil {
+		t.Fatalf("FenceCheck = %v", err)
+	}
+	batches.Observe(5)
+	for _, tc := range []struct {
+		series string
+		want   float64
+	}{
+		{"fencegate_fence_batch_size_count", 2},
+		{"fencegate_fence_batch_size_sum", 6},
+		{`fencegate_fence_batch_size_bucket{le="1"}`, 1},
+		{`fencegate_fence_batch_size_bucket{le="4"}`, 1},
+		{`fencegate_fence_batch_size_bucket{le="8"}`, 2},
+		{`fencegate_fence_batch_size_bucket{le="128"}`, 2},
+	} {
+		if got := metricValue(t, srv.URL, tc.series); got != tc.want {
+			t.Errorf("%s = %v; want %v", tc.series, got, tc.want)
+		}
 	}
 }

@@ -83,6 +83,9 @@ const (
 type groupCommitter struct {
 	client  *clientv3.Client
 	timeout time.Duration // of the transactions that serve a queue
+	// observe is Config.ObserveFenceBatch: nil, or called with each
+	// transaction's number of checks.
+	observe func(size int)
 
 	mu       sync.Mutex
 	inFlight int
@@ -113,8 +116,8 @@ type groupWrite struct {
 	err      error
 }
 
-func newGroupCommitter(client *clientv3.Client, timeout time.Duration) *groupCommitter {
-	return &groupCommitter{client: client, timeout: timeout, queuedMarks: make(map[string]struct{})}
+func newGroupCommitter(client *clientv3.Client, timeout time.Duration, observe func(size int)) *groupCommitter {
+	return &groupCommitter{client: client, timeout: timeout, observe: observe, queuedMarks: make(map[string]struct{})}
 }
 
 // commit runs op, a transaction (clientv3.OpTxn) that writes no key other
@@ -203,9 +206,13 @@ func (g *groupCommitter) takeBatch() []*groupWrite {
 
 // send runs every check of batch in one transaction and completes them.
 // A check alone is sent as its own transaction, not nested: what it was
-// before group commit, and less for etcd to check and apply.
+// before group commit, and less for etcd to check and apply. The batch's
+// size is observed (Config.ObserveFenceBatch) as it is sent.
 func (g *groupCommitter) send(ctx context.Context, batch []*groupWrite) {
 	g.transactions.Add(1)
+	if g.observe != nil {
+		g.observe(len(batch))
+	}
 	if len(batch) == 1 {
 		w := batch[0]
 		cmps, then, els := w.op.Txn()

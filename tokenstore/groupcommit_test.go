@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -109,4 +110,69 @@ func newGroupStore(tb testing.TB, client *clientv3.Client, disable bool) *tokens
 		tb.Fatal(err)
 	}
 	return s
+}
+
+// batchSizes records what Config.ObserveFenceBatch is called with.
+type batchSizes struct {
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (b *batchSizes) observe(size int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sizes = append(b.sizes, size)
+}
+
+func (b *batchSizes) observed() []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.sizes)
+}
+
+// TestGroupCommitObservesBatchSizes: Config.ObserveFenceBatch sees 1 for
+// a lone raise, and, under many concurrent raises, at least one batch of
+// more than one check, the sizes adding up to the raises that wrote.
+func TestGroupCommitObservesBatchSizes(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	var batches batchSizes
+	s, err := tokenstore.New(etcd.Client(t), tokenstore.Config{Prefix: "test/", RequestTimeout: 10 * time.Second, ObserveFenceBatch: batches.observe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.FenceCheck(ctx, "s3/b/alone", 1); err != nil {
+		t.Fatalf("FenceCheck(1) = %v", err)
+	}
+	if got := batches.observed(); !slices.Equal(got, []int{1}) {
+		t.Fatalf("a lone raise observed batch sizes %v; want [1]", got)
+	}
+
+	const writers, rounds = 128, 4
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Go(func() {
+			resource := api.Resource(fmt.Sprintf("s3/b/raiser-%d", i))
+			for round := range rounds {
+				if err := s.FenceCheck(ctx, resource, api.Token(round+1)); err != nil {
+					t.Errorf("%s: FenceCheck(%d) = %v, want accepted", resource, round+1, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	sizes := batches.observed()[1:]
+	total, largest := 0, 0
+	for _, size := range sizes {
+		total += size
+		largest = max(largest, size)
+	}
+	t.Logf("%d concurrent raises went in %d transactions, the largest of %d checks", writers*rounds, len(sizes), largest)
+	if total != writers*rounds {
+		t.Errorf("observed batch sizes add up to %d; want %d (one per raise)", total, writers*rounds)
+	}
+	if largest < 2 {
+		t.Errorf("largest observed batch = %d; want more than 1 (group commit)", largest)
+	}
 }

@@ -49,6 +49,16 @@ type Config struct {
 	// concurrent ones share transactions (group commit, groupcommit.go):
 	// the same answers, fewer Raft entries and fsyncs under load.
 	DisableGroupCommit bool
+	// ObserveFenceBatch, when not nil, is called with the number of fence
+	// checks each group-commit transaction carries, once per transaction
+	// as it is sent to etcd, whatever etcd answers: 1 for a check sent
+	// alone, more for a batch (at most 64). It must be safe for
+	// concurrent use and must not block: it runs on the fence check's
+	// path. Nil means the sizes are not observed. A check confirmed
+	// without a write (the mark this Store last saw is at its token), and
+	// every check under DisableGroupCommit, goes outside group commit and
+	// is not observed.
+	ObserveFenceBatch func(size int)
 }
 
 // defaultCacheBytes is Config.CacheBytes' default: about 50,000 marks of
@@ -131,7 +141,7 @@ func New(client *clientv3.Client, cfg Config) (*Store, error) {
 	}
 	var raises *groupCommitter
 	if !cfg.DisableGroupCommit {
-		raises = newGroupCommitter(client, cfg.RequestTimeout)
+		raises = newGroupCommitter(client, cfg.RequestTimeout, cfg.ObserveFenceBatch)
 	}
 	return &Store{
 		raises:      raises,

@@ -129,8 +129,11 @@ func newGateway(ctx context.Context, logger *slog.Logger, client *clientv3.Clien
 // stores.Router over S3 and GCS, /readyz probes GCS too ("gcs"), and the
 // caller closes the GCS clients (closeStores). gwCfg holds the gateway's
 // limits; the logger, the probes, the tracer and the test hooks are added
-// here.
+// here, and the token store's group-commit batch sizes are exported on
+// the gateway's registry.
 func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.Client, storeCfg tokenstore.Config, s3cfg s3.Config, gwCfg gateway.Config, marks retention.Config, f config.Features, tracer trace.Tracer) (*wiredGateway, error) {
+	batches := gateway.NewFenceBatchSizes()
+	storeCfg.ObserveFenceBatch = batches.Observe
 	store, err := tokenstore.New(client, storeCfg)
 	if err != nil {
 		return nil, err
@@ -143,7 +146,7 @@ func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.C
 	if err != nil {
 		return nil, err
 	}
-	gw, err := newGatewayOn(ctx, logger, store, objects, stores, gwCfg, marks, f, tracer)
+	gw, err := newGatewayOn(ctx, logger, store, batches, objects, stores, gwCfg, marks, f, tracer)
 	if err != nil {
 		stores.close()
 		return nil, err
@@ -151,13 +154,14 @@ func newGatewayWith(ctx context.Context, logger *slog.Logger, client *clientv3.C
 	return gw, nil
 }
 
-// newGatewayOn is newGatewayWith on the stores built.
-func newGatewayOn(ctx context.Context, logger *slog.Logger, store *tokenstore.Store, objects *s3.Client, stores *objectStores, gwCfg gateway.Config, marks retention.Config, f config.Features, tracer trace.Tracer) (*wiredGateway, error) {
+// newGatewayOn is newGatewayWith on the stores built; batches (nil:
+// none) are the sizes store's group commit observes.
+func newGatewayOn(ctx context.Context, logger *slog.Logger, store *tokenstore.Store, batches *gateway.FenceBatchSizes, objects *s3.Client, stores *objectStores, gwCfg gateway.Config, marks retention.Config, f config.Features, tracer trace.Tracer) (*wiredGateway, error) {
 	hooks, err := unsafeTestHooks(os.LookupEnv, logger) // nil unless built with -tags fencegate_unsafe_hooks and FENCEGATE_UNSAFE_TEST_HOOKS is set
 	if err != nil {
 		return nil, err
 	}
-	opts := []gateway.Option{gateway.WithLocks(store), gateway.WithInspection(store), gateway.WithConsole(console.Handler())}
+	opts := []gateway.Option{gateway.WithLocks(store), gateway.WithInspection(store), gateway.WithConsole(console.Handler()), gateway.WithFenceBatchSizes(batches)}
 	for _, warning := range f.Warnings() {
 		logger.Warn("config: " + warning)
 	}

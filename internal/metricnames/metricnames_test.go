@@ -84,7 +84,8 @@ func wireGateway(t *testing.T) *prometheus.Registry {
 	t.Helper()
 	ctx := context.Background()
 	etcd := testenv.StartEtcd(t)
-	store, err := tokenstore.New(etcd.Client(t), tokenstore.Config{})
+	batches := gateway.NewFenceBatchSizes()
+	store, err := tokenstore.New(etcd.Client(t), tokenstore.Config{ObserveFenceBatch: batches.Observe})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +121,7 @@ func wireGateway(t *testing.T) *prometheus.Registry {
 		},
 	}, store, objects,
 		gateway.WithLocks(store),
+		gateway.WithFenceBatchSizes(batches),
 		gateway.WithPartners([]gateway.PartnerRoute{{Name: "payments", Upstream: upstreamURL, Methods: []string{http.MethodPost}, Resource: "accounts/{account}"}}, partners, nil),
 		gateway.WithMultipart(objects, uploads),
 	)
