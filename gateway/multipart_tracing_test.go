@@ -116,7 +116,9 @@ func TestTracingPutInParts(t *testing.T) {
 	if server.Name() != "PUT /v1/objects/{bucket}/*" {
 		t.Errorf("server span name = %q; want the route pattern", server.Name())
 	}
-	part := []string{"etcd upload", "etcd high_water_mark", "s3 upload_part"}
+	// Each part: the binding and the mark before it, the binding again
+	// after it (was the upload aborted as stale meanwhile?).
+	part := []string{"etcd upload", "etcd high_water_mark", "s3 upload_part", "etcd upload"}
 	want := slices.Concat(
 		// CreateUpload observes, checks the fence, creates, binds, and
 		// writes the mark again after the binding.
@@ -218,13 +220,13 @@ func TestTracingMultipartOperations(t *testing.T) {
 			{"s3 observe", "ok"}, {"etcd fence_check", "accepted"}, {"s3 create_upload", "ok"}, {"etcd bind_upload", "ok"}, {"etcd fence_check", "accepted"},
 		}},
 		{op: "UploadPart", run: uploadPart, want: []span{
-			{"etcd upload", "ok"}, {"etcd high_water_mark", "ok"}, {"s3 upload_part", "ok"},
+			{"etcd upload", "ok"}, {"etcd high_water_mark", "ok"}, {"s3 upload_part", "ok"}, {"etcd upload", "ok"},
 		}},
 		{op: "UploadPartCopy", run: func(ctx context.Context) error {
 			_, err := gw.CopyPart(ctx, api.CopyPartInput{Path: p, UploadID: upload.Capability(), Number: 2, Source: api.ObjectPath{Bucket: e.bucket, Key: "src"}}, 0)
 			return err
 		}, want: []span{
-			{"etcd upload", "ok"}, {"etcd high_water_mark", "ok"}, {"s3 copy_part", "ok"},
+			{"etcd upload", "ok"}, {"etcd high_water_mark", "ok"}, {"s3 copy_part", "ok"}, {"etcd upload", "ok"},
 		}},
 		{op: "ListParts", run: func(ctx context.Context) error {
 			list, err := gw.ListParts(ctx, p, upload.Capability(), 0, 0)
@@ -367,8 +369,8 @@ func TestTracingCompletionLosesRace(t *testing.T) {
 	}
 	want := []span{
 		{"s3 observe", "ok"}, {"etcd fence_check", "accepted"}, {"s3 create_upload", "ok"}, {"etcd bind_upload", "ok"}, {"etcd fence_check", "accepted"},
-		{"etcd upload", "ok"}, {"etcd high_water_mark", "ok"}, {"s3 upload_part", "ok"},
-		{"etcd upload", "ok"}, {"etcd high_water_mark", "ok"}, {"s3 upload_part", "ok"},
+		{"etcd upload", "ok"}, {"etcd high_water_mark", "ok"}, {"s3 upload_part", "ok"}, {"etcd upload", "ok"},
+		{"etcd upload", "ok"}, {"etcd high_water_mark", "ok"}, {"s3 upload_part", "ok"}, {"etcd upload", "ok"},
 		{"etcd upload", "ok"}, {"s3 observe", "ok"}, {"etcd fence_check", "accepted"},
 		{"s3 complete_upload", "precondition_failed"},
 		{"s3 observe", "ok"}, // the newer writer's token 6: stale
