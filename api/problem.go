@@ -127,6 +127,18 @@ func Truncate(s string, limit int) string {
 	return s
 }
 
+// VisibleASCII reports whether s holds only printable ASCII characters
+// other than space (0x21 to 0x7e): what a request id or a header value
+// that fencegate passes on may hold.
+func VisibleASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
 // escapedSize is the most bytes that rune r, of size bytes in the string
 // (an invalid byte is utf8.RuneError of size 1), takes once escaped.
 func escapedSize(r rune, size int) int {

@@ -30,6 +30,7 @@ import (
 	"fencegate/api"
 	"fencegate/backends/s3"
 	"fencegate/console"
+	"fencegate/edge"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
 	"fencegate/tokenstore"
@@ -79,15 +80,15 @@ func newConsoleEnv(t *testing.T) *consoleEnv {
 		t.Fatal(err)
 	}
 	sum := func(key string) [32]byte { return sha256.Sum256([]byte(key)) }
-	auth := gateway.Auth{
-		Identities: []gateway.Identity{
-			{Name: "admin", Grants: []gateway.Grant{{Operations: []gateway.Operation{gateway.OpAdmin}}}},
-			{Name: "watcher", Grants: []gateway.Grant{
-				{Prefix: "s3/" + bucket + "/visible/", Operations: []gateway.Operation{gateway.OpRead}},
-				{Prefix: "watched-", Operations: []gateway.Operation{gateway.OpRead}}, // locks it sees, may not hold
+	auth := edge.Auth{
+		Identities: []edge.Identity{
+			{Name: "admin", Grants: []edge.Grant{{Operations: []edge.Operation{edge.OpAdmin}}}},
+			{Name: "watcher", Grants: []edge.Grant{
+				{Prefix: "s3/" + bucket + "/visible/", Operations: []edge.Operation{edge.OpRead}},
+				{Prefix: "watched-", Operations: []edge.Operation{edge.OpRead}}, // locks it sees, may not hold
 			}},
 		},
-		APIKeys: []gateway.APIKey{{SHA256: sum(adminKey), Identity: "admin"}, {SHA256: sum(watcherKey), Identity: "watcher"}},
+		APIKeys: []edge.APIKey{{SHA256: sum(adminKey), Identity: "admin"}, {SHA256: sum(watcherKey), Identity: "watcher"}},
 	}
 	partners, err := tokenstore.NewPartners(store)
 	if err != nil {

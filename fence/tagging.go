@@ -24,6 +24,20 @@ type TagRequest struct {
 	Tags map[string]string
 }
 
+// ObjectTags returns the tags of the object at path (none: an empty map)
+// once the identity of ctx may read it. A missing object is
+// api.ErrNotFound; a store that keeps no tags (GCS) api.ErrInvalidRequest,
+// with nothing sent.
+func (e *Engine) ObjectTags(ctx context.Context, path api.ObjectPath) (map[string]string, error) {
+	if err := e.access.Authorize(ctx, Read, path.Resource()); err != nil {
+		return nil, err
+	}
+	if e.tags == nil {
+		return nil, fmt.Errorf("%w: the store keeps no object tags", api.ErrInvalidRequest)
+	}
+	return e.tags.Tags(ctx, path)
+}
+
 // PutTagsFenced replaces the tags of the object at in.Path, fenced like
 // any other write of it: the identity of ctx needs the write grant (the
 // object's bytes it reads never reach the caller), and the token must not

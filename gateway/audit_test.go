@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"fencegate/api"
+	"fencegate/edge"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
 )
@@ -163,10 +164,10 @@ func TestAuditLine(t *testing.T) {
 // still counted under its route pattern, and /metrics needs no key.
 func TestAuditAuthRefusals(t *testing.T) {
 	readerKey, readerAPIKey := newKey(t, "reader")
-	a := newAuthEnv(t, func(bucket string) gateway.Auth {
-		return gateway.Auth{
-			Identities: []gateway.Identity{{Name: "reader", Grants: []gateway.Grant{{Prefix: "s3/" + bucket + "/", Operations: []gateway.Operation{gateway.OpRead}}}}},
-			APIKeys:    []gateway.APIKey{readerAPIKey},
+	a := newAuthEnv(t, func(bucket string) edge.Auth {
+		return edge.Auth{
+			Identities: []edge.Identity{{Name: "reader", Grants: []edge.Grant{{Prefix: "s3/" + bucket + "/", Operations: []edge.Operation{edge.OpRead}}}}},
+			APIKeys:    []edge.APIKey{readerAPIKey},
 		}
 	})
 	a.serve(t)

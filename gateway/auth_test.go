@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"fencegate/api"
+	"fencegate/edge"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
 	"fencegate/tokenstore"
@@ -38,7 +39,7 @@ type authEnv struct {
 // newAuthEnv starts etcd, a bucket and a gateway whose Auth auth makes
 // for the bucket, with the lock API and the options that extra makes on
 // the gateway's token store. The gateway is not served yet: see serve.
-func newAuthEnv(tb testing.TB, auth func(bucket string) gateway.Auth, extra ...func(*tokenstore.Store) gateway.Option) *authEnv {
+func newAuthEnv(tb testing.TB, auth func(bucket string) edge.Auth, extra ...func(*tokenstore.Store) gateway.Option) *authEnv {
 	tb.Helper()
 	e := newStackEnv(tb)
 	store, backend := e.connect(tb, tokenstore.Config{RequestTimeout: 5 * time.Second})
@@ -64,14 +65,14 @@ func (a *authEnv) serve(tb testing.TB) {
 }
 
 // newKey returns a fresh random bearer key and its configuration entry.
-func newKey(tb testing.TB, identity string) (string, gateway.APIKey) {
+func newKey(tb testing.TB, identity string) (string, edge.APIKey) {
 	tb.Helper()
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		tb.Fatal(err)
 	}
 	key := "fgk_" + hex.EncodeToString(b)
-	return key, gateway.APIKey{SHA256: sha256.Sum256([]byte(key)), Identity: identity}
+	return key, edge.APIKey{SHA256: sha256.Sum256([]byte(key)), Identity: identity}
 }
 
 // authRequest is one request of an authorization table.
@@ -183,14 +184,14 @@ func TestAuthObjects(t *testing.T) {
 	readerKey, readerAPIKey := newKey(t, "reader")
 	adminKey, adminAPIKey := newKey(t, "admin")
 	unknownKey, _ := newKey(t, "nobody")
-	a := newAuthEnv(t, func(bucket string) gateway.Auth {
-		return gateway.Auth{
-			Identities: []gateway.Identity{
-				{Name: "writer", Grants: []gateway.Grant{{Prefix: "s3/" + bucket + "/team/", Operations: []gateway.Operation{gateway.OpRead, gateway.OpWrite, gateway.OpDelete}}}},
-				{Name: "reader", Grants: []gateway.Grant{{Prefix: "s3/" + bucket + "/", Operations: []gateway.Operation{gateway.OpRead}}}},
-				{Name: "admin", Grants: []gateway.Grant{{Operations: []gateway.Operation{gateway.OpAdmin}}}},
+	a := newAuthEnv(t, func(bucket string) edge.Auth {
+		return edge.Auth{
+			Identities: []edge.Identity{
+				{Name: "writer", Grants: []edge.Grant{{Prefix: "s3/" + bucket + "/team/", Operations: []edge.Operation{edge.OpRead, edge.OpWrite, edge.OpDelete}}}},
+				{Name: "reader", Grants: []edge.Grant{{Prefix: "s3/" + bucket + "/", Operations: []edge.Operation{edge.OpRead}}}},
+				{Name: "admin", Grants: []edge.Grant{{Operations: []edge.Operation{edge.OpAdmin}}}},
 			},
-			APIKeys: []gateway.APIKey{writerAPIKey, readerAPIKey, adminAPIKey},
+			APIKeys: []edge.APIKey{writerAPIKey, readerAPIKey, adminAPIKey},
 		}
 	})
 	a.serve(t)
@@ -257,13 +258,13 @@ func TestAuthObjects(t *testing.T) {
 func TestAuthLocks(t *testing.T) {
 	lockerKey, lockerAPIKey := newKey(t, "locker")
 	readerKey, readerAPIKey := newKey(t, "reader")
-	a := newAuthEnv(t, func(bucket string) gateway.Auth {
-		return gateway.Auth{
-			Identities: []gateway.Identity{
-				{Name: "locker", Grants: []gateway.Grant{{Prefix: "jobs-", Operations: []gateway.Operation{gateway.OpLock}}}},
-				{Name: "reader", Grants: []gateway.Grant{{Operations: []gateway.Operation{gateway.OpRead}}}},
+	a := newAuthEnv(t, func(bucket string) edge.Auth {
+		return edge.Auth{
+			Identities: []edge.Identity{
+				{Name: "locker", Grants: []edge.Grant{{Prefix: "jobs-", Operations: []edge.Operation{edge.OpLock}}}},
+				{Name: "reader", Grants: []edge.Grant{{Operations: []edge.Operation{edge.OpRead}}}},
 			},
-			APIKeys: []gateway.APIKey{lockerAPIKey, readerAPIKey},
+			APIKeys: []edge.APIKey{lockerAPIKey, readerAPIKey},
 		}
 	})
 	a.serve(t)
@@ -323,16 +324,16 @@ func TestAuthSessionOwners(t *testing.T) {
 	bobKey, bobAPIKey := newKey(t, "bob")
 	opsKey, opsAPIKey := newKey(t, "ops")
 	scopedKey, scopedAPIKey := newKey(t, "jobs-admin")
-	a := newAuthEnv(t, func(bucket string) gateway.Auth {
-		lock := []gateway.Grant{{Prefix: "jobs-", Operations: []gateway.Operation{gateway.OpLock}}}
-		return gateway.Auth{
-			Identities: []gateway.Identity{
+	a := newAuthEnv(t, func(bucket string) edge.Auth {
+		lock := []edge.Grant{{Prefix: "jobs-", Operations: []edge.Operation{edge.OpLock}}}
+		return edge.Auth{
+			Identities: []edge.Identity{
 				{Name: "alice", Grants: lock},
 				{Name: "bob", Grants: lock},
-				{Name: "ops", Grants: []gateway.Grant{{Operations: []gateway.Operation{gateway.OpAdmin}}}},
-				{Name: "jobs-admin", Grants: []gateway.Grant{{Prefix: "jobs-", Operations: []gateway.Operation{gateway.OpAdmin}}}},
+				{Name: "ops", Grants: []edge.Grant{{Operations: []edge.Operation{edge.OpAdmin}}}},
+				{Name: "jobs-admin", Grants: []edge.Grant{{Prefix: "jobs-", Operations: []edge.Operation{edge.OpAdmin}}}},
 			},
-			APIKeys: []gateway.APIKey{aliceAPIKey, bobAPIKey, opsAPIKey, scopedAPIKey},
+			APIKeys: []edge.APIKey{aliceAPIKey, bobAPIKey, opsAPIKey, scopedAPIKey},
 		}
 	})
 	a.serve(t)
@@ -461,12 +462,12 @@ func (ca *pki) clientCert(tb testing.TB, cn string) tls.Certificate {
 // verified chain, an unmapped name, or no certificate gets 401.
 func TestAuthClientCertificates(t *testing.T) {
 	ca, rogue := newCA(t, "fencegate test CA"), newCA(t, "rogue CA")
-	a := newAuthEnv(t, func(bucket string) gateway.Auth {
-		return gateway.Auth{
-			Identities: []gateway.Identity{
-				{Name: "batch", Grants: []gateway.Grant{{Prefix: "s3/" + bucket + "/batch/", Operations: []gateway.Operation{gateway.OpWrite, gateway.OpRead}}}},
+	a := newAuthEnv(t, func(bucket string) edge.Auth {
+		return edge.Auth{
+			Identities: []edge.Identity{
+				{Name: "batch", Grants: []edge.Grant{{Prefix: "s3/" + bucket + "/batch/", Operations: []edge.Operation{edge.OpWrite, edge.OpRead}}}},
 			},
-			ClientCerts: []gateway.ClientCert{{CommonName: "batch-job", Identity: "batch"}},
+			ClientCerts: []edge.ClientCert{{CommonName: "batch-job", Identity: "batch"}},
 		}
 	})
 	srv := httptest.NewUnstartedServer(a.gw)
@@ -526,14 +527,14 @@ func TestAuthPartners(t *testing.T) {
 	readerKey, readerAPIKey := newKey(t, "reader")
 	opsKey, opsAPIKey := newKey(t, "ops")
 	partner := newPartnerServer(t, 0)
-	a := newAuthEnv(t, func(string) gateway.Auth {
-		return gateway.Auth{
-			Identities: []gateway.Identity{
-				{Name: "payer", Grants: []gateway.Grant{{Prefix: "partner/pay/accounts/team-", Operations: []gateway.Operation{gateway.OpWrite}}}},
-				{Name: "reader", Grants: []gateway.Grant{{Prefix: "partner/", Operations: []gateway.Operation{gateway.OpRead}}}},
-				{Name: "ops", Grants: []gateway.Grant{{Operations: []gateway.Operation{gateway.OpAdmin}}}},
+	a := newAuthEnv(t, func(string) edge.Auth {
+		return edge.Auth{
+			Identities: []edge.Identity{
+				{Name: "payer", Grants: []edge.Grant{{Prefix: "partner/pay/accounts/team-", Operations: []edge.Operation{edge.OpWrite}}}},
+				{Name: "reader", Grants: []edge.Grant{{Prefix: "partner/", Operations: []edge.Operation{edge.OpRead}}}},
+				{Name: "ops", Grants: []edge.Grant{{Operations: []edge.Operation{edge.OpAdmin}}}},
 			},
-			APIKeys: []gateway.APIKey{payerAPIKey, readerAPIKey, opsAPIKey},
+			APIKeys: []edge.APIKey{payerAPIKey, readerAPIKey, opsAPIKey},
 		}
 	}, func(store *tokenstore.Store) gateway.Option {
 		partners, err := tokenstore.NewPartners(store)
@@ -591,12 +592,12 @@ func TestAuthPartners(t *testing.T) {
 func TestAuthPartnerHeaderResourceBoundToPath(t *testing.T) {
 	payerKey, payerAPIKey := newKey(t, "payer")
 	partner := newPartnerServer(t, 0)
-	a := newAuthEnv(t, func(string) gateway.Auth {
-		return gateway.Auth{
-			Identities: []gateway.Identity{
-				{Name: "payer", Grants: []gateway.Grant{{Prefix: "partner/pay/a1", Operations: []gateway.Operation{gateway.OpWrite}}}},
+	a := newAuthEnv(t, func(string) edge.Auth {
+		return edge.Auth{
+			Identities: []edge.Identity{
+				{Name: "payer", Grants: []edge.Grant{{Prefix: "partner/pay/a1", Operations: []edge.Operation{edge.OpWrite}}}},
 			},
-			APIKeys: []gateway.APIKey{payerAPIKey},
+			APIKeys: []edge.APIKey{payerAPIKey},
 		}
 	}, func(store *tokenstore.Store) gateway.Option {
 		partners, err := tokenstore.NewPartners(store)
@@ -651,10 +652,10 @@ func TestAuthPartnerHeaderRouteUnboundRefused(t *testing.T) {
 	store, partners := newPartnerStores(t, etcd, 5*time.Second)
 	partner := newPartnerServer(t, 0)
 	payerKey, payerAPIKey := newKey(t, "payer")
-	auth := func(prefix string) gateway.Auth {
-		return gateway.Auth{
-			Identities: []gateway.Identity{{Name: "payer", Grants: []gateway.Grant{{Prefix: prefix, Operations: []gateway.Operation{gateway.OpWrite}}}}},
-			APIKeys:    []gateway.APIKey{payerAPIKey},
+	auth := func(prefix string) edge.Auth {
+		return edge.Auth{
+			Identities: []edge.Identity{{Name: "payer", Grants: []edge.Grant{{Prefix: prefix, Operations: []edge.Operation{edge.OpWrite}}}}},
+			APIKeys:    []edge.APIKey{payerAPIKey},
 		}
 	}
 	route := func(unbound bool) gateway.PartnerRoute {
@@ -662,7 +663,7 @@ func TestAuthPartnerHeaderRouteUnboundRefused(t *testing.T) {
 		r.Resource, r.UnboundPath = gateway.ResourceFromHeader, unbound
 		return r
 	}
-	newGateway := func(a gateway.Auth, rt gateway.PartnerRoute) (*gateway.Gateway, error) {
+	newGateway := func(a edge.Auth, rt gateway.PartnerRoute) (*gateway.Gateway, error) {
 		return gateway.New(gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store, newMemObjects(),
 			gateway.WithAuth(a), gateway.WithPartners([]gateway.PartnerRoute{rt}, partners, nil))
 	}

@@ -1,16 +1,16 @@
-// Package gateway is fencegate's HTTP front: the chi router, the
-// middleware (request ids, size bounds, authentication, per-client
-// limits, access and audit logs, metrics, tracing), the REST API's
-// handlers, and the exported operations another front door (package
-// s3api) calls.
+// Package gateway is fencegate's REST API: the chi router and the
+// handlers of objects, fences, locks, sessions, inspection, the event
+// stream and the partner routes, and New, which builds the edge (package
+// edge) and the engine (package fence) they run on.
 //
-// Every fenced write runs through the engine (package fence), which holds
-// the protocol and its ordering argument:
+// Every request passes through the edge first (edge.Edge.Track, request
+// size bounds, authentication), which is shared with the other doors (the
+// S3 API, package s3api). Every fenced write runs through the engine,
+// which holds the protocol and its ordering argument:
 //
 //	parse token -> fast reject (cache) -> observe object -> fence check -> conditional write
 //
-// The gateway parses the request, answers the engine's questions (which
-// identity may do what, where a request logs) and records what it
-// decided (metrics, the event feed), and maps every error to HTTP in one
-// place (api.ProblemFor).
+// The gateway parses its dialect, asks the edge who may do what, calls
+// the engine, and maps every error to HTTP in one place (api.ProblemFor,
+// answered as problem+json by writeError).
 package gateway

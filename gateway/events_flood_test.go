@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"fencegate/api"
+	"fencegate/edge"
 	"fencegate/events"
 	"fencegate/gateway"
 	"fencegate/tokenstore"
@@ -32,12 +33,12 @@ func TestEventsUnauthenticatedRefusalsLimited(t *testing.T) {
 	readerKey, readerAPIKey := newKey(t, "reader")
 	unknownKey, _ := newKey(t, "nobody")
 	e := newEventsEnv(t, gateway.Config{Now: clock.Now}, nil, func(bucket string, _ *tokenstore.Store) gateway.Option {
-		return gateway.WithAuth(gateway.Auth{
-			Identities: []gateway.Identity{
-				{Name: "operator", Grants: []gateway.Grant{{Prefix: "", Operations: []gateway.Operation{gateway.OpAdmin}}}},
-				{Name: "reader", Grants: []gateway.Grant{{Prefix: "s3/" + bucket + "/", Operations: []gateway.Operation{gateway.OpRead}}}},
+		return gateway.WithAuth(edge.Auth{
+			Identities: []edge.Identity{
+				{Name: "operator", Grants: []edge.Grant{{Prefix: "", Operations: []edge.Operation{edge.OpAdmin}}}},
+				{Name: "reader", Grants: []edge.Grant{{Prefix: "s3/" + bucket + "/", Operations: []edge.Operation{edge.OpRead}}}},
 			},
-			APIKeys: []gateway.APIKey{operatorAPIKey, readerAPIKey},
+			APIKeys: []edge.APIKey{operatorAPIKey, readerAPIKey},
 		})
 	})
 	s := subscribe(t, nil, e.url, "", operatorKey).read()

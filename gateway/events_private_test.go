@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"fencegate/api"
+	"fencegate/edge"
 	"fencegate/events"
 	"fencegate/gateway"
 	"fencegate/tokenstore"
@@ -24,20 +25,20 @@ import (
 // and the operator only.
 func TestEventsLockTokensOnlyToSessionOwner(t *testing.T) {
 	keys := map[string]string{}
-	var apiKeys []gateway.APIKey
+	var apiKeys []edge.APIKey
 	for _, name := range []string{"alice", "bob", "reader", "operator"} {
 		key, apiKey := newKey(t, name)
 		keys[name] = key
 		apiKeys = append(apiKeys, apiKey)
 	}
-	lockRead := []gateway.Operation{gateway.OpLock, gateway.OpRead}
+	lockRead := []edge.Operation{edge.OpLock, edge.OpRead}
 	e := newEventsEnv(t, gateway.Config{}, nil, func(string, *tokenstore.Store) gateway.Option {
-		return gateway.WithAuth(gateway.Auth{
-			Identities: []gateway.Identity{
-				{Name: "alice", Grants: []gateway.Grant{{Prefix: "jobs-", Operations: lockRead}}},
-				{Name: "bob", Grants: []gateway.Grant{{Prefix: "jobs-", Operations: lockRead}}},
-				{Name: "reader", Grants: []gateway.Grant{{Prefix: "jobs-", Operations: []gateway.Operation{gateway.OpRead}}}},
-				{Name: "operator", Grants: []gateway.Grant{{Prefix: "", Operations: []gateway.Operation{gateway.OpAdmin}}}},
+		return gateway.WithAuth(edge.Auth{
+			Identities: []edge.Identity{
+				{Name: "alice", Grants: []edge.Grant{{Prefix: "jobs-", Operations: lockRead}}},
+				{Name: "bob", Grants: []edge.Grant{{Prefix: "jobs-", Operations: lockRead}}},
+				{Name: "reader", Grants: []edge.Grant{{Prefix: "jobs-", Operations: []edge.Operation{edge.OpRead}}}},
+				{Name: "operator", Grants: []edge.Grant{{Prefix: "", Operations: []edge.Operation{edge.OpAdmin}}}},
 			},
 			APIKeys: apiKeys,
 		})

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"fencegate/api"
+	"fencegate/edge"
 	"fencegate/events"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
@@ -272,15 +273,15 @@ func newAliceAndBob(t *testing.T) (e *eventsEnv, aliceKey, bobKey string) {
 	aliceKey, aliceAPIKey := newKey(t, "alice")
 	bobKey, bobAPIKey := newKey(t, "bob")
 	e = newEventsEnv(t, gateway.Config{}, nil, func(bucket string, _ *tokenstore.Store) gateway.Option {
-		return gateway.WithAuth(gateway.Auth{
-			Identities: []gateway.Identity{
-				{Name: "alice", Grants: []gateway.Grant{{Prefix: "s3/" + bucket + "/a/", Operations: []gateway.Operation{gateway.OpRead, gateway.OpWrite}}}},
-				{Name: "bob", Grants: []gateway.Grant{
-					{Prefix: "s3/" + bucket + "/", Operations: []gateway.Operation{gateway.OpWrite}},
-					{Prefix: "s3/" + bucket + "/b/", Operations: []gateway.Operation{gateway.OpRead}},
+		return gateway.WithAuth(edge.Auth{
+			Identities: []edge.Identity{
+				{Name: "alice", Grants: []edge.Grant{{Prefix: "s3/" + bucket + "/a/", Operations: []edge.Operation{edge.OpRead, edge.OpWrite}}}},
+				{Name: "bob", Grants: []edge.Grant{
+					{Prefix: "s3/" + bucket + "/", Operations: []edge.Operation{edge.OpWrite}},
+					{Prefix: "s3/" + bucket + "/b/", Operations: []edge.Operation{edge.OpRead}},
 				}},
 			},
-			APIKeys: []gateway.APIKey{aliceAPIKey, bobAPIKey},
+			APIKeys: []edge.APIKey{aliceAPIKey, bobAPIKey},
 		})
 	})
 	return e, aliceKey, bobKey

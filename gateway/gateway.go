@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"fencegate/api"
+	"fencegate/edge"
 	"fencegate/events"
 	"fencegate/fence"
 )
@@ -207,15 +209,9 @@ const (
 	// 32 bodies of the default buffer at once, or many more smaller ones.
 	defaultBufferBudgetBytes = 256 << 20
 	defaultMaxBodyBytes      = 5 << 30
-	defaultMaxHeaderBytes    = 64 << 10
-	defaultMaxTargetBytes    = 8 << 10
-	// 10 lines a second of 401 (and of 403), 20 at once: enough to see
-	// who is knocking, bounded whatever the rate of the knocks.
-	defaultAuthRefusalLogRate  = 10
-	defaultAuthRefusalLogBurst = 20
-	defaultWriteAttempts       = 3
-	defaultReadinessTimeout    = time.Second
-	defaultReadinessCache      = time.Second
+	defaultWriteAttempts     = 3
+	defaultReadinessTimeout  = time.Second
+	defaultReadinessCache    = time.Second
 )
 
 // defaultMaxLockWaiters is Config.MaxLockWaiters' default: a thousand
@@ -239,12 +235,12 @@ func DefaultConfig() Config {
 		BufferBytes:          defaultBufferBytes,
 		BufferBudgetBytes:    defaultBufferBudgetBytes,
 		MaxBodyBytes:         defaultMaxBodyBytes,
-		MaxHeaderBytes:       defaultMaxHeaderBytes,
-		MaxTargetBytes:       defaultMaxTargetBytes,
-		AuthRefusalLogRate:   defaultAuthRefusalLogRate,
-		AuthRefusalLogBurst:  defaultAuthRefusalLogBurst,
+		MaxHeaderBytes:       edge.DefaultMaxHeaderBytes,
+		MaxTargetBytes:       edge.DefaultMaxTargetBytes,
+		AuthRefusalLogRate:   edge.DefaultAuthRefusalLogRate,
+		AuthRefusalLogBurst:  edge.DefaultAuthRefusalLogBurst,
 		MaxLockWaiters:       defaultMaxLockWaiters,
-		TransferChunkTimeout: defaultTransferChunkTimeout,
+		TransferChunkTimeout: edge.DefaultTransferChunkTimeout,
 		MaxRequestsPerClient: defaultMaxRequestsPerClient,
 		WriteAttempts:        defaultWriteAttempts,
 		ETagCacheEntries:     fence.DefaultETagCacheEntries,
@@ -265,17 +261,16 @@ func DefaultConfig() Config {
 type Gateway struct {
 	cfg Config
 	log *slog.Logger
+	// edge tracks, authenticates, limits, logs, counts, traces and
+	// publishes every request (package edge).
+	edge *edge.Edge
 	// engine runs the fencing protocol over the fence store and the
-	// object store, behind the decorators that time, count and trace
-	// their round trips.
-	engine *fence.Engine
-	// tags reads objects' tags; nil when the object store is not a
-	// TagReader (no object has tags).
-	tags     TagReader
+	// object store, behind the edge's decorators that time, count and
+	// trace their round trips.
+	engine   *fence.Engine
 	hooks    TestHooks
 	draining atomic.Bool
 	router   chi.Router
-	metrics  *metrics // served on /metrics
 	// readiness caches the probes of /readyz and the StoreSpace reading.
 	readiness *readiness
 	// noSpaceHints limits how often the gateway logs what to do when
@@ -286,29 +281,27 @@ type Gateway struct {
 	answers AnswerStore
 	// mounts add optional route groups (see Option).
 	mounts []func(chi.Router)
-	// auth authenticates and authorizes requests; nil without WithAuth.
-	auth *authenticator
-	// identities and partnerRoutes are what WithAuth and WithPartners
-	// were given, for the check that needs both (ValidatePartnerGrants).
-	identities    []Identity
+	// withEdge holds what the options do once the edge exists (register
+	// their metrics, subscribe to its feed), in their order.
+	withEdge []func()
+	// auth is what WithAuth was given; identities and partnerRoutes are
+	// kept for the check that needs both (ValidatePartnerGrants).
+	auth          edge.Auth
 	partnerRoutes []PartnerRoute
 	// console is true when WithConsole mounted the console's files,
-	// which authenticate lets through (see consoleAsset).
+	// which authentication lets through (see consoleAsset).
 	console bool
-	// perClient counts each client's object requests in flight; nil when
-	// Config.MaxRequestsPerClient is zero.
-	perClient *clientCounts
-	// authLines limits the log lines of 401, 403, 414 and 431 answers and
-	// of the open routes (audit.go); nil when Config.AuthRefusalLogRate is
-	// negative.
-	authLines *lineLimiter
-	// multipart serves multipart uploads; nil without WithMultipart.
+	// multipart holds the stores WithMultipart was given; nil without.
 	multipart *multipart
+	// lockExpiries publishes lock.expired and lock.revoked on the feed
+	// while anyone subscribes; nil without a source (lockexpiry.go).
+	lockExpiries *lockExpiryFeed
+	// lookups holds a token per lock state read in flight, which counts a
+	// lock event's waiters (maxWaiterLookups).
+	lookups chan struct{}
 	// optionErr collects the errors of options with invalid arguments;
 	// New returns it.
 	optionErr error
-	// events is the event feed (events.go).
-	events *eventFeed
 }
 
 // Option adds an optional feature to a Gateway, such as a route group.
@@ -324,26 +317,9 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	// The stores are wrapped with instrumented ones: the fence checks and
-	// S3 requests are timed and counted without touching the write path.
-	buckets, _ := objects.(BucketStores)
-	tags, _ := objects.(TagReader)
-	var g *Gateway
-	m := newMetrics(func() int64 { return g.engine.BufferedBytes() }, cfg.BufferBudgetBytes)
-	fences = &instrumentedFences{FenceStore: fences, m: m}
-	feed := newEventFeed(cfg, m)
-	fences = &eventFences{FenceStore: fences, hub: feed.hub}
-	objects = &instrumentedObjects{ObjectStore: objects, m: m}
-	g = &Gateway{cfg: cfg, log: cfg.Logger, tags: tags, metrics: m,
-		authLines: newLineLimiter(cfg.Now, cfg.AuthRefusalLogRate, cfg.AuthRefusalLogBurst), readiness: newReadiness(cfg), events: feed}
-	if g.readiness.space != nil {
-		m.registry.MustRegister(newSpaceCollector(g.readiness))
-	}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, readiness: newReadiness(cfg), lookups: make(chan struct{}, maxWaiterLookups)}
 	if cfg.TestHooks != nil {
 		g.hooks = *cfg.TestHooks
-	}
-	if cfg.MaxRequestsPerClient > 0 {
-		g.perClient = &clientCounts{max: cfg.MaxRequestsPerClient, n: make(map[string]int)}
 	}
 	for _, opt := range opts {
 		opt(g)
@@ -351,21 +327,55 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	if g.optionErr != nil {
 		return nil, g.optionErr
 	}
+	e, err := edge.New(g.edgeConfig())
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	g.edge = e
+	if g.readiness.space != nil {
+		e.Registry().MustRegister(newSpaceCollector(g.readiness))
+	}
+	for _, f := range g.withEdge {
+		f()
+	}
+	if g.optionErr != nil {
+		return nil, g.optionErr
+	}
+	// The stores are wrapped with the edge's decorators: the fence checks
+	// and S3 requests are timed, counted and traced without touching the
+	// write path.
+	buckets, _ := objects.(BucketStores)
+	tags, _ := objects.(TagReader)
 	stores := fence.Stores{Fences: fences, Objects: objects, Buckets: buckets, Tags: tags}
 	if g.multipart != nil {
 		stores.Multipart, stores.Uploads = g.multipart.store, g.multipart.uploads
 	}
-	engine, err := fence.New(g.engineConfig(), stores, edge{g}, edge{g})
+	engine, err := fence.New(g.engineConfig(), e.Instrument(stores), e, e)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g.engine = engine
-	if err := ValidatePartnerGrants(g.partnerRoutes, Auth{Identities: g.identities}); err != nil {
+	e.WatchBodyBudget(engine.BufferedBytes, cfg.BufferBudgetBytes)
+	if err := ValidatePartnerGrants(g.partnerRoutes, g.auth); err != nil {
 		return nil, fmt.Errorf("gateway: partner routes: %w", err)
 	}
 	g.router = g.routes()
 	return g, nil
 }
+
+// Edge returns the gateway's edge, which another door (package s3api)
+// serves its requests through, so that the identities, limits, logs,
+// metrics and event feed of every door are one.
+func (g *Gateway) Edge() *edge.Edge { return g.edge }
+
+// Engine returns the gateway's engine, which another door runs its
+// fenced operations with, so that the ETag cache and the body budget of
+// every door are one.
+func (g *Gateway) Engine() *fence.Engine { return g.engine }
+
+// Registry returns the gateway's metrics registry, which GET /metrics
+// serves. Callers may register more collectors on it.
+func (g *Gateway) Registry() *prometheus.Registry { return g.edge.Registry() }
 
 // ServeHTTP serves the gateway's API.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.router.ServeHTTP(w, r) }
@@ -376,12 +386,19 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.router.S
 // server's Shutdown until its timeout.
 func (g *Gateway) SetDraining() {
 	g.draining.Store(true)
-	g.events.hub.Close()
+	g.edge.Close()
+}
+
+// door is the REST API as the edge tracks it: its routes label its
+// requests, a client's X-Request-Id is its id, and its path and
+// X-Fence-Token name what it is about.
+func (g *Gateway) door() edge.Door {
+	return edge.Door{Route: g.routeOf, RequestIDHeader: true, Subject: g.requestSubject}
 }
 
 func (g *Gateway) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(g.track, g.limitTarget, g.limitHeaders, g.authenticate)
+	r.Use(g.edge.Track(g.door()), g.edge.LimitRequestSize(g.writeError), g.edge.Authenticate(g.consoleAsset, g.writeError))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, fmt.Errorf("%w: no route for %s", api.ErrNotFound, r.URL.Path))
 	})
@@ -390,9 +407,9 @@ func (g *Gateway) routes() chi.Router {
 	})
 	r.Get("/healthz", g.healthz)
 	r.Get("/readyz", g.readyz)
-	r.Method(http.MethodGet, "/metrics", g.metrics.handler()) // open: authenticate exempts it
+	r.Method(http.MethodGet, "/metrics", g.edge.MetricsHandler()) // open: authentication exempts it
 	r.Route("/v1/objects/{bucket}", func(r chi.Router) {
-		r.Use(g.limitPerClient)
+		r.Use(g.edge.LimitPerClient(g.writeError))
 		r.Put("/*", g.putObject)
 		r.Delete("/*", g.deleteObject)
 		r.Get("/*", g.getObject)
@@ -404,6 +421,46 @@ func (g *Gateway) routes() chi.Router {
 		mount(r)
 	}
 	return r
+}
+
+// routeOf returns the pattern of the route that r matched, or that it
+// would have matched had it been routed, or "none".
+func (g *Gateway) routeOf(r *http.Request) string {
+	if route := chi.RouteContext(r.Context()).RoutePattern(); route != "" {
+		return route
+	}
+	path := r.URL.RawPath // what chi routes on
+	if path == "" {
+		path = r.URL.Path
+	}
+	rctx := chi.NewRouteContext()
+	if g.router != nil && g.router.Match(rctx, r.Method, path) {
+		if route := rctx.RoutePattern(); route != "" {
+			return route
+		}
+	}
+	return "none"
+}
+
+// requestSubject returns the resource and token that r names: those of
+// its object path and valid X-Fence-Token. Either may be zero.
+func (g *Gateway) requestSubject(r *http.Request) (api.Resource, api.Token) {
+	var resource api.Resource
+	if path, err := g.objectPath(r); err == nil {
+		resource = path.Resource()
+	}
+	token, _ := api.ParseTokenHeader(r.Header.Values(api.HeaderFenceToken))
+	return resource, token
+}
+
+// edgeConfig is the edge's part of the gateway's Config, with its
+// defaults, and what WithAuth gave it.
+func (g *Gateway) edgeConfig() edge.Config {
+	c := g.cfg
+	return edge.Config{Logger: c.Logger, Auth: g.auth, MaxHeaderBytes: c.MaxHeaderBytes, MaxTargetBytes: c.MaxTargetBytes,
+		AuthRefusalLogRate: c.AuthRefusalLogRate, AuthRefusalLogBurst: c.AuthRefusalLogBurst,
+		MaxRequestsPerClient: c.MaxRequestsPerClient, TransferChunkTimeout: c.TransferChunkTimeout, Tracer: c.Tracer, Now: c.Now,
+		EventSubscribers: c.EventSubscribers, EventBuffer: c.EventBuffer, EventHistory: c.EventHistory, EventHistoryBytes: c.EventHistoryBytes}
 }
 
 // engineConfig is the engine's part of the gateway's Config, with its

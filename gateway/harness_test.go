@@ -23,6 +23,7 @@ import (
 	"fencegate/backends/gcs"
 	"fencegate/backends/s3"
 	"fencegate/backends/stores"
+	"fencegate/fence"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
 	"fencegate/tokenstore"
@@ -196,7 +197,7 @@ type result struct {
 	header  http.Header
 	body    []byte
 	problem api.Problem // when the body is problem+json
-	write   gateway.WriteResult
+	write   fence.WriteResult
 }
 
 func (r result) String() string { return fmt.Sprintf("%d %s", r.status, r.body) }

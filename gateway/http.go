@@ -1,115 +1,33 @@
 package gateway
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 
 	"fencegate/api"
+	"fencegate/edge"
 )
-
-// headerRequestID carries the request id, from the client or made here.
-const headerRequestID = "X-Request-Id"
 
 // retryAfterSeconds is what 503 and 429 answers tell clients to wait.
 const retryAfterSeconds = "1"
-
-// validRequestID reports whether a client's X-Request-Id may be used as
-// the request's id: 1 to 128 visible ASCII characters.
-func validRequestID(id string) bool {
-	return id != "" && len(id) <= 128 && visibleASCII(id)
-}
-
-// visibleASCII reports whether s holds only printable ASCII characters
-// other than space (0x21 to 0x7e).
-func visibleASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] <= ' ' || s[i] > '~' {
-			return false
-		}
-	}
-	return true
-}
-
-func newRequestID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:]) // never fails
-	return hex.EncodeToString(b[:])
-}
-
-// limitTarget answers 414 with a problem body when the request target
-// (path and query, as the client sent them) is longer than
-// Config.MaxTargetBytes. It runs before the routing, the authentication
-// and the handlers, which would each read the path, and the answer and
-// the log line echo at most api.MaxEchoBytes of it (problemFor,
-// logExchange).
-func (g *Gateway) limitTarget(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := g.checkTarget(r); err != nil {
-			g.writeError(w, r, err)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// checkTarget is limitTarget's check: api.ErrTargetTooLong, or nil.
-func (g *Gateway) checkTarget(r *http.Request) error {
-	target := r.RequestURI
-	if target == "" { // a request not read by a server, as in tests
-		target = r.URL.RequestURI()
-	}
-	if len(target) > g.cfg.MaxTargetBytes {
-		return fmt.Errorf("%w: %d bytes, limit %d", api.ErrTargetTooLong, len(target), g.cfg.MaxTargetBytes)
-	}
-	return nil
-}
-
-// limitHeaders answers 431 with a problem body when the request's header
-// block exceeds Config.MaxHeaderBytes.
-func (g *Gateway) limitHeaders(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := g.checkHeaders(r); err != nil {
-			g.writeError(w, r, err)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// checkHeaders is limitHeaders' check: api.ErrHeadersTooLarge, or nil.
-func (g *Gateway) checkHeaders(r *http.Request) error {
-	size := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
-	for name, values := range r.Header {
-		for _, v := range values {
-			size += len(name) + len(v) + 4 // ": " and CRLF
-		}
-	}
-	if size > g.cfg.MaxHeaderBytes {
-		return fmt.Errorf("%w: %d bytes, limit %d", api.ErrHeadersTooLarge, size, g.cfg.MaxHeaderBytes)
-	}
-	return nil
-}
 
 // writeError answers err as problem+json. The status comes from the one
 // error table, api.ProblemFor. Errors of no known class are logged here
 // and answered 500 without their details.
 func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	p := problemFor(r, err)
-	audited := g.noteProblem(r, p, err) // metrics, and the audit line of a refused write
+	audited := g.edge.NoteProblem(r, p, err, isWrite(r), g.requestSubject) // metrics, and the audit line of a refused write
 	switch ctx := r.Context(); {
 	case p.Status >= 500:
-		g.logger(ctx).Error("request failed", "status", p.Status, "err", err, "store_answer", api.StoreAnswer(err))
+		g.edge.Logger(ctx).Error("request failed", "status", p.Status, "err", err, "store_answer", api.StoreAnswer(err))
 		if errors.Is(err, api.ErrNoSpace) {
 			g.hintNoSpace()
 		}
 	case audited: // the "write refused" line says it all
 	case g.log.Enabled(ctx, slog.LevelDebug):
-		g.logger(ctx).Debug("request refused", "status", p.Status, "err", err, "store_answer", api.StoreAnswer(err))
+		g.edge.Logger(ctx).Debug("request refused", "status", p.Status, "err", err, "store_answer", api.StoreAnswer(err))
 	}
 	if p.Status == http.StatusServiceUnavailable || p.Status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", retryAfterSeconds)
@@ -132,7 +50,7 @@ func problemFor(r *http.Request, err error) api.Problem {
 	p := api.ProblemFor(err)
 	p.Instance = api.Truncate(r.URL.Path, api.MaxEchoBytes)
 	p.Detail = api.Truncate(p.Detail, api.MaxEchoBytes)
-	p.RequestID = requestID(r.Context())
+	p.RequestID = edge.RequestID(r.Context())
 	return p
 }
 

@@ -16,6 +16,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"fencegate/api"
+	"fencegate/edge"
+	"fencegate/internal/fielderr"
 )
 
 // Inspector reads what the listings show, each as one page of a scan in
@@ -123,7 +125,7 @@ func parseListQuery(r *http.Request) (listQuery, error) {
 			return "", fmt.Errorf("%w: at most one %q query parameter", api.ErrInvalidRequest, name)
 		case len(v) == 0:
 			return "", nil
-		case len(v[0]) > maxResourceBytes || hasControl(v[0]):
+		case len(v[0]) > maxResourceBytes || fielderr.HasControl(v[0]):
 			return "", fmt.Errorf("%w: %q must be at most %d bytes, without control characters", api.ErrInvalidRequest, name, maxResourceBytes)
 		}
 		return v[0], nil
@@ -175,7 +177,7 @@ func (h *inspectAPI) listMarks(w http.ResponseWriter, r *http.Request) {
 		Next  string     `json:"next"`
 	}{Marks: []markItem{}}
 	for _, m := range page.Marks {
-		if h.g.authorize(r.Context(), OpRead, m.Resource) == nil {
+		if h.g.authorize(r.Context(), edge.OpRead, m.Resource) == nil {
 			out.Marks = append(out.Marks, markItem{Resource: m.Resource, HWM: m.Token.String(), Revision: m.Revision})
 		}
 	}
@@ -212,11 +214,11 @@ func (h *inspectAPI) listLocks(w http.ResponseWriter, r *http.Request) {
 	}{Locks: []lockItem{}}
 	ctx := r.Context()
 	for _, l := range page.Locks {
-		if h.g.authorize(ctx, OpLock, api.Resource(l.Name)) != nil {
+		if h.g.authorize(ctx, edge.OpLock, api.Resource(l.Name)) != nil {
 			continue
 		}
 		item := lockItem{Name: l.Name, QueueLength: l.QueueLength}
-		if h.g.authorize(ctx, OpAdmin, api.Resource(l.Name)) == nil {
+		if h.g.authorize(ctx, edge.OpAdmin, api.Resource(l.Name)) == nil {
 			item.Holder = l.Holder.String()
 			for _, t := range l.Waiters {
 				item.Waiters = append(item.Waiters, t.String())
@@ -254,7 +256,7 @@ func (h *inspectAPI) listInFlight(w http.ResponseWriter, r *http.Request) {
 		Next    string       `json:"next"`
 	}{Markers: []markerItem{}}
 	for _, m := range page.Markers {
-		if h.g.authorize(r.Context(), OpRead, m.Resource) == nil {
+		if h.g.authorize(r.Context(), edge.OpRead, m.Resource) == nil {
 			out.Markers = append(out.Markers, markerItem{Resource: m.Resource, Token: m.Token.String(), Revision: m.Revision})
 		}
 	}

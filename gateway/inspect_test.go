@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"fencegate/api"
+	"fencegate/edge"
 	"fencegate/gateway"
 	"fencegate/tokenstore"
 )
@@ -24,18 +25,18 @@ func TestListingsAuthorizePerItem(t *testing.T) {
 	e := newStackEnv(t)
 	store, backend := e.connect(t, tokenstore.Config{RequestTimeout: 5 * time.Second})
 	sum := func(key string) [32]byte { return sha256.Sum256([]byte(key)) }
-	grant := func(prefix string, ops ...gateway.Operation) gateway.Grant {
-		return gateway.Grant{Prefix: prefix, Operations: ops}
+	grant := func(prefix string, ops ...edge.Operation) edge.Grant {
+		return edge.Grant{Prefix: prefix, Operations: ops}
 	}
 	a := "s3/" + e.bucket + "/a/"
-	auth := gateway.Auth{
-		Identities: []gateway.Identity{
-			{Name: "admin", Grants: []gateway.Grant{grant("", gateway.OpAdmin)}},
-			{Name: "reader-a", Grants: []gateway.Grant{grant(a, gateway.OpRead)}},
-			{Name: "locker-a", Grants: []gateway.Grant{grant("team-a.", gateway.OpLock)}},
-			{Name: "ops-a", Grants: []gateway.Grant{grant("team-a.", gateway.OpAdmin)}},
+	auth := edge.Auth{
+		Identities: []edge.Identity{
+			{Name: "admin", Grants: []edge.Grant{grant("", edge.OpAdmin)}},
+			{Name: "reader-a", Grants: []edge.Grant{grant(a, edge.OpRead)}},
+			{Name: "locker-a", Grants: []edge.Grant{grant("team-a.", edge.OpLock)}},
+			{Name: "ops-a", Grants: []edge.Grant{grant("team-a.", edge.OpAdmin)}},
 		},
-		APIKeys: []gateway.APIKey{
+		APIKeys: []edge.APIKey{
 			{SHA256: sum("admin"), Identity: "admin"}, {SHA256: sum("reader-a"), Identity: "reader-a"},
 			{SHA256: sum("locker-a"), Identity: "locker-a"}, {SHA256: sum("ops-a"), Identity: "ops-a"},
 		},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"fencegate/api"
+	"fencegate/edge"
 	"fencegate/gateway"
 	"fencegate/tokenstore"
 )
@@ -68,9 +69,9 @@ func (b *lockedBuffer) logOf(requestID string) string {
 // body and a small log line, however its bytes escape (raw 0x80 bytes
 // become 6 bytes each in JSON).
 func TestTargetTooLong(t *testing.T) {
-	a := newAuthEnv(t, func(string) gateway.Auth {
+	a := newAuthEnv(t, func(string) edge.Auth {
 		_, key := newKey(t, "writer")
-		return gateway.Auth{Identities: []gateway.Identity{{Name: "writer"}}, APIKeys: []gateway.APIKey{key}}
+		return edge.Auth{Identities: []edge.Identity{{Name: "writer"}}, APIKeys: []edge.APIKey{key}}
 	})
 	a.serve(t)
 	prefix := "/v1/objects/" + a.bucket + "/"
@@ -208,7 +209,7 @@ func TestRefusalLinesAreLimited(t *testing.T) {
 			clock := &fakeClock{now: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
 			_, key := newKey(t, "writer")
 			gw, err := gateway.New(gateway.Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Now: clock.Now}, store, backend,
-				gateway.WithAuth(gateway.Auth{Identities: []gateway.Identity{{Name: "writer"}}, APIKeys: []gateway.APIKey{key}}))
+				gateway.WithAuth(edge.Auth{Identities: []edge.Identity{{Name: "writer"}}, APIKeys: []edge.APIKey{key}}))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"fencegate/api"
+	"fencegate/edge"
 	"fencegate/events"
 	"fencegate/gateway"
 	"fencegate/tokenstore"
@@ -200,15 +201,15 @@ func TestEventsLockExpiredAuthorization(t *testing.T) {
 	aliceKey, aliceAPIKey := newKey(t, "alice")
 	bobKey, bobAPIKey := newKey(t, "bob")
 	e := newEventsEnv(t, gateway.Config{}, nil, func(string, *tokenstore.Store) gateway.Option {
-		return gateway.WithAuth(gateway.Auth{
-			Identities: []gateway.Identity{
-				{Name: "alice", Grants: []gateway.Grant{
-					{Prefix: "", Operations: []gateway.Operation{gateway.OpLock}},
-					{Prefix: "jobs-", Operations: []gateway.Operation{gateway.OpRead}},
+		return gateway.WithAuth(edge.Auth{
+			Identities: []edge.Identity{
+				{Name: "alice", Grants: []edge.Grant{
+					{Prefix: "", Operations: []edge.Operation{edge.OpLock}},
+					{Prefix: "jobs-", Operations: []edge.Operation{edge.OpRead}},
 				}},
-				{Name: "bob", Grants: []gateway.Grant{{Prefix: "other-", Operations: []gateway.Operation{gateway.OpRead}}}},
+				{Name: "bob", Grants: []edge.Grant{{Prefix: "other-", Operations: []edge.Operation{edge.OpRead}}}},
 			},
-			APIKeys: []gateway.APIKey{aliceAPIKey, bobAPIKey},
+			APIKeys: []edge.APIKey{aliceAPIKey, bobAPIKey},
 		})
 	})
 	alice := subscribe(t, nil, e.url, "", aliceKey).read()

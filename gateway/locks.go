@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"fencegate/api"
+	"fencegate/edge"
 	"fencegate/events"
 )
 
@@ -100,14 +101,16 @@ func WithLocks(locks LockService) Option {
 		if n := g.cfg.MaxLockWaiters; n > 0 {
 			h.waiters = make(chan struct{}, n)
 		}
-		g.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "fencegate_lock_waiters",
-			Help: "Lock requests with a wait above zero being served (Config.MaxLockWaiters bounds them; past it they are answered 503 too-many-waiters).",
-		}, func() float64 { return float64(h.waiting.Load()) }))
 		g.mounts = append(g.mounts, h.mount)
-		if source, ok := locks.(LockExpiries); ok {
-			g.events.lockExpiries = &lockExpiryFeed{source: source, hub: g.events.hub}
-		}
+		g.withEdge = append(g.withEdge, func() {
+			g.edge.Registry().MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "fencegate_lock_waiters",
+				Help: "Lock requests with a wait above zero being served (Config.MaxLockWaiters bounds them; past it they are answered 503 too-many-waiters).",
+			}, func() float64 { return float64(h.waiting.Load()) }))
+			if source, ok := locks.(LockExpiries); ok {
+				g.lockExpiries = &lockExpiryFeed{source: source, hub: g.edge.Events()}
+			}
+		})
 	}
 }
 
@@ -140,7 +143,7 @@ func (h *lockAPI) createSession(w http.ResponseWriter, r *http.Request) {
 		h.g.writeError(w, r, err)
 		return
 	}
-	sess, err := h.locks.CreateSession(r.Context(), req.TTL, callerName(r.Context()))
+	sess, err := h.locks.CreateSession(r.Context(), req.TTL, edge.CallerName(r.Context()))
 	if err != nil {
 		h.g.writeError(w, r, err)
 		return
@@ -216,7 +219,7 @@ func (h *lockAPI) acquire(w http.ResponseWriter, r *http.Request) {
 		h.g.writeError(w, r, err)
 		return
 	}
-	h.g.logger(r.Context()).Debug("lock granted", "lock", name, "session", req.Session.String())
+	h.g.edge.Logger(r.Context()).Debug("lock granted", "lock", name, "session", req.Session.String())
 	h.publishLock(r, events.KindLockGranted, name, grant.Token, grant.Session)
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, grant)
@@ -309,25 +312,28 @@ func (h *lockAPI) authorizeLock(r *http.Request, name string) error {
 	if err := api.ValidateLockName(name); err != nil {
 		return err
 	}
-	return h.g.authorize(r.Context(), OpLock, api.Resource(name))
+	return h.g.authorize(r.Context(), edge.OpLock, api.Resource(name))
 }
 
 // sessionOwner is the owner that the store checks before it acts on a
 // session for this request: the caller's name ("" without auth), or nil,
-// no check, for an operator, an identity granted OpAdmin on every
+// no check, for an operator, an identity granted edge.OpAdmin on every
 // resource (a grant with the empty prefix), which may keep alive, revoke,
 // acquire with and release for any identity's session. An admin grant on
 // a narrower prefix is not enough: a session may hold locks of any name.
 func (h *lockAPI) sessionOwner(ctx context.Context) *string {
-	return h.g.sessionOwnerOf(callerIdentity(ctx))
+	return h.g.sessionOwnerOf(edge.Caller(ctx))
 }
 
 // sessionOwnerOf is sessionOwner for the identity id.
-func (g *Gateway) sessionOwnerOf(id *Identity) *string {
-	if g.auth != nil && g.authorizeIdentity(id, OpAdmin, "") == nil {
+func (g *Gateway) sessionOwnerOf(id *edge.Identity) *string {
+	if g.edge.AuthEnabled() && g.edge.AuthorizeIdentity(id, edge.OpAdmin, "") == nil {
 		return nil
 	}
-	name := id.name()
+	var name string
+	if id != nil {
+		name = id.Name
+	}
 	return &name
 }
 
@@ -341,8 +347,8 @@ func (g *Gateway) sessionOwnerOf(id *Identity) *string {
 // write behind a "held" token check needs: the event feed shows a lock
 // event's token and session by this same rule (eventFilter), and the
 // event without them to every other subscriber that may read the lock.
-func (g *Gateway) seesGrant(id *Identity, name, owner string) bool {
-	if g.authorizeIdentity(id, OpLock, api.Resource(name)) != nil {
+func (g *Gateway) seesGrant(id *edge.Identity, name, owner string) bool {
+	if g.edge.AuthorizeIdentity(id, edge.OpLock, api.Resource(name)) != nil {
 		return false
 	}
 	checked := g.sessionOwnerOf(id)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"fencegate/api"
+	"fencegate/edge"
 	"fencegate/gateway"
 	"fencegate/tokenstore"
 )
@@ -455,15 +456,15 @@ func TestLockStateHidesHolderToken(t *testing.T) {
 	aliceKey, aliceAPIKey := newKey(t, "alice")
 	bobKey, bobAPIKey := newKey(t, "bob")
 	opsKey, opsAPIKey := newKey(t, "ops")
-	a := newAuthEnv(t, func(string) gateway.Auth {
-		lock := []gateway.Grant{{Prefix: "jobs-", Operations: []gateway.Operation{gateway.OpLock}}}
-		return gateway.Auth{
-			Identities: []gateway.Identity{
+	a := newAuthEnv(t, func(string) edge.Auth {
+		lock := []edge.Grant{{Prefix: "jobs-", Operations: []edge.Operation{edge.OpLock}}}
+		return edge.Auth{
+			Identities: []edge.Identity{
 				{Name: "alice", Grants: lock},
 				{Name: "bob", Grants: lock},
-				{Name: "ops", Grants: []gateway.Grant{{Operations: []gateway.Operation{gateway.OpAdmin}}}},
+				{Name: "ops", Grants: []edge.Grant{{Operations: []edge.Operation{edge.OpAdmin}}}},
 			},
-			APIKeys: []gateway.APIKey{aliceAPIKey, bobAPIKey, opsAPIKey},
+			APIKeys: []edge.APIKey{aliceAPIKey, bobAPIKey, opsAPIKey},
 		}
 	})
 	a.serve(t)

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 
 	"fencegate/api"
 	"fencegate/fence"
+	"fencegate/internal/fielderr"
 )
 
 // Fenced multipart uploads are the engine's (see fence.Engine.CreateUpload
@@ -26,26 +26,18 @@ func WithMultipart(store MultipartStore, uploads UploadStore) Option {
 		panic("gateway: WithMultipart(nil)")
 	}
 	return func(g *Gateway) {
-		// Every round trip of an upload goes through the decorators: one
-		// span each, and the S3 requests in the S3 request metric.
-		store := &instrumentedMultipart{MultipartStore: store, m: g.metrics}
-		uploads := &instrumentedUploads{UploadStore: uploads, m: g.metrics}
-		if g.multipart != nil { // given twice: its metrics are registered
-			g.multipart.store, g.multipart.uploads = store, uploads
-			return
-		}
-		g.multipart = &multipart{store: store, uploads: uploads, metrics: newMultipartMetrics(g.metrics)}
+		// Every round trip of an upload goes through the edge's
+		// decorators (New): one span each, and the S3 requests in the S3
+		// request metric.
+		g.multipart = &multipart{store: store, uploads: uploads}
 	}
 }
 
-// multipart is what WithMultipart gives a Gateway.
+// multipart is what WithMultipart gives a Gateway: the stores of fenced
+// multipart uploads.
 type multipart struct {
-	// store and uploads are the stores WithMultipart was given, behind
-	// the decorators that time, count and trace their round trips
-	// (instrumentedMultipart, instrumentedUploads).
 	store   MultipartStore
 	uploads UploadStore
-	metrics *multipartMetrics
 }
 
 // Defaults of the multipart fields of Config.
@@ -81,68 +73,15 @@ func (c Config) validateMultipart() error {
 	c = c.withMultipartDefaults()
 	switch {
 	case c.MultipartPartSize < api.MinPartSize || c.MultipartPartSize > api.MaxPartSize:
-		return fieldErrorf("multipart_part_size", "%s: must be 5MiB to 5GiB, S3's limits on a part", formatSize(c.MultipartPartSize))
+		return fielderr.Errorf("multipart_part_size", "%s: must be 5MiB to 5GiB, S3's limits on a part", formatSize(c.MultipartPartSize))
 	case c.UploadTTL < time.Second:
-		return fieldErrorf("upload_ttl", "%v: must be at least a second", c.UploadTTL)
+		return fielderr.Errorf("upload_ttl", "%v: must be at least a second", c.UploadTTL)
 	case c.MaxMultipartBodyBytes < 0:
-		return fieldErrorf("max_multipart_body_bytes", "%d: must not be negative", c.MaxMultipartBodyBytes)
+		return fielderr.Errorf("max_multipart_body_bytes", "%d: must not be negative", c.MaxMultipartBodyBytes)
 	case c.MaxMultipartBodyBytes > c.MultipartPartSize*api.MaxParts:
-		return fieldErrorf("max_multipart_body_bytes", "%s: must not exceed 10000 parts of multipart_part_size %s", formatSize(c.MaxMultipartBodyBytes), formatSize(c.MultipartPartSize))
+		return fielderr.Errorf("max_multipart_body_bytes", "%s: must not exceed 10000 parts of multipart_part_size %s", formatSize(c.MaxMultipartBodyBytes), formatSize(c.MultipartPartSize))
 	}
 	return nil
-}
-
-// CreateUpload starts a fenced multipart upload (see
-// fence.Engine.CreateUpload).
-func (g *Gateway) CreateUpload(ctx context.Context, path api.ObjectPath, token api.Token, contentType string, meta api.ObjectMetadata) (api.UploadBinding, error) {
-	return g.engine.CreateUpload(ctx, path, token, contentType, meta)
-}
-
-// CreateUploadWith is CreateUpload of in, with its server-side encryption
-// (see fence.Engine.CreateUploadWith).
-func (g *Gateway) CreateUploadWith(ctx context.Context, in api.CreateUploadInput) (api.UploadBinding, error) {
-	return g.engine.CreateUploadWith(ctx, in)
-}
-
-// UploadPart stores one part of a bound upload (see
-// fence.Engine.UploadPart).
-func (g *Gateway) UploadPart(ctx context.Context, in api.UploadPartInput, token api.Token) (string, error) {
-	return g.engine.UploadPart(ctx, in, token)
-}
-
-// CopyPart stores one part of a bound upload copied from in.Source (see
-// fence.Engine.CopyPart).
-func (g *Gateway) CopyPart(ctx context.Context, in api.CopyPartInput, token api.Token) (string, error) {
-	return g.engine.CopyPart(ctx, in, token)
-}
-
-// CompleteUpload completes a bound upload from parts, fenced as a PUT is
-// (see fence.Engine.CompleteUpload).
-func (g *Gateway) CompleteUpload(ctx context.Context, path api.ObjectPath, uploadID string, token api.Token, parts []api.Part) (WriteResult, error) {
-	return g.engine.CompleteUpload(ctx, path, uploadID, token, parts)
-}
-
-// CompleteUploadIf is CompleteUpload with the client's own precondition
-// (see fence.Engine.CompleteUploadIf).
-func (g *Gateway) CompleteUploadIf(ctx context.Context, path api.ObjectPath, uploadID string, token api.Token, parts []api.Part, cond WriteCondition) (WriteResult, error) {
-	return g.engine.CompleteUploadIf(ctx, path, uploadID, token, parts, cond)
-}
-
-// AbortUpload aborts a bound upload and deletes its binding (see
-// fence.Engine.AbortUpload).
-func (g *Gateway) AbortUpload(ctx context.Context, path api.ObjectPath, uploadID string, token api.Token) error {
-	return g.engine.AbortUpload(ctx, path, uploadID, token)
-}
-
-// ListParts lists an upload's parts (see fence.Engine.ListParts).
-func (g *Gateway) ListParts(ctx context.Context, path api.ObjectPath, uploadID string, marker, max int32) (api.PartList, error) {
-	return g.engine.ListParts(ctx, path, uploadID, marker, max)
-}
-
-// ListUploads lists a bucket's uploads in progress (see
-// fence.Engine.ListUploads).
-func (g *Gateway) ListUploads(ctx context.Context, in api.ListUploadsInput) (api.UploadList, error) {
-	return g.engine.ListUploads(ctx, in)
 }
 
 // putInParts serves a REST PUT whose body is larger than
@@ -164,18 +103,18 @@ func (g *Gateway) putInParts(w http.ResponseWriter, r *http.Request, fr fence.Re
 		return true
 	}
 	ctx := r.Context()
-	b, err := g.CreateUpload(ctx, fr.Path, fr.Token, r.Header.Get("Content-Type"), api.ObjectMetadata{})
+	b, err := g.engine.CreateUpload(ctx, fr.Path, fr.Token, r.Header.Get("Content-Type"), api.ObjectMetadata{})
 	if err != nil {
 		g.writeError(w, r, err)
 		return true
 	}
 	body, client := g.clientReader(w, r)
 	fail := func(err error) bool {
-		if client != nil && client.stalled {
-			err = fmt.Errorf("%w: %w", api.ErrInvalidRequest, errBodyStalled(g.cfg.TransferChunkTimeout))
+		if stalled := client.Stalled(); stalled != nil {
+			err = fmt.Errorf("%w: %w", api.ErrInvalidRequest, stalled)
 		}
 		if !errors.Is(err, api.ErrStaleToken) { // a stale upload was aborted already
-			g.engine.Abandon(ctx, fr.Path, b, abortFailed, "the upload failed")
+			g.engine.Abandon(ctx, fr.Path, b, fence.AbortFailed, "the upload failed")
 		}
 		g.writeError(w, r, err)
 		return true
@@ -185,7 +124,7 @@ func (g *Gateway) putInParts(w http.ResponseWriter, r *http.Request, fr fence.Re
 	for number, left := int32(1), n; left > 0; number++ {
 		part := min(size, left)
 		counted := &countingReader{r: io.LimitReader(body, part)}
-		etag, err := g.UploadPart(ctx, api.UploadPartInput{Path: fr.Path, UploadID: b.Capability(), Number: number, Body: counted, Size: part}, 0)
+		etag, err := g.engine.UploadPart(ctx, api.UploadPartInput{Path: fr.Path, UploadID: b.Capability(), Number: number, Body: counted, Size: part}, 0)
 		if err == nil && counted.n != part {
 			err = fmt.Errorf("%w: reading body: %d bytes of %d", api.ErrInvalidRequest, n-left+counted.n, n)
 		}
@@ -195,7 +134,7 @@ func (g *Gateway) putInParts(w http.ResponseWriter, r *http.Request, fr fence.Re
 		parts = append(parts, api.Part{Number: number, ETag: etag})
 		left -= part
 	}
-	res, err := g.CompleteUpload(ctx, fr.Path, b.Capability(), 0, parts)
+	res, err := g.engine.CompleteUpload(ctx, fr.Path, b.Capability(), 0, parts)
 	if err != nil {
 		return fail(err)
 	}

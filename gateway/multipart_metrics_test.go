@@ -78,24 +78,24 @@ func TestMultipartMetrics(t *testing.T) {
 
 	// A part of an upload whose token another writer passed: refused,
 	// and the upload aborted as stale.
-	b, err := gw.CreateUpload(ctx, p, 8, "", api.ObjectMetadata{})
+	b, err := gw.Engine().CreateUpload(ctx, p, 8, "", api.ObjectMetadata{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r := e.put(t, "doc", 9, "bytes of 9"); r.status != http.StatusOK {
 		t.Fatalf("PUT(9) = %s", r)
 	}
-	if _, err := gw.UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: b.Capability(), Number: 1, Body: bytes.NewReader(part), Size: int64(len(part))}, 0); !errors.Is(err, api.ErrStaleToken) {
+	if _, err := gw.Engine().UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: b.Capability(), Number: 1, Body: bytes.NewReader(part), Size: int64(len(part))}, 0); !errors.Is(err, api.ErrStaleToken) {
 		t.Fatalf("UploadPart of a stale upload = %v; want stale", err)
 	}
 	before = e.wantMoved(t, "stale part", before, map[*series]float64{uploadsCreated: 1, partsStale: 1, abortedStale: 1})
 
 	// A client's abort.
-	b, err = gw.CreateUpload(ctx, p, 9, "", api.ObjectMetadata{})
+	b, err = gw.Engine().CreateUpload(ctx, p, 9, "", api.ObjectMetadata{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := gw.AbortUpload(ctx, p, b.Capability(), 0); err != nil {
+	if err := gw.Engine().AbortUpload(ctx, p, b.Capability(), 0); err != nil {
 		t.Fatalf("AbortUpload = %v", err)
 	}
 	before = e.wantMoved(t, "client abort", before, map[*series]float64{uploadsCreated: 1, abortedByClient: 1})

@@ -21,6 +21,7 @@ import (
 
 	"fencegate/api"
 	"fencegate/gateway"
+	"fencegate/internal/fielderr"
 	"fencegate/tokenstore"
 )
 
@@ -217,44 +218,44 @@ func TestMultipartMethods(t *testing.T) {
 	p := api.ObjectPath{Bucket: e.bucket, Key: "doc"}
 	part := bytes.Repeat([]byte("a"), api.MinPartSize)
 
-	b, err := gw.CreateUpload(ctx, p, 10, "text/plain", api.ObjectMetadata{})
+	b, err := gw.Engine().CreateUpload(ctx, p, 10, "text/plain", api.ObjectMetadata{})
 	if err != nil || b.Token != 10 || b.Resource != p.Resource() {
 		t.Fatalf("CreateUpload = %+v, %v", b, err)
 	}
 	// The create raised the mark: an upload of an older holder is
 	// refused at once, without a request to S3.
 	e.resetStoreCounts()
-	if _, err := gw.CreateUpload(ctx, p, 9, "", api.ObjectMetadata{}); !errors.Is(err, api.ErrStaleToken) || e.storeRequests() != 0 {
+	if _, err := gw.Engine().CreateUpload(ctx, p, 9, "", api.ObjectMetadata{}); !errors.Is(err, api.ErrStaleToken) || e.storeRequests() != 0 {
 		t.Fatalf("CreateUpload(9) after 10 = %v, %d S3 requests; want stale, none", err, e.storeRequests())
 	}
-	etag1, err := gw.UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: b.Capability(), Number: 1, Body: bytes.NewReader(part), Size: int64(len(part))}, 0)
+	etag1, err := gw.Engine().UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: b.Capability(), Number: 1, Body: bytes.NewReader(part), Size: int64(len(part))}, 0)
 	if err != nil {
 		t.Fatalf("UploadPart(1) = %v", err)
 	}
 	if _, err := put(t, e, "src", 10, "0123456789"); err != nil {
 		t.Fatal(err)
 	}
-	etag2, err := gw.CopyPart(ctx, api.CopyPartInput{Path: p, UploadID: b.Capability(), Number: 2, Source: api.ObjectPath{Bucket: e.bucket, Key: "src"}, SourceRange: "bytes=0-3"}, 0)
+	etag2, err := gw.Engine().CopyPart(ctx, api.CopyPartInput{Path: p, UploadID: b.Capability(), Number: 2, Source: api.ObjectPath{Bucket: e.bucket, Key: "src"}, SourceRange: "bytes=0-3"}, 0)
 	if err != nil {
 		t.Fatalf("CopyPart(2) = %v", err)
 	}
-	list, err := gw.ListParts(ctx, p, b.Capability(), 0, 0)
+	list, err := gw.Engine().ListParts(ctx, p, b.Capability(), 0, 0)
 	if err != nil || len(list.Parts) != 2 || list.Parts[1].Size != 4 {
 		t.Fatalf("ListParts = %+v, %v; want two parts", list, err)
 	}
-	uploads, err := gw.ListUploads(ctx, api.ListUploadsInput{Bucket: e.bucket})
+	uploads, err := gw.Engine().ListUploads(ctx, api.ListUploadsInput{Bucket: e.bucket})
 	if err != nil || len(uploads.Uploads) != 1 || uploads.Uploads[0].UploadID != b.UploadID {
 		t.Fatalf("ListUploads = %+v, %v; want the one upload", uploads, err)
 	}
 	// An id of another object's upload, or none, is not found.
 	other := api.ObjectPath{Bucket: e.bucket, Key: "other"}
-	if _, err := gw.UploadPart(ctx, api.UploadPartInput{Path: other, UploadID: b.Capability(), Number: 1, Body: bytes.NewReader(nil)}, 0); !errors.Is(err, api.ErrNotFound) {
+	if _, err := gw.Engine().UploadPart(ctx, api.UploadPartInput{Path: other, UploadID: b.Capability(), Number: 1, Body: bytes.NewReader(nil)}, 0); !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("UploadPart to another key's upload = %v; want ErrNotFound", err)
 	}
-	if _, err := gw.UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: b.Capability(), Number: 0, Body: bytes.NewReader(nil)}, 0); !errors.Is(err, api.ErrInvalidRequest) {
+	if _, err := gw.Engine().UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: b.Capability(), Number: 0, Body: bytes.NewReader(nil)}, 0); !errors.Is(err, api.ErrInvalidRequest) {
 		t.Fatalf("UploadPart(0) = %v; want ErrInvalidRequest", err)
 	}
-	res, err := gw.CompleteUpload(ctx, p, b.Capability(), 0, []api.Part{{Number: 1, ETag: etag1}, {Number: 2, ETag: etag2}})
+	res, err := gw.Engine().CompleteUpload(ctx, p, b.Capability(), 0, []api.Part{{Number: 1, ETag: etag1}, {Number: 2, ETag: etag2}})
 	if err != nil || !res.Created || res.Token != 10 {
 		t.Fatalf("CompleteUpload = %+v, %v", res, err)
 	}
@@ -262,13 +263,13 @@ func TestMultipartMethods(t *testing.T) {
 		t.Fatalf("object = %d bytes ending %q, token %s; want the two parts, token 10", len(got), got[len(got)-5:], token)
 	}
 	// Completed: the binding is gone.
-	if _, err := gw.CompleteUpload(ctx, p, b.Capability(), 0, []api.Part{{Number: 1, ETag: etag1}}); !errors.Is(err, api.ErrNotFound) {
+	if _, err := gw.Engine().CompleteUpload(ctx, p, b.Capability(), 0, []api.Part{{Number: 1, ETag: etag1}}); !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("second CompleteUpload = %v; want ErrNotFound", err)
 	}
 
 	// A part of an upload whose token another writer passed is refused
 	// at once: nothing but the abort reaches S3.
-	b, err = gw.CreateUpload(ctx, p, 11, "", api.ObjectMetadata{})
+	b, err = gw.Engine().CreateUpload(ctx, p, 11, "", api.ObjectMetadata{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +277,7 @@ func TestMultipartMethods(t *testing.T) {
 		t.Fatalf("PUT(12) = %s", r)
 	}
 	e.resetStoreCounts()
-	_, err = gw.UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: b.Capability(), Number: 1, Body: bytes.NewReader(part), Size: int64(len(part))}, 0)
+	_, err = gw.Engine().UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: b.Capability(), Number: 1, Body: bytes.NewReader(part), Size: int64(len(part))}, 0)
 	var stale *api.StaleTokenError
 	if !errors.As(err, &stale) || stale.HighWaterMark != 12 || e.storeRequests() != 1 {
 		t.Fatalf("UploadPart of a stale upload = %v, %d S3 requests; want stale (mark 12), only the abort", err, e.storeRequests())
@@ -289,14 +290,14 @@ func TestMultipartMethods(t *testing.T) {
 	}
 
 	// Abort of a live upload.
-	b, err = gw.CreateUpload(ctx, p, 12, "", api.ObjectMetadata{})
+	b, err = gw.Engine().CreateUpload(ctx, p, 12, "", api.ObjectMetadata{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := gw.AbortUpload(ctx, p, b.Capability(), 0); err != nil {
+	if err := gw.Engine().AbortUpload(ctx, p, b.Capability(), 0); err != nil {
 		t.Fatalf("AbortUpload = %v", err)
 	}
-	if _, err := gw.ListParts(ctx, p, b.Capability(), 0, 0); !errors.Is(err, api.ErrNotFound) {
+	if _, err := gw.Engine().ListParts(ctx, p, b.Capability(), 0, 0); !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("ListParts after abort = %v; want ErrNotFound", err)
 	}
 }
@@ -354,7 +355,7 @@ func TestMultipartConfig(t *testing.T) {
 		{gateway.Config{UploadTTL: time.Millisecond}, "upload_ttl"},
 	}
 	for _, tt := range tests {
-		errs := gateway.FieldErrors(tt.cfg.Validate(nil))
+		errs := fielderr.List(tt.cfg.Validate(nil))
 		if tt.field == "" && len(errs) != 0 || tt.field != "" && (len(errs) != 1 || errs[0].Field != tt.field) {
 			t.Errorf("Validate(%+v) = %v; want an error of %q", tt.cfg, errs, tt.field)
 		}
@@ -371,7 +372,7 @@ func TestUploadOfAnOlderGateway(t *testing.T) {
 	e, gw := newMultipartEnv(t, gateway.Config{})
 	ctx := context.Background()
 	p := api.ObjectPath{Bucket: e.bucket, Key: "doc"}
-	b, err := gw.CreateUpload(ctx, p, 10, "", api.ObjectMetadata{})
+	b, err := gw.Engine().CreateUpload(ctx, p, 10, "", api.ObjectMetadata{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +388,7 @@ func TestUploadOfAnOlderGateway(t *testing.T) {
 	}
 	part := bytes.Repeat([]byte("a"), api.MinPartSize)
 	send := func(id string, token api.Token) error {
-		_, err := gw.UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: id, Number: 1, Body: bytes.NewReader(part), Size: int64(len(part))}, token)
+		_, err := gw.Engine().UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: id, Number: 1, Body: bytes.NewReader(part), Size: int64(len(part))}, token)
 		return err
 	}
 	if err := send(b.Capability(), 0); !errors.Is(err, api.ErrNotFound) {
@@ -399,14 +400,14 @@ func TestUploadOfAnOlderGateway(t *testing.T) {
 	if err := send(b.UploadID, 10); err != nil {
 		t.Fatalf("UploadPart with the upload's token = %v", err)
 	}
-	list, err := gw.ListParts(ctx, p, b.UploadID, 0, 0)
+	list, err := gw.Engine().ListParts(ctx, p, b.UploadID, 0, 0)
 	if err != nil || len(list.Parts) != 1 {
 		t.Fatalf("ListParts = %+v, %v; want the part", list, err)
 	}
-	if _, err := gw.CompleteUpload(ctx, p, b.UploadID, 0, []api.Part{{Number: 1, ETag: list.Parts[0].ETag}}); !errors.Is(err, api.ErrMissingToken) {
+	if _, err := gw.Engine().CompleteUpload(ctx, p, b.UploadID, 0, []api.Part{{Number: 1, ETag: list.Parts[0].ETag}}); !errors.Is(err, api.ErrMissingToken) {
 		t.Fatalf("CompleteUpload without a token = %v; want ErrMissingToken", err)
 	}
-	if res, err := gw.CompleteUpload(ctx, p, b.UploadID, 10, []api.Part{{Number: 1, ETag: list.Parts[0].ETag}}); err != nil || res.Token != 10 {
+	if res, err := gw.Engine().CompleteUpload(ctx, p, b.UploadID, 10, []api.Part{{Number: 1, ETag: list.Parts[0].ETag}}); err != nil || res.Token != 10 {
 		t.Fatalf("CompleteUpload with the upload's token = %+v, %v", res, err)
 	}
 	if got, token, _ := e.stored(t, "doc"); got != string(part) || token != "10" {
@@ -453,7 +454,7 @@ func TestPartOnItsWayWhenAbortedStale(t *testing.T) {
 		if r := e.put(t, "doc", 21, "bytes of 21"); r.status >= 300 {
 			t.Errorf("PUT(21) = %s", r)
 		}
-		if _, err := gw.UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: b.Capability(), Number: 2, Body: bytes.NewReader(part), Size: int64(len(part))}, 0); !errors.Is(err, api.ErrStaleToken) {
+		if _, err := gw.Engine().UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: b.Capability(), Number: 2, Body: bytes.NewReader(part), Size: int64(len(part))}, 0); !errors.Is(err, api.ErrStaleToken) {
 			t.Errorf("UploadPart(2) after PUT(21) = %v; want stale", err)
 		}
 	}
@@ -464,10 +465,10 @@ func TestPartOnItsWayWhenAbortedStale(t *testing.T) {
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
-	if b, err = gw.CreateUpload(ctx, p, 20, "", api.ObjectMetadata{}); err != nil {
+	if b, err = gw.Engine().CreateUpload(ctx, p, 20, "", api.ObjectMetadata{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = gw.UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: b.Capability(), Number: 1, Body: bytes.NewReader(part), Size: int64(len(part))}, 0)
+	_, err = gw.Engine().UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: b.Capability(), Number: 1, Body: bytes.NewReader(part), Size: int64(len(part))}, 0)
 	var stale *api.StaleTokenError
 	if !errors.As(err, &stale) || stale.HighWaterMark != 21 {
 		t.Errorf("UploadPart(1), stored while its upload was aborted as stale = %v; want stale (mark 21)", err)

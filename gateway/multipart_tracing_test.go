@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"fencegate/api"
+	"fencegate/edge"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
 	"fencegate/tokenstore"
@@ -160,12 +161,12 @@ func TestTracingPutInParts(t *testing.T) {
 }
 
 // doorRequest serves one request of operation op through a front door of
-// gw (TrackRequests), as the S3 API serves its multipart operations, and
+// gw (edge.Edge.Track), as the S3 API serves its multipart operations, and
 // returns what f, run with the request's context, returned.
 func doorRequest(gw *gateway.Gateway, op string, f func(ctx context.Context) error) error {
 	var err error
-	door := gw.TrackRequests("s3", http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-		gateway.NoteOperation(r.Context(), op)
+	door := gw.Edge().Track(edge.Door{Name: "s3"})(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		edge.NoteOperation(r.Context(), op)
 		err = f(r.Context())
 	}))
 	door.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/", nil))
@@ -199,12 +200,12 @@ func TestTracingMultipartOperations(t *testing.T) {
 	var upload api.UploadBinding
 	create := func(token api.Token) func(ctx context.Context) error {
 		return func(ctx context.Context) (err error) {
-			upload, err = gw.CreateUpload(ctx, p, token, "", api.ObjectMetadata{})
+			upload, err = gw.Engine().CreateUpload(ctx, p, token, "", api.ObjectMetadata{})
 			return err
 		}
 	}
 	uploadPart := func(ctx context.Context) error {
-		_, err := gw.UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: upload.Capability(), Number: 1, Body: bytes.NewReader(part), Size: int64(len(part))}, 0)
+		_, err := gw.Engine().UploadPart(ctx, api.UploadPartInput{Path: p, UploadID: upload.Capability(), Number: 1, Body: bytes.NewReader(part), Size: int64(len(part))}, 0)
 		return err
 	}
 	type span struct{ name, result string }
@@ -223,20 +224,20 @@ func TestTracingMultipartOperations(t *testing.T) {
 			{"etcd upload", "ok"}, {"etcd high_water_mark", "ok"}, {"s3 upload_part", "ok"}, {"etcd upload", "ok"},
 		}},
 		{op: "UploadPartCopy", run: func(ctx context.Context) error {
-			_, err := gw.CopyPart(ctx, api.CopyPartInput{Path: p, UploadID: upload.Capability(), Number: 2, Source: api.ObjectPath{Bucket: e.bucket, Key: "src"}}, 0)
+			_, err := gw.Engine().CopyPart(ctx, api.CopyPartInput{Path: p, UploadID: upload.Capability(), Number: 2, Source: api.ObjectPath{Bucket: e.bucket, Key: "src"}}, 0)
 			return err
 		}, want: []span{
 			{"etcd upload", "ok"}, {"etcd high_water_mark", "ok"}, {"s3 copy_part", "ok"}, {"etcd upload", "ok"},
 		}},
 		{op: "ListParts", run: func(ctx context.Context) error {
-			list, err := gw.ListParts(ctx, p, upload.Capability(), 0, 0)
+			list, err := gw.Engine().ListParts(ctx, p, upload.Capability(), 0, 0)
 			if err == nil && len(list.Parts) != 2 {
 				t.Errorf("ListParts = %+v; want two parts", list)
 			}
 			return err
 		}, want: []span{{"etcd upload", "ok"}, {"s3 list_parts", "ok"}}},
 		{op: "ListMultipartUploads", run: func(ctx context.Context) error {
-			_, err := gw.ListUploads(ctx, api.ListUploadsInput{Bucket: e.bucket})
+			_, err := gw.Engine().ListUploads(ctx, api.ListUploadsInput{Bucket: e.bucket})
 			return err
 		}, want: []span{{"s3 list_uploads", "ok"}}, then: func(t *testing.T) {
 			if err := other.FenceCheck(context.Background(), api.Resource(resource), 9); err != nil {
@@ -244,7 +245,7 @@ func TestTracingMultipartOperations(t *testing.T) {
 			}
 		}},
 		{op: "CompleteMultipartUpload", run: func(ctx context.Context) error {
-			_, err := gw.CompleteUpload(ctx, p, upload.Capability(), 0, []api.Part{{Number: 1, ETag: "x"}})
+			_, err := gw.Engine().CompleteUpload(ctx, p, upload.Capability(), 0, []api.Part{{Number: 1, ETag: "x"}})
 			return err
 		}, wantErr: api.ErrStaleToken, want: []span{
 			{"etcd upload", "ok"}, {"s3 observe", "ok"}, {"etcd fence_check", "stale"}, {"etcd finish_upload", "ok"}, {"s3 abort_upload", "ok"},
@@ -260,10 +261,10 @@ func TestTracingMultipartOperations(t *testing.T) {
 			{"s3 observe", "ok"}, {"etcd fence_check", "accepted"}, {"s3 create_upload", "ok"}, {"etcd bind_upload", "ok"}, {"etcd fence_check", "accepted"},
 		}},
 		{op: "AbortMultipartUpload", run: func(ctx context.Context) error {
-			return gw.AbortUpload(ctx, p, upload.Capability(), 0)
+			return gw.Engine().AbortUpload(ctx, p, upload.Capability(), 0)
 		}, want: []span{{"etcd upload", "ok"}, {"s3 abort_upload", "ok"}, {"etcd unbind_upload", "ok"}}},
 		{op: "AbortMultipartUpload", run: func(ctx context.Context) error {
-			return gw.AbortUpload(ctx, p, upload.Capability(), 0)
+			return gw.Engine().AbortUpload(ctx, p, upload.Capability(), 0)
 		}, wantErr: api.ErrNotFound, want: []span{{"etcd upload", "not_found"}, {"etcd upload", "not_found"}}},
 		{op: "CreateMultipartUpload", run: create(11), want: []span{
 			{"s3 observe", "ok"}, {"etcd fence_check", "accepted"}, {"s3 create_upload", "ok"}, {"etcd bind_upload", "ok"}, {"etcd fence_check", "accepted"},
@@ -325,11 +326,11 @@ func TestMultipartUntraced(t *testing.T) {
 	e, gw := newMultipartEnv(t, gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	before := s3Counts(gather(t, gw))
 	p := api.ObjectPath{Bucket: e.bucket, Key: "doc"}
-	b, err := gw.CreateUpload(context.Background(), p, 1, "", api.ObjectMetadata{})
+	b, err := gw.Engine().CreateUpload(context.Background(), p, 1, "", api.ObjectMetadata{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := gw.AbortUpload(context.Background(), p, b.Capability(), 0); err != nil {
+	if err := gw.Engine().AbortUpload(context.Background(), p, b.Capability(), 0); err != nil {
 		t.Fatal(err)
 	}
 	wantS3Counted(t, before, s3Counts(gather(t, gw)), map[string]float64{"create_upload ok": 1, "abort_upload ok": 1})

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"fencegate/api"
+	"fencegate/edge"
 	"fencegate/fence"
 )
 
@@ -24,7 +25,22 @@ func (g *Gateway) objectPath(r *http.Request) (api.ObjectPath, error) {
 		return api.ObjectPath{}, fmt.Errorf("%w: not an object path", api.ErrInvalidObjectPath)
 	}
 	bucket, key, _ := strings.Cut(rest, "/")
-	return g.ObjectPath(bucket, key)
+	path, err := api.ParseObjectPath(bucket, key)
+	if err != nil {
+		return path, err
+	}
+	path.Store = g.engine.StoreOf(bucket)
+	return path, nil
+}
+
+// clientReader is r's body to read under the edge's transfer deadlines,
+// and the edge.ClientBody that sets them (nil where the connection takes
+// no deadlines: the body is then r.Body itself).
+func (g *Gateway) clientReader(w http.ResponseWriter, r *http.Request) (io.Reader, *edge.ClientBody) {
+	if client := g.edge.ClientBody(w, r); client != nil {
+		return client, client
+	}
+	return r.Body, nil
 }
 
 // parseFenced runs the protocol's steps 1 and 2 for a REST request: parse
@@ -33,7 +49,7 @@ func (g *Gateway) objectPath(r *http.Request) (api.ObjectPath, error) {
 // do op to the object: before anything reaches etcd or S3, and before a
 // stale answer could tell a caller that may not write the object its
 // high-water mark.
-func (g *Gateway) parseFenced(r *http.Request, op Operation) (fence.Request, error) {
+func (g *Gateway) parseFenced(r *http.Request, op edge.Operation) (fence.Request, error) {
 	path, err := g.objectPath(r)
 	if err != nil {
 		return fence.Request{}, err
@@ -51,7 +67,7 @@ func (g *Gateway) parseFenced(r *http.Request, op Operation) (fence.Request, err
 // putObject is the fenced write of the REST API: parse, fast reject, then
 // the engine's Put (observe, fence check, conditional write).
 func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
-	fr, err := g.parseFenced(r, OpWrite)
+	fr, err := g.parseFenced(r, edge.OpWrite)
 	if err != nil {
 		g.writeError(w, r, err)
 		return
@@ -90,7 +106,7 @@ func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
 // fence.Engine.Delete for the mark a delete leaves, and for a delete of an
 // absent object).
 func (g *Gateway) deleteObject(w http.ResponseWriter, r *http.Request) {
-	fr, err := g.parseFenced(r, OpDelete)
+	fr, err := g.parseFenced(r, edge.OpDelete)
 	if err != nil {
 		g.writeError(w, r, err)
 		return
@@ -109,11 +125,11 @@ func (g *Gateway) deleteObject(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) getObject(w http.ResponseWriter, r *http.Request) {
 	path, err := g.objectPath(r)
 	if err == nil {
-		err = g.authorize(r.Context(), OpRead, path.Resource())
+		err = g.authorize(r.Context(), edge.OpRead, path.Resource())
 	}
 	var in api.GetObjectInput
 	if err == nil {
-		in, err = readInput(r, path)
+		in, err = edge.ReadInput(r, path)
 	}
 	if err != nil {
 		g.writeError(w, r, err)
@@ -129,8 +145,8 @@ func (g *Gateway) getObject(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(setObjectHeaders(w.Header(), obj))
 	if obj.Body != nil {
-		if _, err := g.copyToClient(w, obj.Body); err != nil {
-			g.logger(r.Context()).Warn("object read interrupted", "bucket", path.Bucket, "key", path.Key, "err", err)
+		if _, err := g.edge.CopyToClient(w, obj.Body); err != nil {
+			g.edge.Logger(r.Context()).Warn("object read interrupted", "bucket", path.Bucket, "key", path.Key, "err", err)
 		}
 	}
 }
@@ -143,7 +159,7 @@ func (g *Gateway) getFence(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, fmt.Errorf("%w: resource name must be 1 to %d bytes", api.ErrInvalidRequest, maxResourceBytes))
 		return
 	}
-	if err := g.authorize(r.Context(), OpRead, api.Resource(resource)); err != nil {
+	if err := g.authorize(r.Context(), edge.OpRead, api.Resource(resource)); err != nil {
 		g.writeError(w, r, err)
 		return
 	}
@@ -160,7 +176,7 @@ func (g *Gateway) getFence(w http.ResponseWriter, r *http.Request) {
 const maxResourceBytes = 4 + 63 + 1 + api.MaxKeyBytes
 
 // readBody reads a REST PUT's body (see fence.Engine.ReadBody) under the
-// transfer deadlines (see clientBody): a sender that stalls is cut off.
+// transfer deadlines (see edge.ClientBody): a sender that stalls is cut off.
 // The caller releases the body when the request ends.
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) (*fence.Body, error) {
 	if r.ContentLength > g.cfg.MaxBodyBytes {
@@ -195,7 +211,7 @@ func (b *bufferedBody) release() {
 // bufferWhole reads a body of n bytes (-1: unknown) from into the
 // engine's budget of buffered bodies, under client's transfer deadlines
 // (nil: none): see fence.Engine.BufferWhole.
-func (g *Gateway) bufferWhole(from io.Reader, n, max int64, client *clientBody) (*bufferedBody, error) {
+func (g *Gateway) bufferWhole(from io.Reader, n, max int64, client *edge.ClientBody) (*bufferedBody, error) {
 	held, err := g.engine.BufferWhole(from, n, max, client)
 	if err != nil {
 		return nil, err

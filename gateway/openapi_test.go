@@ -28,6 +28,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"fencegate/api"
+	"fencegate/edge"
 )
 
 // The tests in this file hold the router to api/openapi.yaml (the spec);
@@ -56,12 +57,12 @@ const openAPIPath = "../api/openapi.yaml"
 func openAPIOptions(stores openAPIStores, partner, down *url.URL) map[string]Option {
 	sum := func(key string) [32]byte { return sha256.Sum256([]byte(key)) }
 	return map[string]Option{
-		"WithAuth": WithAuth(Auth{
-			Identities: []Identity{
-				{Name: "ci", Grants: []Grant{{Operations: []Operation{OpAdmin}}}},
-				{Name: "reader", Grants: []Grant{{Prefix: "s3/dev/", Operations: []Operation{OpRead}}}},
+		"WithAuth": WithAuth(edge.Auth{
+			Identities: []edge.Identity{
+				{Name: "ci", Grants: []edge.Grant{{Operations: []edge.Operation{edge.OpAdmin}}}},
+				{Name: "reader", Grants: []edge.Grant{{Prefix: "s3/dev/", Operations: []edge.Operation{edge.OpRead}}}},
 			},
-			APIKeys: []APIKey{{SHA256: sum("admin-key"), Identity: "ci"}, {SHA256: sum("reader-key"), Identity: "reader"}},
+			APIKeys: []edge.APIKey{{SHA256: sum("admin-key"), Identity: "ci"}, {SHA256: sum("reader-key"), Identity: "reader"}},
 		}),
 		"WithLocks": WithLocks(stores),
 		// No routes of its own: the S3 front door's multipart and large PUTs.
@@ -334,7 +335,7 @@ func TestOpenAPIOpenOperations(t *testing.T) {
 	console := &Gateway{console: true} // the console's files are open too
 	for p, ops := range spec {
 		for m, op := range ops {
-			open := openPaths[p] || console.consoleAsset(p)
+			open := edge.OpenPath(p) || console.consoleAsset(p)
 			switch {
 			case op.open && !open:
 				diffs = append(diffs, fmt.Sprintf("spec says %s %s needs no authentication; the gateway authenticates it", m, p))
@@ -343,7 +344,7 @@ func TestOpenAPIOpenOperations(t *testing.T) {
 			}
 		}
 	}
-	for p := range openPaths {
+	for _, p := range edge.OpenPaths() {
 		if _, ok := spec[p]; !ok {
 			diffs = append(diffs, fmt.Sprintf("open path %s is not in the spec", p))
 		}

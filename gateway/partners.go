@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"fencegate/api"
+	"fencegate/internal/fielderr"
 )
 
 // Partner routes: ANY /v1/partners/{route}/{path...}, forwarded to the
@@ -174,17 +175,19 @@ func WithPartnerAnswers(store AnswerStore) Option {
 // any, applies on top of each route's.
 func WithPartners(routes []PartnerRoute, store PartnerStore, client *http.Client) Option {
 	return func(g *Gateway) {
-		if store != nil {
-			store = &instrumentedPartners{PartnerStore: store, m: g.metrics}
-		}
-		h, err := newPartnerAPI(g, routes, store, client)
-		if err != nil {
-			g.optionErr = errors.Join(g.optionErr, fmt.Errorf("gateway: partner routes: %w", err))
-			return
-		}
-		g.metrics.registry.MustRegister(h.budgets)
-		g.mounts = append(g.mounts, h.mount)
 		g.partnerRoutes = routes
+		g.withEdge = append(g.withEdge, func() {
+			if store != nil {
+				store = &instrumentedPartners{PartnerStore: store, edge: g.edge}
+			}
+			h, err := newPartnerAPI(g, routes, store, client)
+			if err != nil {
+				g.optionErr = errors.Join(g.optionErr, fmt.Errorf("gateway: partner routes: %w", err))
+				return
+			}
+			g.edge.Registry().MustRegister(h.budgets)
+			g.mounts = append(g.mounts, h.mount)
+		})
 	}
 }
 
@@ -284,7 +287,7 @@ const (
 
 // ValidatePartnerRoutes checks routes as WithPartners does: each route
 // (see PartnerRoute.Validate), and that no name is used twice. Errors are
-// *FieldError, joined, with paths such as partners[1].upstream.
+// *fielderr.Error, joined, with paths such as partners[1].upstream.
 func ValidatePartnerRoutes(routes []PartnerRoute) error {
 	var errs []error
 	first := make(map[string]int, len(routes))
@@ -295,7 +298,7 @@ func ValidatePartnerRoutes(routes []PartnerRoute) error {
 			continue
 		}
 		if j, dup := first[rt.Name]; dup {
-			errs = append(errs, &FieldError{Field: path + ".name", First: fmt.Sprintf("partners[%d].name", j), Err: fmt.Errorf("route %q is defined twice", rt.Name)})
+			errs = append(errs, &fielderr.Error{Field: path + ".name", First: fmt.Sprintf("partners[%d].name", j), Err: fmt.Errorf("route %q is defined twice", rt.Name)})
 			continue
 		}
 		first[rt.Name] = i
@@ -306,7 +309,7 @@ func ValidatePartnerRoutes(routes []PartnerRoute) error {
 // Validate checks the route: its name, its upstream (see ParseUpstream),
 // its methods, its resource and resource path, that no duration or limit
 // is negative nor over its bound, and its header lists. Errors are
-// *FieldError, joined, with paths such as upstream or methods[1].
+// *fielderr.Error, joined, with paths such as upstream or methods[1].
 func (rt PartnerRoute) Validate() error { return rt.validate("") }
 
 // validate is Validate with paths under prefix.
@@ -316,7 +319,7 @@ func (rt PartnerRoute) validate(prefix string) error {
 		if prefix != "" {
 			field = prefix + "." + field
 		}
-		errs = append(errs, fieldErrorf(field, format, args...))
+		errs = append(errs, fielderr.Errorf(field, format, args...))
 	}
 	at := func(field string, err error) {
 		if err != nil {
@@ -593,7 +596,7 @@ func parseResourceTemplate(s string) (resourceTemplate, error) {
 			t.segments = append(t.segments, templateSegment{variable: name})
 		case seg == "" || seg == "." || seg == "..":
 			return resourceTemplate{}, fmt.Errorf("template %q: empty, \".\" or \"..\" segment", s)
-		case strings.ContainsAny(seg, "{}%\\ ") || hasControl(seg):
+		case strings.ContainsAny(seg, "{}%\\ ") || fielderr.HasControl(seg):
 			return resourceTemplate{}, fmt.Errorf("template %q: segment %q is neither a literal nor a {variable}", s, seg)
 		default:
 			t.segments = append(t.segments, templateSegment{literal: seg})
@@ -603,15 +606,6 @@ func parseResourceTemplate(s string) (resourceTemplate, error) {
 		return resourceTemplate{}, fmt.Errorf("template %q: no {variable}: every request would share one resource", s)
 	}
 	return t, nil
-}
-
-func hasControl(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] == 0x7f {
-			return true
-		}
-	}
-	return false
 }
 
 // resourceID returns the request's resource id: the X-Fence-Resource
@@ -658,7 +652,7 @@ func parseResourceHeader(values []string) (string, error) {
 	if v == "" || len(v) > api.MaxPartnerResourceBytes {
 		return "", fmt.Errorf("%w: %s must be 1 to %d characters", api.ErrInvalidRequest, api.HeaderFenceResource, api.MaxPartnerResourceBytes)
 	}
-	if !visibleASCII(v) {
+	if !api.VisibleASCII(v) {
 		return "", fmt.Errorf("%w: %s may hold only printable ASCII characters other than space", api.ErrInvalidRequest, api.HeaderFenceResource)
 	}
 	for _, seg := range strings.Split(v, "/") {

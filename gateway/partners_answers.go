@@ -86,7 +86,7 @@ func (h *partnerAPI) storeBody(ctx context.Context, pr partnerRequest, scope str
 	wctx, cancel := context.WithTimeout(ctx, answerStoreTimeout)
 	defer cancel()
 	if err := h.g.answers.PutAnswer(wctx, name, stored.Body); err != nil {
-		h.g.logger(ctx).Warn("answer body not stored: replays will omit it", "route", pr.route.Name, "resource", pr.resource, "err", err)
+		h.g.edge.Logger(ctx).Warn("answer body not stored: replays will omit it", "route", pr.route.Name, "resource", pr.resource, "err", err)
 		out.BodyOmitted = true
 		return &out, ""
 	}
@@ -106,7 +106,7 @@ func (h *partnerAPI) replayBody(ctx context.Context, pr partnerRequest, scope st
 	}
 	out := *s
 	out.BodyRef = nil
-	log := h.g.logger(ctx)
+	log := h.g.edge.Logger(ctx)
 	if h.g.answers == nil {
 		log.Warn("stored answer's body is in an answer store, and none is configured: replayed without it", "route", pr.route.Name)
 		out.BodyOmitted = true

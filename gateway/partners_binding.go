@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"fencegate/api"
+	"fencegate/edge"
+	"fencegate/internal/fielderr"
 )
 
 // A route whose resource comes from the X-Fence-Resource header fences
@@ -59,7 +61,7 @@ func parseResourcePath(s string) (*resourcePath, error) {
 			return nil, fmt.Errorf("%q: %s: the only variable is {%s}, the X-Fence-Resource value", s, seg, resourcePathVariable)
 		case seg == "" || seg == "." || seg == "..":
 			return nil, fmt.Errorf("%q: empty, \".\" or \"..\" segment", s)
-		case strings.ContainsAny(seg, "{}%\\ ") || hasControl(seg):
+		case strings.ContainsAny(seg, "{}%\\ ") || fielderr.HasControl(seg):
 			return nil, fmt.Errorf("%q: segment %q is neither a literal nor {%s}", s, seg, resourcePathVariable)
 		default:
 			p.segments = append(p.segments, templateSegment{literal: seg})
@@ -119,8 +121,8 @@ func validateUnboundPath(rt PartnerRoute) error {
 // one resource, the partner would act on another. Refusing is the safe
 // reading of a route that does not say: a grant of the whole route, or
 // none (auth off), leaves nothing to get around, and the route loads.
-// Errors are *FieldError, joined, with paths such as partners[1].resource.
-func ValidatePartnerGrants(routes []PartnerRoute, a Auth) error {
+// Errors are *fielderr.Error, joined, with paths such as partners[1].resource.
+func ValidatePartnerGrants(routes []PartnerRoute, a edge.Auth) error {
 	var errs []error
 	for i, rt := range routes {
 		if rt.Resource != ResourceFromHeader || rt.ResourcePath != "" || rt.UnboundPath {
@@ -131,7 +133,7 @@ func ValidatePartnerGrants(routes []PartnerRoute, a Auth) error {
 			if !ok {
 				continue
 			}
-			errs = append(errs, fieldErrorf(fmt.Sprintf("partners[%d].resource", i),
+			errs = append(errs, fielderr.Errorf(fmt.Sprintf("partners[%d].resource", i),
 				"%q without resource_path, and identity %q may write only part of the route (grant %q): "+
 					"it could name a resource it may write in %s and act on another in the path; "+
 					"set resource_path (such as accounts/{resource}) to bind the path to the header, "+
@@ -151,9 +153,9 @@ func ValidatePartnerGrants(routes []PartnerRoute, a Auth) error {
 // and partner/pay/ all cover partner/pay/), and only part of it when it
 // is longer and starts with routePrefix (partner/pay/acct-a1). A grant of
 // the whole route makes any narrower one moot.
-func partialWriteGrant(id Identity, routePrefix string) (prefix string, ok bool) {
+func partialWriteGrant(id edge.Identity, routePrefix string) (prefix string, ok bool) {
 	for _, gr := range id.Grants {
-		if !gr.allows(OpWrite) {
+		if !gr.Allows(edge.OpWrite) {
 			continue
 		}
 		switch {

@@ -14,9 +14,20 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 
 	"fencegate/api"
+	"fencegate/edge"
+)
+
+// The attributes of a partner call's span: OpenTelemetry's HTTP client
+// conventions, and the route's name.
+const (
+	attrPartnerRoute  = attribute.Key("fencegate.partner_route")
+	attrPartnerMethod = attribute.Key("http.request.method")
+	attrPartnerServer = attribute.Key("server.address")
+	attrPartnerStatus = attribute.Key("http.response.status_code")
 )
 
 // hopByHopHeaders are never forwarded, in either direction (RFC 9110
@@ -217,7 +228,7 @@ func (h *partnerAPI) forwardAdmitted(w http.ResponseWriter, r *http.Request, pr 
 		return
 	}
 	if _, err := io.Copy(w, resp.Body); err != nil {
-		h.g.logger(ctx).Info("partner answer cut short", "route", pr.route.Name, "err", err)
+		h.g.edge.Logger(ctx).Info("partner answer cut short", "route", pr.route.Name, "err", err)
 	}
 }
 
@@ -248,7 +259,7 @@ func (h *partnerAPI) outcome(r *http.Request, resp *http.Response, head []byte, 
 // record turned out to be gone, the body written for it is deleted.
 func (h *partnerAPI) finish(ctx context.Context, pr partnerRequest, scope string, adm api.Admission, stored *api.StoredResponse) {
 	ctx = finishContext(ctx)
-	log := h.g.logger(ctx)
+	log := h.g.edge.Logger(ctx)
 	var name string // of the body in the answer store, if it went there
 	if stored != nil && pr.key != "" {
 		stored, name = h.storeBody(ctx, pr, scope, adm, stored)
@@ -307,23 +318,23 @@ func (h *partnerAPI) call(ctx context.Context, r *http.Request, pr partnerReques
 	if pr.key != "" {
 		req.Header.Set(api.HeaderIdempotencyKey, upstreamIdempotencyKey(scope, pr.key))
 	}
-	if id := requestID(r.Context()); id != "" {
-		req.Header.Set(headerRequestID, id)
+	if id := edge.RequestID(r.Context()); id != "" {
+		req.Header.Set("X-Request-Id", id)
 	}
 	// Host is the upstream's, from the URL, never the client's.
 	req.Host = pr.target.Host
 	// The last thing before the send: the marker must outlive the call.
 	if err := errMarkerMayExpire(ctx, markerExpires); err != nil {
-		h.g.logger(ctx).Warn("partner request not sent: its admission may expire during the call", "route", pr.route.Name, "resource", pr.resource, "err", err)
+		h.g.edge.Logger(ctx).Warn("partner request not sent: its admission may expire during the call", "route", pr.route.Name, "resource", pr.resource, "err", err)
 		return nil, fmt.Errorf("partner %s: %w: %w: %w", pr.route.Name, api.ErrUnavailable, api.ErrNotForwarded, err)
 	}
 	// With tracing, the call is a client span, timed to the answer's
 	// headers, and the partner gets its traceparent (in place of the
 	// client's).
-	spanCtx, span := startClientSpan(ctx, "partner "+pr.route.Name)
+	spanCtx, span := edge.StartClientSpan(ctx, "partner "+pr.route.Name)
 	if span != nil {
-		span.SetAttributes(attrPartner.String(pr.route.Name), attrMethod.String(r.Method), attrServer.String(pr.target.Hostname()))
-		injectTraceparent(spanCtx, req.Header)
+		span.SetAttributes(attrPartnerRoute.String(pr.route.Name), attrPartnerMethod.String(r.Method), attrPartnerServer.String(pr.target.Hostname()))
+		edge.InjectTraceparent(spanCtx, req.Header)
 	}
 	resp, err := h.client.Do(req)
 	if err != nil {
@@ -331,16 +342,16 @@ func (h *partnerAPI) call(ctx context.Context, r *http.Request, pr partnerReques
 		if !connected.Load() {
 			err = fmt.Errorf("%w: %w", api.ErrNotForwarded, err)
 		}
-		endClientSpan(span, "error", true, err)
+		edge.EndClientSpan(span, "error", true, err)
 		return nil, err
 	}
 	if span != nil {
-		span.SetAttributes(attrStatusCode.Int(resp.StatusCode))
+		span.SetAttributes(attrPartnerStatus.Int(resp.StatusCode))
 		if resp.StatusCode >= 500 {
 			span.SetStatus(codes.Error, resp.Status)
 		}
 	}
-	endClientSpan(span, "ok", false, nil)
+	edge.EndClientSpan(span, "ok", false, nil)
 	return resp, nil
 }
 
@@ -403,7 +414,7 @@ func forwardedHeader(in http.Header, route *partnerRoute) http.Header {
 // and left out of the idempotency fingerprint, so that a retry is still
 // the same request. Content-Length is the body's, which the fingerprint
 // covers, and the gateway's HTTP client sends its own.
-var perAttemptHeaders = []string{"Traceparent", "Tracestate", "Baggage", headerRequestID, "Content-Length"}
+var perAttemptHeaders = []string{"Traceparent", "Tracestate", "Baggage", "X-Request-Id", "Content-Length"}
 
 // fingerprintedHeader is what the idempotency fingerprint covers of a
 // request's headers (api.NewHeaderFingerprint): every header of the

@@ -12,6 +12,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"fencegate/api"
+	"fencegate/edge"
+	"fencegate/fence"
 )
 
 // partnersPrefix starts every partner route.
@@ -58,7 +60,7 @@ func (h *partnerAPI) serve(w http.ResponseWriter, r *http.Request) {
 		Hold:     h.partnerHold(pr.route),
 		MaxWait:  pr.route.MaxWait,
 	}
-	scope := idempotencyScope(pr.route.Name, callerName(ctx))
+	scope := idempotencyScope(pr.route.Name, edge.CallerName(ctx))
 	if pr.key != "" {
 		adm.Idempotency = &api.IdempotencyClaim{
 			Scope:             scope,
@@ -68,7 +70,7 @@ func (h *partnerAPI) serve(w http.ResponseWriter, r *http.Request) {
 			Retention:         pr.route.IdempotencyTTL,
 			Budgets: []api.IdempotencyBudget{
 				pr.route.Budget.account(routeAccount(pr.route.Name)),
-				h.identityBudget.account(identityAccount(callerName(ctx))),
+				h.identityBudget.account(identityAccount(edge.CallerName(ctx))),
 			},
 		}
 	}
@@ -77,7 +79,7 @@ func (h *partnerAPI) serve(w http.ResponseWriter, r *http.Request) {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			// The client went away while waiting for the resource:
 			// nothing was forwarded, and nobody reads an answer.
-			h.g.logger(ctx).Info("partner request abandoned while waiting", "route", pr.route.Name, "resource", pr.resource)
+			h.g.edge.Logger(ctx).Info("partner request abandoned while waiting", "route", pr.route.Name, "resource", pr.resource)
 			return
 		}
 		if errors.Is(err, api.ErrIdempotencyBudgetExhausted) {
@@ -89,7 +91,7 @@ func (h *partnerAPI) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	h.g.publishAdmission(r, pr, admission)
 	if admission.Replay != nil {
-		h.g.logger(ctx).Debug("idempotent replay", "route", pr.route.Name, "resource", pr.resource, "status", admission.Replay.Status)
+		h.g.edge.Logger(ctx).Debug("idempotent replay", "route", pr.route.Name, "resource", pr.resource, "status", admission.Replay.Status)
 		stored, err := h.replayBody(ctx, pr, scope, admission.Replay)
 		if err != nil {
 			h.g.writeError(w, r, err)
@@ -146,14 +148,14 @@ func (h *partnerAPI) parse(w http.ResponseWriter, r *http.Request) (partnerReque
 		return partnerRequest{}, fmt.Errorf("%w: partner route %s requires an %s header", api.ErrMissingIdempotencyKey, name, api.HeaderIdempotencyKey)
 	}
 	// Authorize before anything reveals the resource's mark.
-	if err := h.g.authorize(r.Context(), OpWrite, resource); err != nil {
+	if err := h.g.authorize(r.Context(), edge.OpWrite, resource); err != nil {
 		return partnerRequest{}, err
 	}
-	noteChecked(r.Context(), resource, token)
-	noteMarkBefore(r.Context(), h.g.events.hub, h.store.CachedHighWaterMark, resource)
+	edge.NoteChecked(r.Context(), resource, token)
+	h.g.edge.NoteMarkBefore(r.Context(), h.store.CachedHighWaterMark, resource)
 	// Fast reject, as for objects: high-water marks only grow.
 	if hwm, ok := h.store.CachedHighWaterMark(resource); ok && hwm > token {
-		noteStaleSource(r.Context(), staleFromCache)
+		edge.NoteStaleSource(r.Context(), fence.StaleFromCache)
 		return partnerRequest{}, &api.StaleTokenError{Resource: resource, Token: token, HighWaterMark: hwm}
 	}
 	buf, err := h.g.readPartnerBody(w, r, route.MaxBodyBytes)

@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"fencegate/api"
+	"fencegate/edge"
 	"fencegate/gateway"
 	"fencegate/tokenstore"
 )
@@ -100,22 +101,22 @@ func onlyKey(tb testing.TB, client *clientv3.Client, prefix string) (key string,
 func TestSessionAPIRefusesOtherLeases(t *testing.T) {
 	lockerKey, lockerAPIKey := newKey(t, "locker")
 	opsKey, opsAPIKey := newKey(t, "ops")
-	withAuth := func(string) gateway.Auth {
-		return gateway.Auth{
-			Identities: []gateway.Identity{
-				{Name: "locker", Grants: []gateway.Grant{
-					{Prefix: "jobs-", Operations: []gateway.Operation{gateway.OpLock}},
-					{Prefix: "partner/", Operations: []gateway.Operation{gateway.OpWrite}},
+	withAuth := func(string) edge.Auth {
+		return edge.Auth{
+			Identities: []edge.Identity{
+				{Name: "locker", Grants: []edge.Grant{
+					{Prefix: "jobs-", Operations: []edge.Operation{edge.OpLock}},
+					{Prefix: "partner/", Operations: []edge.Operation{edge.OpWrite}},
 				}},
-				{Name: "ops", Grants: []gateway.Grant{{Operations: []gateway.Operation{gateway.OpAdmin}}}},
+				{Name: "ops", Grants: []edge.Grant{{Operations: []edge.Operation{edge.OpAdmin}}}},
 			},
-			APIKeys: []gateway.APIKey{lockerAPIKey, opsAPIKey},
+			APIKeys: []edge.APIKey{lockerAPIKey, opsAPIKey},
 		}
 	}
-	withoutAuth := func(string) gateway.Auth { return gateway.Auth{} }
+	withoutAuth := func(string) edge.Auth { return edge.Auth{} }
 	for _, caller := range []struct {
 		name string
-		auth func(string) gateway.Auth
+		auth func(string) edge.Auth
 		key  string // bearer key; "" sends none
 	}{
 		{"no auth", withoutAuth, ""},

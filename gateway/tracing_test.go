@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"fencegate/api"
+	"fencegate/edge"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
 	"fencegate/tokenstore"
@@ -277,9 +278,9 @@ func TestTraceS3(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			door := gw.TrackRequests("s3", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				gateway.NoteOperation(r.Context(), "ListObjectsV2")
-				_, end := gateway.TraceS3(r.Context(), "list_objects", "b")
+			door := gw.Edge().Track(edge.Door{Name: "s3"})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				edge.NoteOperation(r.Context(), "ListObjectsV2")
+				_, end := edge.TraceS3(r.Context(), "list_objects", "b")
 				end(tt.status, tt.err)
 			}))
 			door.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/b?list-type=2", nil))
@@ -301,7 +302,7 @@ func TestTraceS3(t *testing.T) {
 
 	// Not traced: the function ends nothing, and no span is started.
 	before := len(rec.Ended())
-	ctx, end := gateway.TraceS3(context.Background(), "list_objects", "b")
+	ctx, end := edge.TraceS3(context.Background(), "list_objects", "b")
 	end(http.StatusOK, nil)
 	if trace.SpanFromContext(ctx).SpanContext().IsValid() {
 		t.Error("TraceS3 started a span outside a traced request")

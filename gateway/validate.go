@@ -2,72 +2,15 @@ package gateway
 
 import (
 	"errors"
-	"fmt"
+	"fencegate/internal/fielderr"
 	"strconv"
 )
-
-// FieldError is a problem with one field of a Config, a PartnerRoute or
-// an Auth. Field is the field's path, in the terms of fencegate's config
-// file ("buffer_bytes", "partners[1].upstream",
-// "partners[0].add_headers.X-Fence-Token", "identities[0].name",
-// "api_keys[2]"); Err says what is wrong without naming the field, so
-// that a caller can name it as its users know it (a flag, a line of a
-// file). First, when not empty, is the path of an earlier field that
-// this one repeats. The validators return these joined (errors.Join):
-// errors.As finds the first, and a caller that wants each one unwraps
-// the join (see FieldErrors).
-type FieldError struct {
-	Field string
-	First string
-	Err   error
-}
-
-func (e *FieldError) Error() string {
-	msg := e.Field + ": " + e.Err.Error()
-	if e.First != "" {
-		msg += " (first at " + e.First + ")"
-	}
-	return msg
-}
-
-func (e *FieldError) Unwrap() error { return e.Err }
-
-// FieldErrors returns the *FieldError values in err, as the validators
-// join them, in order; nil when err holds none.
-func FieldErrors(err error) []*FieldError {
-	var out []*FieldError
-	var walk func(error)
-	walk = func(err error) {
-		if fe, ok := err.(*FieldError); ok {
-			out = append(out, fe)
-			return
-		}
-		if joined, ok := err.(interface{ Unwrap() []error }); ok {
-			for _, e := range joined.Unwrap() {
-				walk(e)
-			}
-			return
-		}
-		if next := errors.Unwrap(err); next != nil {
-			walk(next)
-		}
-	}
-	if err != nil {
-		walk(err)
-	}
-	return out
-}
-
-// fieldErrorf returns a *FieldError for field.
-func fieldErrorf(field, format string, args ...any) *FieldError {
-	return &FieldError{Field: field, Err: fmt.Errorf(format, args...)}
-}
 
 // Validate checks c as New would use it, zero fields taking their
 // defaults: no limit is negative but those documented so, the buffered
 // body fits the largest body (BufferBytes at most MaxBodyBytes), and the
 // budget of buffered bodies holds one (BufferBudgetBytes at least
-// BufferBytes). Errors are *FieldError, joined; their Field is the
+// BufferBytes). Errors are *fielderr.Error, joined; their Field is the
 // field's name in the config file's terms (buffer_bytes). name, when not
 // nil, maps such a name to the one the caller's users know (a flag, a
 // path in the file) where a message names another field.
@@ -88,17 +31,17 @@ func (c Config) Validate(name func(field string) string) error {
 		{"transfer_chunk_timeout", int64(c.TransferChunkTimeout)}, {"readiness_timeout", int64(c.ReadinessTimeout)}, {"readiness_cache", int64(c.ReadinessCache)},
 	} {
 		if f.n < 0 {
-			errs = append(errs, fieldErrorf(f.name, "%d: must not be negative", f.n))
+			errs = append(errs, fielderr.Errorf(f.name, "%d: must not be negative", f.n))
 		}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
 	if c.BufferBytes > c.MaxBodyBytes {
-		return fieldErrorf("buffer_bytes", "%s must not exceed %s %s", formatSize(c.BufferBytes), name("max_body_bytes"), formatSize(c.MaxBodyBytes))
+		return fielderr.Errorf("buffer_bytes", "%s must not exceed %s %s", formatSize(c.BufferBytes), name("max_body_bytes"), formatSize(c.MaxBodyBytes))
 	}
 	if c.BufferBudgetBytes < c.BufferBytes {
-		return fieldErrorf("buffer_budget_bytes", "%s must be at least %s %s", formatSize(c.BufferBudgetBytes), name("buffer_bytes"), formatSize(c.BufferBytes))
+		return fielderr.Errorf("buffer_budget_bytes", "%s must be at least %s %s", formatSize(c.BufferBudgetBytes), name("buffer_bytes"), formatSize(c.BufferBytes))
 	}
 	return c.validateMultipart()
 }

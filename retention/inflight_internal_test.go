@@ -27,7 +27,7 @@ var withTombstones = Config{Retention: testRetention, TombstoneRetention: testRe
 // createUpload starts a multipart upload of key with token through gw.
 func (st *stack) createUpload(tb testing.TB, gw *gateway.Gateway, key string, token api.Token) (api.UploadBinding, error) {
 	tb.Helper()
-	return gw.CreateUpload(context.Background(), api.ObjectPath{Bucket: st.bucket, Key: key}, token, "", api.ObjectMetadata{})
+	return gw.Engine().CreateUpload(context.Background(), api.ObjectPath{Bucket: st.bucket, Key: key}, token, "", api.ObjectMetadata{})
 }
 
 // unbindAll deletes every upload binding from etcd, as their leases'

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"fencegate/api"
+	"fencegate/edge"
 	"fencegate/gateway"
 )
 
@@ -109,18 +110,18 @@ func TestRefusedWritesAreAudited(t *testing.T) {
 func TestRefusalsOfGCSObjectsNamedByStore(t *testing.T) {
 	const gcsReaderKey = "AKIAGCSREADER"
 	var logs syncBuffer
-	read := []gateway.Operation{gateway.OpRead}
+	read := []edge.Operation{edge.OpRead}
 	g := newGCSDoorWith(t, "gcsaudit", gcsDoorOptions{
 		logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		keys:   keys{gcsReaderKey: {secretOf + gcsReaderKey, "gcs-reader"}},
-		auth: func(bucket string) gateway.Auth {
-			return gateway.Auth{
-				Identities: []gateway.Identity{
-					{Name: "writer", Grants: []gateway.Grant{{Prefix: "", Operations: []gateway.Operation{gateway.OpRead, gateway.OpWrite, gateway.OpDelete}}}},
-					{Name: "s3-reader", Grants: []gateway.Grant{{Prefix: "s3/", Operations: read}}},
-					{Name: "gcs-reader", Grants: []gateway.Grant{{Prefix: "gcs/" + bucket + "/", Operations: read}}},
+		auth: func(bucket string) edge.Auth {
+			return edge.Auth{
+				Identities: []edge.Identity{
+					{Name: "writer", Grants: []edge.Grant{{Prefix: "", Operations: []edge.Operation{edge.OpRead, edge.OpWrite, edge.OpDelete}}}},
+					{Name: "s3-reader", Grants: []edge.Grant{{Prefix: "s3/", Operations: read}}},
+					{Name: "gcs-reader", Grants: []edge.Grant{{Prefix: "gcs/" + bucket + "/", Operations: read}}},
 				},
-				APIKeys: []gateway.APIKey{
+				APIKeys: []edge.APIKey{
 					{SHA256: sha256.Sum256([]byte("rest-s3-reader")), Identity: "s3-reader"},
 					{SHA256: sha256.Sum256([]byte("rest-gcs-reader")), Identity: "gcs-reader"},
 				},

@@ -11,12 +11,12 @@ import (
 	"strings"
 
 	"fencegate/api"
-	"fencegate/gateway"
+	"fencegate/edge"
 )
 
 // Bucket administration: CreateBucket and DeleteBucket, for an identity
 // with an admin grant on the whole bucket (on s3/BUCKET/, as
-// gateway.ObjectResource names a bucket's prefix). They are passed to the
+// objectResource names a bucket's prefix). They are passed to the
 // store (Deps.Admin) as the gateway's own requests, built from what the
 // door validated: nothing of the client's request but the bucket's name,
 // and the one option the gateway honours, reaches the store.
@@ -41,13 +41,13 @@ const maxCreateBucketBodyBytes = 64 << 10
 // is checked first, so that an identity without one learns nothing of
 // the bucket, and its refusal is audited.
 func (s *server) bucketAdmin(ctx context.Context, bucket string) error {
-	if err := s.gw.Authorize(ctx, gateway.OpAdmin, s.gw.ObjectResource(bucket, "")); err != nil {
+	if err := s.edge.Authorize(ctx, edge.OpAdmin, s.objectResource(bucket, "")); err != nil {
 		return err
 	}
 	if s.admin == nil {
 		return fmt.Errorf("%w: this gateway does not administer buckets", errNotImplemented)
 	}
-	if store := s.gw.StoreOf(bucket); store != api.StoreS3 {
+	if store := s.engine.StoreOf(bucket); store != api.StoreS3 {
 		return fmt.Errorf("%w: bucket %q is in %s, which the S3 API does not administer", errNotImplemented, bucket, store)
 	}
 	return nil
@@ -92,9 +92,9 @@ func (s *server) deleteBucket(w http.ResponseWriter, r *http.Request, rq *reques
 }
 
 // administer runs one request of Deps.Admin about bucket, traced as the
-// gateway traces its own S3 requests (gateway.TraceS3, span "s3 "+span).
+// gateway traces its own S3 requests (edge.TraceS3, span "s3 "+span).
 func (s *server) administer(ctx context.Context, span, bucket string, send func(context.Context) error) error {
-	ctx, end := gateway.TraceS3(ctx, span, bucket)
+	ctx, end := edge.TraceS3(ctx, span, bucket)
 	err := send(ctx)
 	var store *api.StoreError
 	switch {

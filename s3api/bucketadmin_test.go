@@ -15,6 +15,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"fencegate/api"
+	"fencegate/edge"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
 )
@@ -313,10 +314,10 @@ func TestRecreatedBucketKeepsMarks(t *testing.T) {
 // is not created or deleted through the S3 API, even by an operator
 // (admin of everything): 501, and nothing reaches GCS.
 func TestBucketAdministrationOfGCSBucket(t *testing.T) {
-	g := newGCSDoorWith(t, "gcsadm", gcsDoorOptions{auth: func(string) gateway.Auth {
-		return gateway.Auth{
-			Identities: []gateway.Identity{{Name: "writer", Grants: []gateway.Grant{{Prefix: "", Operations: []gateway.Operation{gateway.OpAdmin}}}}},
-			APIKeys:    []gateway.APIKey{{SHA256: sha256.Sum256([]byte("rest-writer")), Identity: "writer"}},
+	g := newGCSDoorWith(t, "gcsadm", gcsDoorOptions{auth: func(string) edge.Auth {
+		return edge.Auth{
+			Identities: []edge.Identity{{Name: "writer", Grants: []edge.Grant{{Prefix: "", Operations: []edge.Operation{edge.OpAdmin}}}}},
+			APIKeys:    []edge.APIKey{{SHA256: sha256.Sum256([]byte("rest-writer")), Identity: "writer"}},
 		}
 	}})
 	ctx := context.Background()

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"fencegate/api"
-	"fencegate/gateway"
+	"fencegate/edge"
 )
 
 // The bucket reads pass through to the store (Deps.Buckets), re-signed
@@ -39,7 +39,7 @@ func (s *server) bucketStore(bucket string) error {
 	if s.buckets == nil {
 		return fmt.Errorf("%w: this gateway lists no buckets", errNotImplemented)
 	}
-	if bucket != "" && s.gw.StoreOf(bucket) != api.StoreS3 {
+	if bucket != "" && s.engine.StoreOf(bucket) != api.StoreS3 {
 		return fmt.Errorf("%w: bucket %q is not in S3: the S3 API lists S3 buckets only", errNotImplemented, bucket)
 	}
 	return nil
@@ -76,7 +76,7 @@ func (s *server) listObjects(w http.ResponseWriter, r *http.Request, rq *request
 	}
 	if err == nil {
 		// Every key the listing can show starts with the prefix.
-		err = s.gw.Authorize(ctx, gateway.OpRead, api.Resource(api.StoreS3+"/"+rq.bucket+"/"+query.Get("prefix")))
+		err = s.edge.Authorize(ctx, edge.OpRead, api.Resource(api.StoreS3+"/"+rq.bucket+"/"+query.Get("prefix")))
 	}
 	if err != nil {
 		s.writeError(w, r, rq, err)
@@ -122,7 +122,7 @@ func (s *server) bucketRead(ctx context.Context, bucket string) error {
 	if err := s.bucketStore(bucket); err != nil {
 		return err
 	}
-	return s.gw.AuthorizeAny(ctx, gateway.OpRead, api.StoreS3+"/"+bucket+"/")
+	return s.edge.AuthorizeAny(ctx, edge.OpRead, api.StoreS3+"/"+bucket+"/")
 }
 
 // passThrough sends the bucket read and relays the store's answer: a
@@ -150,14 +150,14 @@ func (s *server) passThrough(w http.ResponseWriter, r *http.Request, rq *request
 	}
 	w.WriteHeader(resp.StatusCode)
 	if method != http.MethodHead {
-		if _, err := s.gw.CopyToClient(w, resp.Body); err != nil {
+		if _, err := s.edge.CopyToClient(w, resp.Body); err != nil {
 			s.log.WarnContext(r.Context(), "s3 listing interrupted", "request_id", rq.id, "bucket", bucket, "err", err)
 		}
 	}
 }
 
 // bucketSpans name the span of each operation's request to the store
-// (gateway.TraceS3).
+// (edge.TraceS3).
 var bucketSpans = map[string]string{
 	"ListObjectsV2": "list_objects", "ListObjects": "list_objects", "ListBuckets": "list_buckets",
 	"HeadBucket": "head_bucket", "GetBucketLocation": "get_bucket_location",
@@ -166,7 +166,7 @@ var bucketSpans = map[string]string{
 // bucketRequest is Deps.Buckets' BucketRequest for the operation op,
 // traced as the gateway traces its own S3 requests.
 func (s *server) bucketRequest(ctx context.Context, op, method, bucket string, query url.Values) (*http.Response, error) {
-	ctx, end := gateway.TraceS3(ctx, bucketSpans[op], bucket)
+	ctx, end := edge.TraceS3(ctx, bucketSpans[op], bucket)
 	resp, err := s.buckets.BucketRequest(ctx, method, bucket, query)
 	status := 0
 	if resp != nil {
@@ -242,7 +242,7 @@ func (s *server) listBuckets(w http.ResponseWriter, r *http.Request, rq *request
 	}
 	kept := list.Buckets.Bucket[:0]
 	for _, b := range list.Buckets.Bucket {
-		if s.gw.StoreOf(b.Name) == api.StoreS3 && s.gw.AuthorizeAny(ctx, gateway.OpRead, api.StoreS3+"/"+b.Name+"/") == nil {
+		if s.engine.StoreOf(b.Name) == api.StoreS3 && s.edge.AuthorizeAny(ctx, edge.OpRead, api.StoreS3+"/"+b.Name+"/") == nil {
 			kept = append(kept, b)
 		}
 	}

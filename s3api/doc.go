@@ -10,7 +10,7 @@
 // Every other decision is made elsewhere, by the same code as for the REST
 // API: package sigv4 authenticates (Signature Version 4, bodies verified
 // as they stream); the gateway authorizes the identity by its grants and
-// runs the fencing protocol (gateway.PutFenced, gateway.DeleteFenced:
+// runs the fencing protocol (fence.Engine.PutFenced, fence.Engine.DeleteFenced:
 // fast reject, observe, fence check, conditional write, bounded retry,
 // ETag cache); a BucketLister (package backends/s3) lists, re-signing
 // with the gateway's own credentials.

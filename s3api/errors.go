@@ -6,7 +6,7 @@ import (
 	"net/http"
 
 	"fencegate/api"
-	"fencegate/gateway"
+	"fencegate/edge"
 	"fencegate/s3api/sigv4"
 )
 
@@ -245,7 +245,7 @@ type errorBody struct {
 // answered 500 are logged with their details.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, rq *request, err error) {
 	c, message := s3ErrorOf(err)
-	gateway.NoteErrorCode(r.Context(), c.code)
+	edge.NoteErrorCode(r.Context(), c.code)
 	s.noteRefusal(r, rq, err)
 	switch store := api.StoreAnswer(err); {
 	case c.status >= 500:
@@ -291,7 +291,7 @@ const headerHighWaterMark = "X-Fence-High-Water-Mark"
 
 // noteRefusal has the gateway count and audit the refusal of a write, as
 // for the REST API, about the object the request named as the REST API
-// names it (gateway.ObjectResource: by its bucket's store). A refusal of the signature counts as a failed
+// names it (objectResource: by its bucket's store). A refusal of the signature counts as a failed
 // authentication (api.ErrUnauthorized).
 func (s *server) noteRefusal(r *http.Request, rq *request, err error) {
 	var refusal *sigv4.Error
@@ -301,7 +301,7 @@ func (s *server) noteRefusal(r *http.Request, rq *request, err error) {
 	write := writeOps[rq.op]
 	var resource api.Resource
 	if write && rq.bucket != "" {
-		resource = s.gw.ObjectResource(rq.bucket, rq.key)
+		resource = s.objectResource(rq.bucket, rq.key)
 	}
-	s.gw.NoteRefusal(r.Context(), write, resource, rq.token, err)
+	s.edge.NoteRefusal(r.Context(), write, resource, rq.token, err)
 }

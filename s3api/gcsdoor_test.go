@@ -14,6 +14,7 @@ import (
 	"fencegate/backends/gcs"
 	s3backend "fencegate/backends/s3"
 	"fencegate/backends/stores"
+	"fencegate/edge"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
 	"fencegate/s3api"
@@ -34,7 +35,7 @@ type gcsDoor struct {
 type gcsDoorOptions struct {
 	// auth, when not nil, gives the gateway the Auth it makes for the
 	// GCS bucket.
-	auth func(bucket string) gateway.Auth
+	auth func(bucket string) edge.Auth
 	// keys are more S3 access keys, beside the writer's.
 	keys keys
 	// logger is the gateway's and the door's; nil discards.
@@ -86,7 +87,7 @@ func newGCSDoorWith(tb testing.TB, name string, o gcsDoorOptions) *gcsDoor {
 	}
 	g.door = &door{bucket: bucket, gw: gw, keys: keys{writerKey: {secretOf + writerKey, "writer"}}}
 	maps.Copy(g.keys, o.keys)
-	h, err := s3api.New(s3api.Config{Logger: logger}, s3api.Deps{Gateway: gw, Keys: g.keys, Admin: s3Backend})
+	h, err := s3api.New(s3api.Config{Logger: logger}, s3api.Deps{Edge: gw.Edge(), Engine: gw.Engine(), Keys: g.keys, Admin: s3Backend})
 	if err != nil {
 		tb.Fatal(err)
 	}

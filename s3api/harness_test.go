@@ -25,6 +25,7 @@ import (
 
 	"fencegate/api"
 	s3backend "fencegate/backends/s3"
+	"fencegate/edge"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
 	"fencegate/s3api"
@@ -116,18 +117,18 @@ func newDoor(tb testing.TB, o doorOptions) *door {
 	}
 	var opts []gateway.Option
 	if !o.noAuth {
-		rw := []gateway.Operation{gateway.OpRead, gateway.OpWrite, gateway.OpDelete}
-		opts = append(opts, gateway.WithAuth(gateway.Auth{
-			Identities: []gateway.Identity{
-				{Name: "writer", Grants: []gateway.Grant{{Prefix: "s3/", Operations: rw}}},
-				{Name: "reader", Grants: []gateway.Grant{{Prefix: "s3/", Operations: []gateway.Operation{gateway.OpRead}}}},
-				{Name: "logs", Grants: []gateway.Grant{{Prefix: "s3/" + d.bucket + "/logs/", Operations: rw}}},
-				{Name: "admin", Grants: []gateway.Grant{
-					{Prefix: "s3/" + adminBuckets, Operations: []gateway.Operation{gateway.OpAdmin}},
-					{Prefix: "s3/" + d.bucket + "/logs/", Operations: []gateway.Operation{gateway.OpAdmin}},
+		rw := []edge.Operation{edge.OpRead, edge.OpWrite, edge.OpDelete}
+		opts = append(opts, gateway.WithAuth(edge.Auth{
+			Identities: []edge.Identity{
+				{Name: "writer", Grants: []edge.Grant{{Prefix: "s3/", Operations: rw}}},
+				{Name: "reader", Grants: []edge.Grant{{Prefix: "s3/", Operations: []edge.Operation{edge.OpRead}}}},
+				{Name: "logs", Grants: []edge.Grant{{Prefix: "s3/" + d.bucket + "/logs/", Operations: rw}}},
+				{Name: "admin", Grants: []edge.Grant{
+					{Prefix: "s3/" + adminBuckets, Operations: []edge.Operation{edge.OpAdmin}},
+					{Prefix: "s3/" + d.bucket + "/logs/", Operations: []edge.Operation{edge.OpAdmin}},
 				}},
 			},
-			APIKeys: []gateway.APIKey{
+			APIKeys: []edge.APIKey{
 				{SHA256: sha256.Sum256([]byte("rest-writer")), Identity: "writer"},
 				{SHA256: sha256.Sum256([]byte("rest-reader")), Identity: "reader"},
 				{SHA256: sha256.Sum256([]byte("rest-logs")), Identity: "logs"},
@@ -150,7 +151,7 @@ func newDoor(tb testing.TB, o doorOptions) *door {
 		logsKey:   {secretOf + logsKey, "logs"},
 		adminKey:  {secretOf + adminKey, "admin"},
 	}
-	h, err := s3api.New(s3api.Config{Domain: o.domain, Logger: cfg.Logger}, s3api.Deps{Gateway: gw, Keys: d.keys, Buckets: backend, Admin: backend})
+	h, err := s3api.New(s3api.Config{Domain: o.domain, Logger: cfg.Logger}, s3api.Deps{Edge: gw.Edge(), Engine: gw.Engine(), Keys: d.keys, Buckets: backend, Admin: backend})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -13,11 +13,12 @@ import (
 	"time"
 
 	"fencegate/api"
-	"fencegate/gateway"
+	"fencegate/edge"
+	"fencegate/fence"
 )
 
 // Fenced multipart uploads through the door: each operation is the
-// gateway's (gateway.CreateUpload and the rest, see gateway/multipart.go),
+// gateway's (fence.Engine.CreateUpload and the rest, see gateway/multipart.go),
 // which binds an upload to the token its CreateMultipartUpload carried,
 // refuses the parts of an upload whose token went stale, and completes
 // with the protocol of a PUT (observe, fence check, conditional
@@ -108,7 +109,7 @@ func (s *server) orNoSuchBucket(ctx context.Context, rq *request, err error) err
 		return err
 	}
 	path, pathErr := s.objectPath(rq.bucket, rq.key)
-	if pathErr != nil || path.Store != "" && path.Store != api.StoreS3 || s.gw.Authorize(ctx, gateway.OpWrite, path.Resource()) != nil {
+	if pathErr != nil || path.Store != "" && path.Store != api.StoreS3 || s.edge.Authorize(ctx, edge.OpWrite, path.Resource()) != nil {
 		return err
 	}
 	resp, headErr := s.bucketRequest(ctx, "HeadBucket", http.MethodHead, rq.bucket, url.Values{})
@@ -130,7 +131,7 @@ func (s *server) orNoSuchBucket(ctx context.Context, rq *request, err error) err
 func (s *server) createMultipartUpload(w http.ResponseWriter, r *http.Request, rq *request) {
 	discardBody(r.Body)
 	ctx := r.Context()
-	path, token, err := s.fencedTarget(ctx, r, rq, gateway.OpWrite)
+	path, token, err := s.fencedTarget(ctx, r, rq, edge.OpWrite)
 	if err == nil {
 		err = refuseWriteConditions(r.Header)
 	}
@@ -149,7 +150,7 @@ func (s *server) createMultipartUpload(w http.ResponseWriter, r *http.Request, r
 		s.writeError(w, r, rq, err)
 		return
 	}
-	b, err := s.gw.CreateUploadWith(ctx, api.CreateUploadInput{Path: path, Token: token, ContentType: r.Header.Get("Content-Type"), Metadata: meta, Encryption: encryption})
+	b, err := s.engine.CreateUploadWith(ctx, api.CreateUploadInput{Path: path, Token: token, ContentType: r.Header.Get("Content-Type"), Metadata: meta, Encryption: encryption})
 	if err != nil {
 		s.writeError(w, r, rq, err)
 		return
@@ -209,7 +210,7 @@ func (s *server) uploadPart(w http.ResponseWriter, r *http.Request, rq *request)
 		s.writeError(w, r, rq, err)
 		return
 	}
-	etag, err := s.gw.UploadPart(ctx, api.UploadPartInput{Path: path, UploadID: id, Number: number, Body: body, Size: rq.auth.DecodedContentLength, Customer: customer}, token)
+	etag, err := s.engine.UploadPart(ctx, api.UploadPartInput{Path: path, UploadID: id, Number: number, Body: body, Size: rq.auth.DecodedContentLength, Customer: customer}, token)
 	if err != nil {
 		drainRefusedPart(r.Body)
 		s.writeError(w, r, rq, s.orNoSuchBucket(ctx, rq, uploadError(err)))
@@ -256,7 +257,7 @@ func (s *server) uploadPartCopy(w http.ResponseWriter, r *http.Request, rq *requ
 		s.writeError(w, r, rq, s.orNoSuchBucket(ctx, rq, err))
 		return
 	}
-	etag, err := s.gw.CopyPart(ctx, api.CopyPartInput{Path: path, UploadID: id, Number: number, Source: source.Path, SourceRange: r.Header.Get("X-Amz-Copy-Source-Range")}, token)
+	etag, err := s.engine.CopyPart(ctx, api.CopyPartInput{Path: path, UploadID: id, Number: number, Source: source.Path, SourceRange: r.Header.Get("X-Amz-Copy-Source-Range")}, token)
 	if err != nil {
 		s.writeError(w, r, rq, s.orNoSuchBucket(ctx, rq, uploadError(err)))
 		return
@@ -277,7 +278,7 @@ func (s *server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 	if err == nil {
 		err = refuseTagging(r.Header)
 	}
-	var cond gateway.WriteCondition
+	var cond fence.WriteCondition
 	if err == nil {
 		cond, err = writeCondition(r)
 	}
@@ -307,7 +308,7 @@ func (s *server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 	for i, p := range req.Parts {
 		parts[i] = api.Part{Number: p.PartNumber, ETag: p.ETag}
 	}
-	res, err := s.gw.CompleteUploadIf(ctx, path, rq.query.Get("uploadId"), token, parts, cond)
+	res, err := s.engine.CompleteUploadIf(ctx, path, rq.query.Get("uploadId"), token, parts, cond)
 	if err != nil {
 		s.writeError(w, r, rq, s.orNoSuchBucket(ctx, rq, uploadError(err)))
 		return
@@ -344,7 +345,7 @@ func (s *server) abortMultipartUpload(w http.ResponseWriter, r *http.Request, rq
 		token, err = uploadToken(r, rq)
 	}
 	if err == nil {
-		err = s.gw.AbortUpload(r.Context(), path, rq.query.Get("uploadId"), token)
+		err = s.engine.AbortUpload(r.Context(), path, rq.query.Get("uploadId"), token)
 	}
 	if err != nil {
 		s.writeError(w, r, rq, s.orNoSuchBucket(r.Context(), rq, uploadError(err)))
@@ -366,7 +367,7 @@ func (s *server) listParts(w http.ResponseWriter, r *http.Request, rq *request) 
 	}
 	var list api.PartList
 	if err == nil {
-		list, err = s.gw.ListParts(r.Context(), path, q.Get("uploadId"), marker, maxParts)
+		list, err = s.engine.ListParts(r.Context(), path, q.Get("uploadId"), marker, maxParts)
 	}
 	if err != nil {
 		s.writeError(w, r, rq, uploadError(err))
@@ -394,7 +395,7 @@ func (s *server) listMultipartUploads(w http.ResponseWriter, r *http.Request, rq
 		err = checkPrefix(in.Prefix)
 	}
 	if err == nil {
-		list, err = s.gw.ListUploads(r.Context(), in)
+		list, err = s.engine.ListUploads(r.Context(), in)
 	}
 	if err != nil {
 		s.writeError(w, r, rq, err)

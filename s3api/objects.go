@@ -19,7 +19,8 @@ import (
 	"time"
 
 	"fencegate/api"
-	"fencegate/gateway"
+	"fencegate/edge"
+	"fencegate/fence"
 )
 
 // The token's spellings: the object's user metadata (what S3 clients send
@@ -123,15 +124,15 @@ func refuseWriteHeaders(h http.Header) error {
 	return nil
 }
 
-// putObject is PutObject: the gateway's fenced write (gateway.PutFenced)
+// putObject is PutObject: the gateway's fenced write (fence.Engine.PutFenced)
 // of the verified body.
 func (s *server) putObject(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx := r.Context()
-	path, token, err := s.fencedTarget(ctx, r, rq, gateway.OpWrite)
+	path, token, err := s.fencedTarget(ctx, r, rq, edge.OpWrite)
 	if err == nil {
 		err = refuseWriteHeaders(r.Header)
 	}
-	var cond gateway.WriteCondition
+	var cond fence.WriteCondition
 	if err == nil {
 		cond, err = writeCondition(r)
 	}
@@ -154,7 +155,7 @@ func (s *server) putObject(w http.ResponseWriter, r *http.Request, rq *request) 
 		s.writeError(w, r, rq, err)
 		return
 	}
-	res, err := s.gw.PutFenced(ctx, gateway.PutRequest{
+	res, err := s.engine.PutFenced(ctx, fence.PutRequest{
 		Path:        path,
 		Token:       token,
 		Body:        body,
@@ -185,22 +186,22 @@ func (s *server) putObject(w http.ResponseWriter, r *http.Request, rq *request) 
 // CompleteMultipartUpload, as S3 takes it: If-None-Match: * (create
 // only) and If-Match with one entity tag or "*", an ETag without its
 // quotes compared as the quoted one (withQuotedEntityTags). The gateway
-// composes it with its own condition (gateway.WriteCondition): the write
+// composes it with its own condition (fence.WriteCondition): the write
 // happens only if both hold, else 412 PreconditionFailed and nothing
 // changes. A malformed or empty field, or several tags, is
 // InvalidRequest; If-None-Match with an entity tag is NotImplemented, as
 // on S3, which takes only "*" on a write. Neither field need be signed:
 // a condition can only keep a write from happening, never make one
 // happen.
-func writeCondition(r *http.Request) (gateway.WriteCondition, error) {
+func writeCondition(r *http.Request) (fence.WriteCondition, error) {
 	h := withQuotedEntityTags(r).Header
-	var cond gateway.WriteCondition
+	var cond fence.WriteCondition
 	for _, name := range []string{"If-Match", "If-None-Match"} {
 		fields, ok := h[name]
 		if !ok {
 			continue
 		}
-		tag, err := gateway.EntityTag(fields)
+		tag, err := edge.EntityTag(fields)
 		if err == nil && tag == "" {
 			err = errors.New("no entity tag")
 		}
@@ -221,12 +222,12 @@ func writeCondition(r *http.Request) (gateway.WriteCondition, error) {
 // fencedTarget validates the object of a fenced write, checks that the
 // identity may do op to it, and reads its token: authorization first, so
 // that a caller that may not write learns nothing of the object.
-func (s *server) fencedTarget(ctx context.Context, r *http.Request, rq *request, op gateway.Operation) (api.ObjectPath, api.Token, error) {
+func (s *server) fencedTarget(ctx context.Context, r *http.Request, rq *request, op edge.Operation) (api.ObjectPath, api.Token, error) {
 	path, err := s.objectPath(rq.bucket, rq.key)
 	if err != nil {
 		return api.ObjectPath{}, 0, err
 	}
-	if err := s.gw.Authorize(ctx, op, path.Resource()); err != nil {
+	if err := s.edge.Authorize(ctx, op, path.Resource()); err != nil {
 		return api.ObjectPath{}, 0, err
 	}
 	token, err := fenceToken(r, rq.query, rq.auth.SignedHeaders)
@@ -234,12 +235,33 @@ func (s *server) fencedTarget(ctx context.Context, r *http.Request, rq *request,
 	return path, token, err
 }
 
-// objectPath is gateway.ObjectPath, with S3's error for a key too long.
+// objectPath validates bucket and key (api.ParseObjectPath, with S3's
+// error for a key too long) and names the bucket's store
+// (fence.Engine.StoreOf). Other failures are api.ErrInvalidObjectPath.
 func (s *server) objectPath(bucket, key string) (api.ObjectPath, error) {
 	if len(key) > api.MaxKeyBytes {
 		return api.ObjectPath{}, fmt.Errorf("%w: the key is %d bytes, limit %d", errKeyTooLong, len(key), api.MaxKeyBytes)
 	}
-	return s.gw.ObjectPath(bucket, key)
+	p, err := api.ParseObjectPath(bucket, key)
+	if err != nil {
+		return p, err
+	}
+	p.Store = s.engine.StoreOf(bucket)
+	return p, nil
+}
+
+// objectResource names the resource of key in bucket as every door
+// names it: "<store>/<bucket>/<key>", in the store that holds the bucket,
+// so that an object of a GCS bucket is "gcs/..." whichever API asked.
+// Authorization, audit lines and the event feed take an object's
+// resource from here (or from objectPath, for a path already validated):
+// a refusal named "s3/..." for a GCS bucket would go to the subscribers
+// who may read S3 objects, and not to those who may read the bucket.
+// bucket and key are not validated: a refusal names what the request
+// named; key "" names the bucket's prefix (a DeleteObjects refused
+// whole).
+func (s *server) objectResource(bucket, key string) api.Resource {
+	return api.ObjectPath{Store: s.engine.StoreOf(bucket), Bucket: bucket, Key: key}.Resource()
 }
 
 // contentMD5 returns body checked against the request's Content-MD5, when
@@ -414,7 +436,7 @@ func (s *server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 	}
 	w.WriteHeader(status)
 	if obj.Body != nil && !head {
-		if _, err := s.gw.CopyToClient(w, obj.Body); err != nil {
+		if _, err := s.edge.CopyToClient(w, obj.Body); err != nil {
 			s.log.WarnContext(r.Context(), "s3 object read interrupted", "request_id", rq.id, "bucket", path.Bucket, "key", path.Key, "err", err)
 		}
 	}
@@ -424,7 +446,7 @@ func (s *server) getObject(w http.ResponseWriter, r *http.Request, rq *request) 
 // absent key succeeds (204), as on S3.
 func (s *server) deleteObject(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx := r.Context()
-	path, token, err := s.fencedTarget(ctx, r, rq, gateway.OpDelete)
+	path, token, err := s.fencedTarget(ctx, r, rq, edge.OpDelete)
 	if err == nil {
 		err = refuseWriteConditions(r.Header)
 	}
@@ -432,7 +454,7 @@ func (s *server) deleteObject(w http.ResponseWriter, r *http.Request, rq *reques
 		err = refuseTagging(r.Header)
 	}
 	if err == nil {
-		err = s.gw.DeleteFenced(ctx, path, token)
+		err = s.engine.DeleteFenced(ctx, path, token)
 	}
 	if err != nil {
 		s.writeError(w, r, rq, err)
@@ -492,13 +514,13 @@ func (s *server) deleteObjects(w http.ResponseWriter, r *http.Request, rq *reque
 		return
 	}
 	results := make([]error, len(req.Objects))
-	// Each worker has a request context of its own (gateway.WithIdentity
+	// Each worker has a request context of its own (edge.Edge.WithIdentity
 	// on a context already identified): the gateway notes what a request
 	// checked in its context, one goroutine per context. Each key that
 	// is deleted is published on the event feed from there.
 	workerCtxs := make([]context.Context, min(deleteWorkers, len(req.Objects)))
 	for i := range workerCtxs {
-		if workerCtxs[i], err = s.gw.WithIdentity(ctx, rq.auth.Identity, rq.id); err != nil {
+		if workerCtxs[i], err = s.edge.WithIdentity(ctx, rq.auth.Identity, rq.id); err != nil {
 			s.writeError(w, r, rq, err)
 			return
 		}
@@ -514,7 +536,7 @@ func (s *server) deleteObjects(w http.ResponseWriter, r *http.Request, rq *reque
 				if results[i] != nil {
 					// Counted and audited with what the worker's own
 					// exchange noted (where a stale token was caught).
-					s.gw.NoteRefusal(workerCtx, true, s.gw.ObjectResource(rq.bucket, req.Objects[i].Key), token, results[i])
+					s.edge.NoteRefusal(workerCtx, true, s.objectResource(rq.bucket, req.Objects[i].Key), token, results[i])
 				}
 			}
 		}()
@@ -556,7 +578,7 @@ func (s *server) deleteOne(ctx context.Context, bucket, key, versionID string, t
 	if err != nil {
 		return err
 	}
-	return s.gw.DeleteFenced(ctx, path, token)
+	return s.engine.DeleteFenced(ctx, path, token)
 }
 
 // copyObject is CopyObject: the source is read with the read grant, and
@@ -570,7 +592,7 @@ func (s *server) deleteOne(ctx context.Context, bucket, key, versionID string, t
 func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx := r.Context()
 	discardBody(rq.auth.Body)
-	dst, token, err := s.fencedTarget(ctx, r, rq, gateway.OpWrite)
+	dst, token, err := s.fencedTarget(ctx, r, rq, edge.OpWrite)
 	if err == nil {
 		err = refuseWriteConditions(r.Header)
 	}
@@ -616,11 +638,11 @@ func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 	}
 	if err == nil {
 		// A stale token is refused before the source is read.
-		err = s.gw.FastReject(ctx, gateway.OpWrite, dst, token)
+		_, err = s.engine.Admit(ctx, edge.OpWrite, dst, token)
 	}
 	var obj *api.Object
 	if err == nil {
-		obj, err = s.gw.ReadObject(ctx, src, false)
+		obj, err = s.engine.ReadObject(ctx, src, false)
 	}
 	if err == nil && obj.NotModified {
 		// S3 answers a copy whose x-amz-copy-source-if-none-match or
@@ -657,7 +679,7 @@ func (s *server) copyObject(w http.ResponseWriter, r *http.Request, rq *request)
 		}
 	}
 	meta.Tags = tags
-	res, err := s.gw.PutFenced(ctx, gateway.PutRequest{Path: dst, Token: token, Body: obj.Body, Size: obj.Size, ContentType: contentType, Metadata: meta, Encryption: encryption})
+	res, err := s.engine.PutFenced(ctx, fence.PutRequest{Path: dst, Token: token, Body: obj.Body, Size: obj.Size, ContentType: contentType, Metadata: meta, Encryption: encryption})
 	if err != nil {
 		s.writeError(w, r, rq, err)
 		return
@@ -721,7 +743,7 @@ func (s *server) copySource(r *http.Request) (api.GetObjectInput, error) {
 			cond.Header[to] = v
 		}
 	}
-	in, err := gateway.ReadInput(withQuotedEntityTags(cond), path)
+	in, err := edge.ReadInput(withQuotedEntityTags(cond), path)
 	if err != nil {
 		return api.GetObjectInput{}, err
 	}

@@ -10,19 +10,19 @@ import (
 	"strings"
 
 	"fencegate/api"
-	"fencegate/gateway"
+	"fencegate/edge"
 )
 
 // The reads' own parameters: GetObject and HeadObject of one part of an
 // object (partNumber), and the parameters the door refuses. The reads
-// themselves are the gateway's (gateway.ReadInput, gateway.ReadObject).
+// themselves are the gateway's (edge.ReadInput, fence.Engine.ReadObject).
 
 // errInvalidPartNumber is S3's 416 InvalidPartNumber: the read named a
 // part past the object's last (S3 answered 416 to a read of a part).
 var errInvalidPartNumber = errors.New("invalid part number")
 
 // readInput is the api.GetObjectInput of a GetObject or HeadObject:
-// gateway.ReadInput's Range and conditions, and the part that partNumber
+// edge.ReadInput's Range and conditions, and the part that partNumber
 // names. The read parameters the door does not serve are refused
 // (refuseReadParams). partNumber is refused with a Range header (S3's
 // InvalidRequest, whatever the Range says), and on a bucket whose store
@@ -43,7 +43,7 @@ func (s *server) readInput(r *http.Request, query url.Values, path api.ObjectPat
 			return api.GetObjectInput{}, fmt.Errorf("%w: partNumber on a bucket in %s, whose objects have no parts", errNotImplemented, path.Store)
 		}
 	}
-	in, err := gateway.ReadInput(withQuotedEntityTags(r), path)
+	in, err := edge.ReadInput(withQuotedEntityTags(r), path)
 	if err != nil {
 		return in, err
 	}
@@ -126,7 +126,7 @@ func quoteEntityTags(field string) string {
 
 // s3Range is the byte range of a GetObject or HeadObject, in the
 // gateway's canonical form, or "" when the read is of the whole object.
-// S3 reads a Range as the REST API does (gateway.ByteRange: one field,
+// S3 reads a Range as the REST API does (edge.ByteRange: one field,
 // one byte range, else the whole object), with two differences: it
 // serves the range on HEAD too (206, its Content-Range and
 // Content-Length; 416 past the end), and it ignores a field with a space
@@ -139,13 +139,13 @@ func s3Range(h http.Header) string {
 	if len(fields) != 1 || len(h.Values("If-Range")) != 0 || strings.ContainsAny(fields[0], " \t") {
 		return ""
 	}
-	return gateway.ByteRange(fields[0])
+	return edge.ByteRange(fields[0])
 }
 
-// readObject is gateway.ReadObject, with S3's code for a part past the
+// readObject is fence.Engine.ReadObject, with S3's code for a part past the
 // object's last: InvalidPartNumber rather than InvalidRange (both 416).
 func (s *server) readObject(ctx context.Context, in api.GetObjectInput, head bool) (*api.Object, error) {
-	obj, err := s.gw.ReadObject(ctx, in, head)
+	obj, err := s.engine.ReadObject(ctx, in, head)
 	if in.PartNumber != 0 && errors.Is(err, api.ErrRangeNotSatisfiable) {
 		err = fmt.Errorf("%w: the object has no part %d: %w", errInvalidPartNumber, in.PartNumber, err)
 	}

@@ -15,7 +15,8 @@ import (
 	"strings"
 
 	"fencegate/api"
-	"fencegate/gateway"
+	"fencegate/edge"
+	"fencegate/fence"
 	"fencegate/s3api/sigv4"
 )
 
@@ -34,9 +35,13 @@ type Config struct {
 
 // Deps are what the front door is built on.
 type Deps struct {
-	// Gateway runs the fencing protocol, authorization and reads, as for
-	// the REST API. Required.
-	Gateway *gateway.Gateway
+	// Edge tracks, authenticates (by the identity a signature names),
+	// limits, logs, counts, traces and publishes the door's requests, as
+	// it does every door's. Required.
+	Edge *edge.Edge
+	// Engine runs the fencing protocol and the reads, as for every door.
+	// Required.
+	Engine *fence.Engine
 	// Keys resolves access key ids to secrets and identity names; the
 	// identity's grants are the gateway's for that name. Required.
 	Keys sigv4.KeyStore
@@ -78,8 +83,8 @@ type BucketAdmin interface {
 
 // New returns the S3 front door for cfg, on deps.
 func New(cfg Config, deps Deps) (http.Handler, error) {
-	if deps.Gateway == nil || deps.Keys == nil {
-		return nil, errors.New("s3api: Deps.Gateway and Deps.Keys are required")
+	if deps.Edge == nil || deps.Engine == nil || deps.Keys == nil {
+		return nil, errors.New("s3api: Deps.Edge, Deps.Engine and Deps.Keys are required")
 	}
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
@@ -92,17 +97,18 @@ func New(cfg Config, deps Deps) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3api: %w", err)
 	}
-	s := &server{cfg: cfg, log: cfg.Logger, gw: deps.Gateway, buckets: deps.Buckets, admin: deps.Admin, verifier: verifier}
-	// The gateway counts, times, logs and traces each request as a REST
-	// one (route label and span name "s3:<operation>").
-	return deps.Gateway.TrackRequests("s3", s), nil
+	s := &server{cfg: cfg, log: cfg.Logger, edge: deps.Edge, engine: deps.Engine, buckets: deps.Buckets, admin: deps.Admin, verifier: verifier}
+	// The edge counts, times, logs and traces each request as a REST one
+	// (route label and span name "s3:<operation>").
+	return deps.Edge.Track(edge.Door{Name: "s3"})(s), nil
 }
 
 // server is the front door.
 type server struct {
 	cfg      Config
 	log      *slog.Logger
-	gw       *gateway.Gateway
+	edge     *edge.Edge
+	engine   *fence.Engine
 	buckets  BucketLister
 	admin    BucketAdmin
 	verifier *sigv4.Verifier
@@ -127,7 +133,7 @@ type request struct {
 }
 
 // writeOps are the operations that write: their refusals are audited
-// (gateway.NoteRefusal). A bucket's creation and deletion are audited as
+// (edge.Edge.NoteRefusal). A bucket's creation and deletion are audited as
 // writes of s3/BUCKET/.
 var writeOps = map[string]bool{"PutObject": true, "DeleteObject": true, "DeleteObjects": true, "CopyObject": true,
 	"PutObjectTagging": true, "DeleteObjectTagging": true, "CreateBucket": true, "DeleteBucket": true}
@@ -145,13 +151,13 @@ func newRequestID() string {
 // ServeHTTP authenticates the request (Signature Version 4), picks its
 // operation, and runs it as the request's identity.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rq := &request{id: gateway.RequestID(r.Context()), query: r.URL.Query()}
-	if rq.id == "" { // not under TrackRequests (tests of the server alone)
+	rq := &request{id: edge.RequestID(r.Context()), query: r.URL.Query()}
+	if rq.id == "" { // not under the edge's Track (tests of the server alone)
 		rq.id = newRequestID()
 	}
 	w.Header().Set(headerRequestID, rq.id)
 	w.Header().Set("X-Request-Id", rq.id)
-	if err := s.gw.CheckRequestSize(r); err != nil {
+	if err := s.edge.CheckRequestSize(r); err != nil {
 		s.writeError(w, r, rq, err)
 		return
 	}
@@ -165,7 +171,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	handler, op := s.route(r, rq)
 	rq.op = op
-	gateway.NoteOperation(r.Context(), op)
+	edge.NoteOperation(r.Context(), op)
 	if op == "NotImplemented" && isFormUpload(r, rq) {
 		// A browser's POST upload is signed by the policy in its form,
 		// never by SigV4: answered as S3 answers what it does not serve,
@@ -192,7 +198,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if r.Method == http.MethodPut || r.Method == http.MethodPost {
-		s.gw.WatchBody(w, r)
+		s.edge.WatchBody(w, r)
 	}
 	res, err := s.verifier.Verify(r.Context(), r)
 	if err != nil {
@@ -200,7 +206,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rq.auth = res
-	ctx, err := s.gw.WithIdentity(r.Context(), res.Identity, rq.id)
+	ctx, err := s.edge.WithIdentity(r.Context(), res.Identity, rq.id)
 	if err != nil {
 		s.writeError(w, r, rq, err)
 		return
@@ -209,7 +215,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The per-client limit (Config.MaxRequestsPerClient) counts verified
 	// identities only: a request that merely names an access key was
 	// refused above, and takes nothing from that identity's budget.
-	release, err := s.gw.LimitClient(res.Identity)
+	release, err := s.edge.LimitClient(res.Identity)
 	if err != nil {
 		s.writeError(w, r, rq, err)
 		return
@@ -269,7 +275,7 @@ func (s *server) address(r *http.Request, rq *request) error {
 
 // checkAddress refuses a bucket name S3 would not create and a key longer
 // than S3's limit; the rest of a key's rules are the gateway's
-// (gateway.ObjectPath), checked by each operation.
+// (objectPath), checked by each operation.
 func checkAddress(rq *request) error {
 	if rq.bucket != "" {
 		if _, err := api.ParseObjectPath(rq.bucket, "k"); err != nil {

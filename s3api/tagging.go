@@ -23,7 +23,8 @@ import (
 	"unicode/utf8"
 
 	"fencegate/api"
-	"fencegate/gateway"
+	"fencegate/edge"
+	"fencegate/fence"
 )
 
 // S3's rules for the tags of an object.
@@ -201,7 +202,7 @@ func (s *server) taggingTarget(r *http.Request, rq *request) (api.ObjectPath, ap
 	if err != nil {
 		return api.ObjectPath{}, 0, err
 	}
-	if err := s.gw.Authorize(r.Context(), gateway.OpWrite, path.Resource()); err != nil {
+	if err := s.edge.Authorize(r.Context(), edge.OpWrite, path.Resource()); err != nil {
 		return api.ObjectPath{}, 0, err
 	}
 	if path.Store != api.StoreS3 {
@@ -257,7 +258,7 @@ func (s *server) deleteObjectTagging(w http.ResponseWriter, r *http.Request, rq 
 
 // writeTagsFenced is gateway.PutTagsFenced of tags.
 func (s *server) writeTagsFenced(r *http.Request, path api.ObjectPath, token api.Token, tags map[string]string) error {
-	_, err := s.gw.PutTagsFenced(r.Context(), gateway.TagRequest{Path: path, Token: token, Tags: tags})
+	_, err := s.engine.PutTagsFenced(r.Context(), fence.TagRequest{Path: path, Token: token, Tags: tags})
 	return err
 }
 
@@ -301,14 +302,14 @@ func taggingBody(r *http.Request, rq *request) (map[string]string, error) {
 func (s *server) getObjectTagging(w http.ResponseWriter, r *http.Request, rq *request) {
 	path, err := s.objectPath(rq.bucket, rq.key)
 	if err == nil {
-		err = s.gw.Authorize(r.Context(), gateway.OpRead, path.Resource())
+		err = s.edge.Authorize(r.Context(), edge.OpRead, path.Resource())
 	}
 	if err == nil && path.Store != api.StoreS3 {
 		err = fmt.Errorf("%w: objects in %s buckets have no tags", errNotImplemented, path.Store)
 	}
 	var tags map[string]string
 	if err == nil {
-		tags, err = s.gw.ObjectTags(r.Context(), path)
+		tags, err = s.engine.ObjectTags(r.Context(), path)
 	}
 	if err != nil {
 		s.writeError(w, r, rq, err)
@@ -329,7 +330,7 @@ func (s *server) sourceTags(ctx context.Context, src api.ObjectPath, dstStore st
 	if src.Store != api.StoreS3 {
 		return nil, nil
 	}
-	tags, err := s.gw.ObjectTags(ctx, src)
+	tags, err := s.engine.ObjectTags(ctx, src)
 	if err != nil {
 		return nil, err
 	}

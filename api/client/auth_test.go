@@ -15,6 +15,7 @@ import (
 
 	"fencegate/api"
 	"fencegate/api/client"
+	"fencegate/edge"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
 )
@@ -29,15 +30,15 @@ func TestAPIKey(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	bucket := fmt.Sprintf("k%d-%d", time.Now().UnixNano()%1e9, bucketSeq.Add(1))
 	sharedS3.CreateBucket(t, bucket)
-	auth := gateway.Auth{
-		Identities: []gateway.Identity{
-			{Name: "job", Grants: []gateway.Grant{
-				{Prefix: "s3/" + bucket + "/", Operations: []gateway.Operation{gateway.OpWrite, gateway.OpRead}},
-				{Prefix: "job", Operations: []gateway.Operation{gateway.OpLock}},
+	auth := edge.Auth{
+		Identities: []edge.Identity{
+			{Name: "job", Grants: []edge.Grant{
+				{Prefix: "s3/" + bucket + "/", Operations: []edge.Operation{edge.OpWrite, edge.OpRead}},
+				{Prefix: "job", Operations: []edge.Operation{edge.OpLock}},
 			}},
-			{Name: "other", Grants: []gateway.Grant{{Prefix: "s3/elsewhere/", Operations: []gateway.Operation{gateway.OpWrite}}}},
+			{Name: "other", Grants: []edge.Grant{{Prefix: "s3/elsewhere/", Operations: []edge.Operation{edge.OpWrite}}}},
 		},
-		APIKeys: []gateway.APIKey{
+		APIKeys: []edge.APIKey{
 			{SHA256: sha256.Sum256([]byte(key)), Identity: "job"},
 			{SHA256: sha256.Sum256([]byte(otherKey)), Identity: "other"},
 		},

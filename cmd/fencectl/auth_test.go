@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"fencegate/edge"
 	"fencegate/gateway"
 )
 
@@ -16,9 +17,9 @@ import (
 // its command.
 func TestAPIKey(t *testing.T) {
 	const key = "fgk_fencectl_test_6512bd43d9caa6e02c990b0a82652dca"
-	auth := gateway.Auth{
-		Identities: []gateway.Identity{{Name: "ops", Grants: []gateway.Grant{{Operations: []gateway.Operation{gateway.OpAdmin}}}}},
-		APIKeys:    []gateway.APIKey{{SHA256: sha256.Sum256([]byte(key)), Identity: "ops"}},
+	auth := edge.Auth{
+		Identities: []edge.Identity{{Name: "ops", Grants: []edge.Grant{{Operations: []edge.Operation{edge.OpAdmin}}}}},
+		APIKeys:    []edge.APIKey{{SHA256: sha256.Sum256([]byte(key)), Identity: "ops"}},
 	}
 	e := newEnv(t, gateway.WithAuth(auth))
 

@@ -77,7 +77,7 @@ func TestConfigCheckNamesFieldAndLine(t *testing.T) {
 		{name: "partner timeout", file: route + "    timeout: 0s\n", want: "6: partners[0].timeout: 0s: must be above zero"},
 		{name: "partner name twice", file: route + strings.TrimPrefix(route, "partners:\n"), want: `6: partners[1].name: route "pay" is defined twice (first at line 2)`},
 
-		// Auth: gateway.Auth.Validate.
+		// Auth: edge.Auth.Validate.
 		{name: "identity name", file: strings.Replace(identity, "name: ci", "name: c i", 1), want: `3: auth.identities[0].name: "c i": want letters, digits`},
 		{name: "identity twice", file: identity + strings.Replace(strings.TrimPrefix(identity, "auth:\n  identities:\n"), "001", "002", 1), want: `7: auth.identities[1].name: identity "ci" is defined twice (first at line 3)`},
 		{name: "grant operation", file: strings.Replace(identity, "[read]", "[read, upload]", 1), want: `5: auth.identities[0].grants[0].operations[1]: unknown operation "upload"`},

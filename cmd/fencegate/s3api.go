@@ -29,7 +29,7 @@ func withS3API(endpoints []endpoint, ln net.Listener, c config.S3API, gw *wiredG
 		return endpoints, nil
 	}
 	door, err := s3api.New(s3api.Config{Region: c.Region, Domain: c.Domain, Logger: logger.With("component", "s3_api")},
-		s3api.Deps{Gateway: gw.Gateway, Keys: c.Keys, Buckets: gw.s3, Admin: gw.s3})
+		s3api.Deps{Edge: gw.Edge(), Engine: gw.Engine(), Keys: c.Keys, Buckets: gw.s3, Admin: gw.s3})
 	if err != nil {
 		return nil, err
 	}

@@ -46,7 +46,9 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"fencegate/edge"
 	"fencegate/gateway"
+	"fencegate/internal/fielderr"
 	"fencegate/internal/logging"
 	"fencegate/internal/tlsfiles"
 	"fencegate/internal/tracing"
@@ -70,7 +72,7 @@ type File struct {
 	// partners section.
 	partners []gateway.PartnerRoute
 	// auth is the auth section; nil without one.
-	auth *gateway.Auth
+	auth *edge.Auth
 	// buckets are the buckets section's entries, in file order; nil
 	// without one (every bucket in S3).
 	buckets []Bucket
@@ -213,7 +215,7 @@ func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
 	d.errs = append(d.errs, &configError{file: d.file, line: line, path: path, msg: fmt.Sprintf(format, args...)})
 }
 
-// fieldErrors records the *gateway.FieldError values in err, each at the
+// fieldErrors records the *fielderr.Error values in err, each at the
 // line of its field: the field's path is prefix and its Field, or what
 // aliases maps that to (auth's api_keys[2] is in the file under an
 // identity). A field under an entry (a route, an identity) whose
@@ -227,7 +229,7 @@ func (d *decoder) fieldErrors(err error, prefix string, aliases map[string]strin
 		}
 		return field
 	}
-	for _, fe := range gateway.FieldErrors(err) {
+	for _, fe := range fielderr.List(err) {
 		path, n := d.locate(resolve(fe.Field))
 		if d.failedUnder(entryOf(path)) {
 			continue
@@ -1029,7 +1031,7 @@ func (d *decoder) limitsCrossValidate() {
 		}
 		return "limits." + field
 	}
-	for _, fe := range gateway.FieldErrors(l.gateway().Validate(yamlPath)) {
+	for _, fe := range fielderr.List(l.gateway().Validate(yamlPath)) {
 		if n := d.nodes[yamlPath(fe.Field)]; n != nil {
 			d.errorf(n, yamlPath(fe.Field), "%v", fe.Err)
 		}

@@ -7,6 +7,7 @@ package config
 
 import (
 	"encoding/hex"
+	"fencegate/edge"
 	"fmt"
 	"io"
 	"os"
@@ -14,8 +15,6 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
-
-	"fencegate/gateway"
 )
 
 // apiKeyHashPrefix starts a hashed API key in the config file.
@@ -24,14 +23,14 @@ const apiKeyHashPrefix = "sha256:"
 // authState is what the auth section's decoding remembers across
 // identities.
 type authState struct {
-	auth gateway.Auth // what is decoded so far
-	// aliases maps the paths of gateway.Auth's flat lists of keys and
+	auth edge.Auth // what is decoded so far
+	// aliases maps the paths of edge.Auth's flat lists of keys and
 	// certificates (auth.api_keys[2]) to the file's, under their
 	// identities (auth.identities[1].api_keys[0]).
 	aliases map[string]string
 }
 
-// auth decodes the auth section; gateway.Auth.Validate checks it.
+// auth decodes the auth section; edge.Auth.Validate checks it.
 func (d *decoder) auth(n *yaml.Node, path string) {
 	st := &authState{aliases: map[string]string{}}
 	errsNow := len(d.errs)
@@ -61,9 +60,9 @@ func (d *decoder) auth(n *yaml.Node, path string) {
 // identity decodes one identity, with its grants, keys and certificates.
 func (d *decoder) identity(st *authState, n *yaml.Node, path string) {
 	var (
-		id          gateway.Identity
-		keys        []gateway.APIKey
-		certs       []gateway.ClientCert
+		id          edge.Identity
+		keys        []edge.APIKey
+		certs       []edge.ClientCert
 		seen        = map[string]bool{}
 		credentials = 0
 	)
@@ -96,7 +95,7 @@ func (d *decoder) identity(st *authState, n *yaml.Node, path string) {
 					continue
 				}
 				st.aliases[fmt.Sprintf("auth.api_keys[%d]", len(st.auth.APIKeys)+len(keys))] = p
-				keys = append(keys, gateway.APIKey{SHA256: sum})
+				keys = append(keys, edge.APIKey{SHA256: sum})
 			}
 		}},
 		{"client_certs", func(d *decoder, n *yaml.Node, path string) {
@@ -110,7 +109,7 @@ func (d *decoder) identity(st *authState, n *yaml.Node, path string) {
 			}
 			for i, cn := range names {
 				st.aliases[fmt.Sprintf("auth.client_certs[%d]", len(st.auth.ClientCerts)+len(certs))] = fmt.Sprintf("%s[%d]", path, i)
-				certs = append(certs, gateway.ClientCert{CommonName: cn})
+				certs = append(certs, edge.ClientCert{CommonName: cn})
 			}
 		}},
 		{"s3_keys", func(d *decoder, n *yaml.Node, path string) {
@@ -152,11 +151,11 @@ const maxSecretFileBytes = 4 << 10
 // s3Key decodes one S3 access key: its id, and its secret from exactly
 // one of secret_file (a file holding the secret, one trailing newline
 // allowed) and secret_env (an environment variable). Errors never quote
-// the secret. gateway.Auth.Validate checks the id and that no id is used
+// the secret. edge.Auth.Validate checks the id and that no id is used
 // twice.
-func (d *decoder) s3Key(n *yaml.Node, path string) gateway.S3Key {
+func (d *decoder) s3Key(n *yaml.Node, path string) edge.S3Key {
 	var (
-		k       gateway.S3Key
+		k       edge.S3Key
 		sources []string
 	)
 	d.fields(n, path, []field{
@@ -178,7 +177,7 @@ func (d *decoder) s3Key(n *yaml.Node, path string) gateway.S3Key {
 				return
 			}
 			if d.checkSecret(n, path, secret) {
-				k.SecretAccessKey = gateway.Secret(secret)
+				k.SecretAccessKey = edge.Secret(secret)
 			}
 		}},
 		{"secret_env", func(d *decoder, n *yaml.Node, path string) {
@@ -197,7 +196,7 @@ func (d *decoder) s3Key(n *yaml.Node, path string) gateway.S3Key {
 				return
 			}
 			if d.checkSecret(n, path, secret) {
-				k.SecretAccessKey = gateway.Secret(secret)
+				k.SecretAccessKey = edge.Secret(secret)
 			}
 		}},
 	})
@@ -265,9 +264,9 @@ func readSecretFile(name string) (string, error) {
 }
 
 // grant decodes one grant: a resource prefix and operations.
-func (d *decoder) grant(n *yaml.Node, path string) gateway.Grant {
+func (d *decoder) grant(n *yaml.Node, path string) edge.Grant {
 	var (
-		g         gateway.Grant
+		g         edge.Grant
 		hasPrefix bool
 		hasOps    bool
 	)
@@ -286,7 +285,7 @@ func (d *decoder) grant(n *yaml.Node, path string) gateway.Grant {
 				return
 			}
 			for _, op := range ops {
-				g.Operations = append(g.Operations, gateway.Operation(op))
+				g.Operations = append(g.Operations, edge.Operation(op))
 			}
 		}},
 	})

@@ -15,6 +15,7 @@ import (
 
 	"fencegate/api"
 	"fencegate/backends/gcs"
+	"fencegate/edge"
 	"fencegate/gateway"
 	"fencegate/tokenstore"
 )
@@ -139,10 +140,10 @@ func TestFullConfigDecodes(t *testing.T) {
 		{"s3 api domain", cfg.S3API.Domain, "s3.fencegate.example"},
 		{"s3 api region", cfg.S3API.Region, "us-east-1"},
 		{"s3 api keys", cfg.S3API.Keys != nil && cfg.S3API.Keys.Len() == 1, true},
-		{"ci's s3 key (secret_env)", cfg.Auth.Identities[0].S3Keys, []gateway.S3Key{{AccessKeyID: "AKIAFENCEGATECI00001", SecretAccessKey: "ci-s3-secret-wJalrXUtnFEMI"}}},
+		{"ci's s3 key (secret_env)", cfg.Auth.Identities[0].S3Keys, []edge.S3Key{{AccessKeyID: "AKIAFENCEGATECI00001", SecretAccessKey: "ci-s3-secret-wJalrXUtnFEMI"}}},
 		{"identities", len(cfg.Auth.Identities), 2},
 		{"api keys", len(cfg.Auth.APIKeys), 2},
-		{"client cert", cfg.Auth.ClientCerts, []gateway.ClientCert{{CommonName: "ci-runner", Identity: "ci"}}},
+		{"client cert", cfg.Auth.ClientCerts, []edge.ClientCert{{CommonName: "ci-runner", Identity: "ci"}}},
 	}
 	for _, c := range checks {
 		if !equal(c.got, c.want) {
@@ -174,9 +175,9 @@ func TestFullConfigDecodes(t *testing.T) {
 		t.Errorf("partners[1] = %+v; want resource header bound to lists/{resource}, idempotency key optional, timeout left to the gateway's default", mailer)
 	}
 	ci := cfg.Auth.Identities[0]
-	wantGrants := []gateway.Grant{
-		{Prefix: "s3/reports/", Operations: []gateway.Operation{gateway.OpRead, gateway.OpWrite, gateway.OpDelete}},
-		{Prefix: "report-writer", Operations: []gateway.Operation{gateway.OpLock}},
+	wantGrants := []edge.Grant{
+		{Prefix: "s3/reports/", Operations: []edge.Operation{edge.OpRead, edge.OpWrite, edge.OpDelete}},
+		{Prefix: "report-writer", Operations: []edge.Operation{edge.OpLock}},
 	}
 	if ci.Name != "ci" || !equal(ci.Grants, wantGrants) {
 		t.Errorf("identities[0] = %+v; want ci with %+v", ci, wantGrants)

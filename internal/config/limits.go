@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"fencegate/gateway"
+	"fencegate/internal/fielderr"
 	"fencegate/retention"
 	"fencegate/tokenstore"
 )
@@ -198,7 +199,7 @@ func (l *limitFlags) validate() error {
 		return err
 	}
 	flagName := func(field string) string { return "--" + strings.ReplaceAll(field, "_", "-") }
-	for _, fe := range gateway.FieldErrors(l.gateway().Validate(flagName)) {
+	for _, fe := range fielderr.List(l.gateway().Validate(flagName)) {
 		errs = append(errs, fmt.Errorf("%s %w", flagName(fe.Field), fe.Err))
 	}
 	return errors.Join(errs...)

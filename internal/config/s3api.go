@@ -15,7 +15,7 @@ import (
 	"slices"
 	"strconv"
 
-	"fencegate/gateway"
+	"fencegate/edge"
 	"fencegate/s3api/accesskeys"
 )
 
@@ -45,7 +45,7 @@ const DefaultS3APIRegion = "us-east-1"
 // DevS3Key is the S3 access key of `fencegate dev` without an auth
 // section, for a server on 127.0.0.1 only. It is not the S3 server's key:
 // a client's credentials never reach S3.
-var DevS3Key = gateway.S3Key{AccessKeyID: "fencegate-dev-s3", SecretAccessKey: "fencegate-dev-s3-secret"}
+var DevS3Key = edge.S3Key{AccessKeyID: "fencegate-dev-s3", SecretAccessKey: "fencegate-dev-s3-secret"}
 
 // devS3Identity is the identity of DevS3Key. Without an auth section the
 // gateway allows every operation, so it has no grants.
@@ -95,7 +95,7 @@ func validateS3APIRegion(region string) error {
 // no auth section, DevS3Key. The S3 API needs keys: without any, no
 // client could sign a request. It returns what dev should say about the
 // S3 API ("" for nothing).
-func finishS3API(c *S3API, mainListen string, auth *gateway.Auth, dev bool) (note string, err error) {
+func finishS3API(c *S3API, mainListen string, auth *edge.Auth, dev bool) (note string, err error) {
 	if c.Listen == "" {
 		var errs []error
 		if c.Domain != "" {
@@ -115,12 +115,12 @@ func finishS3API(c *S3API, mainListen string, auth *gateway.Auth, dev bool) (not
 	if err := validateS3APIRegion(c.Region); err != nil {
 		errs = append(errs, fmt.Errorf("--s3-api-region %w", err))
 	}
-	keys := gateway.Auth{}
+	keys := edge.Auth{}
 	switch {
 	case auth != nil && hasS3Keys(*auth):
 		keys = *auth
 	case auth == nil && dev:
-		keys = gateway.Auth{Identities: []gateway.Identity{{Name: devS3Identity, S3Keys: []gateway.S3Key{DevS3Key}}}}
+		keys = edge.Auth{Identities: []edge.Identity{{Name: devS3Identity, S3Keys: []edge.S3Key{DevS3Key}}}}
 	case dev:
 		// The file's identities have no S3 key: dev's own would authenticate
 		// as an identity the gateway does not know. The S3 API stays off.
@@ -141,8 +141,8 @@ func finishS3API(c *S3API, mainListen string, auth *gateway.Auth, dev bool) (not
 }
 
 // hasS3Keys reports whether an identity of a has an S3 access key.
-func hasS3Keys(a gateway.Auth) bool {
-	return slices.ContainsFunc(a.Identities, func(id gateway.Identity) bool { return len(id.S3Keys) > 0 })
+func hasS3Keys(a edge.Auth) bool {
+	return slices.ContainsFunc(a.Identities, func(id edge.Identity) bool { return len(id.S3Keys) > 0 })
 }
 
 // hasPortZero reports whether addr, a checked host:port, asks for a free

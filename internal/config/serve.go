@@ -11,6 +11,7 @@ import (
 
 	"fencegate/api"
 	"fencegate/backends/s3"
+	"fencegate/edge"
 	"fencegate/gateway"
 	"fencegate/internal/logging"
 	"fencegate/internal/tlsfiles"
@@ -100,7 +101,7 @@ type Features struct {
 	// Partners are the partner routes, in file order; nil without any.
 	Partners []gateway.PartnerRoute
 	// Auth is the auth section; nil without one (auth off).
-	Auth *gateway.Auth
+	Auth *edge.Auth
 	// Answers is where partner answers' bodies are kept; zero without a
 	// partner_answers section.
 	Answers PartnerAnswers

@@ -66,6 +66,15 @@ var rules = []struct {
 		why: "package api (not its client, api/client) is the engine's vocabulary as well as the wire contract: the engine imports it, and must not reach net/http through it",
 	},
 	{
+		pkg: "fencegate/edge", forbidden: []string{"fencegate/gateway", "fencegate/s3api", "fencegate/tokenstore", "fencegate/backends", "go.etcd.io", "github.com/aws", "cloud.google.com"},
+		why: "the edge is what every door does to an HTTP request whatever its dialect (identity, limits, logs, metrics, traces, the event feed): " +
+			"a door builds on it, never the other way, and it reaches the stores only through the engine's interfaces, which it decorates",
+	},
+	{
+		pkg: "fencegate/s3api/...", forbidden: []string{"fencegate/gateway"},
+		why: "no door imports another door: the S3 API runs on the edge and the engine, as the REST API does, so that a change to one door's dialect cannot change the other's answers",
+	},
+	{
 		pkg: "fencegate/gateway", forbidden: []string{"fencegate/tokenstore", "fencegate/backends", "go.etcd.io", "github.com/aws", "cloud.google.com"},
 		why: "the gateway reaches its stores through the small interfaces it declares (FenceStore, ObjectStore, ...), so that its ordering argument can be tested against any store, and no store's type leaks into the handlers",
 	},
@@ -90,7 +99,7 @@ var rules = []struct {
 	},
 	{
 		pkg: "fencegate/s3api/...", forbidden: []string{"fencegate/tokenstore", "fencegate/backends", "go.etcd.io", "github.com/aws/aws-sdk-go-v2/service", "cloud.google.com"},
-		why: "the S3 API translates S3 requests onto the gateway's fenced operations; if it reached etcd or a store itself it could write without the fence check, " +
+		why: "the S3 API translates S3 requests onto the engine's fenced operations; if it reached etcd or a store itself it could write without the fence check, " +
 			"or in another order than the one the gateway's argument proves",
 	},
 	{

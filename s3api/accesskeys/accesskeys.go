@@ -1,5 +1,5 @@
 // Package accesskeys is the S3 API's key store: the S3 access keys of the
-// auth config's identities (gateway.Identity.S3Keys), looked up by access
+// auth config's identities (edge.Identity.S3Keys), looked up by access
 // key id for the signature verifier (sigv4.KeyStore).
 //
 // A secret leaves the store only as the return value of SecretKey, to the
@@ -11,7 +11,7 @@ import (
 	"context"
 	"fmt"
 
-	"fencegate/gateway"
+	"fencegate/edge"
 	"fencegate/s3api/sigv4"
 )
 
@@ -23,16 +23,16 @@ type Store struct {
 
 // entry is an access key's secret and the name of its identity.
 type entry struct {
-	secret   gateway.Secret
+	secret   edge.Secret
 	identity string
 }
 
 var _ sigv4.KeyStore = (*Store)(nil)
 
 // New indexes the S3 access keys of a's identities. It fails when a is
-// not valid (gateway.Auth.Validate: among others, an access key id used
+// not valid (edge.Auth.Validate: among others, an access key id used
 // twice, or an empty secret).
-func New(a gateway.Auth) (*Store, error) {
+func New(a edge.Auth) (*Store, error) {
 	if err := a.Validate(); err != nil {
 		return nil, fmt.Errorf("accesskeys: %w", err)
 	}

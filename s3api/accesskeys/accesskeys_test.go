@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
-	"fencegate/gateway"
+	"fencegate/edge"
 	"fencegate/s3api/accesskeys"
 	"fencegate/s3api/sigv4"
 )
@@ -26,15 +26,15 @@ const (
 
 // testAuth has two identities with S3 keys (one with two) and one with
 // only an API key.
-func testAuth() gateway.Auth {
-	return gateway.Auth{
-		Identities: []gateway.Identity{
-			{Name: "etl", Grants: []gateway.Grant{{Prefix: "s3/etl/", Operations: []gateway.Operation{gateway.OpWrite}}},
-				S3Keys: []gateway.S3Key{{AccessKeyID: "AKIAETL0000000000001", SecretAccessKey: etlSecret}, {AccessKeyID: "etl-rotated", SecretAccessKey: etlSecret + "2"}}},
-			{Name: "reports", S3Keys: []gateway.S3Key{{AccessKeyID: "AKIAREPORTS000000001", SecretAccessKey: reportsSecret}}},
+func testAuth() edge.Auth {
+	return edge.Auth{
+		Identities: []edge.Identity{
+			{Name: "etl", Grants: []edge.Grant{{Prefix: "s3/etl/", Operations: []edge.Operation{edge.OpWrite}}},
+				S3Keys: []edge.S3Key{{AccessKeyID: "AKIAETL0000000000001", SecretAccessKey: etlSecret}, {AccessKeyID: "etl-rotated", SecretAccessKey: etlSecret + "2"}}},
+			{Name: "reports", S3Keys: []edge.S3Key{{AccessKeyID: "AKIAREPORTS000000001", SecretAccessKey: reportsSecret}}},
 			{Name: "rest-only"},
 		},
-		APIKeys: []gateway.APIKey{{SHA256: sha256.Sum256([]byte("rest-key")), Identity: "rest-only"}},
+		APIKeys: []edge.APIKey{{SHA256: sha256.Sum256([]byte("rest-key")), Identity: "rest-only"}},
 	}
 }
 
@@ -78,7 +78,7 @@ func TestNewRefusesInvalidKeys(t *testing.T) {
 	empty.Identities[0].S3Keys[1].SecretAccessKey = ""
 	tests := []struct {
 		name string
-		auth gateway.Auth
+		auth edge.Auth
 		want string
 	}{
 		{"id twice", twice, `identities[1].s3_keys[0].access_key_id: access key id "etl-rotated" is configured twice (first at identities[0].s3_keys[1].access_key_id)`},

@@ -14,7 +14,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"fencegate/api"
-	"fencegate/gateway"
+	"fencegate/fence"
 )
 
 // awsJS runs the AWS SDK for JavaScript v3 (testdata/aws-sdk-js, its
@@ -196,9 +196,9 @@ func TestAWSJSUploadOvertaken(t *testing.T) {
 			if k != key || part != "2" || raised.Add(1) != 1 {
 				return
 			}
-			ctx, err := d.gw.WithIdentity(context.Background(), "clients", "")
+			ctx, err := d.gw.Edge().WithIdentity(context.Background(), "clients", "")
 			if err == nil {
-				_, err = d.gw.PutFenced(ctx, gateway.PutRequest{Path: api.ObjectPath{Bucket: d.bucket, Key: key}, Token: 34, Body: bytes.NewReader(newer), Size: int64(len(newer))})
+				_, err = d.gw.Engine().PutFenced(ctx, fence.PutRequest{Path: api.ObjectPath{Bucket: d.bucket, Key: key}, Token: 34, Body: bytes.NewReader(newer), Size: int64(len(newer))})
 			}
 			if err != nil {
 				t.Errorf("the newer holder's write with token 34: %v", err)

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"fencegate/api"
-	"fencegate/gateway"
+	"fencegate/fence"
 )
 
 // exitCode is err's exit status: 0 for nil, -1 for an error that is not
@@ -119,9 +119,9 @@ func TestStaleMultipartRefusedAtCompletion(t *testing.T) {
 				if k != key || raised.Add(1) != 1 {
 					return
 				}
-				ctx, err := d.gw.WithIdentity(context.Background(), "clients", "")
+				ctx, err := d.gw.Edge().WithIdentity(context.Background(), "clients", "")
 				if err == nil {
-					_, err = d.gw.PutFenced(ctx, gateway.PutRequest{Path: api.ObjectPath{Bucket: d.bucket, Key: key}, Token: 34, Body: bytes.NewReader(newer), Size: int64(len(newer))})
+					_, err = d.gw.Engine().PutFenced(ctx, fence.PutRequest{Path: api.ObjectPath{Bucket: d.bucket, Key: key}, Token: 34, Body: bytes.NewReader(newer), Size: int64(len(newer))})
 				}
 				if err != nil {
 					t.Errorf("the newer holder's write with token 34: %v", err)

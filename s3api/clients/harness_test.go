@@ -19,6 +19,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"fencegate/api"
+	"fencegate/edge"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
 	"fencegate/internal/testenv/s3door"
@@ -79,11 +80,11 @@ func startDoor(t *testing.T, overTLS bool) *door {
 		minio:  sharedS3.Minio(t),
 	}
 	sharedS3.CreateBucket(t, d.bucket)
-	wired := s3door.New(t, sharedS3, gateway.Auth{
-		Identities: []gateway.Identity{{
+	wired := s3door.New(t, sharedS3, edge.Auth{
+		Identities: []edge.Identity{{
 			Name:   "clients",
-			Grants: []gateway.Grant{{Prefix: "s3/" + d.bucket + "/", Operations: []gateway.Operation{gateway.OpRead, gateway.OpWrite, gateway.OpDelete}}},
-			S3Keys: []gateway.S3Key{{AccessKeyID: accessKeyID, SecretAccessKey: secretKey}},
+			Grants: []edge.Grant{{Prefix: "s3/" + d.bucket + "/", Operations: []edge.Operation{edge.OpRead, edge.OpWrite, edge.OpDelete}}},
+			S3Keys: []edge.S3Key{{AccessKeyID: accessKeyID, SecretAccessKey: secretKey}},
 		}},
 	})
 	d.store, d.gw = wired.Store, wired.Gateway

@@ -31,7 +31,7 @@ import (
 	"testing"
 	"time"
 
-	"fencegate/gateway"
+	"fencegate/edge"
 	"fencegate/internal/devstack"
 	"fencegate/internal/testenv"
 	"fencegate/internal/testenv/s3door"
@@ -153,10 +153,10 @@ func timedOut(message string) bool {
 // real etcd and the versitygw s, and returns its URL.
 func startDoor(t *testing.T, s *testenv.S3) *url.URL {
 	t.Helper()
-	door := s3door.New(t, s, gateway.Auth{Identities: []gateway.Identity{{
+	door := s3door.New(t, s, edge.Auth{Identities: []edge.Identity{{
 		Name:   "conformance",
-		Grants: []gateway.Grant{{Prefix: "s3/", Operations: []gateway.Operation{gateway.OpAdmin}}},
-		S3Keys: []gateway.S3Key{{AccessKeyID: doorAccessKey, SecretAccessKey: doorSecretKey}},
+		Grants: []edge.Grant{{Prefix: "s3/", Operations: []edge.Operation{edge.OpAdmin}}},
+		S3Keys: []edge.S3Key{{AccessKeyID: doorAccessKey, SecretAccessKey: doorSecretKey}},
 	}}})
 	srv := httptest.NewServer(door.Handler)
 	t.Cleanup(srv.Close)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	s3backend "fencegate/backends/s3"
+	"fencegate/edge"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
 	"fencegate/s3api"
@@ -46,7 +47,7 @@ type Door struct {
 // root credentials the gateway uses, with auth's identities: their grants
 // authorize, their S3 keys sign clients' requests. It fails tb when any
 // part does not start; etcd stops when the test ends.
-func New(tb testing.TB, s3 *testenv.S3, auth gateway.Auth) *Door {
+func New(tb testing.TB, s3 *testenv.S3, auth edge.Auth) *Door {
 	tb.Helper()
 	etcd := testenv.StartEtcd(tb)
 	store, err := tokenstore.New(etcd.Client(tb), tokenstore.Config{RequestTimeout: 5 * time.Second})
@@ -72,7 +73,7 @@ func New(tb testing.TB, s3 *testenv.S3, auth gateway.Auth) *Door {
 	if err != nil {
 		tb.Fatalf("s3door: %v", err)
 	}
-	h, err := s3api.New(s3api.Config{Logger: logger}, s3api.Deps{Gateway: gw, Keys: keys, Buckets: backend, Admin: backend})
+	h, err := s3api.New(s3api.Config{Logger: logger}, s3api.Deps{Edge: gw.Edge(), Engine: gw.Engine(), Keys: keys, Buckets: backend, Admin: backend})
 	if err != nil {
 		tb.Fatalf("s3door: %v", err)
 	}

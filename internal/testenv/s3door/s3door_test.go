@@ -13,7 +13,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"fencegate/api"
-	"fencegate/gateway"
+	"fencegate/edge"
 	"fencegate/internal/testenv"
 	"fencegate/internal/testenv/s3door"
 )
@@ -54,16 +54,16 @@ func TestDoor(t *testing.T) {
 	s3 := testenv.StartS3(t)
 	const bucket = "s3door"
 	s3.CreateBucket(t, bucket)
-	door := s3door.New(t, s3, gateway.Auth{Identities: []gateway.Identity{
+	door := s3door.New(t, s3, edge.Auth{Identities: []edge.Identity{
 		{
 			Name:   "writer",
-			Grants: []gateway.Grant{{Prefix: "s3/" + bucket + "/", Operations: []gateway.Operation{gateway.OpRead, gateway.OpWrite}}},
-			S3Keys: []gateway.S3Key{{AccessKeyID: writerKey, SecretAccessKey: writerSecret}},
+			Grants: []edge.Grant{{Prefix: "s3/" + bucket + "/", Operations: []edge.Operation{edge.OpRead, edge.OpWrite}}},
+			S3Keys: []edge.S3Key{{AccessKeyID: writerKey, SecretAccessKey: writerSecret}},
 		},
 		{
 			Name:   "admin",
-			Grants: []gateway.Grant{{Prefix: "s3/adm", Operations: []gateway.Operation{gateway.OpAdmin}}},
-			S3Keys: []gateway.S3Key{{AccessKeyID: adminKey, SecretAccessKey: adminSecret}},
+			Grants: []edge.Grant{{Prefix: "s3/adm", Operations: []edge.Operation{edge.OpAdmin}}},
+			S3Keys: []edge.S3Key{{AccessKeyID: adminKey, SecretAccessKey: adminSecret}},
 		},
 	}})
 	srv := httptest.NewServer(door.Handler)

@@ -1,7 +1,8 @@
-package gateway
+package edge
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"log/slog"
 	"maps"
@@ -18,20 +19,25 @@ import (
 // must be able to account for (a stale token, a token check, 401 or 403,
 // an idempotency conflict) gets one structured log line at WARN,
 // auditMessage, and one count in fencegate_refused_writes_total.
-// noteProblem, which writeError calls for every problem answered (the one
+// NoteProblem, which a door calls for every problem it answers (the one
 // place that knows the problem), counts it and puts the line's own fields
-// in the request's exchange; the track middleware writes the line when
-// the request ends, in place of its access line (exchange.go).
+// in the request's exchange; Track writes the line when the request ends,
+// in place of its access line (exchange.go). NoteRefusal is the same for
+// a door that answers several decisions in one request: it writes the
+// audit line at once.
 
 // auditMessage is the msg of audit lines.
 const auditMessage = "write refused"
 
-// noteProblem records the problem p answered for err: in the request's
-// exchange (the problem label of fencegate_requests_total), in the stale
-// refusals counter, and, when it refused a write for an audited reason,
-// in fencegate_refused_writes_total and the exchange's audit fields. It
-// reports whether the request is audited.
-func (g *Gateway) noteProblem(r *http.Request, p api.Problem, err error) bool {
+// NoteProblem records the problem p that a door answered r with, for
+// err: in the request's exchange (the problem label of
+// fencegate_requests_total), in the stale refusals counter, and, when r
+// was a write (write) refused for an audited reason, in
+// fencegate_refused_writes_total, on the event feed (write.refused), and
+// in the exchange's audit fields. subject, when not nil, names the
+// resource and token r names, where neither the problem nor a fence check
+// named them. It reports whether the request is audited.
+func (e *Edge) NoteProblem(r *http.Request, p api.Problem, err error, write bool, subject func(*http.Request) (api.Resource, api.Token)) bool {
 	ctx := r.Context()
 	slug := strings.TrimPrefix(p.Type, api.ProblemTypePrefix)
 	o := exchangeOf(ctx)
@@ -43,18 +49,18 @@ func (g *Gateway) noteProblem(r *http.Request, p api.Problem, err error) bool {
 		if o != nil && o.staleSource != "" {
 			source = o.staleSource
 		}
-		g.metrics.staleRefusals.WithLabelValues(source).Inc()
+		e.metrics.staleRefusals.WithLabelValues(source).Inc()
 	}
-	if !isWrite(r) || !audited(p, err) {
+	if !write || !audited(p, err) {
 		return false
 	}
-	g.metrics.refusedWrites.WithLabelValues(slug).Inc()
-	if o == nil { // outside track: no line to write
+	e.metrics.refusedWrites.WithLabelValues(slug).Inc()
+	if o == nil { // outside Track: no line to write
 		return true
 	}
-	resource, token := g.auditSubject(r, p, err, o)
-	g.publishRefused(p, err, o, resource, token)
-	attrs := make([]slog.Attr, 0, 12) // and the track middleware's 7
+	resource, token := auditSubject(r, p, err, o, subject)
+	e.publishRefused(p, err, o, resource, token)
+	attrs := make([]slog.Attr, 0, 12) // and Track's 7
 	attrs = append(attrs, slog.String("resource", string(resource)))
 	if token != 0 {
 		attrs = append(attrs, slog.Uint64("token", uint64(token)))
@@ -69,17 +75,64 @@ func (g *Gateway) noteProblem(r *http.Request, p api.Problem, err error) bool {
 	return true
 }
 
-// isWrite reports whether r asks to change something fenced: a PUT or
-// DELETE of an object, or any partner request (it may change the
-// partner's state).
-func isWrite(r *http.Request) bool {
-	switch {
-	case strings.HasPrefix(r.URL.Path, objectsPrefix):
-		return r.Method == http.MethodPut || r.Method == http.MethodDelete
-	case strings.HasPrefix(r.URL.Path, partnersPrefix):
-		return true
+// NoteRefusal records a refusal that a door answered for one decision
+// of its request, as NoteProblem does, but that it logs at once: a stale
+// token counts in fencegate_stale_refusals_total (by where it was found),
+// and a write refused for an audited reason (a stale token, a token
+// check, 401, 403) counts in fencegate_refused_writes_total, is published
+// on the event feed (write.refused), and gets the audit line ("write
+// refused", at WARN) with the resource, the token, the mark, the problem
+// type, the request id, the identity and the door. write says whether the
+// request was a write; resource and token are what it named (either may
+// be zero). ctx is the request's, from WithIdentity.
+func (e *Edge) NoteRefusal(ctx context.Context, write bool, resource api.Resource, token api.Token, err error) {
+	p := api.ProblemFor(err)
+	x := exchangeOf(ctx)
+	if x != nil && x.resource == "" {
+		// What the request named, for its span, when no fence check
+		// noted what it checked (a refusal before one).
+		x.resource, x.token = resource, token
 	}
-	return false
+	if errors.Is(err, api.ErrStaleToken) {
+		source := staleFromEtcd
+		if x != nil && x.staleSource != "" {
+			source = x.staleSource
+		}
+		e.metrics.staleRefusals.WithLabelValues(source).Inc()
+	}
+	if !write || !audited(p, err) {
+		return
+	}
+	slug := strings.TrimPrefix(p.Type, api.ProblemTypePrefix)
+	e.metrics.refusedWrites.WithLabelValues(slug).Inc()
+	if p.Resource != "" {
+		resource, token = p.Resource, p.Token
+	}
+	if x != nil {
+		e.publishRefused(p, err, x, resource, token)
+	}
+	suppressed, ok := e.authLines.allow(p.Status) // 401 and 403 cost the sender nothing
+	if !ok {
+		e.metrics.suppressedLines.WithLabelValues(slug).Inc()
+		return
+	}
+	attrs := []slog.Attr{slog.String("resource", string(resource))}
+	if token != 0 {
+		attrs = append(attrs, slog.Uint64("token", uint64(token)))
+	}
+	if p.HighWaterMark != 0 {
+		attrs = append(attrs, slog.Uint64("high_water_mark", uint64(p.HighWaterMark)))
+	}
+	door := ""
+	if x != nil {
+		door = x.api
+	}
+	attrs = append(attrs, slog.String("problem_type", p.Type), slog.String("detail", api.Truncate(p.Detail, api.MaxEchoBytes)),
+		slog.String("request_id", RequestID(ctx)), slog.String("identity", CallerName(ctx)), slog.String("api", door))
+	if suppressed > 0 {
+		attrs = append(attrs, slog.Uint64("suppressed", suppressed))
+	}
+	e.log.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn, auditMessage, attrs...)
 }
 
 // audited reports whether a write refused with p (for err) is audited:
@@ -102,7 +155,7 @@ func audited(p api.Problem, err error) bool {
 // from the problem, else the refusal's detail, else the request's subject
 // (requestSubject). Either may stay empty (zero), as on a 401 for a path
 // that is no object's.
-func (g *Gateway) auditSubject(r *http.Request, p api.Problem, err error, o *exchange) (api.Resource, api.Token) {
+func auditSubject(r *http.Request, p api.Problem, err error, o *exchange, subject func(*http.Request) (api.Resource, api.Token)) (api.Resource, api.Token) {
 	resource, token := p.Resource, p.Token
 	var notHeld *api.LockNotHeldError
 	if errors.As(err, &notHeld) {
@@ -111,29 +164,23 @@ func (g *Gateway) auditSubject(r *http.Request, p api.Problem, err error, o *exc
 	if resource != "" && token != 0 {
 		return resource, token
 	}
-	rr, rt := g.requestSubject(r, o)
+	rr, rt := requestSubject(r, o, subject)
 	return cmp.Or(resource, rr), cmp.Or(token, rt)
 }
 
 // requestSubject returns the resource and token the request was checked
-// for (noteChecked), else those that its object path and valid
-// X-Fence-Token name, as for a stale token refused from the cached mark,
-// which is never checked. Either may be zero.
-func (g *Gateway) requestSubject(r *http.Request, x *exchange) (api.Resource, api.Token) {
+// for (NoteChecked), else those that subject finds in the request, as
+// for a stale token refused from the cached mark, which is never checked.
+// Either may be zero.
+func requestSubject(r *http.Request, x *exchange, subject func(*http.Request) (api.Resource, api.Token)) (api.Resource, api.Token) {
 	var resource api.Resource
 	var token api.Token
 	if x != nil {
 		resource, token = x.resource, x.token
 	}
-	if resource == "" {
-		if path, err := g.objectPath(r); err == nil {
-			resource = path.Resource()
-		}
-	}
-	if token == 0 {
-		if t, err := api.ParseTokenHeader(r.Header.Values(api.HeaderFenceToken)); err == nil {
-			token = t
-		}
+	if (resource == "" || token == 0) && subject != nil {
+		sr, st := subject(r)
+		resource, token = cmp.Or(resource, sr), cmp.Or(token, st)
 	}
 	return resource, token
 }

@@ -1,4 +1,4 @@
-package gateway
+package edge
 
 import (
 	"errors"
@@ -14,17 +14,13 @@ import (
 // bodies move to and from clients at least this many bytes per timeout.
 const transferChunkBytes = 64 << 10
 
-// defaultTransferChunkTimeout is Config.TransferChunkTimeout's default:
-// 64 KiB in 10 seconds, 6.4 KiB a second.
-const defaultTransferChunkTimeout = 10 * time.Second
-
 // Directions of a slow client, the label of fencegate_slow_clients_cut_total.
 const (
 	directionDownload = "download"
 	directionUpload   = "upload"
 )
 
-// copyToClient copies an object's body to the client in chunks of
+// CopyToClient copies an object's body to the client in chunks of
 // transferChunkBytes, each under a write deadline of the chunk timeout,
 // so that a client that stops reading is cut off within it rather than
 // holding the body, and with it an S3 connection, until the server's
@@ -34,9 +30,9 @@ const (
 // deadlines, it is a plain copy.
 //
 // The caller closes body, which gives back its S3 connection.
-func (g *Gateway) copyToClient(w http.ResponseWriter, body io.Reader) (int64, error) {
+func (e *Edge) CopyToClient(w http.ResponseWriter, body io.Reader) (int64, error) {
 	rc := http.NewResponseController(w)
-	timeout := g.cfg.TransferChunkTimeout
+	timeout := e.cfg.TransferChunkTimeout
 	if err := rc.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
 		return io.Copy(w, body) // a ResponseWriter without deadlines
 	}
@@ -55,7 +51,7 @@ func (g *Gateway) copyToClient(w http.ResponseWriter, body io.Reader) (int64, er
 			}
 			if err != nil {
 				if isTimeout(err) {
-					g.metrics.slowClients.WithLabelValues(directionDownload).Inc()
+					e.metrics.slowClients.WithLabelValues(directionDownload).Inc()
 				}
 				return written, err
 			}
@@ -75,7 +71,7 @@ func isTimeout(err error) bool {
 	return errors.As(err, &timeout) && timeout.Timeout()
 }
 
-// clientBody is a request body read under a read deadline per chunk of
+// ClientBody is a request body read under a read deadline per chunk of
 // transferChunkBytes: each chunk must arrive within the chunk timeout,
 // counted from the first read of the chunk, so that a sender that stalls
 // is cut off within it rather than holding an S3 request (and its
@@ -84,7 +80,7 @@ func isTimeout(err error) bool {
 // cancels the request's context when a read fails, which ends the S3
 // request too. The deadlines replace the server's whole-request read
 // timeout for the body.
-type clientBody struct {
+type ClientBody struct {
 	body    io.ReadCloser
 	rc      *http.ResponseController
 	timeout time.Duration
@@ -94,25 +90,27 @@ type clientBody struct {
 	done    bool // the body ended and the deadline is cleared
 }
 
-// newClientBody wraps r's body; nil where the connection cannot take read
-// deadlines. It clears the connection's read deadline (the server's
-// whole-request timeout): the chunks' deadlines take its place.
-func (g *Gateway) newClientBody(w http.ResponseWriter, r *http.Request) *clientBody {
+// ClientBody returns r's body under the transfer deadlines, or nil
+// where the connection cannot take read deadlines (the body is then
+// r.Body itself, read under the server's timeouts). It clears the
+// connection's read deadline (the server's whole-request timeout): the
+// chunks' deadlines take its place. A door calls it before anything
+// reads the body.
+func (e *Edge) ClientBody(w http.ResponseWriter, r *http.Request) *ClientBody {
 	rc := http.NewResponseController(w)
 	if err := rc.SetReadDeadline(time.Time{}); err != nil {
 		return nil
 	}
-	return &clientBody{body: r.Body, rc: rc, timeout: g.cfg.TransferChunkTimeout, m: g.metrics}
+	return &ClientBody{body: r.Body, rc: rc, timeout: e.cfg.TransferChunkTimeout, m: e.metrics}
 }
 
-// clientReader is r's body to read under the transfer deadlines, and the
-// clientBody that sets them (nil where the connection takes no deadlines:
-// the body is then r.Body itself).
-func (g *Gateway) clientReader(w http.ResponseWriter, r *http.Request) (io.Reader, *clientBody) {
-	if client := g.newClientBody(w, r); client != nil {
-		return client, client
+// WatchBody puts r's body under the transfer deadlines (ClientBody),
+// where the connection takes them: a sender that stalls is cut off (its
+// read fails) rather than hold an S3 connection.
+func (e *Edge) WatchBody(w http.ResponseWriter, r *http.Request) {
+	if client := e.ClientBody(w, r); client != nil {
+		r.Body = client
 	}
-	return r.Body, nil
 }
 
 // Read reads from the body, setting a deadline at the first read of each
@@ -129,7 +127,7 @@ func (g *Gateway) clientReader(w http.ResponseWriter, r *http.Request) (io.Reade
 // goroutine, for ever without an answer. With the deadline passed that
 // read fails at once; the answer is written and the connection closed.
 // (The background read never starts: it waits for the body's end.)
-func (b *clientBody) Read(p []byte) (int, error) {
+func (b *ClientBody) Read(p []byte) (int, error) {
 	if b.done {
 		return b.body.Read(p)
 	}
@@ -151,7 +149,7 @@ func (b *clientBody) Read(p []byte) (int, error) {
 			b.m.slowClients.WithLabelValues(directionUpload).Inc()
 			return n, err
 		}
-		b.rc.SetReadDeadline(time.Time{}) //nolint:errcheck // supported: set in newClientBody
+		b.rc.SetReadDeadline(time.Time{}) //nolint:errcheck // supported: set in ClientBody
 	}
 	return n, err
 }
@@ -159,7 +157,7 @@ func (b *clientBody) Read(p []byte) (int, error) {
 // Stalled returns why the sender stopped sending the body (a chunk did
 // not arrive within Config.TransferChunkTimeout), or nil; nil too for a
 // nil body, read under no deadlines.
-func (b *clientBody) Stalled() error {
+func (b *ClientBody) Stalled() error {
 	if b == nil || !b.stalled {
 		return nil
 	}
@@ -172,4 +170,4 @@ func errBodyStalled(timeout time.Duration) error {
 }
 
 // Close closes the body.
-func (b *clientBody) Close() error { return b.body.Close() }
+func (b *ClientBody) Close() error { return b.body.Close() }

@@ -1,4 +1,4 @@
-package gateway
+package edge
 
 import (
 	"regexp"
@@ -27,8 +27,8 @@ func TestByteRange(t *testing.T) {
 		{"", ""},
 	}
 	for _, tt := range tests {
-		if got := byteRange(tt.field); got != tt.want {
-			t.Errorf("byteRange(%q) = %q; want %q", tt.field, got, tt.want)
+		if got := ByteRange(tt.field); got != tt.want {
+			t.Errorf("ByteRange(%q) = %q; want %q", tt.field, got, tt.want)
 		}
 	}
 }
@@ -41,15 +41,15 @@ func FuzzByteRange(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, field string) {
-		got := byteRange(field)
+		got := ByteRange(field)
 		if got == "" {
 			return
 		}
 		if !canonicalRange.MatchString(got) || len(got) > len("bytes=")+2*19+1 {
-			t.Fatalf("byteRange(%q) = %q; not a canonical byte range", field, got)
+			t.Fatalf("ByteRange(%q) = %q; not a canonical byte range", field, got)
 		}
-		if again := byteRange(got); again != got {
-			t.Fatalf("byteRange(%q) = %q; want it unchanged", got, again)
+		if again := ByteRange(got); again != got {
+			t.Fatalf("ByteRange(%q) = %q; want it unchanged", got, again)
 		}
 	})
 }
@@ -73,9 +73,9 @@ func TestEntityTag(t *testing.T) {
 		{[]string{"\"a\"\r\nX: y"}, "", true},
 	}
 	for _, tt := range tests {
-		got, err := entityTag(tt.fields)
+		got, err := EntityTag(tt.fields)
 		if got != tt.want || (err != nil) != tt.wantErr {
-			t.Errorf("entityTag(%q) = %q, %v; want %q, error %v", tt.fields, got, err, tt.want, tt.wantErr)
+			t.Errorf("EntityTag(%q) = %q, %v; want %q, error %v", tt.fields, got, err, tt.want, tt.wantErr)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package gateway
+package edge
 
 import (
 	"bytes"
@@ -194,10 +194,9 @@ func mentionsKey(n ast.Node) bool {
 }
 
 func TestAuthorize(t *testing.T) {
-	g := &Gateway{}
-	WithAuth(testAuth())(g)
-	if g.optionErr != nil {
-		t.Fatal(g.optionErr)
+	g, err := New(Config{Auth: testAuth()})
+	if err != nil {
+		t.Fatal(err)
 	}
 	byName := map[string]*Identity{}
 	for _, e := range g.auth.keyIndex {
@@ -235,7 +234,7 @@ func TestAuthorize(t *testing.T) {
 	}
 	for _, tt := range tests {
 		ctx := withExchange(context.Background(), &exchange{identity: byName[tt.identity]})
-		err := g.authorize(ctx, tt.op, tt.resource)
+		err := g.Authorize(ctx, tt.op, tt.resource)
 		if tt.allowed && err != nil || !tt.allowed && !errors.Is(err, api.ErrForbidden) {
 			t.Errorf("%s: authorize(%s, %q) = %v; want allowed %v", tt.identity, tt.op, tt.resource, err, tt.allowed)
 		}
@@ -247,25 +246,20 @@ func TestAuthorize(t *testing.T) {
 			}
 		}
 	}
-	anyLock := map[string]bool{"alice": true, "bob": false, "batch": false, "root": true}
-	for name, want := range anyLock {
-		ctx := withExchange(context.Background(), &exchange{identity: byName[name]})
-		if err := g.authorizeSessions(ctx); (err == nil) != want || err != nil && !errors.Is(err, api.ErrForbidden) {
-			t.Errorf("%s: authorizeSessions = %v; want allowed %v", name, err, want)
-		}
-	}
 	// A request that no middleware authenticated is refused, not allowed.
-	if err := g.authorize(context.Background(), OpRead, "s3/dev/x"); !errors.Is(err, api.ErrUnauthorized) {
+	if err := g.Authorize(context.Background(), OpRead, "s3/dev/x"); !errors.Is(err, api.ErrUnauthorized) {
 		t.Errorf("authorize without identity = %v; want ErrUnauthorized", err)
 	}
-	// Without WithAuth, everything is allowed, as identity "".
-	open := &Gateway{}
-	WithAuth(Auth{})(open)
-	if err := open.authorize(context.Background(), OpAdmin, "s3/dev/x"); err != nil || open.auth != nil {
-		t.Errorf("zero Auth: authorize = %v, auth %v; want nil, nil", err, open.auth)
+	// Without auth, everything is allowed, as identity "".
+	open, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if name := callerName(context.Background()); name != "" {
-		t.Errorf("callerName without auth = %q; want \"\"", name)
+	if err := open.Authorize(context.Background(), OpAdmin, "s3/dev/x"); err != nil || open.auth != nil {
+		t.Errorf("zero Auth: Authorize = %v, auth %v; want nil, nil", err, open.auth)
+	}
+	if name := CallerName(context.Background()); name != "" {
+		t.Errorf("CallerName without auth = %q; want \"\"", name)
 	}
 }
 
@@ -310,10 +304,8 @@ func TestAuthValidate(t *testing.T) {
 			if strings.Contains(err.Error(), testKeyAlice) {
 				t.Errorf("Validate() = %v; quotes a key", err)
 			}
-			g := &Gateway{}
-			WithAuth(tt.auth)(g)
-			if g.optionErr == nil || g.auth != nil {
-				t.Errorf("WithAuth: optionErr %v, auth %v; want the error and no auth", g.optionErr, g.auth)
+			if e, err := New(Config{Auth: tt.auth}); err == nil || e != nil {
+				t.Errorf("New: %v, %v; want the error and no edge", e, err)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package gateway
+package edge
 
 import (
 	"context"
@@ -16,14 +16,14 @@ import (
 )
 
 // Tracing (Config.Tracer; off when nil). Each request gets one server
-// span, started by the track middleware (TrackRequests for another front
-// door's) and continuing the client's W3C traceparent, named by its
+// span, started by Track for every door, continuing the client's W3C
+// traceparent, named by its
 // route pattern (the door's route label). Its children are client spans
 // of the round trips the request makes: the fence check, mark read,
 // partner admission or upload binding in etcd and every S3 request,
 // multipart uploads' included (started by the store decorators in
 // metrics.go, with the result their metrics count), and a
-// partner route's upstream call (partners_forward.go), whose request
+// partner route's upstream call (the partner door's), whose request
 // carries the span's traceparent. The tracer travels with the request's
 // exchange, so that code that never sees the Gateway starts spans too;
 // with tracing off, the exchange's tracer is nil and each place that
@@ -41,7 +41,6 @@ const (
 	attrResource   = attribute.Key("fencegate.resource")
 	attrToken      = attribute.Key("fencegate.token")
 	attrProblem    = attribute.Key("fencegate.problem")
-	attrPartner    = attribute.Key("fencegate.partner_route")
 	attrResult     = attribute.Key("result")
 	attrBucket     = attribute.Key("bucket")
 )
@@ -50,14 +49,6 @@ const (
 // points to.
 type tracing struct {
 	tracer trace.Tracer
-}
-
-// newTracing returns the gateway's tracing, or nil when it has no tracer.
-func (g *Gateway) newTracing() *tracing {
-	if g.cfg.Tracer == nil {
-		return nil
-	}
-	return &tracing{tracer: g.cfg.Tracer}
 }
 
 // begin returns r's context carrying its exchange x and, with tracing on
@@ -99,7 +90,7 @@ func startRequestSpan(ctx context.Context, tracer trace.Tracer, r *http.Request,
 // resource and token in its exchange (the fence check's, or NoteRefusal's),
 // never as the REST API's path and header do, which its own may only
 // look like.
-func (g *Gateway) endRequestSpan(span trace.Span, r *http.Request, x *exchange, route string, status int) {
+func (e *Edge) endRequestSpan(span trace.Span, r *http.Request, x *exchange, door Door, route string, status int) {
 	if route != routeNone {
 		name := r.Method + " " + route
 		if x.api != "" {
@@ -109,10 +100,7 @@ func (g *Gateway) endRequestSpan(span trace.Span, r *http.Request, x *exchange, 
 		span.SetAttributes(attrRoute.String(route))
 	}
 	span.SetAttributes(attrStatusCode.Int(status))
-	resource, token := x.resource, x.token
-	if x.api == "" {
-		resource, token = g.requestSubject(r, x)
-	}
+	resource, token := requestSubject(r, x, door.Subject)
 	if resource != "" && token != 0 {
 		span.SetAttributes(attrResource.String(string(resource)), attrToken.String(token.String()))
 	}
@@ -125,11 +113,11 @@ func (g *Gateway) endRequestSpan(span trace.Span, r *http.Request, x *exchange, 
 	span.End()
 }
 
-// startClientSpan starts a client span named name under ctx's span, when
+// StartClientSpan starts a client span named name under ctx's span, when
 // the request is traced; otherwise it returns ctx and a nil span, which
-// endClientSpan ignores. Callers set the span's attributes when it is not
+// EndClientSpan ignores. Callers set the span's attributes when it is not
 // nil, so that a request that is not traced does not build them.
-func startClientSpan(ctx context.Context, name string) (context.Context, trace.Span) {
+func StartClientSpan(ctx context.Context, name string) (context.Context, trace.Span) {
 	x := exchangeOf(ctx)
 	if x == nil || x.tracing == nil {
 		return ctx, nil
@@ -137,10 +125,10 @@ func startClientSpan(ctx context.Context, name string) (context.Context, trace.S
 	return x.tracing.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
 }
 
-// endClientSpan records result (as the metrics count it) on span and
+// EndClientSpan records result (as the metrics count it) on span and
 // ends it; an error result sets the status Error with err. A nil span is
 // a request that is not traced.
-func endClientSpan(span trace.Span, result string, failed bool, err error) {
+func EndClientSpan(span trace.Span, result string, failed bool, err error) {
 	if span == nil {
 		return
 	}
@@ -151,10 +139,10 @@ func endClientSpan(span trace.Span, result string, failed bool, err error) {
 	span.End()
 }
 
-// injectTraceparent writes ctx's span context into h as traceparent (and
+// InjectTraceparent writes ctx's span context into h as traceparent (and
 // tracestate), replacing any the client sent. It does nothing when ctx
 // carries no valid span context.
-func injectTraceparent(ctx context.Context, h http.Header) {
+func InjectTraceparent(ctx context.Context, h http.Header) {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return
 	}
@@ -170,7 +158,7 @@ func injectTraceparent(ctx context.Context, h http.Header) {
 // "ok" for a 2xx status, "not_found" for a 404, else "error", which with
 // err (no answer) or a 5xx sets the span's status Error.
 func TraceS3(ctx context.Context, operation, bucket string) (context.Context, func(status int, err error)) {
-	ctx, span := startClientSpan(ctx, "s3 "+operation)
+	ctx, span := StartClientSpan(ctx, "s3 "+operation)
 	if span == nil {
 		return ctx, func(int, error) {}
 	}
@@ -189,6 +177,6 @@ func TraceS3(ctx context.Context, operation, bucket string) (context.Context, fu
 		if err == nil && status >= 500 {
 			err = fmt.Errorf("status %d", status)
 		}
-		endClientSpan(span, result, err != nil, err)
+		EndClientSpan(span, result, err != nil, err)
 	}
 }
