@@ -1,0 +1,94 @@
+package api
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestTicketRequestValidate(t *testing.T) {
+	valid := TicketRequest{
+		Path:        ObjectPath{Bucket: "b", Key: "k"},
+		Replaces:    ObjectVersion{Exists: true, ETag: `"abc"`},
+		Token:       7,
+		Size:        10,
+		ContentType: "text/plain; charset=utf-8",
+		Metadata:    map[string]string{"owner": "team a", "x_y.z-1": ""},
+	}
+	tests := []struct {
+		name   string
+		modify func(*TicketRequest)
+		ok     bool
+	}{
+		{"valid", func(*TicketRequest) {}, true},
+		{"create", func(r *TicketRequest) { r.Replaces = ObjectVersion{} }, true},
+		{"empty object", func(r *TicketRequest) { r.Size = 0 }, true},
+		{"largest object", func(r *TicketRequest) { r.Size = MaxTicketSize }, true},
+		{"no content type, no metadata", func(r *TicketRequest) { r.ContentType, r.Metadata = "", nil }, true},
+		{"one second", func(r *TicketRequest) { r.Expires = time.Second }, true},
+		{"seven days", func(r *TicketRequest) { r.Expires = MaxTicketExpiry }, true},
+		{"no token", func(r *TicketRequest) { r.Token = 0 }, false},
+		{"replaces an object without ETag", func(r *TicketRequest) { r.Replaces = ObjectVersion{Exists: true} }, false},
+		{"replaces an object with empty quotes", func(r *TicketRequest) { r.Replaces = ObjectVersion{Exists: true, ETag: `""`} }, false},
+		{"negative size", func(r *TicketRequest) { r.Size = -1 }, false},
+		{"over 5 GiB", func(r *TicketRequest) { r.Size = MaxTicketSize + 1 }, false},
+		{"negative expiry", func(r *TicketRequest) { r.Expires = -time.Second }, false},
+		{"under a second", func(r *TicketRequest) { r.Expires = 500 * time.Millisecond }, false},
+		{"not whole seconds", func(r *TicketRequest) { r.Expires = 1500 * time.Millisecond }, false},
+		{"over seven days", func(r *TicketRequest) { r.Expires = MaxTicketExpiry + time.Second }, false},
+		{"metadata names the token", func(r *TicketRequest) { r.Metadata = map[string]string{MetadataFenceToken: "9"} }, false},
+		{"metadata name upper case", func(r *TicketRequest) { r.Metadata = map[string]string{"Owner": "a"} }, false},
+		{"metadata name empty", func(r *TicketRequest) { r.Metadata = map[string]string{"": "a"} }, false},
+		{"metadata name with a colon", func(r *TicketRequest) { r.Metadata = map[string]string{"a:b": "a"} }, false},
+		{"metadata value with CR LF", func(r *TicketRequest) { r.Metadata = map[string]string{"a": "x\r\nX-Amz-Acl: public-read"} }, false},
+		{"metadata value not ASCII", func(r *TicketRequest) { r.Metadata = map[string]string{"a": "é"} }, false},
+		{"metadata value with a run of spaces", func(r *TicketRequest) { r.Metadata = map[string]string{"a": "x  y"} }, false},
+		{"metadata value with a trailing space", func(r *TicketRequest) { r.Metadata = map[string]string{"a": "x "} }, false},
+		{"content type with a leading space", func(r *TicketRequest) { r.ContentType = " text/plain" }, false},
+		{"content type with a tab", func(r *TicketRequest) { r.ContentType = "text/plain;\tq=1" }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := valid
+			r.Metadata = map[string]string{}
+			for k, v := range valid.Metadata {
+				r.Metadata[k] = v
+			}
+			tt.modify(&r)
+			err := r.Validate()
+			if tt.ok && err != nil || !tt.ok && !errors.Is(err, ErrInvalidRequest) {
+				t.Fatalf("Validate(%+v) = %v; want ok %v (else ErrInvalidRequest)", r, err, tt.ok)
+			}
+		})
+	}
+}
+
+func TestPartTicketRequestValidate(t *testing.T) {
+	valid := PartTicketRequest{Path: ObjectPath{Bucket: "b", Key: "k"}, UploadID: "u", PartNumber: 1, Size: MinPartSize}
+	tests := []struct {
+		name   string
+		modify func(*PartTicketRequest)
+		ok     bool
+	}{
+		{"valid", func(*PartTicketRequest) {}, true},
+		{"last part number", func(r *PartTicketRequest) { r.PartNumber = MaxParts }, true},
+		{"a small last part", func(r *PartTicketRequest) { r.Size = 1 }, true},
+		{"largest part", func(r *PartTicketRequest) { r.Size = MaxPartSize }, true},
+		{"no upload id", func(r *PartTicketRequest) { r.UploadID = "" }, false},
+		{"part 0", func(r *PartTicketRequest) { r.PartNumber = 0 }, false},
+		{"part past the last", func(r *PartTicketRequest) { r.PartNumber = MaxParts + 1 }, false},
+		{"empty part", func(r *PartTicketRequest) { r.Size = 0 }, false},
+		{"part over 5 GiB", func(r *PartTicketRequest) { r.Size = MaxPartSize + 1 }, false},
+		{"expiry under a second", func(r *PartTicketRequest) { r.Expires = time.Millisecond }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := valid
+			tt.modify(&r)
+			err := r.Validate()
+			if tt.ok && err != nil || !tt.ok && !errors.Is(err, ErrInvalidRequest) {
+				t.Fatalf("Validate(%+v) = %v; want ok %v (else ErrInvalidRequest)", r, err, tt.ok)
+			}
+		})
+	}
+}
