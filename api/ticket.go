@@ -44,8 +44,10 @@ type TicketRequest struct {
 	// Token is recorded on the object as MetadataFenceToken. It is never
 	// zero.
 	Token Token
-	// Size is the exact length of the body the client will send, 0 to
-	// MaxTicketSize. Zero is an empty object.
+	// Size is the exact length of the body the client will send, 1 to
+	// MaxTicketSize. An empty object takes no ticket (it has no bytes to
+	// keep off the gateway, and a presigned request signs no zero
+	// length, see docs/tickets.md): write it through the gateway.
 	Size int64
 	// ContentType is the Content-Type the client must send and the object
 	// keeps. Empty means none: the client sends none, and the store
@@ -99,14 +101,16 @@ type Ticket struct {
 // Validate reports whether r is a request a store can sign as it is, as
 // an ErrInvalidRequest that says what is wrong.
 func (r TicketRequest) Validate() error {
-	if err := validateTicketBase(r.Size, MaxTicketSize, r.Expires); err != nil {
-		return err
-	}
 	switch {
+	case r.Size == 0:
+		return fmt.Errorf("%w: ticket for an empty object: write it through the gateway", ErrInvalidRequest)
 	case r.Token == 0:
 		return fmt.Errorf("%w: ticket without a fencing token", ErrInvalidRequest)
 	case !r.Replaces.Named():
 		return fmt.Errorf("%w: ticket replaces a version without an ETag, which no condition can name", ErrInvalidRequest)
+	}
+	if err := validateTicketBase(r.Size, MaxTicketSize, r.Expires); err != nil {
+		return err
 	}
 	if r.ContentType != "" {
 		if err := validateSignedValue("Content-Type", r.ContentType); err != nil {
@@ -138,8 +142,8 @@ func (r PartTicketRequest) Validate() error {
 	return validateTicketBase(r.Size, MaxPartSize, r.Expires)
 }
 
-// validateTicketBase checks what both kinds of ticket have: a size from 0
-// to maxSize and an expiry of whole seconds within MaxTicketExpiry, or
+// validateTicketBase checks what both kinds of ticket have: a size up to
+// maxSize and an expiry of whole seconds within MaxTicketExpiry, or
 // zero.
 func validateTicketBase(size, maxSize int64, expires time.Duration) error {
 	switch {

@@ -22,7 +22,8 @@ func TestTicketRequestValidate(t *testing.T) {
 	}{
 		{"valid", func(*TicketRequest) {}, true},
 		{"create", func(r *TicketRequest) { r.Replaces = ObjectVersion{} }, true},
-		{"empty object", func(r *TicketRequest) { r.Size = 0 }, true},
+		{"one byte", func(r *TicketRequest) { r.Size = 1 }, true},
+		{"empty object", func(r *TicketRequest) { r.Size = 0 }, false},
 		{"largest object", func(r *TicketRequest) { r.Size = MaxTicketSize }, true},
 		{"no content type, no metadata", func(r *TicketRequest) { r.ContentType, r.Metadata = "", nil }, true},
 		{"one second", func(r *TicketRequest) { r.Expires = time.Second }, true},

@@ -74,6 +74,9 @@ type Client struct {
 	// completeHTTP sends the completions of multipart uploads, with
 	// Config.CompleteTimeout (multipart.go).
 	completeHTTP *awshttp.BuildableClient
+	// clock is the time at which tickets are signed (ticket.go); nil
+	// means time.Now. Only tests set it.
+	clock func() time.Time
 }
 
 // New returns a Client for cfg.
