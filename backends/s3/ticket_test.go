@@ -43,9 +43,19 @@ func (a storeAnswer) String() string { return fmt.Sprintf("%d %s", a.Status, a.C
 // request, and returns the store's answer.
 func useTicket(tb testing.TB, tk api.Ticket, body string, edit func(*http.Request)) storeAnswer {
 	tb.Helper()
+	a, err := sendTicket(tk, body, edit)
+	if err != nil {
+		tb.Fatalf("send ticket: %v", err)
+	}
+	return a
+}
+
+// sendTicket is useTicket for goroutines other than the test's: it
+// returns its failure.
+func sendTicket(tk api.Ticket, body string, edit func(*http.Request)) (storeAnswer, error) {
 	req, err := http.NewRequest(tk.Method, tk.URL, strings.NewReader(body))
 	if err != nil {
-		tb.Fatal(err)
+		return storeAnswer{}, err
 	}
 	for name, value := range tk.Headers {
 		req.Header.Set(name, value)
@@ -55,25 +65,24 @@ func useTicket(tb testing.TB, tk api.Ticket, body string, edit func(*http.Reques
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		tb.Fatalf("send ticket: %v", err)
+		return storeAnswer{}, err
 	}
 	defer resp.Body.Close()
-	return readAnswer(tb, resp)
+	return readAnswer(resp)
 }
 
 // readAnswer reads resp's status, ETag and S3 error code.
-func readAnswer(tb testing.TB, resp *http.Response) storeAnswer {
-	tb.Helper()
+func readAnswer(resp *http.Response) (storeAnswer, error) {
 	a := storeAnswer{Status: resp.StatusCode, ETag: resp.Header.Get("ETag")}
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		tb.Fatalf("read answer: %v", err)
+		return storeAnswer{}, fmt.Errorf("read answer: %w", err)
 	}
 	var s3Error struct{ Code string }
 	if resp.StatusCode >= 300 && xml.Unmarshal(body, &s3Error) == nil {
 		a.Code = s3Error.Code
 	}
-	return a
+	return a, nil
 }
 
 // useTicketRaw sends tk over a connection of its own with Content-Length:
@@ -113,7 +122,11 @@ func useTicketRaw(tb testing.TB, tk api.Ticket, declared int, body string, close
 		return storeAnswer{}
 	}
 	defer resp.Body.Close()
-	return readAnswer(tb, resp)
+	a, err := readAnswer(resp)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return a
 }
 
 // stored is an object as minio-go reads it back; Exists false when there
@@ -694,5 +707,60 @@ func TestTicketSignedAheadOfTheStoresClock(t *testing.T) {
 	}
 	if got := readTicketObject(t, p); got.Body != "x" {
 		t.Fatalf("read back %+v; want %q", got, "x")
+	}
+}
+
+// TestTicketRaceHasOneWinner: tickets of 20 writers that all observed the
+// same version, used at once, are arbitrated by the store: exactly one
+// lands, as with the gateway's own conditional writes
+// (TestOneOfManyConditionalWritesWins), and the object is its bytes.
+func TestTicketRaceHasOneWinner(t *testing.T) {
+	server.CreateBucket(t, "ticket-race")
+	c := newClient(t, server.Endpoint(), 0)
+	p := api.ObjectPath{Bucket: "ticket-race", Key: "k"}
+	for _, observed := range []api.ObjectVersion{{}, {Exists: true}} {
+		name := "must not exist"
+		if observed.Exists {
+			name = "If-Match"
+			observed = existing(t, c, "base")(p)
+		}
+		t.Run(name, func(t *testing.T) {
+			const n = 20
+			tickets := make([]api.Ticket, n)
+			for i := range tickets {
+				tickets[i] = ticketFor(t, c, api.TicketRequest{Path: p, Replaces: observed, Token: api.Token(10 + i), Size: int64(len("racer 00"))})
+			}
+			answers := make(chan storeAnswer, n)
+			for i, tk := range tickets {
+				go func() {
+					a, err := sendTicket(tk, fmt.Sprintf("racer %02d", i), nil)
+					if err != nil {
+						a.Code = err.Error()
+					}
+					answers <- a
+				}()
+			}
+			winners := 0
+			for range n {
+				switch a := <-answers; a.Status {
+				case http.StatusOK:
+					winners++
+				case http.StatusPreconditionFailed, http.StatusConflict:
+				default:
+					t.Errorf("racer = %v; want 200, 412 or 409", a)
+				}
+			}
+			if winners != 1 {
+				t.Fatalf("%d of %d tickets landed; want exactly 1", winners, n)
+			}
+			got := readTicketObject(t, p)
+			racer, err := strconv.Atoi(strings.TrimPrefix(got.Body, "racer "))
+			if err != nil || got.Metadata["Fence-Token"] != strconv.Itoa(10+racer) {
+				t.Fatalf("read back %q with token %s; want one racer's bytes with its own token", got.Body, got.Metadata["Fence-Token"])
+			}
+		})
+		if !observed.Exists {
+			deleteObject(t, c, p)
+		}
 	}
 }
