@@ -764,3 +764,51 @@ func TestTicketRaceHasOneWinner(t *testing.T) {
 		}
 	}
 }
+
+// TestTicketConditionHoldsAtTheEnd: the condition holds for the object as
+// it is when the ticket's body has arrived, not when its headers did: a
+// newer holder's write that lands while a ticket's bytes are on their way
+// makes the ticket's write fail (412), and the newer bytes stay. A client
+// that stalls mid-upload is fenced like one that stalls before it.
+func TestTicketConditionHoldsAtTheEnd(t *testing.T) {
+	server.CreateBucket(t, "ticket-inflight")
+	c := newClient(t, server.Endpoint(), 0)
+	const size = 4 << 20
+	tests := []struct {
+		name  string
+		setup func(api.ObjectPath) api.ObjectVersion
+	}{
+		{"must not exist", noObject},
+		{"If-Match", existing(t, c, "old bytes")},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := api.ObjectPath{Bucket: "ticket-inflight", Key: fmt.Sprint("k", i)}
+			tk := ticketFor(t, c, api.TicketRequest{Path: p, Replaces: tt.setup(p), Token: 8, Size: size, Expires: time.Minute})
+			body, w := io.Pipe()
+			answer := make(chan storeAnswer, 1)
+			go func() {
+				a, err := sendTicket(tk, "", func(r *http.Request) { r.Body, r.ContentLength = body, size })
+				if err != nil {
+					a.Code = err.Error()
+				}
+				answer <- a
+			}()
+			half := strings.Repeat("s", size/2)
+			if _, err := io.WriteString(w, half); err != nil {
+				t.Fatal(err)
+			}
+			mustPut(t, c, p, "newer bytes", 9, observe(t, c, p))
+			if _, err := io.WriteString(w, half); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			if a := <-answer; a.Status != http.StatusPreconditionFailed {
+				t.Fatalf("ticket whose body ended after a newer write = %v; want 412", a)
+			}
+			if got := readTicketObject(t, p); got.Body != "newer bytes" || got.Metadata["Fence-Token"] != "9" {
+				t.Fatalf("read back %.20q with token %s; want the newer bytes, token 9", got.Body, got.Metadata["Fence-Token"])
+			}
+		})
+	}
+}
