@@ -35,7 +35,7 @@ import (
 // docs/tickets.md (TestTicket*).
 
 // PresignPut returns a ticket (a presigned PUT) with which a client writes
-// r.Path once, if r.Replaces is still its current version, with r's token,
+// r.Path, if r.Replaces is still its current version, with r's token,
 // size, content type and metadata, until the ticket expires. Nothing is
 // sent to S3. An r that does not validate is an api.ErrInvalidRequest.
 func (c *Client) PresignPut(ctx context.Context, r api.TicketRequest) (api.Ticket, error) {
