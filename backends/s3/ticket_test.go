@@ -516,6 +516,8 @@ func TestTicketRefusesChangedRequests(t *testing.T) {
 		{"other content type", set("Content-Type", "text/html"), body, "SignatureDoesNotMatch"},
 		{"other metadata value", set("X-Amz-Meta-Owner", "team-b"), body, "SignatureDoesNotMatch"},
 		{"other token", set("X-Amz-Meta-Fence-Token", "99"), body, "SignatureDoesNotMatch"},
+		{"token sent twice", func(r *http.Request) { r.Header.Add("X-Amz-Meta-Fence-Token", "99") }, body, "SignatureDoesNotMatch"},
+		{"content type sent twice", func(r *http.Request) { r.Header.Add("Content-Type", "text/html") }, body, "SignatureDoesNotMatch"},
 		{"condition dropped", func(r *http.Request) { r.Header.Del("If-None-Match") }, body, "SignatureDoesNotMatch"},
 		{"condition changed to If-Match", func(r *http.Request) { r.Header.Del("If-None-Match"); r.Header.Set("If-Match", `"x"`) }, body, "SignatureDoesNotMatch"},
 		{"signed metadata dropped", func(r *http.Request) { r.Header.Del("X-Amz-Meta-Owner") }, body, "SignatureDoesNotMatch"},
