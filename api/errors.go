@@ -90,6 +90,16 @@ var (
 	// requests in flight as the gateway lets one client have. Nothing was
 	// forwarded.
 	ErrTooManyRequests = errors.New("too many requests")
+
+	// ErrNotImplemented means the gateway cannot do what was asked for
+	// this resource: its store has no way to do it that the gateway can
+	// stand behind (a ticket for a GCS bucket, see docs/tickets.md).
+	// Nothing was sent to the store. It has no row in the error table
+	// yet, so it answers as an internal error: its row (501
+	// not-implemented) comes with the first route that answers it, whose
+	// operation in openapi.yaml names it, as TestOpenAPIProblemTypes
+	// requires of every row.
+	ErrNotImplemented = errors.New("not implemented")
 )
 
 // StaleTokenError is the detail of an ErrStaleToken refusal: the request's

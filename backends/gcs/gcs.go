@@ -16,6 +16,9 @@
 // It talks to GCS through the official client, cloud.google.com/go/storage,
 // with the standard Google credentials chain, or to an emulator (such as
 // fake-gcs-server) at Config.Endpoint or STORAGE_EMULATOR_HOST.
+//
+// It signs no upload tickets: a ticket for a GCS bucket is
+// api.ErrNotImplemented (ticket.go says why).
 package gcs
 
 import (

@@ -1,8 +1,18 @@
 package s3
 
+import "time"
+
 // ThroughSDK returns a Client that sends every request through the SDK's
 // operations, so that tests can compare the signed path with them.
 func ThroughSDK(c *Client) *Client { return &Client{s3: c.s3, connWait: c.connWait} }
 
 // UsesSignedPath reports whether c sends Put and Head on the signed path.
 func UsesSignedPath(c *Client) bool { return c.signed != nil }
+
+// WithClock returns a copy of c that signs tickets at the times now
+// gives, so that tests can make a ticket that has already expired.
+func WithClock(c *Client, now func() time.Time) *Client {
+	copied := *c
+	copied.clock = now
+	return &copied
+}

@@ -8,6 +8,10 @@
 // with the SDK's own endpoint resolver and credentials, signed as its SigV4
 // signer signs them (sigv4.go), and sent without its per-operation
 // middleware (signed.go).
+//
+// It also signs upload tickets (ticket.go): presigned PUTs and UploadParts
+// with which a client sends a fenced write's bytes to S3 itself, under the
+// condition and token that the gateway would have sent.
 package s3
 
 import (
@@ -74,6 +78,9 @@ type Client struct {
 	// completeHTTP sends the completions of multipart uploads, with
 	// Config.CompleteTimeout (multipart.go).
 	completeHTTP *awshttp.BuildableClient
+	// clock is the time at which tickets are signed (ticket.go); nil
+	// means time.Now. Only tests set it.
+	clock func() time.Time
 }
 
 // New returns a Client for cfg.
