@@ -33,6 +33,7 @@ import (
 	"fencegate/edge"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
+	"fencegate/partners"
 	"fencegate/tokenstore"
 )
 
@@ -90,7 +91,7 @@ func newConsoleEnv(t *testing.T) *consoleEnv {
 		},
 		APIKeys: []edge.APIKey{{SHA256: sum(adminKey), Identity: "admin"}, {SHA256: sum(watcherKey), Identity: "watcher"}},
 	}
-	partners, err := tokenstore.NewPartners(store)
+	partnerStore, err := tokenstore.NewPartners(store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,9 +106,9 @@ func newConsoleEnv(t *testing.T) *consoleEnv {
 	}))
 	t.Cleanup(partner.Close)
 	partnerURL, _ := url.Parse(partner.URL)
-	route := gateway.PartnerRoute{Name: "payments", Upstream: partnerURL, Methods: []string{http.MethodPost}, Resource: "accounts/{account}", RequireIdempotencyKey: true}
+	route := partners.PartnerRoute{Name: "payments", Upstream: partnerURL, Methods: []string{http.MethodPost}, Resource: "accounts/{account}", RequireIdempotencyKey: true}
 	opts := []gateway.Option{gateway.WithLocks(store), gateway.WithInspection(store), gateway.WithConsole(console.Handler()), gateway.WithAuth(auth),
-		gateway.WithPartners([]gateway.PartnerRoute{route}, partners, nil)}
+		gateway.WithPartners([]partners.PartnerRoute{route}, partnerStore, nil)}
 	gw, err := gateway.New(gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store, backend, opts...)
 	if err != nil {
 		t.Fatal(err)

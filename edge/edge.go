@@ -118,8 +118,12 @@ type Edge struct {
 	authLines *lineLimiter
 	events    *eventFeed
 	tracing   *tracing
-	// multipart counts multipart uploads; nil until InstrumentMultipart.
+	// multipart counts multipart uploads; nil until Instrument is given
+	// their stores.
 	multipart *multipartMetrics
+	// noSpaceHints limits how often the edge logs what to do when etcd is
+	// out of space (LogProblem).
+	noSpaceHints everyInterval
 }
 
 var (

@@ -38,6 +38,7 @@ package events
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -231,7 +232,7 @@ func (h *Hub) subscribe(filter Filter, after *Position) (s *Subscription, recs [
 	}
 	old := *h.subs.Load()
 	if len(old) >= h.cfg.MaxSubscribers {
-		return nil, nil, nil, ErrTooManySubscribers
+		return nil, nil, nil, fmt.Errorf("%w: this gateway's limit is %d", ErrTooManySubscribers, h.cfg.MaxSubscribers)
 	}
 	s = &Subscription{hub: h, filter: filter, c: make(chan Item, h.cfg.Buffer)}
 	subs := append(append(make([]*Subscription, 0, len(old)+1), old...), s)

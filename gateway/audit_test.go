@@ -15,6 +15,7 @@ import (
 	"fencegate/edge"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
+	"fencegate/partners"
 )
 
 // lockedBuffer is a log destination that server goroutines write to while
@@ -254,10 +255,10 @@ func TestAuditAuthRefusals(t *testing.T) {
 func TestAuditPartnerRefusals(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	partner := newPartnerServer(t, 0)
-	store, partners := newPartnerStores(t, etcd, time.Second)
+	store, partnerStore := newPartnerStores(t, etcd, time.Second)
 	var logs lockedBuffer
 	cfg := gateway.Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
-	gw, err := gateway.New(cfg, store, newMemObjects(), gateway.WithPartners([]gateway.PartnerRoute{payRoute(t, partner.URL)}, partners, nil))
+	gw, err := gateway.New(cfg, store, newMemObjects(), gateway.WithPartners([]partners.PartnerRoute{payRoute(t, partner.URL)}, partnerStore, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"fencegate/edge"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
+	"fencegate/partners"
 	"fencegate/tokenstore"
 )
 
@@ -537,11 +538,11 @@ func TestAuthPartners(t *testing.T) {
 			APIKeys: []edge.APIKey{payerAPIKey, readerAPIKey, opsAPIKey},
 		}
 	}, func(store *tokenstore.Store) gateway.Option {
-		partners, err := tokenstore.NewPartners(store)
+		partnerStore, err := tokenstore.NewPartners(store)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return gateway.WithPartners([]gateway.PartnerRoute{payRoute(t, partner.URL)}, partners, nil)
+		return gateway.WithPartners([]partners.PartnerRoute{payRoute(t, partner.URL)}, partnerStore, nil)
 	})
 	a.serve(t)
 	charge := func(account string) string { return "/v1/partners/pay/accounts/" + account + "/charges" }
@@ -600,14 +601,14 @@ func TestAuthPartnerHeaderResourceBoundToPath(t *testing.T) {
 			APIKeys: []edge.APIKey{payerAPIKey},
 		}
 	}, func(store *tokenstore.Store) gateway.Option {
-		partners, err := tokenstore.NewPartners(store)
+		partnerStore, err := tokenstore.NewPartners(store)
 		if err != nil {
 			t.Fatal(err)
 		}
 		route := payRoute(t, partner.URL)
-		route.Resource = gateway.ResourceFromHeader
+		route.Resource = partners.ResourceFromHeader
 		route.ResourcePath = "accounts/{resource}"
-		return gateway.WithPartners([]gateway.PartnerRoute{route}, partners, nil)
+		return gateway.WithPartners([]partners.PartnerRoute{route}, partnerStore, nil)
 	})
 	a.serve(t)
 	resource := func(id string) http.Header { return http.Header{api.HeaderFenceResource: {id}} }
@@ -649,7 +650,7 @@ func TestAuthPartnerHeaderResourceBoundToPath(t *testing.T) {
 // which is what unbound_path accepts). A grant of the whole route loads.
 func TestAuthPartnerHeaderRouteUnboundRefused(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
-	store, partners := newPartnerStores(t, etcd, 5*time.Second)
+	store, partnerStore := newPartnerStores(t, etcd, 5*time.Second)
 	partner := newPartnerServer(t, 0)
 	payerKey, payerAPIKey := newKey(t, "payer")
 	auth := func(prefix string) edge.Auth {
@@ -658,14 +659,14 @@ func TestAuthPartnerHeaderRouteUnboundRefused(t *testing.T) {
 			APIKeys:    []edge.APIKey{payerAPIKey},
 		}
 	}
-	route := func(unbound bool) gateway.PartnerRoute {
+	route := func(unbound bool) partners.PartnerRoute {
 		r := payRoute(t, partner.URL)
-		r.Resource, r.UnboundPath = gateway.ResourceFromHeader, unbound
+		r.Resource, r.UnboundPath = partners.ResourceFromHeader, unbound
 		return r
 	}
-	newGateway := func(a edge.Auth, rt gateway.PartnerRoute) (*gateway.Gateway, error) {
+	newGateway := func(a edge.Auth, rt partners.PartnerRoute) (*gateway.Gateway, error) {
 		return gateway.New(gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store, newMemObjects(),
-			gateway.WithAuth(a), gateway.WithPartners([]gateway.PartnerRoute{rt}, partners, nil))
+			gateway.WithAuth(a), gateway.WithPartners([]partners.PartnerRoute{rt}, partnerStore, nil))
 	}
 	for _, tc := range []struct {
 		name    string

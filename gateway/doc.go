@@ -1,16 +1,12 @@
-// Package gateway is fencegate's REST API: the chi router and the
-// handlers of objects, fences, locks, sessions, inspection, the event
-// stream and the partner routes, and New, which builds the edge (package
-// edge) and the engine (package fence) they run on.
+// Package gateway is fencegate's composition root: from one Config and
+// the stores, New builds the edge (package edge: identities, limits,
+// logs, metrics, traces, the event feed), the engine over the stores
+// (package fence: the fencing protocol and its ordering argument), and
+// the doors on them: the REST API (package rest), with the partner routes
+// (package partners) mounted on its router. A Gateway serves them; the
+// S3 API (package s3api) is built on its Edge and Engine, so that every
+// door shares one edge and one engine.
 //
-// Every request passes through the edge first (edge.Edge.Track, request
-// size bounds, authentication), which is shared with the other doors (the
-// S3 API, package s3api). Every fenced write runs through the engine,
-// which holds the protocol and its ordering argument:
-//
-//	parse token -> fast reject (cache) -> observe object -> fence check -> conditional write
-//
-// The gateway parses its dialect, asks the edge who may do what, calls
-// the engine, and maps every error to HTTP in one place (api.ProblemFor,
-// answered as problem+json by writeError).
+// cmd/fencegate wires its stores here, and so do the tests that exercise
+// fencegate whole.
 package gateway

@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sync/atomic"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
@@ -18,6 +16,8 @@ import (
 	"fencegate/edge"
 	"fencegate/events"
 	"fencegate/fence"
+	"fencegate/partners"
+	"fencegate/rest"
 )
 
 // Config holds the gateway's limits and knobs. Zero fields take the
@@ -86,7 +86,7 @@ type Config struct {
 	// records of each identity ("" without auth is one), over every
 	// partner route, may hold in etcd (see PartnerBudget). Zero fields
 	// take PartnerBudget's defaults.
-	PartnerIdentityBudget PartnerBudget
+	PartnerIdentityBudget partners.PartnerBudget
 	// WriteAttempts bounds observe-fence-write rounds per request when the
 	// write loses a race to another writer. Zero means 3.
 	WriteAttempts int
@@ -120,11 +120,11 @@ type Config struct {
 	// callers share one probe. Zero means 1 second.
 	ReadinessCache time.Duration
 	// Readiness probes are run by /readyz; all must pass.
-	Readiness []Probe
+	Readiness []rest.Probe
 	// StoreSpace, when not nil, reads how full the fence store's database
 	// (etcd's) is: /metrics exports it, and /readyz warns, still ready,
 	// when it is 80% of its quota or more. Nil means neither.
-	StoreSpace func(ctx context.Context) (StoreSpace, error)
+	StoreSpace func(ctx context.Context) (rest.StoreSpace, error)
 	// Tracer, when not nil, traces every request: a server span per
 	// request, continuing the client's W3C traceparent, with client spans
 	// of its etcd and S3 requests and partner calls as children, and the
@@ -257,48 +257,25 @@ func DefaultConfig() Config {
 	}
 }
 
-// Gateway serves fencegate's HTTP API. Create it with New.
+// Gateway is fencegate put together: the edge (package edge), the engine
+// over the stores (package fence), and the REST API (package rest) with
+// the partner routes (package partners) mounted on its router. It serves
+// the REST API; the S3 API (package s3api) is built on its Edge and
+// Engine. Create it with New.
 type Gateway struct {
-	cfg Config
-	log *slog.Logger
-	// edge tracks, authenticates, limits, logs, counts, traces and
-	// publishes every request (package edge).
-	edge *edge.Edge
-	// engine runs the fencing protocol over the fence store and the
-	// object store, behind the edge's decorators that time, count and
-	// trace their round trips.
-	engine   *fence.Engine
-	hooks    TestHooks
-	draining atomic.Bool
-	router   chi.Router
-	// readiness caches the probes of /readyz and the StoreSpace reading.
-	readiness *readiness
-	// noSpaceHints limits how often the gateway logs what to do when
-	// etcd is out of space.
-	noSpaceHints everyInterval
-	// answers keeps partner answers' bodies (WithPartnerAnswers); nil:
-	// none.
-	answers AnswerStore
-	// mounts add optional route groups (see Option).
-	mounts []func(chi.Router)
-	// withEdge holds what the options do once the edge exists (register
-	// their metrics, subscribe to its feed), in their order.
-	withEdge []func()
-	// auth is what WithAuth was given; identities and partnerRoutes are
-	// kept for the check that needs both (ValidatePartnerGrants).
+	cfg    Config
+	edge   *edge.Edge
+	engine *fence.Engine
+	rest   *rest.API
+	// What the options were given, for New.
 	auth          edge.Auth
-	partnerRoutes []PartnerRoute
-	// console is true when WithConsole mounted the console's files,
-	// which authentication lets through (see consoleAsset).
-	console bool
-	// multipart holds the stores WithMultipart was given; nil without.
-	multipart *multipart
-	// lockExpiries publishes lock.expired and lock.revoked on the feed
-	// while anyone subscribes; nil without a source (lockexpiry.go).
-	lockExpiries *lockExpiryFeed
-	// lookups holds a token per lock state read in flight, which counts a
-	// lock event's waiters (maxWaiterLookups).
-	lookups chan struct{}
+	multipart     *multipart
+	restOpts      []rest.Option
+	partnerRoutes []partners.PartnerRoute
+	partnerStore  partners.PartnerStore
+	partnerClient *http.Client
+	answers       partners.AnswerStore
+	batches       *FenceBatchSizes
 	// optionErr collects the errors of options with invalid arguments;
 	// New returns it.
 	optionErr error
@@ -308,7 +285,9 @@ type Gateway struct {
 type Option func(*Gateway)
 
 // New returns a Gateway that checks fences with fences and stores objects
-// in objects, with the optional features opts add.
+// in objects, with the optional features opts add. It is fencegate's one
+// composition root: cmd/fencegate and the tests build the gateway here,
+// so that every door runs on the same edge and engine.
 func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*Gateway, error) {
 	if fences == nil || objects == nil {
 		return nil, errors.New("gateway: nil fence store or object store")
@@ -317,29 +296,22 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	g := &Gateway{cfg: cfg, log: cfg.Logger, readiness: newReadiness(cfg), lookups: make(chan struct{}, maxWaiterLookups)}
-	if cfg.TestHooks != nil {
-		g.hooks = *cfg.TestHooks
-	}
+	g := &Gateway{cfg: cfg}
 	for _, opt := range opts {
 		opt(g)
 	}
 	if g.optionErr != nil {
 		return nil, g.optionErr
 	}
+	if err := partners.ValidatePartnerGrants(g.partnerRoutes, g.auth); err != nil {
+		return nil, fmt.Errorf("gateway: partner routes: %w", err)
+	}
 	e, err := edge.New(g.edgeConfig())
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g.edge = e
-	if g.readiness.space != nil {
-		e.Registry().MustRegister(newSpaceCollector(g.readiness))
-	}
-	for _, f := range g.withEdge {
-		f()
-	}
-	if g.optionErr != nil {
-		return nil, g.optionErr
+	if g.batches != nil {
+		e.Registry().MustRegister(g.batches.histogram)
 	}
 	// The stores are wrapped with the edge's decorators: the fence checks
 	// and S3 requests are timed, counted and traced without touching the
@@ -354,12 +326,21 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g.engine = engine
 	e.WatchBodyBudget(engine.BufferedBytes, cfg.BufferBudgetBytes)
-	if err := ValidatePartnerGrants(g.partnerRoutes, g.auth); err != nil {
-		return nil, fmt.Errorf("gateway: partner routes: %w", err)
+	restOpts := g.restOpts
+	if g.partnerRoutes != nil {
+		p, err := partners.New(partners.Config{Routes: g.partnerRoutes, IdentityBudget: cfg.PartnerIdentityBudget,
+			BufferBudgetBytes: cfg.BufferBudgetBytes, BeforeCall: g.hooks().BeforePartnerCall}, e, engine, g.partnerStore, g.answers, g.partnerClient)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: partner routes: %w", err)
+		}
+		restOpts = append(restOpts, rest.WithRoutes(partners.Prefix, p.Mount))
 	}
-	g.router = g.routes()
+	api, err := rest.New(g.restConfig(), e, engine, restOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	g.edge, g.engine, g.rest = e, engine, api
 	return g, nil
 }
 
@@ -377,80 +358,87 @@ func (g *Gateway) Engine() *fence.Engine { return g.engine }
 // serves. Callers may register more collectors on it.
 func (g *Gateway) Registry() *prometheus.Registry { return g.edge.Registry() }
 
-// ServeHTTP serves the gateway's API.
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.router.ServeHTTP(w, r) }
+// ServeHTTP serves the REST API and the partner routes.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.rest.ServeHTTP(w, r) }
 
 // SetDraining makes /readyz fail, so that load balancers stop sending new
-// requests while in-flight ones finish. It cannot be undone.
-// It also ends the event feed's streams, which would otherwise hold the
-// server's Shutdown until its timeout.
-func (g *Gateway) SetDraining() {
-	g.draining.Store(true)
-	g.edge.Close()
+// requests while in-flight ones finish. It cannot be undone. It also ends
+// the event feed's streams, which would otherwise hold the server's
+// Shutdown until its timeout.
+func (g *Gateway) SetDraining() { g.rest.SetDraining() }
+
+// hooks returns Config.TestHooks, or none.
+func (g *Gateway) hooks() TestHooks {
+	if g.cfg.TestHooks == nil {
+		return TestHooks{}
+	}
+	return *g.cfg.TestHooks
 }
 
-// door is the REST API as the edge tracks it: its routes label its
-// requests, a client's X-Request-Id is its id, and its path and
-// X-Fence-Token name what it is about.
-func (g *Gateway) door() edge.Door {
-	return edge.Door{Route: g.routeOf, RequestIDHeader: true, Subject: g.requestSubject}
+// restConfig is the REST API's part of the gateway's Config, with its
+// defaults.
+func (g *Gateway) restConfig() rest.Config {
+	c := g.cfg
+	return rest.Config{Logger: c.Logger, MaxBodyBytes: c.MaxBodyBytes, MultipartThreshold: c.MultipartThreshold,
+		MultipartPartSize: c.MultipartPartSize, MaxMultipartBodyBytes: c.MaxMultipartBodyBytes, MaxLockWaiters: c.MaxLockWaiters,
+		ReadinessTimeout: c.ReadinessTimeout, ReadinessCache: c.ReadinessCache, Readiness: c.Readiness, StoreSpace: c.StoreSpace, Now: c.Now}
 }
 
-func (g *Gateway) routes() chi.Router {
-	r := chi.NewRouter()
-	r.Use(g.edge.Track(g.door()), g.edge.LimitRequestSize(g.writeError), g.edge.Authenticate(g.consoleAsset, g.writeError))
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		g.writeError(w, r, fmt.Errorf("%w: no route for %s", api.ErrNotFound, r.URL.Path))
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		g.writeError(w, r, fmt.Errorf("%w: %s %s", api.ErrMethodNotAllowed, r.Method, r.URL.Path))
-	})
-	r.Get("/healthz", g.healthz)
-	r.Get("/readyz", g.readyz)
-	r.Method(http.MethodGet, "/metrics", g.edge.MetricsHandler()) // open: authentication exempts it
-	r.Route("/v1/objects/{bucket}", func(r chi.Router) {
-		r.Use(g.edge.LimitPerClient(g.writeError))
-		r.Put("/*", g.putObject)
-		r.Delete("/*", g.deleteObject)
-		r.Get("/*", g.getObject)
-		r.Head("/*", g.getObject)
-	})
-	r.Get("/v1/fences/*", g.getFence)
-	r.Get(eventsPath, g.serveEvents)
-	for _, mount := range g.mounts {
-		mount(r)
+// WithAuth authenticates every request but /healthz, /readyz and /metrics
+// (and the console's files) with a's keys and client certificates, and
+// authorizes each operation against the identity's grants (401 and 403 as
+// problem+json): the edge does both (edge.Edge.Authenticate, Authorize).
+// New fails when a is not valid (see edge.Auth.Validate). The zero Auth
+// leaves the gateway open, as without WithAuth.
+func WithAuth(a edge.Auth) Option {
+	return func(g *Gateway) {
+		if !a.Enabled() && len(a.Identities) == 0 {
+			return
+		}
+		if err := a.Validate(); err != nil {
+			g.optionErr = errors.Join(g.optionErr, fmt.Errorf("gateway: auth: %w", err))
+			return
+		}
+		g.auth = a
 	}
-	return r
 }
 
-// routeOf returns the pattern of the route that r matched, or that it
-// would have matched had it been routed, or "none".
-func (g *Gateway) routeOf(r *http.Request) string {
-	if route := chi.RouteContext(r.Context()).RoutePattern(); route != "" {
-		return route
-	}
-	path := r.URL.RawPath // what chi routes on
-	if path == "" {
-		path = r.URL.Path
-	}
-	rctx := chi.NewRouteContext()
-	if g.router != nil && g.router.Match(rctx, r.Method, path) {
-		if route := rctx.RoutePattern(); route != "" {
-			return route
+// WithLocks mounts the lock API on locks (see rest.WithLocks).
+func WithLocks(locks rest.LockService) Option {
+	return func(g *Gateway) { g.restOpts = append(g.restOpts, rest.WithLocks(locks)) }
+}
+
+// WithInspection mounts the listings on store (see rest.WithInspection).
+func WithInspection(store rest.Inspector) Option {
+	return func(g *Gateway) { g.restOpts = append(g.restOpts, rest.WithInspection(store)) }
+}
+
+// WithConsole serves the console's files (see rest.WithConsole).
+func WithConsole(ui http.Handler) Option {
+	return func(g *Gateway) { g.restOpts = append(g.restOpts, rest.WithConsole(ui)) }
+}
+
+// WithPartners mounts ANY /v1/partners/{route}/* for routes, admitted by
+// store (see partners.New). New fails if a route is invalid, names
+// repeat, or, with WithAuth, a route is left unbound where a grant makes
+// it matter (see partners.ValidatePartnerGrants).
+func WithPartners(routes []partners.PartnerRoute, store partners.PartnerStore, client *http.Client) Option {
+	return func(g *Gateway) {
+		if store == nil {
+			g.optionErr = errors.Join(g.optionErr, errors.New("gateway: partner routes: nil partner store"))
+			return
+		}
+		g.partnerRoutes, g.partnerStore, g.partnerClient = routes, store, client
+		if g.partnerRoutes == nil {
+			g.partnerRoutes = []partners.PartnerRoute{}
 		}
 	}
-	return "none"
 }
 
-// requestSubject returns the resource and token that r names: those of
-// its object path and valid X-Fence-Token. Either may be zero.
-func (g *Gateway) requestSubject(r *http.Request) (api.Resource, api.Token) {
-	var resource api.Resource
-	if path, err := g.objectPath(r); err == nil {
-		resource = path.Resource()
-	}
-	token, _ := api.ParseTokenHeader(r.Header.Values(api.HeaderFenceToken))
-	return resource, token
+// WithPartnerAnswers makes the partner routes keep answer bodies larger
+// than they keep in etcd in store (see partners.New).
+func WithPartnerAnswers(store partners.AnswerStore) Option {
+	return func(g *Gateway) { g.answers = store }
 }
 
 // edgeConfig is the edge's part of the gateway's Config, with its
@@ -467,11 +455,12 @@ func (g *Gateway) edgeConfig() edge.Config {
 // defaults.
 func (g *Gateway) engineConfig() fence.Config {
 	c := g.cfg
+	hooks := g.hooks()
 	return fence.Config{BufferBytes: c.BufferBytes, BufferBudgetBytes: c.BufferBudgetBytes, MaxBodyBytes: c.MaxBodyBytes,
 		WriteAttempts: c.WriteAttempts, ETagCacheEntries: c.ETagCacheEntries, ETagCacheMaxAge: c.ETagCacheMaxAge,
 		TombstonesForAbsent: c.TombstonesForAbsent, UploadTTL: c.UploadTTL, Now: c.Now,
-		Hooks: fence.Hooks{AfterObserve: g.hooks.AfterObserve, AfterFenceCheck: g.hooks.AfterFenceCheck,
-			UnsafeFenceBeforeObserve: g.hooks.UnsafeFenceBeforeObserve, UnsafeUnconditionalWrite: g.hooks.UnsafeUnconditionalWrite}}
+		Hooks: fence.Hooks{AfterObserve: hooks.AfterObserve, AfterFenceCheck: hooks.AfterFenceCheck,
+			UnsafeFenceBeforeObserve: hooks.UnsafeFenceBeforeObserve, UnsafeUnconditionalWrite: hooks.UnsafeUnconditionalWrite}}
 }
 
 // withDefaults returns cfg with its zero fields set to their defaults

@@ -26,6 +26,7 @@ import (
 	"fencegate/fence"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
+	"fencegate/rest"
 	"fencegate/tokenstore"
 )
 
@@ -140,11 +141,11 @@ func (e *env) startGateway(tb testing.TB, cfg gateway.Config) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	cfg.Readiness = append(cfg.Readiness, gateway.Probe{Name: "etcd", Ping: store.Ping}, gateway.Probe{Name: "s3", Ping: backend.Ping})
+	cfg.Readiness = append(cfg.Readiness, rest.Probe{Name: "etcd", Ping: store.Ping}, rest.Probe{Name: "s3", Ping: backend.Ping})
 	if cfg.StoreSpace == nil {
-		cfg.StoreSpace = func(ctx context.Context) (gateway.StoreSpace, error) {
+		cfg.StoreSpace = func(ctx context.Context) (rest.StoreSpace, error) {
 			space, err := store.Space(ctx)
-			return gateway.StoreSpace{Size: space.Size, InUse: space.InUse, Quota: space.Quota}, err
+			return rest.StoreSpace{Size: space.Size, InUse: space.InUse, Quota: space.Quota}, err
 		}
 	}
 	var objects gateway.ObjectStore = backend

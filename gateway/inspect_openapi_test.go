@@ -5,12 +5,13 @@ import (
 	"net/http"
 
 	"fencegate/api"
+	"fencegate/rest"
 )
 
 // openAPIStores answers the listings (see TestOpenAPIAnswers): one item
 // each, or the error named after the method.
 
-var _ Inspector = openAPIStores{}
+var _ rest.Inspector = openAPIStores{}
 
 func (s openAPIStores) Marks(context.Context, api.Resource, api.Resource, int) (api.MarkPage, error) {
 	return api.MarkPage{Marks: []api.Mark{{Resource: "s3/dev/k", Token: 4, Revision: 9}}}, s.errs["Marks"]

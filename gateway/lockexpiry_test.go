@@ -15,13 +15,14 @@ import (
 	"fencegate/edge"
 	"fencegate/events"
 	"fencegate/gateway"
+	"fencegate/rest"
 	"fencegate/tokenstore"
 )
 
 // The store is the lock expiries' source that WithLocks looks for: a
 // change of either signature must not silently turn the feed's lock
 // expiries off.
-var _ gateway.LockExpiries = (*tokenstore.Store)(nil)
+var _ rest.LockExpiries = (*tokenstore.Store)(nil)
 
 // lockClient calls the lock API of the gateway at base, with key as its
 // bearer credential ("" sends none).

@@ -16,11 +16,12 @@ import (
 	"fencegate/api"
 	"fencegate/edge"
 	"fencegate/gateway"
+	"fencegate/rest"
 	"fencegate/tokenstore"
 )
 
 // tokenstore.Store is the gateway's lock service.
-var _ gateway.LockService = (*tokenstore.Store)(nil)
+var _ rest.LockService = (*tokenstore.Store)(nil)
 
 // newLockEnv starts etcd, a bucket, and a gateway with the lock API whose
 // token store applies the policies that policies makes for the bucket.

@@ -29,6 +29,8 @@ import (
 
 	"fencegate/api"
 	"fencegate/edge"
+	"fencegate/partners"
+	"fencegate/rest"
 )
 
 // The tests in this file hold the router to api/openapi.yaml (the spec);
@@ -73,9 +75,9 @@ func openAPIOptions(stores openAPIStores, partner, down *url.URL) map[string]Opt
 		"WithFenceBatchSizes": WithFenceBatchSizes(NewFenceBatchSizes()),
 		// No routes of its own: where partner answers' bodies are kept.
 		"WithPartnerAnswers": WithPartnerAnswers(nil),
-		"WithPartners": WithPartners([]PartnerRoute{
+		"WithPartners": WithPartners([]partners.PartnerRoute{
 			{Name: "payments", Upstream: partner, Methods: []string{http.MethodPost}, Resource: "accounts/{account}", RequireIdempotencyKey: true},
-			{Name: "down", Upstream: down, Methods: []string{http.MethodPost}, Resource: ResourceFromHeader},
+			{Name: "down", Upstream: down, Methods: []string{http.MethodPost}, Resource: partners.ResourceFromHeader},
 		}, stores, nil),
 	}
 }
@@ -134,7 +136,7 @@ func normalizeChiPattern(pattern string) string {
 func routerRoutes(t *testing.T, g *Gateway) map[string][]string {
 	t.Helper()
 	routes := map[string][]string{}
-	err := chi.Walk(g.router, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+	err := chi.Walk(g.rest.Routes(), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		p := normalizeChiPattern(route)
 		if !slices.Contains(routes[p], method) {
 			routes[p] = append(routes[p], method)
@@ -332,10 +334,10 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 func TestOpenAPIOpenOperations(t *testing.T) {
 	spec := specPaths(t)
 	var diffs []string
-	console := &Gateway{console: true} // the console's files are open too
+	g := newOpenAPIGateway(t, Config{}, openAPIStores{}, &url.URL{Scheme: "http", Host: "127.0.0.1:1"}, &url.URL{Scheme: "http", Host: "127.0.0.1:1"})
 	for p, ops := range spec {
 		for m, op := range ops {
-			open := edge.OpenPath(p) || console.consoleAsset(p)
+			open := edge.OpenPath(p) || g.rest.ConsolePath(p) // the console's files are open too
 			switch {
 			case op.open && !open:
 				diffs = append(diffs, fmt.Sprintf("spec says %s %s needs no authentication; the gateway authenticates it", m, p))
@@ -414,10 +416,10 @@ type openAPIStores struct {
 }
 
 var (
-	_ FenceStore   = openAPIStores{}
-	_ ObjectStore  = openAPIStores{}
-	_ LockService  = openAPIStores{}
-	_ PartnerStore = openAPIStores{}
+	_ FenceStore            = openAPIStores{}
+	_ ObjectStore           = openAPIStores{}
+	_ rest.LockService      = openAPIStores{}
+	_ partners.PartnerStore = openAPIStores{}
 )
 
 func (s openAPIStores) CachedHighWaterMark(api.Resource) (api.Token, bool) {
@@ -541,7 +543,7 @@ func TestOpenAPIAnswers(t *testing.T) {
 		{name: "healthz", method: "GET", target: "/healthz", header: map[string]string{"Authorization": ""}, wantStatus: 200},
 		{name: "readyz", method: "GET", target: "/readyz", header: map[string]string{"Authorization": ""}, wantStatus: 200},
 		{name: "readyz failing", method: "GET", target: "/readyz", header: map[string]string{"Authorization": ""},
-			cfg: Config{Readiness: []Probe{{Name: "etcd", Ping: func(context.Context) error { return errors.New("no quorum") }}}}, wantStatus: 503},
+			cfg: Config{Readiness: []rest.Probe{{Name: "etcd", Ping: func(context.Context) error { return errors.New("no quorum") }}}}, wantStatus: 503},
 		{name: "metrics", method: "GET", target: "/metrics", header: map[string]string{"Authorization": ""}, wantStatus: 200},
 		{name: "headers too large", method: "GET", target: "/healthz", header: map[string]string{"X-Big": strings.Repeat("x", 70<<10)}, wantStatus: 431, wantType: "headers-too-large"},
 		{name: "target too long", method: "PUT", target: "/v1/objects/dev/" + strings.Repeat("k", 9<<10), wantStatus: 414, wantType: "uri-too-long"},
@@ -671,7 +673,7 @@ func TestOpenAPIAnswers(t *testing.T) {
 				t.Fatalf("%s %s = %d %s; want %d %s", tt.method, tt.target, res.StatusCode, gotType, tt.wantStatus, tt.wantType)
 			}
 
-			pattern := g.router.(*chi.Mux).Find(chi.NewRouteContext(), tt.method, req.URL.Path)
+			pattern := g.rest.Routes().Find(chi.NewRouteContext(), tt.method, req.URL.Path)
 			if pattern == "" {
 				if gotType != "not-found" && gotType != "method-not-allowed" {
 					t.Errorf("%s %s: no route, and the answer is %d %s; the spec promises not-found or method-not-allowed", tt.method, tt.target, res.StatusCode, gotType)

@@ -19,6 +19,7 @@ import (
 	"fencegate/backends/s3"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
+	"fencegate/partners"
 )
 
 // newAnswerStore returns an answer store on the shared S3 server, in a
@@ -46,13 +47,13 @@ func newAnswerStore(tb testing.TB, bucket string, create bool) *s3.Answers {
 }
 
 // startAnswerGateway is startPartnerGateway with opts added.
-func startAnswerGateway(tb testing.TB, etcd *testenv.Etcd, cfg gateway.Config, routes []gateway.PartnerRoute, opts ...gateway.Option) (string, *gateway.Gateway) {
+func startAnswerGateway(tb testing.TB, etcd *testenv.Etcd, cfg gateway.Config, routes []partners.PartnerRoute, opts ...gateway.Option) (string, *gateway.Gateway) {
 	tb.Helper()
-	store, partners := newPartnerStores(tb, etcd, time.Second)
+	store, partnerStore := newPartnerStores(tb, etcd, time.Second)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	gw, err := gateway.New(cfg, store, newMemObjects(), append([]gateway.Option{gateway.WithPartners(routes, partners, nil)}, opts...)...)
+	gw, err := gateway.New(cfg, store, newMemObjects(), append([]gateway.Option{gateway.WithPartners(routes, partnerStore, nil)}, opts...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestPartnerAnswersStayOutOfEtcd(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	partner := newPartnerServer(t, 0)
 	bucket := fmt.Sprintf("answers-%d", bucketSeq.Add(1))
-	gw, _ := startAnswerGateway(t, etcd, gateway.Config{}, []gateway.PartnerRoute{payRoute(t, partner.URL)}, gateway.WithPartnerAnswers(newAnswerStore(t, bucket, true)))
+	gw, _ := startAnswerGateway(t, etcd, gateway.Config{}, []partners.PartnerRoute{payRoute(t, partner.URL)}, gateway.WithPartnerAnswers(newAnswerStore(t, bucket, true)))
 	const n = 20
 	for i := range n {
 		req := partnerReq{method: "GET", path: fmt.Sprintf("pay/accounts/a%d/huge", i), token: 1, key: fmt.Sprintf("k%d", i)}
@@ -134,7 +135,7 @@ func TestPartnerAnswerReplayedByAnotherGateway(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	partner := newPartnerServer(t, 0)
 	bucket := fmt.Sprintf("answers-%d", bucketSeq.Add(1))
-	routes := []gateway.PartnerRoute{payRoute(t, partner.URL)}
+	routes := []partners.PartnerRoute{payRoute(t, partner.URL)}
 	gw1, _ := startAnswerGateway(t, etcd, gateway.Config{}, routes, gateway.WithPartnerAnswers(newAnswerStore(t, bucket, true)))
 	gw2, _ := startAnswerGateway(t, etcd, gateway.Config{}, routes, gateway.WithPartnerAnswers(newAnswerStore(t, bucket, false)))
 	req := partnerReq{path: "pay/accounts/a1/huge", token: 3, key: "report-1"}
@@ -159,7 +160,7 @@ func TestPartnerAnswerBodyGone(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	partner := newPartnerServer(t, 0)
 	bucket := fmt.Sprintf("answers-%d", bucketSeq.Add(1))
-	gw, _ := startAnswerGateway(t, etcd, gateway.Config{}, []gateway.PartnerRoute{payRoute(t, partner.URL)}, gateway.WithPartnerAnswers(newAnswerStore(t, bucket, true)))
+	gw, _ := startAnswerGateway(t, etcd, gateway.Config{}, []partners.PartnerRoute{payRoute(t, partner.URL)}, gateway.WithPartnerAnswers(newAnswerStore(t, bucket, true)))
 	mc := sharedS3.Minio(t)
 	for _, tc := range []struct {
 		name string
@@ -210,7 +211,7 @@ func TestPartnerAnswerWriteFails(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	partner := newPartnerServer(t, 0)
 	broken := newAnswerStore(t, fmt.Sprintf("missing-%d", bucketSeq.Add(1)), false)
-	gw, _ := startAnswerGateway(t, etcd, gateway.Config{}, []gateway.PartnerRoute{payRoute(t, partner.URL)}, gateway.WithPartnerAnswers(broken))
+	gw, _ := startAnswerGateway(t, etcd, gateway.Config{}, []partners.PartnerRoute{payRoute(t, partner.URL)}, gateway.WithPartnerAnswers(broken))
 	req := partnerReq{path: "pay/accounts/a1/huge", token: 1, key: "k-broken"}
 	if first := partnerDo(t, gw, req); first.status != 200 || !bytes.Equal(first.body, hugeAnswer(1)) {
 		t.Fatalf("first = %d with %d bytes; want the partner's 200 with its 64 KiB", first.status, len(first.body))
@@ -246,7 +247,7 @@ func TestPartnerAnswerOfALostRecordIsDeleted(t *testing.T) {
 	}))
 	t.Cleanup(partner.Close)
 	bucket := fmt.Sprintf("answers-%d", bucketSeq.Add(1))
-	gw, _ := startAnswerGateway(t, etcd, gateway.Config{}, []gateway.PartnerRoute{payRoute(t, partner.URL)}, gateway.WithPartnerAnswers(newAnswerStore(t, bucket, true)))
+	gw, _ := startAnswerGateway(t, etcd, gateway.Config{}, []partners.PartnerRoute{payRoute(t, partner.URL)}, gateway.WithPartnerAnswers(newAnswerStore(t, bucket, true)))
 	if r := partnerDo(t, gw, partnerReq{path: "pay/accounts/a1/huge", token: 1, key: "k-lost"}); r.status != 200 || !bytes.Equal(r.body, hugeAnswer(1)) {
 		t.Fatalf("first = %d with %d bytes; want the partner's 200 with its 64 KiB", r.status, len(r.body))
 	}

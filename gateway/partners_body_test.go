@@ -14,6 +14,7 @@ import (
 	"fencegate/api"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
+	"fencegate/partners"
 )
 
 // slowPartnerRequest sends, on a connection of its own, the headers of a
@@ -120,16 +121,16 @@ func TestPartnerBodyUnderTheTransferRate(t *testing.T) {
 // refuses the configuration instead, saying which setting to change.
 func TestPartnerRouteBodyOverTheBudgetIsRefused(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
-	store, partners := newPartnerStores(t, etcd, 5*time.Second)
+	store, partnerStore := newPartnerStores(t, etcd, 5*time.Second)
 	route := payRoute(t, "http://127.0.0.1:1")
 	route.MaxBodyBytes = 2 << 20
 	cfg := gateway.Config{BufferBytes: 512 << 10, BufferBudgetBytes: 1 << 20}
-	_, err := gateway.New(cfg, store, newMemObjects(), gateway.WithPartners([]gateway.PartnerRoute{route}, partners, nil))
+	_, err := gateway.New(cfg, store, newMemObjects(), gateway.WithPartners([]partners.PartnerRoute{route}, partnerStore, nil))
 	if err == nil || !strings.Contains(err.Error(), "max_body_bytes") || !strings.Contains(err.Error(), "buffer_budget_bytes") {
 		t.Fatalf("gateway.New with a route's max_body_bytes over the body budget = %v; want an error naming both settings", err)
 	}
 	route.MaxBodyBytes = 1 << 20
-	if _, err := gateway.New(cfg, store, newMemObjects(), gateway.WithPartners([]gateway.PartnerRoute{route}, partners, nil)); err != nil {
+	if _, err := gateway.New(cfg, store, newMemObjects(), gateway.WithPartners([]partners.PartnerRoute{route}, partnerStore, nil)); err != nil {
 		t.Fatalf("gateway.New with a route's max_body_bytes equal to the body budget: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
+	"fencegate/partners"
 	"fencegate/tokenstore"
 )
 
@@ -50,8 +51,8 @@ func TestPartnerBudgetOfARoute(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	partner := newPartnerServer(t, 0)
 	route := payRoute(t, partner.URL)
-	route.Budget = gateway.PartnerBudget{Records: 3}
-	routes := []gateway.PartnerRoute{route}
+	route.Budget = partners.PartnerBudget{Records: 3}
+	routes := []partners.PartnerRoute{route}
 	gw1, _ := startAnswerGateway(t, etcd, gateway.Config{}, routes)
 	gw2, _ := startAnswerGateway(t, etcd, gateway.Config{}, routes)
 	for i := range 3 {
@@ -98,7 +99,7 @@ func TestPartnerBudgetOfAnIdentity(t *testing.T) {
 	pay := payRoute(t, partner.URL)
 	mail := payRoute(t, partner.URL)
 	mail.Name = "mail"
-	gw, _ := startAnswerGateway(t, etcd, gateway.Config{PartnerIdentityBudget: gateway.PartnerBudget{Records: 2}}, []gateway.PartnerRoute{pay, mail})
+	gw, _ := startAnswerGateway(t, etcd, gateway.Config{PartnerIdentityBudget: partners.PartnerBudget{Records: 2}}, []partners.PartnerRoute{pay, mail})
 	for _, path := range []string{"pay/accounts/a1/charges", "mail/accounts/a1/charges"} {
 		if r := partnerDo(t, gw, partnerReq{path: path, token: 1, key: "k-" + path[:3]}); r.status != http.StatusCreated {
 			t.Fatalf("%s = %s; want 201", path, r)
@@ -118,8 +119,8 @@ func TestPartnerBudgetOfBytes(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	partner := newPartnerServer(t, 0)
 	route := payRoute(t, partner.URL)
-	route.Budget = gateway.PartnerBudget{Bytes: 100}
-	gw, _ := startAnswerGateway(t, etcd, gateway.Config{}, []gateway.PartnerRoute{route})
+	route.Budget = partners.PartnerBudget{Bytes: 100}
+	gw, _ := startAnswerGateway(t, etcd, gateway.Config{}, []partners.PartnerRoute{route})
 	if r := partnerDo(t, gw, partnerReq{path: "pay/accounts/a1/charges", token: 1, key: "k1"}); r.status != http.StatusCreated {
 		t.Fatalf("first = %s; want 201", r)
 	}
@@ -136,12 +137,12 @@ func TestBudgetLimitsExported(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	partner := newPartnerServer(t, 0)
 	bounded := payRoute(t, partner.URL)
-	bounded.Budget = gateway.PartnerBudget{Records: 3, Bytes: 4096}
+	bounded.Budget = partners.PartnerBudget{Records: 3, Bytes: 4096}
 	defaulted := payRoute(t, partner.URL)
 	defaulted.Name = "defaulted"
 	unbounded := payRoute(t, partner.URL)
 	unbounded.Name = "unbounded"
-	unbounded.Budget = gateway.PartnerBudget{Records: -1, Bytes: -1}
+	unbounded.Budget = partners.PartnerBudget{Records: -1, Bytes: -1}
 	gw := startPartnerGatewayWith(t, etcd, time.Second, gateway.Config{BufferBudgetBytes: 48 << 20}, bounded, defaulted, unbounded)
 	for _, tc := range []struct {
 		series string
@@ -150,8 +151,8 @@ func TestBudgetLimitsExported(t *testing.T) {
 		{"fencegate_body_buffer_limit_bytes", 48 << 20},
 		{`fencegate_idempotency_limit_records{route="pay"}`, 3},
 		{`fencegate_idempotency_limit_bytes{route="pay"}`, 4096},
-		{`fencegate_idempotency_limit_records{route="defaulted"}`, gateway.DefaultPartnerBudgetRecords},
-		{`fencegate_idempotency_limit_bytes{route="defaulted"}`, gateway.DefaultPartnerBudgetBytes},
+		{`fencegate_idempotency_limit_records{route="defaulted"}`, partners.DefaultPartnerBudgetRecords},
+		{`fencegate_idempotency_limit_bytes{route="defaulted"}`, partners.DefaultPartnerBudgetBytes},
 		{`fencegate_idempotency_limit_records{route="unbounded"}`, -1},
 		{`fencegate_idempotency_limit_bytes{route="unbounded"}`, -1},
 	} {

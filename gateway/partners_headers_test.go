@@ -9,6 +9,7 @@ import (
 
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
+	"fencegate/partners"
 )
 
 // TestPartnerRoutingHeadersStripped: headers that some upstreams, or the
@@ -119,8 +120,8 @@ func TestPartnerForwardHeadersValidation(t *testing.T) {
 		{[]string{"X-Debug"}, "not stripped"},
 		{[]string{"a b"}, "not a header name"},
 	} {
-		route := gateway.PartnerRoute{Name: "pay", Upstream: u, Methods: []string{"POST"}, Resource: "accounts/{account}", ForwardHeaders: tc.names}
-		_, err := gateway.New(gateway.Config{}, newMemFences(), newMemObjects(), gateway.WithPartners([]gateway.PartnerRoute{route}, nopPartners{}, nil))
+		route := partners.PartnerRoute{Name: "pay", Upstream: u, Methods: []string{"POST"}, Resource: "accounts/{account}", ForwardHeaders: tc.names}
+		_, err := gateway.New(gateway.Config{}, newMemFences(), newMemObjects(), gateway.WithPartners([]partners.PartnerRoute{route}, nopPartners{}, nil))
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("ForwardHeaders %q: New = %v; want valid", tc.names, err)

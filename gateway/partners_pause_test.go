@@ -14,6 +14,7 @@ import (
 	"fencegate/api"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
+	"fencegate/partners"
 )
 
 // TestPartnerPausedGatewayDoesNotSend: a gateway that stalls between a
@@ -49,9 +50,9 @@ func TestPartnerPausedGatewayDoesNotSend(t *testing.T) {
 			f()
 		}
 	}}
-	store, partners := newPartnerStores(t, etcd, etcdTimeout)
+	store, partnerStore := newPartnerStores(t, etcd, etcdTimeout)
 	cfg := gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), TestHooks: hooks}
-	g, err := gateway.New(cfg, store, newMemObjects(), gateway.WithPartners([]gateway.PartnerRoute{route}, partners, nil))
+	g, err := gateway.New(cfg, store, newMemObjects(), gateway.WithPartners([]partners.PartnerRoute{route}, partnerStore, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

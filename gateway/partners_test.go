@@ -24,6 +24,7 @@ import (
 	"fencegate/api"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
+	"fencegate/partners"
 	"fencegate/tokenstore"
 )
 
@@ -155,13 +156,13 @@ func (p *partnerServer) snapshot() []partnerCall {
 
 // payRoute is the route most tests use: "pay" to partner's /base, the
 // resource from the path's accounts/{account}.
-func payRoute(tb testing.TB, upstream string) gateway.PartnerRoute {
+func payRoute(tb testing.TB, upstream string) partners.PartnerRoute {
 	tb.Helper()
 	u, err := url.Parse(upstream + "/base")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return gateway.PartnerRoute{
+	return partners.PartnerRoute{
 		Name:     "pay",
 		Upstream: u,
 		Methods:  []string{"GET", "POST", "PUT", "DELETE"},
@@ -174,18 +175,18 @@ func payRoute(tb testing.TB, upstream string) gateway.PartnerRoute {
 // startPartnerGateway starts a gateway with its own etcd client, token
 // store and partner admissions on etcd, serving routes, and returns its
 // URL. Two calls on one etcd are two gateway instances.
-func startPartnerGateway(tb testing.TB, etcd *testenv.Etcd, etcdTimeout time.Duration, routes ...gateway.PartnerRoute) string {
+func startPartnerGateway(tb testing.TB, etcd *testenv.Etcd, etcdTimeout time.Duration, routes ...partners.PartnerRoute) string {
 	tb.Helper()
 	return startPartnerGatewayWith(tb, etcd, etcdTimeout, gateway.Config{}, routes...)
 }
 
 // startPartnerGatewayWith is startPartnerGateway with cfg (its Logger
 // is set).
-func startPartnerGatewayWith(tb testing.TB, etcd *testenv.Etcd, etcdTimeout time.Duration, cfg gateway.Config, routes ...gateway.PartnerRoute) string {
+func startPartnerGatewayWith(tb testing.TB, etcd *testenv.Etcd, etcdTimeout time.Duration, cfg gateway.Config, routes ...partners.PartnerRoute) string {
 	tb.Helper()
-	store, partners := newPartnerStores(tb, etcd, etcdTimeout)
+	store, partnerStore := newPartnerStores(tb, etcd, etcdTimeout)
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	gw, err := gateway.New(cfg, store, newMemObjects(), gateway.WithPartners(routes, partners, nil))
+	gw, err := gateway.New(cfg, store, newMemObjects(), gateway.WithPartners(routes, partnerStore, nil))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -202,11 +203,11 @@ func newPartnerStores(tb testing.TB, etcd *testenv.Etcd, etcdTimeout time.Durati
 	if err != nil {
 		tb.Fatal(err)
 	}
-	partners, err := tokenstore.NewPartners(store)
+	partnerStore, err := tokenstore.NewPartners(store)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return store, partners
+	return store, partnerStore
 }
 
 // partnerReq is one request to a partner route.
@@ -817,9 +818,9 @@ func TestPartnerBadRequests(t *testing.T) {
 }
 
 func TestPartnerRouteValidation(t *testing.T) {
-	good := func() gateway.PartnerRoute {
+	good := func() partners.PartnerRoute {
 		u, _ := url.Parse("https://api.example.com/v1")
-		return gateway.PartnerRoute{Name: "pay", Upstream: u, Methods: []string{"POST"}, Resource: "accounts/{account}"}
+		return partners.PartnerRoute{Name: "pay", Upstream: u, Methods: []string{"POST"}, Resource: "accounts/{account}"}
 	}
 	parse := func(s string) *url.URL {
 		u, err := url.Parse(s)
@@ -830,53 +831,53 @@ func TestPartnerRouteValidation(t *testing.T) {
 	}
 	cases := []struct {
 		name   string
-		change func(*gateway.PartnerRoute)
+		change func(*partners.PartnerRoute)
 		want   string // in the error; "" means valid
 	}{
-		{"valid", func(*gateway.PartnerRoute) {}, ""},
-		{"header resource", func(r *gateway.PartnerRoute) { r.Resource = "header" }, ""},
-		{"bad name", func(r *gateway.PartnerRoute) { r.Name = "Pay" }, "name"},
-		{"name with slash", func(r *gateway.PartnerRoute) { r.Name = "a/b" }, "name"},
-		{"no upstream", func(r *gateway.PartnerRoute) { r.Upstream = nil }, "upstream"},
-		{"ftp upstream", func(r *gateway.PartnerRoute) { r.Upstream = parse("ftp://x/") }, "scheme"},
-		{"upstream with user", func(r *gateway.PartnerRoute) { r.Upstream = parse("https://u:p@x/") }, "user info"},
-		{"upstream with query", func(r *gateway.PartnerRoute) { r.Upstream = parse("https://x/?a=1") }, "query"},
-		{"upstream with fragment", func(r *gateway.PartnerRoute) { r.Upstream = parse("https://x/#f") }, "fragment"},
-		{"relative upstream", func(r *gateway.PartnerRoute) { r.Upstream = parse("/x") }, "scheme"},
-		{"no methods", func(r *gateway.PartnerRoute) { r.Methods = nil }, "methods"},
-		{"lower-case method", func(r *gateway.PartnerRoute) { r.Methods = []string{"post"} }, "methods"},
-		{"every method", func(r *gateway.PartnerRoute) {
+		{"valid", func(*partners.PartnerRoute) {}, ""},
+		{"header resource", func(r *partners.PartnerRoute) { r.Resource = "header" }, ""},
+		{"bad name", func(r *partners.PartnerRoute) { r.Name = "Pay" }, "name"},
+		{"name with slash", func(r *partners.PartnerRoute) { r.Name = "a/b" }, "name"},
+		{"no upstream", func(r *partners.PartnerRoute) { r.Upstream = nil }, "upstream"},
+		{"ftp upstream", func(r *partners.PartnerRoute) { r.Upstream = parse("ftp://x/") }, "scheme"},
+		{"upstream with user", func(r *partners.PartnerRoute) { r.Upstream = parse("https://u:p@x/") }, "user info"},
+		{"upstream with query", func(r *partners.PartnerRoute) { r.Upstream = parse("https://x/?a=1") }, "query"},
+		{"upstream with fragment", func(r *partners.PartnerRoute) { r.Upstream = parse("https://x/#f") }, "fragment"},
+		{"relative upstream", func(r *partners.PartnerRoute) { r.Upstream = parse("/x") }, "scheme"},
+		{"no methods", func(r *partners.PartnerRoute) { r.Methods = nil }, "methods"},
+		{"lower-case method", func(r *partners.PartnerRoute) { r.Methods = []string{"post"} }, "methods"},
+		{"every method", func(r *partners.PartnerRoute) {
 			r.Methods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 		}, ""},
-		{"a method the router does not serve", func(r *gateway.PartnerRoute) { r.Methods = []string{"POST", "QUERY"} }, `methods[1]: unknown method "QUERY"`},
-		{"TRACE", func(r *gateway.PartnerRoute) { r.Methods = []string{"TRACE"} }, `methods[0]: unknown method "TRACE"`},
-		{"CONNECT", func(r *gateway.PartnerRoute) { r.Methods = []string{"CONNECT"} }, `methods[0]: unknown method "CONNECT"`},
-		{"no variable", func(r *gateway.PartnerRoute) { r.Resource = "accounts" }, "no {variable}"},
-		{"empty resource", func(r *gateway.PartnerRoute) { r.Resource = "" }, "resource"},
-		{"dot-dot template", func(r *gateway.PartnerRoute) { r.Resource = "../{a}" }, "resource"},
-		{"negative timeout", func(r *gateway.PartnerRoute) { r.Timeout = -1 }, "timeout: negative duration"},
-		{"negative idempotency TTL", func(r *gateway.PartnerRoute) { r.IdempotencyTTL = -time.Second }, "idempotency_ttl: negative duration -1s"},
-		{"negative body limit", func(r *gateway.PartnerRoute) { r.MaxBodyBytes = -1 }, "max_body_bytes: negative limit -1"},
-		{"stored too large", func(r *gateway.PartnerRoute) { r.MaxStoredResponseBytes = 2 << 20 }, "max_stored_response_bytes"},
-		{"adds X-Fence-Token", func(r *gateway.PartnerRoute) { r.AddHeaders = http.Header{"X-Fence-Token": {"1"}} }, "add_headers"},
-		{"bad strip header", func(r *gateway.PartnerRoute) { r.StripHeaders = []string{"a b"} }, "strip_headers"},
-		{"header resource bound to the path", func(r *gateway.PartnerRoute) { r.Resource, r.ResourcePath = "header", "v2/accounts/{resource}/x" }, ""},
-		{"resource_path with a template resource", func(r *gateway.PartnerRoute) { r.ResourcePath = "accounts/{resource}" }, `resource_path: only with resource "header"`},
-		{"resource_path without {resource}", func(r *gateway.PartnerRoute) { r.Resource, r.ResourcePath = "header", "accounts" }, "resource_path"},
-		{"resource_path with another variable", func(r *gateway.PartnerRoute) { r.Resource, r.ResourcePath = "header", "accounts/{account}" }, "the only variable is {resource}"},
-		{"resource_path with {resource} twice", func(r *gateway.PartnerRoute) { r.Resource, r.ResourcePath = "header", "{resource}/{resource}" }, "exactly once"},
-		{"header resource unbound on purpose", func(r *gateway.PartnerRoute) { r.Resource, r.UnboundPath = "header", true }, ""},
-		{"unbound_path with a template resource", func(r *gateway.PartnerRoute) { r.UnboundPath = true }, `unbound_path: only with resource "header"`},
-		{"unbound_path with resource_path", func(r *gateway.PartnerRoute) {
+		{"a method the router does not serve", func(r *partners.PartnerRoute) { r.Methods = []string{"POST", "QUERY"} }, `methods[1]: unknown method "QUERY"`},
+		{"TRACE", func(r *partners.PartnerRoute) { r.Methods = []string{"TRACE"} }, `methods[0]: unknown method "TRACE"`},
+		{"CONNECT", func(r *partners.PartnerRoute) { r.Methods = []string{"CONNECT"} }, `methods[0]: unknown method "CONNECT"`},
+		{"no variable", func(r *partners.PartnerRoute) { r.Resource = "accounts" }, "no {variable}"},
+		{"empty resource", func(r *partners.PartnerRoute) { r.Resource = "" }, "resource"},
+		{"dot-dot template", func(r *partners.PartnerRoute) { r.Resource = "../{a}" }, "resource"},
+		{"negative timeout", func(r *partners.PartnerRoute) { r.Timeout = -1 }, "timeout: negative duration"},
+		{"negative idempotency TTL", func(r *partners.PartnerRoute) { r.IdempotencyTTL = -time.Second }, "idempotency_ttl: negative duration -1s"},
+		{"negative body limit", func(r *partners.PartnerRoute) { r.MaxBodyBytes = -1 }, "max_body_bytes: negative limit -1"},
+		{"stored too large", func(r *partners.PartnerRoute) { r.MaxStoredResponseBytes = 2 << 20 }, "max_stored_response_bytes"},
+		{"adds X-Fence-Token", func(r *partners.PartnerRoute) { r.AddHeaders = http.Header{"X-Fence-Token": {"1"}} }, "add_headers"},
+		{"bad strip header", func(r *partners.PartnerRoute) { r.StripHeaders = []string{"a b"} }, "strip_headers"},
+		{"header resource bound to the path", func(r *partners.PartnerRoute) { r.Resource, r.ResourcePath = "header", "v2/accounts/{resource}/x" }, ""},
+		{"resource_path with a template resource", func(r *partners.PartnerRoute) { r.ResourcePath = "accounts/{resource}" }, `resource_path: only with resource "header"`},
+		{"resource_path without {resource}", func(r *partners.PartnerRoute) { r.Resource, r.ResourcePath = "header", "accounts" }, "resource_path"},
+		{"resource_path with another variable", func(r *partners.PartnerRoute) { r.Resource, r.ResourcePath = "header", "accounts/{account}" }, "the only variable is {resource}"},
+		{"resource_path with {resource} twice", func(r *partners.PartnerRoute) { r.Resource, r.ResourcePath = "header", "{resource}/{resource}" }, "exactly once"},
+		{"header resource unbound on purpose", func(r *partners.PartnerRoute) { r.Resource, r.UnboundPath = "header", true }, ""},
+		{"unbound_path with a template resource", func(r *partners.PartnerRoute) { r.UnboundPath = true }, `unbound_path: only with resource "header"`},
+		{"unbound_path with resource_path", func(r *partners.PartnerRoute) {
 			r.Resource, r.ResourcePath, r.UnboundPath = "header", "accounts/{resource}", true
 		}, "unbound_path: set resource_path or unbound_path, not both"},
-		{"resource_path with a dot-dot", func(r *gateway.PartnerRoute) { r.Resource, r.ResourcePath = "header", "../{resource}" }, "resource_path"},
+		{"resource_path with a dot-dot", func(r *partners.PartnerRoute) { r.Resource, r.ResourcePath = "header", "../{resource}" }, "resource_path"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			route := good()
 			tc.change(&route)
-			_, err := gateway.New(gateway.Config{}, newMemFences(), newMemObjects(), gateway.WithPartners([]gateway.PartnerRoute{route}, nopPartners{}, nil))
+			_, err := gateway.New(gateway.Config{}, newMemFences(), newMemObjects(), gateway.WithPartners([]partners.PartnerRoute{route}, nopPartners{}, nil))
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("New = %v; want valid", err)
@@ -886,7 +887,7 @@ func TestPartnerRouteValidation(t *testing.T) {
 		})
 	}
 	t.Run("duplicate names", func(t *testing.T) {
-		_, err := gateway.New(gateway.Config{}, newMemFences(), newMemObjects(), gateway.WithPartners([]gateway.PartnerRoute{good(), good()}, nopPartners{}, nil))
+		_, err := gateway.New(gateway.Config{}, newMemFences(), newMemObjects(), gateway.WithPartners([]partners.PartnerRoute{good(), good()}, nopPartners{}, nil))
 		if err == nil || !strings.Contains(err.Error(), "twice") {
 			t.Fatalf("New with a name used twice = %v; want an error", err)
 		}
@@ -901,7 +902,7 @@ func (nopPartners) AdmitPartner(context.Context, api.PartnerAdmission) (api.Admi
 	return api.Admission{}, errors.New("nopPartners: not for requests")
 }
 
-var _ gateway.PartnerStore = (*tokenstore.Partners)(nil)
+var _ partners.PartnerStore = (*tokenstore.Partners)(nil)
 
 // TestPartnerBusyResource: while a request for a resource is upstream, a
 // second one for it waits at most the route's max_wait and gets 503

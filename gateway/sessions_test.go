@@ -16,6 +16,7 @@ import (
 	"fencegate/api"
 	"fencegate/edge"
 	"fencegate/gateway"
+	"fencegate/partners"
 	"fencegate/tokenstore"
 )
 
@@ -129,11 +130,11 @@ func TestSessionAPIRefusesOtherLeases(t *testing.T) {
 			route.Timeout = time.Minute // the test lets the request go
 			route.MaxWait = 100 * time.Millisecond
 			a := newAuthEnv(t, caller.auth, func(store *tokenstore.Store) gateway.Option {
-				partners, err := tokenstore.NewPartners(store)
+				partnerStore, err := tokenstore.NewPartners(store)
 				if err != nil {
 					t.Fatal(err)
 				}
-				return gateway.WithPartners([]gateway.PartnerRoute{route}, partners, nil)
+				return gateway.WithPartners([]partners.PartnerRoute{route}, partnerStore, nil)
 			})
 			a.serve(t)
 			t.Cleanup(partner.letGo) // before the gateway's server waits for its requests

@@ -21,6 +21,7 @@ import (
 	"fencegate/edge"
 	"fencegate/gateway"
 	"fencegate/internal/testenv"
+	"fencegate/partners"
 	"fencegate/tokenstore"
 )
 
@@ -167,9 +168,9 @@ func TestTracingPartnerTraceparent(t *testing.T) {
 	tracer, rec := newTracer(t)
 	etcd := testenv.StartEtcd(t)
 	partner := newPartnerServer(t, 0)
-	store, partners := newPartnerStores(t, etcd, time.Second)
+	store, partnerStore := newPartnerStores(t, etcd, time.Second)
 	cfg := gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tracer: tracer}
-	gw, err := gateway.New(cfg, store, newMemObjects(), gateway.WithPartners([]gateway.PartnerRoute{payRoute(t, partner.URL)}, partners, nil))
+	gw, err := gateway.New(cfg, store, newMemObjects(), gateway.WithPartners([]partners.PartnerRoute{payRoute(t, partner.URL)}, partnerStore, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,9 @@ package gateway
 
 import (
 	"errors"
+	"fencegate/api"
 	"fencegate/internal/fielderr"
-	"strconv"
+	"time"
 )
 
 // Validate checks c as New would use it, zero fields taking their
@@ -38,27 +39,77 @@ func (c Config) Validate(name func(field string) string) error {
 		return errors.Join(errs...)
 	}
 	if c.BufferBytes > c.MaxBodyBytes {
-		return fielderr.Errorf("buffer_bytes", "%s must not exceed %s %s", formatSize(c.BufferBytes), name("max_body_bytes"), formatSize(c.MaxBodyBytes))
+		return fielderr.Errorf("buffer_bytes", "%s must not exceed %s %s", fielderr.Size(c.BufferBytes), name("max_body_bytes"), fielderr.Size(c.MaxBodyBytes))
 	}
 	if c.BufferBudgetBytes < c.BufferBytes {
-		return fielderr.Errorf("buffer_budget_bytes", "%s must be at least %s %s", formatSize(c.BufferBudgetBytes), name("buffer_bytes"), formatSize(c.BufferBytes))
+		return fielderr.Errorf("buffer_budget_bytes", "%s must be at least %s %s", fielderr.Size(c.BufferBudgetBytes), name("buffer_bytes"), fielderr.Size(c.BufferBytes))
 	}
 	return c.validateMultipart()
 }
 
-// formatSize formats n bytes with the largest binary suffix that divides
-// it, as the size flags and the config file write sizes (8MiB, 65536).
-func formatSize(n int64) string {
-	if n == 0 {
-		return "0"
+// WithMultipart turns on fenced multipart uploads in store (S3 buckets
+// only: the buckets that BucketStores names api.StoreS3), with their
+// bindings in uploads: the exported multipart methods, and REST PUTs
+// above Config.MultipartThreshold uploaded in parts.
+func WithMultipart(store MultipartStore, uploads UploadStore) Option {
+	if store == nil || uploads == nil {
+		panic("gateway: WithMultipart(nil)")
 	}
-	for _, u := range []struct {
-		suffix string
-		factor int64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n%u.factor == 0 {
-			return strconv.FormatInt(n/u.factor, 10) + u.suffix
-		}
+	return func(g *Gateway) {
+		// Every round trip of an upload goes through the edge's
+		// decorators (New): one span each, and the S3 requests in the S3
+		// request metric.
+		g.multipart = &multipart{store: store, uploads: uploads}
 	}
-	return strconv.FormatInt(n, 10)
+}
+
+// multipart is what WithMultipart gives a Gateway: the stores of fenced
+// multipart uploads.
+type multipart struct {
+	store   MultipartStore
+	uploads UploadStore
+}
+
+// Defaults of the multipart fields of Config.
+const (
+	defaultMultipartThreshold = 64 << 20
+	defaultMultipartPartSize  = 16 << 20
+	// A day, past which S3 users commonly let a lifecycle rule abort
+	// incomplete uploads too.
+	defaultUploadTTL = 24 * time.Hour
+)
+
+// withMultipartDefaults gives the multipart fields of cfg their defaults.
+func (cfg Config) withMultipartDefaults() Config {
+	if cfg.MultipartThreshold == 0 {
+		cfg.MultipartThreshold = defaultMultipartThreshold
+	}
+	if cfg.MultipartPartSize == 0 {
+		cfg.MultipartPartSize = defaultMultipartPartSize
+	}
+	if cfg.UploadTTL == 0 {
+		cfg.UploadTTL = defaultUploadTTL
+	}
+	if cfg.MaxMultipartBodyBytes == 0 {
+		cfg.MaxMultipartBodyBytes = cfg.MultipartPartSize * api.MaxParts
+	}
+	return cfg
+}
+
+// validateMultipart checks the multipart fields of c (with their
+// defaults): parts within S3's limits, and no body larger than S3's most
+// parts of that size.
+func (c Config) validateMultipart() error {
+	c = c.withMultipartDefaults()
+	switch {
+	case c.MultipartPartSize < api.MinPartSize || c.MultipartPartSize > api.MaxPartSize:
+		return fielderr.Errorf("multipart_part_size", "%s: must be 5MiB to 5GiB, S3's limits on a part", fielderr.Size(c.MultipartPartSize))
+	case c.UploadTTL < time.Second:
+		return fielderr.Errorf("upload_ttl", "%v: must be at least a second", c.UploadTTL)
+	case c.MaxMultipartBodyBytes < 0:
+		return fielderr.Errorf("max_multipart_body_bytes", "%d: must not be negative", c.MaxMultipartBodyBytes)
+	case c.MaxMultipartBodyBytes > c.MultipartPartSize*api.MaxParts:
+		return fielderr.Errorf("max_multipart_body_bytes", "%s: must not exceed 10000 parts of multipart_part_size %s", fielderr.Size(c.MaxMultipartBodyBytes), fielderr.Size(c.MultipartPartSize))
+	}
+	return nil
 }

@@ -9,11 +9,13 @@
 // errors (errors.go holds the one table from error classes to S3 codes).
 // Every other decision is made elsewhere, by the same code as for the REST
 // API: package sigv4 authenticates (Signature Version 4, bodies verified
-// as they stream); the gateway authorizes the identity by its grants and
-// runs the fencing protocol (fence.Engine.PutFenced, fence.Engine.DeleteFenced:
-// fast reject, observe, fence check, conditional write, bounded retry,
-// ETag cache); a BucketLister (package backends/s3) lists, re-signing
-// with the gateway's own credentials.
+// as they stream); the edge (package edge) tracks, limits and logs each
+// request and authorizes the identity by its grants; the engine (package
+// fence) runs the fencing protocol (fence.Engine.PutFenced,
+// fence.Engine.DeleteFenced: fast reject, observe, fence check,
+// conditional write, bounded retry, ETag cache); a BucketLister (package
+// backends/s3) lists, re-signing with the gateway's own credentials. The
+// door imports no other door.
 //
 // # Operations
 //

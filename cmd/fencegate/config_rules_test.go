@@ -53,7 +53,7 @@ func TestConfigCheckNamesFieldAndLine(t *testing.T) {
 		wantArg string // in the error of the flag, and of the variable after "VARIABLE: "
 		wantEnv string // the variable that the error of env names
 	}{
-		// Partner routes: gateway.PartnerRoute.Validate, ValidatePartnerRoutes and ParseUpstream.
+		// Partner routes: partners.PartnerRoute.Validate, ValidatePartnerRoutes and ParseUpstream.
 		{name: "partner name", file: strings.Replace(route, "name: pay", "name: Pay_Ment", 1), want: `2: partners[0].name: "Pay_Ment": want lower-case letters`},
 		{name: "partner upstream scheme", file: strings.Replace(route, "https://api.example.com/v1", "ftp://api.example.com", 1), want: `3: partners[0].upstream: scheme "ftp" not allowed`},
 		{name: "partner upstream user info", file: strings.Replace(route, "https://api", "https://u:secret@api", 1), want: `3: partners[0].upstream: "https://u:xxxxx@api.example.com/v1" has user info`},

@@ -22,6 +22,7 @@ import (
 	"fencegate/internal/logging"
 	"fencegate/internal/tracing"
 	"fencegate/internal/zapslog"
+	"fencegate/rest"
 	"fencegate/retention"
 	"fencegate/tokenstore"
 )
@@ -108,7 +109,7 @@ type wiredGateway struct {
 	// (listings) go through.
 	s3 *s3.Client
 	// probes are the readiness probes of etcd and every store.
-	probes []gateway.Probe
+	probes []rest.Probe
 	// evictor removes the marks that their objects record (package
 	// retention); startEvictor runs it.
 	evictor *retention.Evictor
@@ -190,14 +191,14 @@ func newGatewayOn(ctx context.Context, logger *slog.Logger, store *tokenstore.St
 	gwCfg.Logger = logger
 	gwCfg.TestHooks = hooks
 	gwCfg.Tracer = tracer
-	probes := append([]gateway.Probe{
+	probes := append([]rest.Probe{
 		{Name: "etcd", Ping: store.Ping},
 		{Name: api.StoreS3, Ping: objects.Ping},
 	}, stores.probes...)
 	gwCfg.Readiness = probes
-	gwCfg.StoreSpace = func(ctx context.Context) (gateway.StoreSpace, error) {
+	gwCfg.StoreSpace = func(ctx context.Context) (rest.StoreSpace, error) {
 		space, err := store.Space(ctx)
-		return gateway.StoreSpace{Size: space.Size, InUse: space.InUse, Quota: space.Quota}, err
+		return rest.StoreSpace{Size: space.Size, InUse: space.InUse, Quota: space.Quota}, err
 	}
 	gw, err := gateway.New(gwCfg, store, stores.objects, opts...)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"fencegate/backends/stores"
 	"fencegate/gateway"
 	"fencegate/internal/config"
+	"fencegate/rest"
 	"fencegate/retention"
 )
 
@@ -25,7 +26,7 @@ type objectStores struct {
 	}
 	// probes are the readiness probes of the stores besides S3: "gcs",
 	// which lists at most one object of every bucket in GCS.
-	probes []gateway.Probe
+	probes []rest.Probe
 	// clients are the GCS clients, one per distinct config, which close
 	// closes.
 	clients []*gcs.Client
@@ -67,7 +68,7 @@ func newObjectStores(ctx context.Context, s3Client *s3.Client, buckets []config.
 		return nil, err
 	}
 	out.objects = router
-	out.probes = []gateway.Probe{{Name: api.StoreGCS, Ping: func(ctx context.Context) error {
+	out.probes = []rest.Probe{{Name: api.StoreGCS, Ping: func(ctx context.Context) error {
 		var errs []error
 		for _, p := range pings {
 			errs = append(errs, p.client.Ping(ctx, p.bucket))

@@ -21,6 +21,7 @@ import (
 	"fencegate/gateway"
 	"fencegate/internal/config"
 	"fencegate/internal/testenv"
+	"fencegate/partners"
 	"fencegate/retention"
 	"fencegate/tokenstore"
 )
@@ -67,7 +68,7 @@ func TestGatewayServesLockAPI(t *testing.T) {
 // checkedGateway serves a gateway on client (key prefix "test/") with the
 // token checks given as --token-checks takes them, the partner routes
 // given, and S3 at s3Endpoint (any URL where no object request is made).
-func checkedGateway(t *testing.T, client *clientv3.Client, checks, s3Endpoint string, routes ...gateway.PartnerRoute) (*httptest.Server, *wiredGateway) {
+func checkedGateway(t *testing.T, client *clientv3.Client, checks, s3Endpoint string, routes ...partners.PartnerRoute) (*httptest.Server, *wiredGateway) {
 	t.Helper()
 	var policies config.TokenChecks
 	if err := policies.Set(checks); err != nil {
@@ -157,7 +158,7 @@ func acquireLock(t *testing.T, srv *httptest.Server, name string) api.Token {
 // billing reaches the partner.
 func TestTokenChecksGuardPartnerRoutes(t *testing.T) {
 	upstream, calls := countingPartner(t)
-	routes := []gateway.PartnerRoute{
+	routes := []partners.PartnerRoute{
 		{Name: "pay", Upstream: upstream, Methods: []string{http.MethodPost}, Resource: "accounts/{account}"},
 		{Name: "mail", Upstream: upstream, Methods: []string{http.MethodPost}, Resource: "lists/{list}"},
 	}

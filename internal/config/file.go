@@ -47,11 +47,11 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"fencegate/edge"
-	"fencegate/gateway"
 	"fencegate/internal/fielderr"
 	"fencegate/internal/logging"
 	"fencegate/internal/tlsfiles"
 	"fencegate/internal/tracing"
+	"fencegate/partners"
 )
 
 // maxConfigBytes bounds the config file: it is read whole.
@@ -70,7 +70,7 @@ type File struct {
 	settings map[string]fileSetting
 	// partners are the partner routes, in file order; nil without a
 	// partners section.
-	partners []gateway.PartnerRoute
+	partners []partners.PartnerRoute
 	// auth is the auth section; nil without one.
 	auth *edge.Auth
 	// buckets are the buckets section's entries, in file order; nil
@@ -80,7 +80,7 @@ type File struct {
 	answers PartnerAnswers
 	// identityBudget is the partner_identity_budget section; zero (the
 	// gateway's defaults) without one.
-	identityBudget gateway.PartnerBudget
+	identityBudget partners.PartnerBudget
 	// clientCertsAt is where the first client certificate is mapped
 	// ("FILE:LINE: auth.identities[0].client_certs"), "" when none is:
 	// client certificates need a TLS listener that asks for them.
@@ -990,7 +990,7 @@ func (d *decoder) crossValidate() {
 	d.limitsCrossValidate()
 	d.bucketsCrossValidate()
 	if d.out.partners != nil && d.out.auth != nil {
-		d.fieldErrors(gateway.ValidatePartnerGrants(d.out.partners, *d.out.auth), "", nil)
+		d.fieldErrors(partners.ValidatePartnerGrants(d.out.partners, *d.out.auth), "", nil)
 	}
 }
 

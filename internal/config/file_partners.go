@@ -1,7 +1,7 @@
 package config
 
 // The partners section of the config file: the partner routes, as
-// gateway.PartnerRoute values.
+// partners.PartnerRoute values.
 
 import (
 	"fmt"
@@ -13,31 +13,31 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"fencegate/backends/s3"
-	"fencegate/gateway"
+	"fencegate/partners"
 )
 
 // envReference is ${NAME} in add_headers values.
 var envReference = regexp.MustCompile(`\$\{([^}]*)\}`)
 
 // partners decodes the partners section, a list of routes, and checks
-// the routes that decoded with gateway.ValidatePartnerRoutes.
+// the routes that decoded with partners.ValidatePartnerRoutes.
 func (d *decoder) partners(n *yaml.Node, path string) {
 	items, ok := d.list(n, path, "a list of partner routes")
 	if !ok {
 		return
 	}
-	routes := make([]gateway.PartnerRoute, len(items))
+	routes := make([]partners.PartnerRoute, len(items))
 	for i, item := range items {
 		routes[i] = d.partner(item, fmt.Sprintf("%s[%d]", path, i))
 	}
-	d.fieldErrors(gateway.ValidatePartnerRoutes(routes), "", nil)
+	d.fieldErrors(partners.ValidatePartnerRoutes(routes), "", nil)
 	d.out.partners = routes
 }
 
-// partner decodes one route; gateway.PartnerRoute.Validate checks it.
-func (d *decoder) partner(n *yaml.Node, path string) gateway.PartnerRoute {
+// partner decodes one route; partners.PartnerRoute.Validate checks it.
+func (d *decoder) partner(n *yaml.Node, path string) partners.PartnerRoute {
 	var (
-		route gateway.PartnerRoute
+		route partners.PartnerRoute
 		seen  = map[string]bool{}
 	)
 	note := func(key string) { seen[key] = true }
@@ -49,7 +49,7 @@ func (d *decoder) partner(n *yaml.Node, path string) gateway.PartnerRoute {
 		{"upstream", func(d *decoder, n *yaml.Node, path string) {
 			note("upstream")
 			if s, ok := d.scalar(n, path, "a base URL such as https://api.example.com/v1"); ok {
-				u, err := gateway.ParseUpstream(s)
+				u, err := partners.ParseUpstream(s)
 				if err != nil {
 					d.errorf(n, path, "%v", err)
 					return
@@ -124,9 +124,9 @@ func (d *decoder) partner(n *yaml.Node, path string) gateway.PartnerRoute {
 
 // partnerBudget decodes a budget of idempotency records: {records: N,
 // bytes: SIZE}, where 0 is no bound and a field left out keeps the
-// gateway's default (gateway.PartnerBudget).
-func (d *decoder) partnerBudget(n *yaml.Node, path string) gateway.PartnerBudget {
-	var b gateway.PartnerBudget
+// gateway's default (partners.PartnerBudget).
+func (d *decoder) partnerBudget(n *yaml.Node, path string) partners.PartnerBudget {
+	var b partners.PartnerBudget
 	d.fields(n, path, []field{
 		{"records", func(d *decoder, n *yaml.Node, path string) {
 			s, ok := d.scalar(n, path, "a whole number, 0 or more")

@@ -16,7 +16,7 @@ import (
 	"fencegate/api"
 	"fencegate/backends/gcs"
 	"fencegate/edge"
-	"fencegate/gateway"
+	"fencegate/partners"
 	"fencegate/tokenstore"
 )
 
@@ -130,7 +130,7 @@ func TestFullConfigDecodes(t *testing.T) {
 		{"token checks", TokenChecks(cfg.Store.Policies).String(), "reports=held:report-writer,logs=plausible,partner/payments=held:billing,*=none"},
 		{"partner routes", len(cfg.Partners), 2},
 		{"partner answers", cfg.Answers, PartnerAnswers{Bucket: "fencegate-answers", Prefix: "fencegate/answers/"}},
-		{"partner identity budget", cfg.Gateway.PartnerIdentityBudget, gateway.PartnerBudget{Records: 200000, Bytes: 512 << 20}},
+		{"partner identity budget", cfg.Gateway.PartnerIdentityBudget, partners.PartnerBudget{Records: 200000, Bytes: 512 << 20}},
 		{"buckets", cfg.Buckets, []Bucket{
 			{Name: "reports", Store: api.StoreS3},
 			{Name: "ledgers", Store: api.StoreGCS},
@@ -152,7 +152,7 @@ func TestFullConfigDecodes(t *testing.T) {
 	}
 
 	pay := cfg.Partners[0]
-	wantPay := gateway.PartnerRoute{
+	wantPay := partners.PartnerRoute{
 		Name:                   "payments",
 		Methods:                []string{"POST"},
 		Resource:               "accounts/{account}",
@@ -162,7 +162,7 @@ func TestFullConfigDecodes(t *testing.T) {
 		IdempotencyTTL:         24 * time.Hour,
 		MaxBodyBytes:           1 << 20,
 		MaxStoredResponseBytes: 1 << 20,
-		Budget:                 gateway.PartnerBudget{Records: 50000, Bytes: 128 << 20},
+		Budget:                 partners.PartnerBudget{Records: 50000, Bytes: 128 << 20},
 		StripHeaders:           []string{"X-Debug"},
 		AddHeaders:             http.Header{"Authorization": {"Bearer pay-123"}},
 	}
@@ -589,7 +589,7 @@ func TestTokenChecksNameDefinedRoutes(t *testing.T) {
 	if err := checks.Set("reports=plausible,partner/payments=held:billing"); err != nil {
 		t.Fatal(err)
 	}
-	routes := []gateway.PartnerRoute{{Name: "mailer"}, {Name: "payments"}}
+	routes := []partners.PartnerRoute{{Name: "mailer"}, {Name: "payments"}}
 	if err := checks.validateRoutes(routes); err != nil {
 		t.Errorf("validateRoutes(mailer, payments) = %v; want nil", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"fencegate/internal/logging"
 	"fencegate/internal/tlsfiles"
 	"fencegate/internal/tracing"
+	"fencegate/partners"
 	"fencegate/retention"
 	"fencegate/tokenstore"
 )
@@ -99,7 +100,7 @@ func (f *sharedFlags) finish(cmd *command, s *Shared) error {
 // auth. The zero Features configure neither.
 type Features struct {
 	// Partners are the partner routes, in file order; nil without any.
-	Partners []gateway.PartnerRoute
+	Partners []partners.PartnerRoute
 	// Auth is the auth section; nil without one (auth off).
 	Auth *edge.Auth
 	// Answers is where partner answers' bodies are kept; zero without a
@@ -107,7 +108,7 @@ type Features struct {
 	Answers PartnerAnswers
 	// IdentityBudget bounds each identity's idempotency records in etcd
 	// (gateway.Config.PartnerIdentityBudget).
-	IdentityBudget gateway.PartnerBudget
+	IdentityBudget partners.PartnerBudget
 	// Buckets map buckets to the stores that hold them (the buckets
 	// section); a bucket not in it is in S3. Nil: every bucket is in S3.
 	Buckets []Bucket

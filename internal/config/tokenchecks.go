@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"fencegate/api"
-	"fencegate/gateway"
+	"fencegate/partners"
 	"fencegate/tokenstore"
 )
 
@@ -63,7 +63,7 @@ func scopePrefix(scope string) (api.Resource, error) {
 		return "", nil
 	}
 	if route, ok := strings.CutPrefix(scope, partnerScope); ok {
-		if err := gateway.ValidatePartnerRouteName(route); err != nil {
+		if err := partners.ValidatePartnerRouteName(route); err != nil {
 			return "", fmt.Errorf("partner route name %w", err)
 		}
 		return api.PartnerResource(route, ""), nil
@@ -93,7 +93,7 @@ func (t TokenChecks) String() string {
 
 // validateRoutes refuses entries that name a partner route that routes does
 // not have: a misspelt route would leave the real one unchecked.
-func (t TokenChecks) validateRoutes(routes []gateway.PartnerRoute) error {
+func (t TokenChecks) validateRoutes(routes []partners.PartnerRoute) error {
 	known := make(map[string]bool, len(routes))
 	for _, r := range routes {
 		known[r.Name] = true

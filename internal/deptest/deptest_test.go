@@ -71,12 +71,28 @@ var rules = []struct {
 			"a door builds on it, never the other way, and it reaches the stores only through the engine's interfaces, which it decorates",
 	},
 	{
-		pkg: "fencegate/s3api/...", forbidden: []string{"fencegate/gateway"},
-		why: "no door imports another door: the S3 API runs on the edge and the engine, as the REST API does, so that a change to one door's dialect cannot change the other's answers",
+		pkg: "fencegate/s3api/...", forbidden: []string{"fencegate/gateway", "fencegate/rest", "fencegate/partners"},
+		why: "no door imports another door, nor the composition root: the S3 API runs on the edge and the engine, as the REST API does, so that a change to one door's dialect cannot change another's answers",
+	},
+	{
+		pkg: "fencegate/rest", forbidden: []string{"fencegate/gateway", "fencegate/s3api", "fencegate/partners"},
+		why: "no door imports another door, nor the composition root: the REST API mounts the partner routes as a route group it is given (rest.WithRoutes), never by name",
+	},
+	{
+		pkg: "fencegate/partners", forbidden: []string{"fencegate/gateway", "fencegate/s3api", "fencegate/rest"},
+		why: "no door imports another door, nor the composition root: the partner routes run on the edge and the engine's body budget, whatever router mounts them",
 	},
 	{
 		pkg: "fencegate/gateway", forbidden: []string{"fencegate/tokenstore", "fencegate/backends", "go.etcd.io", "github.com/aws", "cloud.google.com"},
-		why: "the gateway reaches its stores through the small interfaces it declares (FenceStore, ObjectStore, ...), so that its ordering argument can be tested against any store, and no store's type leaks into the handlers",
+		why: whyStoresThroughInterfaces,
+	},
+	{
+		pkg: "fencegate/rest", forbidden: []string{"fencegate/tokenstore", "fencegate/backends", "go.etcd.io", "github.com/aws", "cloud.google.com"},
+		why: whyStoresThroughInterfaces,
+	},
+	{
+		pkg: "fencegate/partners", forbidden: []string{"fencegate/tokenstore", "fencegate/backends", "go.etcd.io", "github.com/aws", "cloud.google.com"},
+		why: whyStoresThroughInterfaces,
 	},
 	{
 		pkg: "fencegate/...", forbidden: []string{"fencegate/internal/devstack", "fencegate/internal/testenv"},
@@ -137,6 +153,11 @@ type goPackage struct {
 	Imports    []string
 	Deps       []string
 }
+
+// whyStoresThroughInterfaces is why the composition root and the doors
+// import no store.
+const whyStoresThroughInterfaces = "the gateway and its doors reach the stores through the small interfaces they and the engine declare (FenceStore, ObjectStore, LockService, PartnerStore, ...), " +
+	"so that the ordering argument can be tested against any store, and no store's type leaks into the handlers"
 
 // list runs go list for pattern.
 func list(t *testing.T, pattern string) []goPackage {

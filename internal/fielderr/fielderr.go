@@ -6,6 +6,7 @@ package fielderr
 import (
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // Error is a problem with one field of a configuration. Field is the
@@ -73,4 +74,21 @@ func HasControl(s string) bool {
 		}
 	}
 	return false
+}
+
+// Size formats n bytes with the largest binary suffix that divides
+// it, as the size flags and the config file write sizes (8MiB, 65536).
+func Size(n int64) string {
+	if n == 0 {
+		return "0"
+	}
+	for _, u := range []struct {
+		suffix string
+		factor int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n%u.factor == 0 {
+			return strconv.FormatInt(n/u.factor, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
 }

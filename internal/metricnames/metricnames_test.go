@@ -21,6 +21,8 @@ import (
 	"fencegate/gateway"
 	"fencegate/internal/logging"
 	"fencegate/internal/testenv"
+	"fencegate/partners"
+	"fencegate/rest"
 	"fencegate/retention"
 	"fencegate/tokenstore"
 )
@@ -95,7 +97,7 @@ func wireGateway(t *testing.T) *prometheus.Registry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	partners, err := tokenstore.NewPartners(store)
+	partnerStore, err := tokenstore.NewPartners(store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,15 +116,15 @@ func wireGateway(t *testing.T) *prometheus.Registry {
 
 	gw, err := gateway.New(gateway.Config{
 		Logger:    logger,
-		Readiness: []gateway.Probe{{Name: "etcd", Ping: store.Ping}, {Name: api.StoreS3, Ping: objects.Ping}},
-		StoreSpace: func(ctx context.Context) (gateway.StoreSpace, error) {
+		Readiness: []rest.Probe{{Name: "etcd", Ping: store.Ping}, {Name: api.StoreS3, Ping: objects.Ping}},
+		StoreSpace: func(ctx context.Context) (rest.StoreSpace, error) {
 			space, err := store.Space(ctx)
-			return gateway.StoreSpace{Size: space.Size, InUse: space.InUse, Quota: space.Quota}, err
+			return rest.StoreSpace{Size: space.Size, InUse: space.InUse, Quota: space.Quota}, err
 		},
 	}, store, objects,
 		gateway.WithLocks(store),
 		gateway.WithFenceBatchSizes(batches),
-		gateway.WithPartners([]gateway.PartnerRoute{{Name: "payments", Upstream: upstreamURL, Methods: []string{http.MethodPost}, Resource: "accounts/{account}"}}, partners, nil),
+		gateway.WithPartners([]partners.PartnerRoute{{Name: "payments", Upstream: upstreamURL, Methods: []string{http.MethodPost}, Resource: "accounts/{account}"}}, partnerStore, nil),
 		gateway.WithMultipart(objects, uploads),
 	)
 	if err != nil {

@@ -1,4 +1,4 @@
-package gateway
+package rest
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ const objectsPrefix = "/v1/objects/"
 // names the bucket's store (see BucketStores). Routing used the raw path;
 // the key is everything after the bucket's slash, exactly as the client
 // encoded it.
-func (g *Gateway) objectPath(r *http.Request) (api.ObjectPath, error) {
+func (g *API) objectPath(r *http.Request) (api.ObjectPath, error) {
 	rest, ok := strings.CutPrefix(r.URL.Path, objectsPrefix)
 	if !ok {
 		return api.ObjectPath{}, fmt.Errorf("%w: not an object path", api.ErrInvalidObjectPath)
@@ -36,7 +36,7 @@ func (g *Gateway) objectPath(r *http.Request) (api.ObjectPath, error) {
 // clientReader is r's body to read under the edge's transfer deadlines,
 // and the edge.ClientBody that sets them (nil where the connection takes
 // no deadlines: the body is then r.Body itself).
-func (g *Gateway) clientReader(w http.ResponseWriter, r *http.Request) (io.Reader, *edge.ClientBody) {
+func (g *API) clientReader(w http.ResponseWriter, r *http.Request) (io.Reader, *edge.ClientBody) {
 	if client := g.edge.ClientBody(w, r); client != nil {
 		return client, client
 	}
@@ -49,7 +49,7 @@ func (g *Gateway) clientReader(w http.ResponseWriter, r *http.Request) (io.Reade
 // do op to the object: before anything reaches etcd or S3, and before a
 // stale answer could tell a caller that may not write the object its
 // high-water mark.
-func (g *Gateway) parseFenced(r *http.Request, op edge.Operation) (fence.Request, error) {
+func (g *API) parseFenced(r *http.Request, op edge.Operation) (fence.Request, error) {
 	path, err := g.objectPath(r)
 	if err != nil {
 		return fence.Request{}, err
@@ -66,7 +66,7 @@ func (g *Gateway) parseFenced(r *http.Request, op edge.Operation) (fence.Request
 
 // putObject is the fenced write of the REST API: parse, fast reject, then
 // the engine's Put (observe, fence check, conditional write).
-func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
+func (g *API) putObject(w http.ResponseWriter, r *http.Request) {
 	fr, err := g.parseFenced(r, edge.OpWrite)
 	if err != nil {
 		g.writeError(w, r, err)
@@ -105,7 +105,7 @@ func (g *Gateway) putObject(w http.ResponseWriter, r *http.Request) {
 // then the engine's Delete (observe, fence check, conditional delete; see
 // fence.Engine.Delete for the mark a delete leaves, and for a delete of an
 // absent object).
-func (g *Gateway) deleteObject(w http.ResponseWriter, r *http.Request) {
+func (g *API) deleteObject(w http.ResponseWriter, r *http.Request) {
 	fr, err := g.parseFenced(r, edge.OpDelete)
 	if err != nil {
 		g.writeError(w, r, err)
@@ -122,7 +122,7 @@ func (g *Gateway) deleteObject(w http.ResponseWriter, r *http.Request) {
 // getObject passes GET and HEAD through, with the object's recorded token
 // in X-Fence-Token, and the client's Range and preconditions as readInput
 // validates them: S3's 206, 304, 412 and 416 reach the client.
-func (g *Gateway) getObject(w http.ResponseWriter, r *http.Request) {
+func (g *API) getObject(w http.ResponseWriter, r *http.Request) {
 	path, err := g.objectPath(r)
 	if err == nil {
 		err = g.authorize(r.Context(), edge.OpRead, path.Resource())
@@ -153,7 +153,7 @@ func (g *Gateway) getObject(w http.ResponseWriter, r *http.Request) {
 
 // getFence answers a resource's current high-water mark, read
 // linearizably.
-func (g *Gateway) getFence(w http.ResponseWriter, r *http.Request) {
+func (g *API) getFence(w http.ResponseWriter, r *http.Request) {
 	resource, _ := strings.CutPrefix(r.URL.Path, "/v1/fences/")
 	if resource == "" || len(resource) > maxResourceBytes {
 		g.writeError(w, r, fmt.Errorf("%w: resource name must be 1 to %d bytes", api.ErrInvalidRequest, maxResourceBytes))
@@ -178,43 +178,10 @@ const maxResourceBytes = 4 + 63 + 1 + api.MaxKeyBytes
 // readBody reads a REST PUT's body (see fence.Engine.ReadBody) under the
 // transfer deadlines (see edge.ClientBody): a sender that stalls is cut off.
 // The caller releases the body when the request ends.
-func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) (*fence.Body, error) {
+func (g *API) readBody(w http.ResponseWriter, r *http.Request) (*fence.Body, error) {
 	if r.ContentLength > g.cfg.MaxBodyBytes {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", api.ErrBodyTooLarge, r.ContentLength, g.cfg.MaxBodyBytes)
 	}
 	from, client := g.clientReader(w, r)
 	return g.engine.ReadBody(from, r.ContentLength, client)
-}
-
-// bufferedBody is a body held whole in the engine's budget of buffered
-// bodies, as the partner routes hold theirs (fence.Buffered).
-type bufferedBody struct {
-	held *fence.Buffered
-	size int64
-}
-
-// bytes returns the body's bytes (nil body: none).
-func (b *bufferedBody) bytes() []byte {
-	if b == nil {
-		return nil
-	}
-	return b.held.Bytes()
-}
-
-// release gives the body's memory back (nil body: nothing to give).
-func (b *bufferedBody) release() {
-	if b != nil {
-		b.held.Release()
-	}
-}
-
-// bufferWhole reads a body of n bytes (-1: unknown) from into the
-// engine's budget of buffered bodies, under client's transfer deadlines
-// (nil: none): see fence.Engine.BufferWhole.
-func (g *Gateway) bufferWhole(from io.Reader, n, max int64, client *edge.ClientBody) (*bufferedBody, error) {
-	held, err := g.engine.BufferWhole(from, n, max, client)
-	if err != nil {
-		return nil, err
-	}
-	return &bufferedBody{held: held, size: held.Size()}, nil
 }

@@ -1,4 +1,4 @@
-package gateway
+package partners
 
 import (
 	"bytes"
@@ -179,9 +179,9 @@ func storedHeader(h http.Header) http.Header {
 // Only a call that never reached the partner (no connection could be
 // made, or it was not sent because the marker could expire during it)
 // drops the record, so that a retry with the same key is forwarded.
-func (h *partnerAPI) forwardAdmitted(w http.ResponseWriter, r *http.Request, pr partnerRequest, scope string, adm api.Admission) {
+func (h *API) forwardAdmitted(w http.ResponseWriter, r *http.Request, pr partnerRequest, scope string, adm api.Admission) {
 	ctx := r.Context()
-	if hook := h.g.hooks.BeforePartnerCall; hook != nil {
+	if hook := h.beforeCall; hook != nil {
 		hook(ctx, pr.resource, pr.token)
 	}
 	upCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pr.route.Timeout)
@@ -204,7 +204,7 @@ func (h *partnerAPI) forwardAdmitted(w http.ResponseWriter, r *http.Request, pr 
 	whole := int64(len(head)) <= pr.route.MaxStoredResponseBytes
 	h.finish(ctx, pr, scope, adm, h.outcome(r, resp, head, whole, err))
 	if err != nil {
-		h.g.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 
@@ -228,7 +228,7 @@ func (h *partnerAPI) forwardAdmitted(w http.ResponseWriter, r *http.Request, pr 
 		return
 	}
 	if _, err := io.Copy(w, resp.Body); err != nil {
-		h.g.edge.Logger(ctx).Info("partner answer cut short", "route", pr.route.Name, "err", err)
+		h.edge.Logger(ctx).Info("partner answer cut short", "route", pr.route.Name, "err", err)
 	}
 }
 
@@ -236,7 +236,7 @@ func (h *partnerAPI) forwardAdmitted(w http.ResponseWriter, r *http.Request, pr 
 // partner (err wraps api.ErrNotForwarded), the gateway's problem answer
 // when it failed after it may have, and otherwise the partner's status,
 // storedHeaders, and its body head when whole (else the body is omitted).
-func (h *partnerAPI) outcome(r *http.Request, resp *http.Response, head []byte, whole bool, err error) *api.StoredResponse {
+func (h *API) outcome(r *http.Request, resp *http.Response, head []byte, whole bool, err error) *api.StoredResponse {
 	switch {
 	case errors.Is(err, api.ErrNotForwarded):
 		return nil
@@ -257,9 +257,9 @@ func (h *partnerAPI) outcome(r *http.Request, resp *http.Response, head []byte, 
 // store (storeBody). A failure is logged: the client still gets its
 // answer, and the marker and record expire with their lease. When the
 // record turned out to be gone, the body written for it is deleted.
-func (h *partnerAPI) finish(ctx context.Context, pr partnerRequest, scope string, adm api.Admission, stored *api.StoredResponse) {
+func (h *API) finish(ctx context.Context, pr partnerRequest, scope string, adm api.Admission, stored *api.StoredResponse) {
 	ctx = finishContext(ctx)
-	log := h.g.edge.Logger(ctx)
+	log := h.edge.Logger(ctx)
 	var name string // of the body in the answer store, if it went there
 	if stored != nil && pr.key != "" {
 		stored, name = h.storeBody(ctx, pr, scope, adm, stored)
@@ -272,7 +272,7 @@ func (h *partnerAPI) finish(ctx context.Context, pr partnerRequest, scope string
 	if name != "" && errors.Is(err, api.ErrIdempotencyRecordLost) {
 		dctx, cancel := context.WithTimeout(ctx, answerStoreTimeout)
 		defer cancel()
-		if err := h.g.answers.DeleteAnswer(dctx, name); err != nil {
+		if err := h.answers.DeleteAnswer(dctx, name); err != nil {
 			log.Info("answer body of a lost record not deleted (the bucket's lifecycle rule will)", "route", pr.route.Name, "err", err)
 		}
 	}
@@ -304,7 +304,7 @@ func (h *partnerAPI) finish(ctx context.Context, pr partnerRequest, scope string
 // over HTTP/1.1 chunked, with no Content-Length (GET, HEAD, DELETE and
 // OPTIONS are unchanged: the Transport finds the body empty and sends
 // none).
-func (h *partnerAPI) call(ctx context.Context, r *http.Request, pr partnerRequest, scope string, markerExpires time.Time) (*http.Response, error) {
+func (h *API) call(ctx context.Context, r *http.Request, pr partnerRequest, scope string, markerExpires time.Time) (*http.Response, error) {
 	var connected atomic.Bool
 	trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }}
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), r.Method, pr.target.String(), io.NopCloser(bytes.NewReader(pr.body)))
@@ -325,7 +325,7 @@ func (h *partnerAPI) call(ctx context.Context, r *http.Request, pr partnerReques
 	req.Host = pr.target.Host
 	// The last thing before the send: the marker must outlive the call.
 	if err := errMarkerMayExpire(ctx, markerExpires); err != nil {
-		h.g.edge.Logger(ctx).Warn("partner request not sent: its admission may expire during the call", "route", pr.route.Name, "resource", pr.resource, "err", err)
+		h.edge.Logger(ctx).Warn("partner request not sent: its admission may expire during the call", "route", pr.route.Name, "resource", pr.resource, "err", err)
 		return nil, fmt.Errorf("partner %s: %w: %w: %w", pr.route.Name, api.ErrUnavailable, api.ErrNotForwarded, err)
 	}
 	// With tracing, the call is a client span, timed to the answer's

@@ -1,23 +1,27 @@
-package gateway
+package partners
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"fencegate/api"
 	"fencegate/edge"
+	"fencegate/events"
 	"fencegate/fence"
+	"fencegate/internal/problemhttp"
 )
 
-// partnersPrefix starts every partner route.
-const partnersPrefix = "/v1/partners/"
+// Prefix starts every partner route.
+const Prefix = "/v1/partners/"
 
 // partnerRequest is a partner request that passed every check that needs
 // no round trip.
@@ -42,14 +46,14 @@ type partnerRequest struct {
 //
 // Nothing reaches the upstream unless the admission succeeded: it fails
 // closed.
-func (h *partnerAPI) serve(w http.ResponseWriter, r *http.Request) {
+func (h *API) serve(w http.ResponseWriter, r *http.Request) {
 	pr, err := h.parse(w, r)
 	if err != nil {
 		var notAllowed *methodNotAllowed
 		if errors.As(err, &notAllowed) {
 			w.Header().Set("Allow", notAllowed.allow)
 		}
-		h.g.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 	defer pr.buf.release()
@@ -79,22 +83,22 @@ func (h *partnerAPI) serve(w http.ResponseWriter, r *http.Request) {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			// The client went away while waiting for the resource:
 			// nothing was forwarded, and nobody reads an answer.
-			h.g.edge.Logger(ctx).Info("partner request abandoned while waiting", "route", pr.route.Name, "resource", pr.resource)
+			h.edge.Logger(ctx).Info("partner request abandoned while waiting", "route", pr.route.Name, "resource", pr.resource)
 			return
 		}
 		if errors.Is(err, api.ErrIdempotencyBudgetExhausted) {
 			h.budgets.refusals.WithLabelValues(pr.route.Name).Inc()
 		}
-		h.g.publishPartnerBusy(r, pr, err)
-		h.g.writeError(w, r, fmt.Errorf("partner %s: %w", pr.route.Name, err))
+		h.publishBusy(r, pr, err)
+		h.writeError(w, r, fmt.Errorf("partner %s: %w", pr.route.Name, err))
 		return
 	}
-	h.g.publishAdmission(r, pr, admission)
+	h.publishAdmission(r, pr, admission)
 	if admission.Replay != nil {
-		h.g.edge.Logger(ctx).Debug("idempotent replay", "route", pr.route.Name, "resource", pr.resource, "status", admission.Replay.Status)
+		h.edge.Logger(ctx).Debug("idempotent replay", "route", pr.route.Name, "resource", pr.resource, "status", admission.Replay.Status)
 		stored, err := h.replayBody(ctx, pr, scope, admission.Replay)
 		if err != nil {
-			h.g.writeError(w, r, err)
+			h.writeError(w, r, err)
 			return
 		}
 		writeStoredResponse(w, r, stored, true)
@@ -104,7 +108,7 @@ func (h *partnerAPI) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // parse runs every check of a partner request that needs no round trip.
-func (h *partnerAPI) parse(w http.ResponseWriter, r *http.Request) (partnerRequest, error) {
+func (h *API) parse(w http.ResponseWriter, r *http.Request) (partnerRequest, error) {
 	name := chi.URLParam(r, "route")
 	route, ok := h.routes[name]
 	if !ok {
@@ -119,7 +123,7 @@ func (h *partnerAPI) parse(w http.ResponseWriter, r *http.Request) (partnerReque
 		return partnerRequest{}, &methodNotAllowed{allow: route.allow, err: fmt.Errorf("%w: partner route %s takes %s, not %s", api.ErrMethodNotAllowed, name, route.allow, r.Method)}
 	}
 	escaped := r.URL.EscapedPath()
-	rest, ok := strings.CutPrefix(escaped, partnersPrefix+name)
+	rest, ok := strings.CutPrefix(escaped, Prefix+name)
 	if !ok || (rest != "" && rest[0] != '/') {
 		return partnerRequest{}, fmt.Errorf("%w: partner route name must not be escaped", api.ErrInvalidRequest)
 	}
@@ -148,17 +152,17 @@ func (h *partnerAPI) parse(w http.ResponseWriter, r *http.Request) (partnerReque
 		return partnerRequest{}, fmt.Errorf("%w: partner route %s requires an %s header", api.ErrMissingIdempotencyKey, name, api.HeaderIdempotencyKey)
 	}
 	// Authorize before anything reveals the resource's mark.
-	if err := h.g.authorize(r.Context(), edge.OpWrite, resource); err != nil {
+	if err := h.edge.Authorize(r.Context(), edge.OpWrite, resource); err != nil {
 		return partnerRequest{}, err
 	}
 	edge.NoteChecked(r.Context(), resource, token)
-	h.g.edge.NoteMarkBefore(r.Context(), h.store.CachedHighWaterMark, resource)
+	h.edge.NoteMarkBefore(r.Context(), h.store.CachedHighWaterMark, resource)
 	// Fast reject, as for objects: high-water marks only grow.
 	if hwm, ok := h.store.CachedHighWaterMark(resource); ok && hwm > token {
 		edge.NoteStaleSource(r.Context(), fence.StaleFromCache)
 		return partnerRequest{}, &api.StaleTokenError{Resource: resource, Token: token, HighWaterMark: hwm}
 	}
-	buf, err := h.g.readPartnerBody(w, r, route.MaxBodyBytes)
+	buf, err := h.readBody(w, r, route.MaxBodyBytes)
 	if err != nil {
 		return partnerRequest{}, err
 	}
@@ -204,15 +208,19 @@ func upstreamURL(base *url.URL, path api.PartnerPath, rawQuery string) (*url.URL
 // deadlines they could stall there until the server's whole-request read
 // timeout. A body that finds no room is refused 503 gateway-busy; one
 // that stops arriving, 400. The caller releases the body (nil: none).
-func (g *Gateway) readPartnerBody(w http.ResponseWriter, r *http.Request, limit int64) (*bufferedBody, error) {
+func (h *API) readBody(w http.ResponseWriter, r *http.Request, limit int64) (*bufferedBody, error) {
 	if r.ContentLength > limit {
 		return nil, fmt.Errorf("%w: %d bytes, the route's limit is %d", api.ErrBodyTooLarge, r.ContentLength, limit)
 	}
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
-	from, client := g.clientReader(w, r)
-	buf, err := g.bufferWhole(from, r.ContentLength, limit, client)
+	var from io.Reader = r.Body
+	client := h.edge.ClientBody(w, r)
+	if client != nil {
+		from = client
+	}
+	buf, err := h.bufferWhole(from, r.ContentLength, limit, client)
 	if err == nil && buf.size > limit { // of unknown length
 		buf.release()
 		err = fmt.Errorf("%w: over the route's limit of %d bytes", api.ErrBodyTooLarge, limit)
@@ -266,12 +274,96 @@ func writeStoredResponse(w http.ResponseWriter, r *http.Request, s *api.StoredRe
 // would send, so that it can be stored for replays: the outcome of a
 // request that failed after it was forwarded.
 func problemResponse(r *http.Request, err error) *api.StoredResponse {
-	p := problemFor(r, err)
+	p := problemhttp.For(r, err)
 	header := make(http.Header, 2)
-	setProblemHeaders(header)
-	return &api.StoredResponse{Status: p.Status, Header: header, Body: problemBody(p)}
+	problemhttp.SetHeaders(header)
+	return &api.StoredResponse{Status: p.Status, Header: header, Body: problemhttp.Body(p)}
 }
 
 // finishContext is the context of a request's Finish: not cancelled with
 // the client's request, which may be gone by then.
 func finishContext(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
+// publishAdmission publishes a partner request's admission: replayed
+// from its idempotency record, or admitted to be forwarded, which it
+// notes for the edge (edge.NoteAdmitted).
+func (h *API) publishAdmission(r *http.Request, pr partnerRequest, adm api.Admission) {
+	if adm.Replay == nil {
+		edge.NoteAdmitted(r.Context())
+	}
+	if !h.edge.Events().Active() {
+		return
+	}
+	e := events.Event{Time: time.Now(), Kind: events.KindPartnerAdmitted, Resource: string(pr.resource), Token: pr.token, Identity: edge.CallerName(r.Context())}
+	if adm.Replay != nil {
+		e.Kind, e.Status = events.KindPartnerReplayed, adm.Replay.Status
+	}
+	h.edge.Events().Publish(&e)
+}
+
+// publishBusy publishes a partner request refused for err, when
+// err says that its resource was busy.
+func (h *API) publishBusy(r *http.Request, pr partnerRequest, err error) {
+	if !h.edge.Events().Active() || !errors.Is(err, api.ErrResourceBusy) {
+		return
+	}
+	h.edge.Events().Publish(&events.Event{
+		Time:     time.Now(),
+		Kind:     events.KindPartnerBusy,
+		Resource: string(pr.resource),
+		Token:    pr.token,
+		Status:   api.ProblemFor(err).Status,
+		Identity: edge.CallerName(r.Context()),
+	})
+}
+
+// writeError answers err as problem+json, as the REST API does: the edge
+// notes it (metrics; every partner request is a write, so a refusal for
+// an audited reason gets the audit line) and logs a failure.
+func (h *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	p := problemhttp.For(r, err)
+	audited := h.edge.NoteProblem(r, p, err, true, fenceTokenOf)
+	h.edge.LogProblem(r.Context(), p, err, audited)
+	problemhttp.Write(w, r, p)
+}
+
+// bufferedBody is a body held whole in the engine's budget of buffered
+// bodies (fence.Buffered).
+type bufferedBody struct {
+	held *fence.Buffered
+	size int64
+}
+
+// bytes returns the body's bytes (nil body: none).
+func (b *bufferedBody) bytes() []byte {
+	if b == nil {
+		return nil
+	}
+	return b.held.Bytes()
+}
+
+// release gives the body's memory back (nil body: nothing to give).
+func (b *bufferedBody) release() {
+	if b != nil {
+		b.held.Release()
+	}
+}
+
+// bufferWhole reads a body of n bytes (-1: unknown) from into the
+// engine's budget of buffered bodies, under client's transfer deadlines
+// (nil: none): see fence.Engine.BufferWhole.
+func (h *API) bufferWhole(from io.Reader, n, max int64, client *edge.ClientBody) (*bufferedBody, error) {
+	held, err := h.engine.BufferWhole(from, n, max, client)
+	if err != nil {
+		return nil, err
+	}
+	return &bufferedBody{held: held, size: held.Size()}, nil
+}
+
+// fenceTokenOf returns the token r names in X-Fence-Token, for the audit
+// line of a request refused before its resource was known (zero: none
+// valid).
+func fenceTokenOf(r *http.Request) (api.Resource, api.Token) {
+	token, _ := api.ParseTokenHeader(r.Header.Values(api.HeaderFenceToken))
+	return "", token
+}

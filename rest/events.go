@@ -1,4 +1,4 @@
-package gateway
+package rest
 
 import (
 	"context"
@@ -53,7 +53,7 @@ const (
 
 // serveEvents is GET /v1/events[?prefix=P][&since=ID]: see the top of
 // the file.
-func (g *Gateway) serveEvents(w http.ResponseWriter, r *http.Request) {
+func (g *API) serveEvents(w http.ResponseWriter, r *http.Request) {
 	prefix := r.URL.Query().Get("prefix")
 	if len(prefix) > maxResourceBytes {
 		g.writeError(w, r, fmt.Errorf("%w: prefix longer than %d bytes", api.ErrInvalidRequest, maxResourceBytes))
@@ -76,7 +76,7 @@ func (g *Gateway) serveEvents(w http.ResponseWriter, r *http.Request) {
 	sub, err := g.edge.Events().Subscribe(filter, after)
 	switch {
 	case errors.Is(err, events.ErrTooManySubscribers):
-		g.writeError(w, r, fmt.Errorf("%w: %w: this gateway's limit is %d", api.ErrGatewayBusy, err, g.cfg.EventSubscribers))
+		g.writeError(w, r, fmt.Errorf("%w: %w", api.ErrGatewayBusy, err))
 		return
 	case err != nil:
 		g.writeError(w, r, fmt.Errorf("%w: %w: the gateway is shutting down", api.ErrGatewayBusy, err))
@@ -113,7 +113,7 @@ const maxStreamWrite = 64 << 10
 
 // stream writes sub's backlog, then its events, to w until the client
 // leaves, the feed closes (the gateway drains), or a write fails.
-func (g *Gateway) stream(w http.ResponseWriter, r *http.Request, sub *events.Subscription) {
+func (g *API) stream(w http.ResponseWriter, r *http.Request, sub *events.Subscription) {
 	ctx := r.Context()
 	rc := http.NewResponseController(w)
 	// The server's read timeout would end the stream: no more is read
@@ -194,7 +194,7 @@ func appendItem(b []byte, it events.Item) []byte {
 // token and session only where the lock API would show them to it
 // (seesGrant). A caller that may read nothing under prefix is refused
 // with api.ErrForbidden.
-func (g *Gateway) eventFilter(ctx context.Context, prefix string) (events.Filter, error) {
+func (g *API) eventFilter(ctx context.Context, prefix string) (events.Filter, error) {
 	filter := events.Filter{Prefix: prefix}
 	if !g.edge.AuthEnabled() {
 		return filter, nil
@@ -223,39 +223,6 @@ func (g *Gateway) eventFilter(ctx context.Context, prefix string) (events.Filter
 	}
 	filter.SeesGrant = func(name, owner string) bool { return g.seesGrant(id, name, owner) }
 	return filter, nil
-}
-
-// publishAdmission publishes a partner request's admission: replayed
-// from its idempotency record, or admitted to be forwarded, which it
-// notes for the edge (edge.NoteAdmitted).
-func (g *Gateway) publishAdmission(r *http.Request, pr partnerRequest, adm api.Admission) {
-	if adm.Replay == nil {
-		edge.NoteAdmitted(r.Context())
-	}
-	if !g.edge.Events().Active() {
-		return
-	}
-	e := events.Event{Time: time.Now(), Kind: events.KindPartnerAdmitted, Resource: string(pr.resource), Token: pr.token, Identity: edge.CallerName(r.Context())}
-	if adm.Replay != nil {
-		e.Kind, e.Status = events.KindPartnerReplayed, adm.Replay.Status
-	}
-	g.edge.Events().Publish(&e)
-}
-
-// publishPartnerBusy publishes a partner request refused for err, when
-// err says that its resource was busy.
-func (g *Gateway) publishPartnerBusy(r *http.Request, pr partnerRequest, err error) {
-	if !g.edge.Events().Active() || !errors.Is(err, api.ErrResourceBusy) {
-		return
-	}
-	g.edge.Events().Publish(&events.Event{
-		Time:     time.Now(),
-		Kind:     events.KindPartnerBusy,
-		Resource: string(pr.resource),
-		Token:    pr.token,
-		Status:   api.ProblemFor(err).Status,
-		Identity: edge.CallerName(r.Context()),
-	})
 }
 
 // publishLock publishes a lock event of kind about lock name's grant

@@ -1,4 +1,4 @@
-package gateway
+package rest
 
 import (
 	"context"
@@ -59,22 +59,5 @@ func TestCachedTimeout(t *testing.T) {
 	}, time.Hour, 10*time.Millisecond)
 	if _, err := c.get(context.Background()); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("get of a probe that hangs = %v; want context.DeadlineExceeded", err)
-	}
-}
-
-// TestEveryInterval: allow lets one call through per interval.
-func TestEveryInterval(t *testing.T) {
-	var e everyInterval
-	start := time.Unix(1000, 0)
-	steps := []struct {
-		at   time.Duration
-		want bool
-	}{
-		{0, true}, {time.Second, false}, {59 * time.Second, false}, {time.Minute, true}, {time.Minute + time.Second, false},
-	}
-	for _, s := range steps {
-		if got := e.allow(start.Add(s.at), time.Minute); got != s.want {
-			t.Errorf("allow(start+%v) = %v; want %v", s.at, got, s.want)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package gateway
+package partners
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"fencegate/api"
+	"fencegate/edge"
+	"fencegate/fence"
 	"fencegate/internal/fielderr"
 )
 
@@ -159,47 +161,78 @@ type AnswerStore interface {
 	DeleteAnswer(ctx context.Context, name string) error
 }
 
-// WithPartnerAnswers makes the partner routes keep answer bodies larger
-// than maxInlineAnswerBytes in store, and only their size and digest in
-// the idempotency record. Without it, replays of such answers have the
-// status and headers, and no body (Idempotent-Body-Omitted: true).
-func WithPartnerAnswers(store AnswerStore) Option {
-	return func(g *Gateway) { g.answers = store }
+// Config is what the partner door is built from.
+type Config struct {
+	// Routes are the partner routes, each ANY /v1/partners/{Name}/*. New
+	// fails if a route is invalid or names repeat (ValidatePartnerRoutes).
+	Routes []PartnerRoute
+	// IdentityBudget bounds what the completed idempotency records of
+	// each identity ("" without auth is one), over every partner route,
+	// may hold in etcd. Zero fields take PartnerBudget's defaults.
+	IdentityBudget PartnerBudget
+	// BufferBudgetBytes is the engine's budget of buffered bodies, which
+	// partner bodies are held in: a route whose MaxBodyBytes is larger is
+	// refused, since every body above it would be. Zero means no check.
+	BufferBudgetBytes int64
+	// BeforeCall runs after a request was admitted, before the check that
+	// its in-flight marker outlives the call and the call itself. Nil in
+	// production; tests pause a request there.
+	BeforeCall func(ctx context.Context, resource api.Resource, token api.Token)
 }
 
-// WithPartners mounts ANY /v1/partners/{route}/* for routes; New fails if a route is invalid, names repeat,
-// or, with WithAuth, a route is left unbound where a grant makes it matter (see ValidatePartnerGrants).
-// client nil: a default with no redirects followed. A client given is
-// copied, and its copy never follows redirects either: a redirect would
-// take the request to a host the route does not name. Its Timeout, if
-// any, applies on top of each route's.
-func WithPartners(routes []PartnerRoute, store PartnerStore, client *http.Client) Option {
-	return func(g *Gateway) {
-		g.partnerRoutes = routes
-		g.withEdge = append(g.withEdge, func() {
-			if store != nil {
-				store = &instrumentedPartners{PartnerStore: store, edge: g.edge}
-			}
-			h, err := newPartnerAPI(g, routes, store, client)
-			if err != nil {
-				g.optionErr = errors.Join(g.optionErr, fmt.Errorf("gateway: partner routes: %w", err))
-				return
-			}
-			g.edge.Registry().MustRegister(h.budgets)
-			g.mounts = append(g.mounts, h.mount)
-		})
-	}
-}
-
-// partnerAPI serves the partner routes.
-type partnerAPI struct {
-	g      *Gateway
-	store  PartnerStore
-	client *http.Client
-	routes map[string]*partnerRoute
-	// identityBudget is Config.PartnerIdentityBudget with its defaults.
+// API serves the partner routes. Create it with New; mount its routes on
+// a router with Mount, under the edge's middleware (edge.Edge.Track,
+// request size bounds, authentication).
+type API struct {
+	edge    *edge.Edge
+	engine  *fence.Engine
+	store   PartnerStore
+	answers AnswerStore
+	client  *http.Client
+	routes  map[string]*partnerRoute
+	// identityBudget is Config.IdentityBudget with its defaults.
 	identityBudget PartnerBudget
 	budgets        *budgetMetrics
+	beforeCall     func(ctx context.Context, resource api.Resource, token api.Token)
+}
+
+// New returns the partner door for cfg on e (identities, logs, metrics,
+// the event feed) and engine (its budget of buffered bodies), admitting
+// requests with store. answers, when not nil, keeps answer bodies larger
+// than maxInlineAnswerBytes, and only their size and digest in the
+// idempotency record; without it, replays of such answers have the status
+// and headers, and no body (Idempotent-Body-Omitted: true). client nil: a
+// default with no redirects followed. A client given is copied, and its
+// copy never follows redirects either: a redirect would take the request
+// to a host the route does not name. Its Timeout, if any, applies on top
+// of each route's. The door's metrics are registered on e's registry.
+func New(cfg Config, e *edge.Edge, engine *fence.Engine, store PartnerStore, answers AnswerStore, client *http.Client) (*API, error) {
+	if e == nil || engine == nil || store == nil {
+		return nil, errors.New("partners: nil edge, engine or partner store")
+	}
+	if err := ValidatePartnerRoutes(cfg.Routes); err != nil {
+		return nil, err
+	}
+	store = &instrumentedPartners{PartnerStore: store, edge: e}
+	h := &API{edge: e, engine: engine, store: store, answers: answers, client: noRedirects(client),
+		routes: make(map[string]*partnerRoute, len(cfg.Routes)), identityBudget: cfg.IdentityBudget.withDefaults(), beforeCall: cfg.BeforeCall}
+	h.budgets = newBudgetMetrics(h, store)
+	for _, rt := range cfg.Routes {
+		route, err := compilePartnerRoute(rt)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", rt.Name, err)
+		}
+		// Partner bodies are buffered within the budget of buffered
+		// bodies (readBody): a larger one could never be taken.
+		if cfg.BufferBudgetBytes > 0 && route.MaxBodyBytes > cfg.BufferBudgetBytes {
+			return nil, fmt.Errorf("%q: max_body_bytes %s is over the memory for buffered bodies, %s (limits.buffer_budget_bytes): every body above it would be refused; lower one or raise the other",
+				rt.Name, fielderr.Size(route.MaxBodyBytes), fielderr.Size(cfg.BufferBudgetBytes))
+		}
+		h.routes[route.Name] = route
+		h.budgets.setLimits(route)
+	}
+	e.Registry().MustRegister(h.budgets)
+	return h, nil
 }
 
 // partnerRoute is a validated PartnerRoute with its defaults filled in.
@@ -210,33 +243,6 @@ type partnerRoute struct {
 	template resourceTemplate
 	strip    map[string]bool // canonical header names
 	forward  map[string]bool // canonical names of the routing headers forwarded
-}
-
-func newPartnerAPI(g *Gateway, routes []PartnerRoute, store PartnerStore, client *http.Client) (*partnerAPI, error) {
-	if store == nil {
-		return nil, errors.New("nil partner store")
-	}
-	if err := ValidatePartnerRoutes(routes); err != nil {
-		return nil, err
-	}
-	h := &partnerAPI{g: g, store: store, client: noRedirects(client), routes: make(map[string]*partnerRoute, len(routes)),
-		identityBudget: g.cfg.PartnerIdentityBudget.withDefaults()}
-	h.budgets = newBudgetMetrics(h, store)
-	for _, rt := range routes {
-		route, err := compilePartnerRoute(rt)
-		if err != nil {
-			return nil, fmt.Errorf("%q: %w", rt.Name, err)
-		}
-		// Partner bodies are buffered within the budget of buffered
-		// bodies (readPartnerBody): a larger one could never be taken.
-		if route.MaxBodyBytes > g.cfg.BufferBudgetBytes {
-			return nil, fmt.Errorf("%q: max_body_bytes %s is over the memory for buffered bodies, %s (limits.buffer_budget_bytes): every body above it would be refused; lower one or raise the other",
-				rt.Name, formatSize(route.MaxBodyBytes), formatSize(g.cfg.BufferBudgetBytes))
-		}
-		h.routes[route.Name] = route
-		h.budgets.setLimits(route)
-	}
-	return h, nil
 }
 
 // noRedirects returns a copy of client (or of a default client) that
@@ -370,7 +376,7 @@ func (rt PartnerRoute) validate(prefix string) error {
 		case l.v < 0:
 			bad(l.field, "negative limit %d", l.v)
 		case l.v > l.most:
-			bad(l.field, "%s is over %s (%s)", formatSize(l.v), formatSize(l.most), l.why)
+			bad(l.field, "%s is over %s (%s)", fielderr.Size(l.v), fielderr.Size(l.most), l.why)
 		}
 	}
 	strip := make(map[string]bool, len(rt.StripHeaders))
@@ -545,7 +551,8 @@ func validHeaderValue(s string) bool {
 	return true
 }
 
-func (h *partnerAPI) mount(r chi.Router) {
+// Mount adds the partner routes to r.
+func (h *API) Mount(r chi.Router) {
 	r.HandleFunc("/v1/partners/{route}", h.serve)
 	r.HandleFunc("/v1/partners/{route}/*", h.serve)
 }
@@ -669,4 +676,17 @@ func defaultIfZero[T time.Duration | int64](v *T, def T) {
 	if *v == 0 {
 		*v = def
 	}
+}
+
+// instrumentedPartners times the partner routes' admissions (their fence
+// checks) like the object routes' fence checks, and traces them.
+type instrumentedPartners struct {
+	PartnerStore
+	edge *edge.Edge
+}
+
+// AdmitPartner times and traces the admission as the edge times fence
+// checks (edge.Edge.TimeAdmission).
+func (p *instrumentedPartners) AdmitPartner(ctx context.Context, req api.PartnerAdmission) (api.Admission, error) {
+	return p.edge.TimeAdmission(ctx, req, p.PartnerStore.AdmitPartner)
 }

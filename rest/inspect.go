@@ -1,4 +1,4 @@
-package gateway
+package rest
 
 // Read-only listings for the console (and any operator's script): the
 // high-water marks, lock queues and partner requests in flight under a
@@ -59,9 +59,9 @@ const (
 // none at all, and still have a next.
 func WithInspection(store Inspector) Option {
 	if store == nil {
-		panic("gateway: WithInspection(nil)")
+		panic("rest: WithInspection(nil)")
 	}
-	return func(g *Gateway) {
+	return func(g *API) {
 		h := &inspectAPI{g: g, store: store}
 		g.mounts = append(g.mounts, h.mount)
 	}
@@ -75,9 +75,9 @@ func WithInspection(store Inspector) Option {
 // certificate the browser presents), authorized as any client's request.
 func WithConsole(ui http.Handler) Option {
 	if ui == nil {
-		panic("gateway: WithConsole(nil)")
+		panic("rest: WithConsole(nil)")
 	}
-	return func(g *Gateway) {
+	return func(g *API) {
 		g.console = true
 		g.mounts = append(g.mounts, func(r chi.Router) {
 			r.Get("/ui", func(w http.ResponseWriter, r *http.Request) {
@@ -88,15 +88,15 @@ func WithConsole(ui http.Handler) Option {
 	}
 }
 
-// consoleAsset reports whether path is one of the console's files, which
-// authenticate lets through when WithConsole mounted them.
-func (g *Gateway) consoleAsset(path string) bool {
+// ConsolePath reports whether path is one of the console's files, which
+// authentication lets through when WithConsole mounted them.
+func (g *API) ConsolePath(path string) bool {
 	return g.console && (path == "/ui" || strings.HasPrefix(path, "/ui/"))
 }
 
 // inspectAPI serves the listings' routes.
 type inspectAPI struct {
-	g     *Gateway
+	g     *API
 	store Inspector
 }
 

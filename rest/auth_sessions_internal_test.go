@@ -1,4 +1,4 @@
-package gateway
+package rest
 
 import (
 	"context"
@@ -40,7 +40,7 @@ func TestSessionsNeedALockNameGrant(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g := &Gateway{edge: e}
+			g := &API{edge: e}
 			ctx, err := e.WithIdentity(context.Background(), "x", "")
 			if err != nil {
 				t.Fatal(err)

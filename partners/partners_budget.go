@@ -1,4 +1,4 @@
-package gateway
+package partners
 
 import (
 	"context"
@@ -24,7 +24,7 @@ type IdempotencyUsageReader interface {
 // set once from the configuration (a bound that is none is left out), so
 // that an alert can fire as the use nears it.
 type budgetMetrics struct {
-	h            *partnerAPI
+	h            *API
 	usage        IdempotencyUsageReader // nil: the store does not say
 	records      *prometheus.Desc
 	bytes        *prometheus.Desc
@@ -33,7 +33,7 @@ type budgetMetrics struct {
 	bytesLimit   *prometheus.GaugeVec   // route
 }
 
-func newBudgetMetrics(h *partnerAPI, store PartnerStore) *budgetMetrics {
+func newBudgetMetrics(h *API, store PartnerStore) *budgetMetrics {
 	m := &budgetMetrics{
 		h: h,
 		records: prometheus.NewDesc("fencegate_idempotency_records",

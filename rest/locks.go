@@ -1,4 +1,4 @@
-package gateway
+package rest
 
 import (
 	"bytes"
@@ -94,29 +94,27 @@ const maxLockRequestBytes = 4 << 10
 // (lockExpiryFeed).
 func WithLocks(locks LockService) Option {
 	if locks == nil {
-		panic("gateway: WithLocks(nil)")
+		panic("rest: WithLocks(nil)")
 	}
-	return func(g *Gateway) {
+	return func(g *API) {
 		h := &lockAPI{g: g, locks: locks}
 		if n := g.cfg.MaxLockWaiters; n > 0 {
 			h.waiters = make(chan struct{}, n)
 		}
 		g.mounts = append(g.mounts, h.mount)
-		g.withEdge = append(g.withEdge, func() {
-			g.edge.Registry().MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "fencegate_lock_waiters",
-				Help: "Lock requests with a wait above zero being served (Config.MaxLockWaiters bounds them; past it they are answered 503 too-many-waiters).",
-			}, func() float64 { return float64(h.waiting.Load()) }))
-			if source, ok := locks.(LockExpiries); ok {
-				g.lockExpiries = &lockExpiryFeed{source: source, hub: g.edge.Events()}
-			}
-		})
+		g.edge.Registry().MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fencegate_lock_waiters",
+			Help: "Lock requests with a wait above zero being served (Config.MaxLockWaiters bounds them; past it they are answered 503 too-many-waiters).",
+		}, func() float64 { return float64(h.waiting.Load()) }))
+		if source, ok := locks.(LockExpiries); ok {
+			g.lockExpiries = &lockExpiryFeed{source: source, hub: g.edge.Events()}
+		}
 	}
 }
 
 // lockAPI serves the lock API's routes.
 type lockAPI struct {
-	g     *Gateway
+	g     *API
 	locks LockService
 	// waiters holds a token for each lock request with a wait being
 	// served; nil when Config.MaxLockWaiters is negative (no limit).
@@ -326,7 +324,7 @@ func (h *lockAPI) sessionOwner(ctx context.Context) *string {
 }
 
 // sessionOwnerOf is sessionOwner for the identity id.
-func (g *Gateway) sessionOwnerOf(id *edge.Identity) *string {
+func (g *API) sessionOwnerOf(id *edge.Identity) *string {
 	if g.edge.AuthEnabled() && g.edge.AuthorizeIdentity(id, edge.OpAdmin, "") == nil {
 		return nil
 	}
@@ -347,7 +345,7 @@ func (g *Gateway) sessionOwnerOf(id *edge.Identity) *string {
 // write behind a "held" token check needs: the event feed shows a lock
 // event's token and session by this same rule (eventFilter), and the
 // event without them to every other subscriber that may read the lock.
-func (g *Gateway) seesGrant(id *edge.Identity, name, owner string) bool {
+func (g *API) seesGrant(id *edge.Identity, name, owner string) bool {
 	if g.edge.AuthorizeIdentity(id, edge.OpLock, api.Resource(name)) != nil {
 		return false
 	}

@@ -1,4 +1,4 @@
-package gateway
+package partners
 
 import (
 	"bytes"
@@ -46,8 +46,8 @@ const answerStoreTimeout = 3 * time.Second
 // answerWriteTime is how much of the marker's hold the answer store's
 // write takes after the call: answerStoreTimeout with an answer store,
 // nothing without.
-func (h *partnerAPI) answerWriteTime() time.Duration {
-	if h.g.answers == nil {
+func (h *API) answerWriteTime() time.Duration {
+	if h.answers == nil {
 		return 0
 	}
 	return answerStoreTimeout
@@ -55,7 +55,7 @@ func (h *partnerAPI) answerWriteTime() time.Duration {
 
 // partnerHold is the admission's Hold for route: the call's timeout, and
 // the answer store's write after it.
-func (h *partnerAPI) partnerHold(route *partnerRoute) time.Duration {
+func (h *API) partnerHold(route *partnerRoute) time.Duration {
 	return route.Timeout + h.answerWriteTime()
 }
 
@@ -72,21 +72,21 @@ func answerName(scope string, key api.IdempotencyKey, id string) string {
 // moved to the answer store, and the name it has there ("" when nothing
 // was written). Without an answer store, or when the write fails, the
 // body is omitted instead (the failure is logged).
-func (h *partnerAPI) storeBody(ctx context.Context, pr partnerRequest, scope string, adm api.Admission, stored *api.StoredResponse) (*api.StoredResponse, string) {
+func (h *API) storeBody(ctx context.Context, pr partnerRequest, scope string, adm api.Admission, stored *api.StoredResponse) (*api.StoredResponse, string) {
 	if len(stored.Body) <= maxInlineAnswerBytes {
 		return stored, ""
 	}
 	out := *stored
 	out.Body = nil
-	if h.g.answers == nil || adm.ID == "" {
+	if h.answers == nil || adm.ID == "" {
 		out.BodyOmitted = true
 		return &out, ""
 	}
 	name := answerName(scope, pr.key, adm.ID)
 	wctx, cancel := context.WithTimeout(ctx, answerStoreTimeout)
 	defer cancel()
-	if err := h.g.answers.PutAnswer(wctx, name, stored.Body); err != nil {
-		h.g.edge.Logger(ctx).Warn("answer body not stored: replays will omit it", "route", pr.route.Name, "resource", pr.resource, "err", err)
+	if err := h.answers.PutAnswer(wctx, name, stored.Body); err != nil {
+		h.edge.Logger(ctx).Warn("answer body not stored: replays will omit it", "route", pr.route.Name, "resource", pr.resource, "err", err)
 		out.BodyOmitted = true
 		return &out, ""
 	}
@@ -99,22 +99,22 @@ func (h *partnerAPI) storeBody(ctx context.Context, pr partnerRequest, scope str
 // or whose size or digest is not the reference's, makes the body omitted
 // (logged); a store that cannot answer now is api.ErrUnavailable: nothing
 // is forwarded, and a retry may find the body.
-func (h *partnerAPI) replayBody(ctx context.Context, pr partnerRequest, scope string, s *api.StoredResponse) (*api.StoredResponse, error) {
+func (h *API) replayBody(ctx context.Context, pr partnerRequest, scope string, s *api.StoredResponse) (*api.StoredResponse, error) {
 	ref := s.BodyRef
 	if ref == nil {
 		return s, nil
 	}
 	out := *s
 	out.BodyRef = nil
-	log := h.g.edge.Logger(ctx)
-	if h.g.answers == nil {
+	log := h.edge.Logger(ctx)
+	if h.answers == nil {
 		log.Warn("stored answer's body is in an answer store, and none is configured: replayed without it", "route", pr.route.Name)
 		out.BodyOmitted = true
 		return &out, nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, answerStoreTimeout)
 	defer cancel()
-	body, err := h.g.answers.GetAnswer(rctx, answerName(scope, pr.key, ref.ID))
+	body, err := h.answers.GetAnswer(rctx, answerName(scope, pr.key, ref.ID))
 	switch {
 	case errors.Is(err, api.ErrNotFound):
 		log.Warn("stored answer's body is gone from the answer store: replayed without it", "route", pr.route.Name, "resource", pr.resource)

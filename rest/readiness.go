@@ -1,4 +1,4 @@
-package gateway
+package rest
 
 import (
 	"context"
@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"fencegate/api"
+	"fencegate/internal/problemhttp"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // /readyz is open to anyone, and each probe costs an etcd request (one
@@ -25,15 +27,6 @@ import (
 // spaceWarningPercent is how full the token store's database may be
 // before /readyz warns (still ready) that it is nearing its quota.
 const spaceWarningPercent = 80
-
-// noSpaceHintInterval is how often, at most, the gateway logs what to do
-// about etcd being out of space, whatever the number of failed writes.
-const noSpaceHintInterval = time.Minute
-
-// noSpaceHint is the log line that says what to do when etcd is out of
-// space.
-const noSpaceHint = "etcd is out of space (NOSPACE alarm): every fenced write fails with 503 until an operator frees space: " +
-	"etcdctl compact <current revision>, etcdctl defrag (each member), then etcdctl alarm disarm"
 
 // cached runs fn at most once per ttl and once at a time, and hands its
 // latest result to every caller.
@@ -178,11 +171,11 @@ func mebibytes(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<2
 
 // readyz answers whether the gateway is ready: every readiness probe
 // passes and it is not draining.
-func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
+func (g *API) readyz(w http.ResponseWriter, r *http.Request) {
 	answer, failed := g.readiness.report(r.Context())
 	for _, err := range failed {
 		if errors.Is(err, api.ErrNoSpace) {
-			g.hintNoSpace()
+			g.edge.HintNoSpace()
 		}
 	}
 	if g.draining.Load() {
@@ -192,32 +185,9 @@ func (g *Gateway) readyz(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if !answer.Ready {
 		status = http.StatusServiceUnavailable
-		w.Header().Set("Retry-After", retryAfterSeconds)
+		w.Header().Set("Retry-After", problemhttp.RetryAfterSeconds)
 	}
 	writeJSON(w, status, answer)
-}
-
-// everyInterval lets something happen at most once per interval.
-type everyInterval struct {
-	last atomic.Int64 // unix nanoseconds of the last time; zero: never
-}
-
-// allow reports whether it may happen now, and if so notes that it did.
-func (e *everyInterval) allow(now time.Time, interval time.Duration) bool {
-	last := e.last.Load()
-	if last != 0 && now.Sub(time.Unix(0, last)) < interval {
-		return false
-	}
-	return e.last.CompareAndSwap(last, now.UnixNano())
-}
-
-// hintNoSpace logs, at most once per noSpaceHintInterval, what to do when
-// etcd is out of space. The requests that fail meanwhile log their own
-// lines; this one says how to end it.
-func (g *Gateway) hintNoSpace() {
-	if g.noSpaceHints.allow(time.Now(), noSpaceHintInterval) {
-		g.log.Error(noSpaceHint)
-	}
 }
 
 // Probe is a named readiness probe of a dependency, such as "etcd" or
@@ -240,4 +210,44 @@ type StoreSpace struct {
 	// Quota is the size at which the store refuses writes (etcd's NOSPACE
 	// alarm). Zero means unknown.
 	Quota int64
+}
+
+// spaceCollector exports the fence store's space reading (Config.
+// StoreSpace) at each scrape, through the readiness cache: a scrape reads
+// it at most once per Config.ReadinessCache, shared with /readyz. It
+// exports nothing when the latest reading failed (the readiness probes
+// say why), rather than a size of zero.
+type spaceCollector struct {
+	readiness          *readiness
+	size, inUse, quota *prometheus.Desc
+}
+
+func newSpaceCollector(rd *readiness) *spaceCollector {
+	return &spaceCollector{
+		readiness: rd,
+		size: prometheus.NewDesc("fencegate_etcd_db_size_bytes",
+			"Size of etcd's database, as the member the gateway's connection reaches reports it: what etcd compares with its quota.", nil, nil),
+		inUse: prometheus.NewDesc("fencegate_etcd_db_size_in_use_bytes",
+			"The part of etcd's database that holds data; defragmenting gives the rest back.", nil, nil),
+		quota: prometheus.NewDesc("fencegate_etcd_db_quota_bytes",
+			"etcd's database quota (--quota-backend-bytes): at this size etcd raises its NOSPACE alarm and refuses every write.", nil, nil),
+	}
+}
+
+// Describe sends the three gauges' descriptions.
+func (c *spaceCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.size
+	ch <- c.inUse
+	ch <- c.quota
+}
+
+// Collect reads the space (or reuses a fresh reading) and sends it.
+func (c *spaceCollector) Collect(ch chan<- prometheus.Metric) {
+	space, ok := c.readiness.readSpace(context.Background())
+	if !ok {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(space.Size))
+	ch <- prometheus.MustNewConstMetric(c.inUse, prometheus.GaugeValue, float64(space.InUse))
+	ch <- prometheus.MustNewConstMetric(c.quota, prometheus.GaugeValue, float64(space.Quota))
 }
