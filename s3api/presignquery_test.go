@@ -4,11 +4,17 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"net/url"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"fencegate/s3api/sigv4"
 )
 
 // TestPresignedEncryptionAndTagging: a PUT presigned by aws-sdk-go-v2
@@ -80,6 +86,88 @@ func TestPresignedEncryptionAndTagging(t *testing.T) {
 			}
 			if got, token, _ := d.stored(t, "k"); got != string(body) || token != "5" {
 				t.Errorf("versitygw holds %q with token %q; want the first PUT's, 5", got, token)
+			}
+		})
+	}
+}
+
+// TestPresignedCopySourceCustomerKey: a CopyObject presigned with the
+// source's customer key (SSE-C) in its query
+// (x-amz-copy-source-server-side-encryption-customer-algorithm, -key and
+// -key-md5, as a presigner that hoists x-amz-* headers puts them) is
+// served with their S3 meaning, fenced: the store's read of the source
+// gets the key, and the copy holds the source's bytes. A changed key is
+// SignatureDoesNotMatch, a stale token 409 StaleFenceToken; neither
+// changes the copy.
+func TestPresignedCopySourceCustomerKey(t *testing.T) {
+	d, store := newSSEDoor(t, nil)
+	ctx := context.Background()
+	ck := newCustomerKey(t)
+	if _, err := d.client(writerKey).PutObject(ctx, putInput(d, "src", 1, "source bytes", ck.onPut)); err != nil {
+		t.Fatal(err)
+	}
+	copyURL := func(token, key string) string {
+		t.Helper()
+		q := url.Values{}
+		q.Set("x-amz-copy-source-server-side-encryption-customer-algorithm", "AES256")
+		q.Set("x-amz-copy-source-server-side-encryption-customer-key", key)
+		q.Set("x-amz-copy-source-server-side-encryption-customer-key-md5", ck.md5())
+		q.Set("x-amz-meta-fence-token", token)
+		q.Set("X-Amz-Expires", "900")
+		req, err := http.NewRequest(http.MethodPut, d.url+"/"+d.bucket+"/dst?"+q.Encode(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Amz-Copy-Source", d.bucket+"/src")
+		signer := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })
+		signed, _, err := signer.PresignHTTP(ctx, aws.Credentials{AccessKeyID: writerKey, SecretAccessKey: d.keys[writerKey][0]},
+			req, sigv4.UnsignedPayload, "s3", "us-east-1", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return signed
+	}
+	send := func(u string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPut, u, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Amz-Copy-Source", d.bucket+"/src")
+		resp, err := d.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	store.seen(d.bucket, "src")
+	if resp := send(copyURL("5", ck.key())); resp.StatusCode != http.StatusOK {
+		e := readS3Error(t, resp)
+		t.Fatalf("presigned CopyObject: %d %s (%s); want 200", resp.StatusCode, e.Code, e.Message)
+	}
+	wantSSE(t, "the source's GET", only(t, store.seen(d.bucket, "src"), http.MethodGet, "GetObject").sse, ck.headers())
+	if got, token, _ := d.stored(t, "dst"); got != "source bytes" || token != "5" {
+		t.Fatalf("versitygw holds %q with token %q; want the source's bytes with token 5", got, token)
+	}
+	other := newCustomerKey(t)
+	for _, tt := range []struct {
+		name   string
+		url    string
+		status int
+		code   string
+	}{
+		{"stale token", copyURL("4", ck.key()), http.StatusConflict, "StaleFenceToken"},
+		{"key changed", strings.Replace(copyURL("6", ck.key()), url.QueryEscape(ck.key()), url.QueryEscape(other.key()), 1), http.StatusForbidden, "SignatureDoesNotMatch"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := send(tt.url)
+			e := readS3Error(t, resp)
+			if resp.StatusCode != tt.status || e.Code != tt.code {
+				t.Fatalf("answered %d %s (%s); want %d %s", resp.StatusCode, e.Code, e.Message, tt.status, tt.code)
+			}
+			if _, token, _ := d.stored(t, "dst"); token != "5" {
+				t.Errorf("the copy's token is %q; want the first copy's, 5", token)
 			}
 		})
 	}

@@ -332,6 +332,11 @@ var queryHeaderValues = map[string]func(value string) error{
 	"x-amz-server-side-encryption-customer-algorithm": nil,
 	"x-amz-server-side-encryption-customer-key":       nil,
 	"x-amz-server-side-encryption-customer-key-md5":   nil,
+	// A copy's source's customer key, read by the handler as the
+	// headers.
+	"x-amz-copy-source-server-side-encryption-customer-algorithm": nil,
+	"x-amz-copy-source-server-side-encryption-customer-key":       nil,
+	"x-amz-copy-source-server-side-encryption-customer-key-md5":   nil,
 }
 
 // IsQueryHeader reports whether the query parameter name (in any case) is
@@ -342,7 +347,9 @@ var queryHeaderValues = map[string]func(value string) error{
 // x-amz-checksum-mode (ENABLED), x-amz-tagging, and the server-side
 // encryption headers (x-amz-server-side-encryption, -aws-kms-key-id,
 // -context, -bucket-key-enabled, -customer-algorithm, -customer-key,
-// -customer-key-md5), whose values the front door checks as headers. A
+// -customer-key-md5) and a copy source's customer key
+// (x-amz-copy-source-server-side-encryption-customer-algorithm, -key,
+// -key-md5), whose values the front door checks as headers. A
 // front door's router accepts these beside an operation's own parameters.
 func IsQueryHeader(name string) bool {
 	_, ok := queryHeaderValues[strings.ToLower(name)]
