@@ -74,12 +74,16 @@ func (c *checksum) verify() error {
 // headerChecksum finds the one x-amz-checksum-<algorithm> header of r, if any.
 func headerChecksum(r *http.Request) (*checksum, error) {
 	var found *checksum
+	const prefix = "x-amz-checksum-"
 	for k, vs := range r.Header {
-		lk := strings.ToLower(k)
-		alg, ok := strings.CutPrefix(lk, "x-amz-checksum-")
-		if !ok {
-			continue
+		lk := k
+		if hasNonASCII(k) {
+			lk = strings.ToLower(k) // as long as the prefix, perhaps
 		}
+		if len(lk) <= len(prefix) || !strings.EqualFold(lk[:len(prefix)], prefix) {
+			continue // without lowering every header's name
+		}
+		alg := strings.ToLower(lk[len(prefix):])
 		if _, known := checksumAlgorithms[alg]; !known {
 			continue // x-amz-checksum-type, -mode, -algorithm
 		}

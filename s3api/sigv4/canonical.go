@@ -2,7 +2,6 @@ package sigv4
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"net/http"
 	"net/url"
 	"slices"
@@ -36,7 +35,11 @@ import (
 // compared the signer's list with the client's. (Verify's earlier checks
 // refuse both already: every x-amz-* header must be signed, and a signed
 // Content-Length of 0 is refused with its own message.)
-func expectedSignature(r *http.Request, query url.Values, auth *authentication, payloadHash string, key []byte) (string, error) {
+//
+// It returns the signature as bytes, which the caller compares with the
+// client's, decoded from its hex.
+func expectedSignature(r *http.Request, query url.Values, auth *authentication, payloadHash string, key []byte) ([sha256.Size]byte, error) {
+	var none [sha256.Size]byte
 	amzDate := auth.amzDate
 	buf := make([]byte, 0, 1024)
 	buf = append(buf, r.Method...)
@@ -62,11 +65,11 @@ func expectedSignature(r *http.Request, query url.Values, auth *authentication, 
 			if h := r.Header.Get("Content-Length"); h != "" {
 				var err error
 				if n, err = strconv.ParseInt(h, 10, 64); err != nil {
-					return "", ErrSignatureDoesNotMatch
+					return none, ErrSignatureDoesNotMatch
 				}
 			}
 			if n <= 0 {
-				return "", ErrSignatureDoesNotMatch
+				return none, ErrSignatureDoesNotMatch
 			}
 			buf = strconv.AppendInt(buf, n, 10)
 		case name == "x-amz-date" && !auth.presigned:
@@ -74,9 +77,9 @@ func expectedSignature(r *http.Request, query url.Values, auth *authentication, 
 			buf = append(buf, amzDate...)
 			dated = true
 		default:
-			values, ok := r.Header[http.CanonicalHeaderKey(name)]
+			values, ok := headerValues(r.Header, name)
 			if !ok {
-				return "", newError(ErrSignatureDoesNotMatch, "The signed header "+name+" is not in the request.")
+				return none, newError(ErrSignatureDoesNotMatch, "The signed header "+name+" is not in the request.")
 			}
 			buf = sigv4core.AppendHeaderValues(buf, values)
 		}
@@ -85,7 +88,7 @@ func expectedSignature(r *http.Request, query url.Values, auth *authentication, 
 	if !dated {
 		// The SDK's signer would have signed x-amz-date, which the
 		// client did not.
-		return "", ErrSignatureDoesNotMatch
+		return none, ErrSignatureDoesNotMatch
 	}
 	buf = append(buf, '\n')
 	for i, name := range auth.signedHeaders {
@@ -101,8 +104,40 @@ func expectedSignature(r *http.Request, query url.Values, auth *authentication, 
 	// The string to sign, after room for the HMAC's inner key block.
 	buf = append(buf[:0], make([]byte, sha256.BlockSize)...)
 	buf = sigv4core.AppendStringToSign(buf, amzDate, auth.credential.region, &canonicalHash)
-	sum := hmacSHA256Into(buf, key)
-	return hex.EncodeToString(sum[:]), nil
+	return hmacSHA256Into(buf, key), nil
+}
+
+// headerValues returns the values of the header whose lower-case name
+// is name, as r.Header[http.CanonicalHeaderKey(name)] does, without
+// allocating the canonical name for a name of letters, digits and '-'
+// (every header the SDKs sign): it is written into a buffer on the stack,
+// and a map index by string(bytes) does not copy them.
+func headerValues(h http.Header, name string) ([]string, bool) {
+	var canonical [64]byte
+	if len(name) > len(canonical) {
+		values, ok := h[http.CanonicalHeaderKey(name)]
+		return values, ok
+	}
+	upper := true
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z':
+			if upper {
+				c -= 'a' - 'A'
+			}
+		case c >= '0' && c <= '9' || c == '-':
+		default:
+			// Anything else is textproto's to canonicalize (a name
+			// with a character outside a token is left as it is).
+			values, ok := h[http.CanonicalHeaderKey(name)]
+			return values, ok
+		}
+		canonical[i] = c
+		upper = c == '-'
+	}
+	values, ok := h[string(canonical[:len(name)])]
+	return values, ok
 }
 
 // hmacSHA256Into returns HMAC-SHA256 (RFC 2104) under key of the message
@@ -134,7 +169,8 @@ func hmacSHA256Into(buf, key []byte) [sha256.Size]byte {
 // fractional seconds, which the signer writes again in its own form).
 func appendCanonicalQuery(buf []byte, query url.Values, auth *authentication, amzDate string) []byte {
 	type param struct{ name, value string }
-	params := make([]param, 0, len(query)+4)
+	var room [16]param // on the stack, for the queries the SDKs send
+	params := room[:0]
 	for name, values := range query {
 		if auth.presigned {
 			switch name {

@@ -3,6 +3,7 @@ package sigv4
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -153,10 +154,36 @@ type authentication struct {
 // but for a body of length zero, which Verify checks itself (see
 // Result.Body).
 func (v *Verifier) Verify(ctx context.Context, r *http.Request) (*Result, error) {
-	query, err := checkSingleValues(r)
-	if err != nil {
+	if err := checkSingleValues(r); err != nil {
 		return nil, err
 	}
+	query, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		// The signature cannot cover it: url.ParseQuery drops a pair
+		// with a bad escape or a ';' separator, so the canonical query
+		// (and every reader of r.URL.Query()) would not see it, while
+		// anything reading the raw query would.
+		return nil, newError(ErrInvalidArgument, "The query string does not parse: a parameter is not URL-encoded, or ';' separates parameters.")
+	}
+	return v.verify(ctx, r, query)
+}
+
+// VerifyQuery is Verify for a caller that has parsed r's query already,
+// so that it is not parsed twice: query must be what
+// url.ParseQuery(r.URL.RawQuery) returned, and it must have returned no
+// error (a query that does not parse is Verify's to refuse, as it
+// does). VerifyQuery does not change query.
+func (v *Verifier) VerifyQuery(ctx context.Context, r *http.Request, query url.Values) (*Result, error) {
+	if err := checkSingleValues(r); err != nil {
+		return nil, err
+	}
+	return v.verify(ctx, r, query)
+}
+
+// verify is Verify once the headers read once are known to be sent once
+// (checkSingleValues) and the query parsed.
+func (v *Verifier) verify(ctx context.Context, r *http.Request, query url.Values) (*Result, error) {
+	var err error
 	header := r.Header.Get("Authorization")
 	_, presigned := query["X-Amz-Algorithm"]
 	if !presigned {
@@ -213,7 +240,10 @@ func (v *Verifier) Verify(ctx context.Context, r *http.Request) (*Result, error)
 	if err != nil {
 		return nil, err
 	}
-	if !hmac.Equal([]byte(expected), []byte(auth.signature)) {
+	// The client's signature is 64 lower-case hex digits
+	// (isHexSignature), compared as the 32 bytes they encode.
+	sent, ok := decodeSignature(auth.signature)
+	if !ok || !hmac.Equal(expected[:], sent[:]) {
 		return nil, ErrSignatureDoesNotMatch
 	}
 
@@ -230,13 +260,18 @@ func (v *Verifier) Verify(ctx context.Context, r *http.Request) (*Result, error)
 		Presigned:     auth.presigned,
 		SignedHeaders: auth.signedHeaders,
 	}
-	if err := buildBody(r, res, payloadHash, chunkSigning{
-		key:       key,
-		amzDate:   auth.amzDate,
-		scope:     auth.credential.scope(),
-		seed:      auth.signature,
-		algorithm: payloadHash,
-	}); err != nil {
+	var signing chunkSigning // what an aws-chunked body's signatures need
+	switch payloadHash {
+	case StreamingSignedPayload, StreamingSignedTrailer, StreamingUnsignedTrailer:
+		signing = chunkSigning{
+			key:       key,
+			amzDate:   auth.amzDate,
+			scope:     auth.credential.scope(),
+			seed:      auth.signature,
+			algorithm: payloadHash,
+		}
+	}
+	if err := buildBody(r, res, payloadHash, signing); err != nil {
 		return nil, err
 	}
 	if res.DecodedContentLength == 0 {
@@ -263,22 +298,14 @@ func (v *Verifier) Verify(ctx context.Context, r *http.Request) (*Result, error)
 var singleValueHeaders = []string{"Authorization", "X-Amz-Date", "X-Amz-Content-Sha256", "X-Amz-Decoded-Content-Length", "X-Amz-Trailer"}
 
 // checkSingleValues refuses what the signature cannot cover: a header of
-// singleValueHeaders sent more than once, and a query that does not
-// parse. url.ParseQuery drops a pair with a bad escape or a ';'
-// separator, so the canonical query (and every reader of r.URL.Query())
-// would not see it, while anything reading the raw query would. It
-// returns the parsed query.
-func checkSingleValues(r *http.Request) (url.Values, error) {
+// singleValueHeaders sent more than once.
+func checkSingleValues(r *http.Request) error {
 	for _, name := range singleValueHeaders { // canonical names: no lookup by Values
 		if len(r.Header[name]) > 1 {
-			return nil, newError(ErrInvalidArgument, "The "+name+" header is sent more than once; send it once.")
+			return newError(ErrInvalidArgument, "The "+name+" header is sent more than once; send it once.")
 		}
 	}
-	query, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		return nil, newError(ErrInvalidArgument, "The query string does not parse: a parameter is not URL-encoded, or ';' separates parameters.")
-	}
-	return query, nil
+	return nil
 }
 
 // queryHeaderValues are the headers a presigned URL may carry in its
@@ -538,11 +565,31 @@ func parsePresignQuery(q url.Values) (*authentication, error) {
 // characters (time.Parse alone would also take a fraction of a second
 // after the seconds, which the strings to sign would not name).
 func parseAmzDate(s string) (time.Time, bool) {
-	if len(s) != len(amzDateFormat) {
+	if len(s) != len(amzDateFormat) || s[8] != 'T' || s[15] != 'Z' {
 		return time.Time{}, false
 	}
-	date, err := time.Parse(amzDateFormat, s)
-	return date, err == nil
+	// The digits as time.Parse reads them: fields of fixed width, each
+	// in its range (a day in its month's), without its cost.
+	var fields [6]int
+	for i, at := range [6][2]int{{0, 4}, {4, 6}, {6, 8}, {9, 11}, {11, 13}, {13, 15}} {
+		for _, c := range []byte(s[at[0]:at[1]]) {
+			if c < '0' || c > '9' {
+				return time.Time{}, false
+			}
+			fields[i] = fields[i]*10 + int(c-'0')
+		}
+	}
+	year, month, day, hour, minute, second := fields[0], time.Month(fields[1]), fields[2], fields[3], fields[4], fields[5]
+	if month < time.January || month > time.December || day < 1 || day > daysIn(month, year) ||
+		hour > 23 || minute > 59 || second > 59 {
+		return time.Time{}, false
+	}
+	return time.Date(year, month, day, hour, minute, second, 0, time.UTC), true
+}
+
+// daysIn is the number of days of month in year.
+func daysIn(month time.Month, year int) int {
+	return time.Date(year, month+1, 0, 0, 0, 0, 0, time.UTC).Day()
 }
 
 // parseCredential parses "AKID/YYYYMMDD/REGION/s3/aws4_request", whose
@@ -581,11 +628,50 @@ func parseCredential(s, amzDate string, malformed func(string) error) (credentia
 func parseSignedHeaders(s string, malformed func(string) error) ([]string, error) {
 	names := strings.Split(s, ";")
 	for i, n := range names {
-		if n == "" || n != strings.ToLower(n) || (i > 0 && names[i-1] >= n) {
+		if n == "" || hasUpper(n) || (i > 0 && names[i-1] >= n) {
 			return nil, malformed("SignedHeaders must be lower-case header names, sorted and separated by ';'.")
 		}
 	}
 	return names, nil
+}
+
+// hasUpper reports whether strings.ToLower would change s: it holds an
+// upper-case letter, or a byte beyond ASCII (which ToLower may rewrite).
+func hasUpper(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' || c >= 0x80 {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeSignature decodes a signature of 64 lower-case hex digits
+// (isHexSignature) into its bytes.
+func decodeSignature(s string) (sum [sha256.Size]byte, ok bool) {
+	if len(s) != 2*len(sum) {
+		return sum, false
+	}
+	for i := range sum {
+		hi, okHi := hexDigit(s[2*i])
+		lo, okLo := hexDigit(s[2*i+1])
+		if !okHi || !okLo {
+			return sum, false
+		}
+		sum[i] = hi<<4 | lo
+	}
+	return sum, true
+}
+
+// hexDigit is the value of a lower-case hex digit.
+func hexDigit(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
 }
 
 func isHexSignature(s string) bool {
@@ -617,11 +703,7 @@ func checkSignedHeaders(r *http.Request, auth *authentication) error {
 		}
 	}
 	// auth.signedHeaders is sorted (parseSignedHeaders).
-	signed := func(name string) bool {
-		_, found := slices.BinarySearch(auth.signedHeaders, name)
-		return found
-	}
-	if !signed("host") {
+	if _, found := slices.BinarySearch(auth.signedHeaders, "host"); !found {
 		return newError(ErrAccessDenied, "The host header must be signed")
 	}
 	var unsigned []string
@@ -629,9 +711,8 @@ func checkSignedHeaders(r *http.Request, auth *authentication) error {
 		if len(k) < len("x-amz-") || !strings.EqualFold(k[:len("x-amz-")], "x-amz-") {
 			continue
 		}
-		lk := strings.ToLower(k)
-		if !signed(lk) && !(auth.presigned && lk == "x-amz-content-sha256") {
-			unsigned = append(unsigned, lk)
+		if !signedName(auth.signedHeaders, k) && !(auth.presigned && strings.EqualFold(k, "x-amz-content-sha256")) {
+			unsigned = append(unsigned, strings.ToLower(k))
 		}
 	}
 	if len(unsigned) > 0 {
@@ -639,6 +720,39 @@ func checkSignedHeaders(r *http.Request, auth *authentication) error {
 		return newError(ErrAccessDenied, "There were headers present in the request which were not signed: "+strings.Join(unsigned, ", "))
 	}
 	return nil
+}
+
+// signedName reports whether signed, sorted lower-case names, holds the
+// header name (a request's, in any case) in lower case, as
+// slices.BinarySearch(signed, strings.ToLower(name)) does, without
+// allocating the lower-case name for an ASCII one.
+func signedName(signed []string, name string) bool {
+	var lower [128]byte
+	if len(name) > len(lower) || hasNonASCII(name) {
+		_, found := slices.BinarySearch(signed, strings.ToLower(name))
+		return found
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		lower[i] = c
+	}
+	l := lower[:len(name)]
+	// Comparisons of string(l) do not copy l.
+	i := sort.Search(len(signed), func(i int) bool { return signed[i] >= string(l) })
+	return i < len(signed) && signed[i] == string(l)
+}
+
+// hasNonASCII reports whether s holds a byte beyond ASCII.
+func hasNonASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return true
+		}
+	}
+	return false
 }
 
 // payloadHashOf returns the payload hash that goes into the canonical
