@@ -66,6 +66,13 @@ func objectMetadata(r *http.Request, query url.Values, token api.Token, store st
 	tokenInMetadata := false
 	// In a fixed order, so that the error a request gets does not vary.
 	for _, params := range []map[string][]string{r.Header, query} {
+		if only, sent := onlyTokenMetadata(params); only {
+			// Nothing to store from params (the common write: the
+			// token alone, or no metadata at all); fenceToken reads
+			// the token.
+			tokenInMetadata = tokenInMetadata || sent
+			continue
+		}
 		sent := sentMetadata(params)
 		for _, name := range sortedKeys(sent) {
 			switch name {
@@ -130,6 +137,34 @@ func sentMetadata(params map[string][]string) map[string]string {
 		sent[name] = value
 	}
 	return sent
+}
+
+// onlyTokenMetadata reports whether the only user metadata in params (a
+// request's headers or query) is the token's, x-amz-meta-fence-token in
+// any case, or there is none, and whether the token's is there: what
+// sentMetadata would answer with a map of at most the token's entry,
+// without building it. A name beyond ASCII is left to sentMetadata.
+func onlyTokenMetadata(params map[string][]string) (only, token bool) {
+	for name := range params {
+		if _, ok := cutPrefixFold(name, userMetadataPrefix); !ok {
+			continue
+		}
+		if hasNonASCII(name) || !strings.EqualFold(name, userMetadataPrefix+api.MetadataFenceToken) {
+			return false, false
+		}
+		token = true
+	}
+	return true, token
+}
+
+// hasNonASCII reports whether s holds a byte beyond ASCII.
+func hasNonASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return true
+		}
+	}
+	return false
 }
 
 // checkSentMetadataSize refuses the user metadata that a CopyObject

@@ -125,8 +125,9 @@ type request struct {
 	// not by the path.
 	hosted bool
 	auth   *sigv4.Result
-	// query is the request's query (r.URL.Query()), parsed once for
-	// every reader of the door's.
+	// query is the request's query (url.ParseQuery of its raw query,
+	// what it parsed of one that does not parse), parsed once for every
+	// reader of the door's and the verifier.
 	query url.Values
 	// token is the fencing token the request carries, once read.
 	token api.Token
@@ -151,12 +152,18 @@ func newRequestID() string {
 // ServeHTTP authenticates the request (Signature Version 4), picks its
 // operation, and runs it as the request's identity.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rq := &request{id: edge.RequestID(r.Context()), query: r.URL.Query()}
+	// r.URL.Query() would drop the error, which Verify refuses; the
+	// query is parsed once, here, for the door and the verifier.
+	query, queryErr := url.ParseQuery(r.URL.RawQuery)
+	rq := &request{id: edge.RequestID(r.Context()), query: query}
 	if rq.id == "" { // not under the edge's Track (tests of the server alone)
 		rq.id = newRequestID()
 	}
-	w.Header().Set(headerRequestID, rq.id)
-	w.Header().Set("X-Request-Id", rq.id)
+	// One slice for both names: an Add to either copies it (it is
+	// full), and nothing writes into it.
+	ids := []string{rq.id}
+	w.Header()[headerRequestID] = ids
+	w.Header()["X-Request-Id"] = ids
 	if err := s.edge.CheckRequestSize(r); err != nil {
 		s.writeError(w, r, rq, err)
 		return
@@ -200,7 +207,13 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPut || r.Method == http.MethodPost {
 		s.edge.WatchBody(w, r)
 	}
-	res, err := s.verifier.Verify(r.Context(), r)
+	var res *sigv4.Result
+	var err error
+	if queryErr == nil {
+		res, err = s.verifier.VerifyQuery(r.Context(), r, rq.query)
+	} else {
+		res, err = s.verifier.Verify(r.Context(), r) // which refuses the query
+	}
 	if err != nil {
 		s.writeError(w, r, rq, err)
 		return

@@ -46,19 +46,25 @@ var sseAlgorithms = []string{"AES256", "aws:kms", "aws:kms:dsse"}
 // of them is NotImplemented. No header is the zero value.
 func writeEncryption(h http.Header, store string) (api.Encryption, error) {
 	var e api.Encryption
-	values := make(map[string]string, 4)
+	var values map[string]string // made for a write that sends one
 	for _, name := range []string{headerSSE, headerSSEKMSKeyID, headerSSEKMSContext, headerSSEBucketKey} {
 		v, ok, err := oneHeader(h, name)
 		if err != nil {
 			return e, err
 		}
 		if ok {
+			if values == nil {
+				values = make(map[string]string, 4)
+			}
 			values[name] = v
 		}
 	}
 	customer, err := customerKey(h, headerCustomerPrefix)
 	if err != nil {
 		return e, err
+	}
+	if values == nil && customer.IsZero() {
+		return e, nil // no encryption asked for
 	}
 	if len(values) > 0 || !customer.IsZero() {
 		if err := encryptionInS3(store); err != nil {
@@ -132,15 +138,19 @@ func encryptionInS3(store string) error {
 // none repeats the key.
 func customerKey(h http.Header, prefix string) (api.CustomerKey, error) {
 	var k api.CustomerKey
-	alg, hasAlg, err := oneHeader(h, prefix+"Algorithm")
+	names, ok := customerKeyHeaders[prefix]
+	if !ok { // unreachable: every caller names one of the two
+		names = [3]string{prefix + "Algorithm", prefix + "Key", prefix + "Key-Md5"}
+	}
+	alg, hasAlg, err := oneHeader(h, names[0])
 	if err != nil {
 		return k, err
 	}
-	key, hasKey, err := oneHeader(h, prefix+"Key")
+	key, hasKey, err := oneHeader(h, names[1])
 	if err != nil {
 		return k, err
 	}
-	keyMD5, hasMD5, err := oneHeader(h, prefix+"Key-Md5")
+	keyMD5, hasMD5, err := oneHeader(h, names[2])
 	if err != nil {
 		return k, err
 	}
@@ -168,10 +178,19 @@ func customerKey(h http.Header, prefix string) (api.CustomerKey, error) {
 	return api.CustomerKey{Algorithm: alg, Key: api.Secret(key), KeyMD5: keyMD5}, nil
 }
 
+// customerKeyHeaders are the three headers of a customer key (Algorithm,
+// Key, Key-Md5) under each of its prefixes, built once rather than for
+// every write.
+var customerKeyHeaders = map[string][3]string{
+	headerCustomerPrefix:   {headerCustomerPrefix + "Algorithm", headerCustomerPrefix + "Key", headerCustomerPrefix + "Key-Md5"},
+	headerCopySourcePrefix: {headerCopySourcePrefix + "Algorithm", headerCopySourcePrefix + "Key", headerCopySourcePrefix + "Key-Md5"},
+}
+
 // oneHeader is the one value of header name, and whether it was sent;
-// sent more than once it is InvalidArgument.
+// sent more than once it is InvalidArgument. name is canonical
+// (http.CanonicalHeaderKey), as every caller's constant is.
 func oneHeader(h http.Header, name string) (string, bool, error) {
-	values := h.Values(name)
+	values := h[name]
 	switch len(values) {
 	case 0:
 		return "", false, nil
@@ -195,11 +214,14 @@ func jsonObject(s string) bool {
 // setEncryptionAnswer sets on an answer the encryption the store
 // answered, as S3 answers it: never a key, only its algorithm and MD5.
 func setEncryptionAnswer(h http.Header, e api.Encryption) {
-	for name, v := range map[string]string{headerSSE: e.Algorithm, headerSSEKMSKeyID: e.KMSKeyID,
-		headerSSEKMSContext: e.KMSContext, headerSSEBucketKey: e.BucketKeyEnabled,
-		headerCustomerPrefix + "Algorithm": e.Customer.Algorithm, headerCustomerPrefix + "Key-Md5": e.Customer.KeyMD5} {
-		if v != "" {
-			h[name] = []string{v}
+	if e == (api.Encryption{}) {
+		return // the common case: no header to set
+	}
+	for _, f := range [...]struct{ name, value string }{{headerSSE, e.Algorithm}, {headerSSEKMSKeyID, e.KMSKeyID},
+		{headerSSEKMSContext, e.KMSContext}, {headerSSEBucketKey, e.BucketKeyEnabled},
+		{headerCustomerPrefix + "Algorithm", e.Customer.Algorithm}, {headerCustomerPrefix + "Key-Md5", e.Customer.KeyMD5}} {
+		if f.value != "" {
+			h[f.name] = []string{f.value}
 		}
 	}
 }
