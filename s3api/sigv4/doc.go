@@ -1,8 +1,9 @@
 // Package sigv4 owns the authentication of S3 protocol requests: it
 // verifies AWS Signature Version 4 as S3 does and verifies request bodies
 // while they stream. It does not route, authorize or render anything: a
-// front door calls Verifier.Verify first, maps a returned *Error to S3's
-// XML error body (Code, Status, Message), and streams Result.Body onward.
+// front door calls Verifier.Verify first (or Verifier.VerifyQuery, with
+// the query it parsed itself), maps a returned *Error to S3's XML error
+// body (Code, Status, Message), and streams Result.Body onward.
 //
 // # What is verified
 //
