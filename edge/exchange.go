@@ -56,7 +56,7 @@ type exchange struct {
 	// start is when the request arrived (its accepted writes' latency).
 	start time.Time
 	// api names the front door of a request that is not the REST API's
-	// ("s3": TrackRequests), "" for REST; operation is that door's name
+	// ("s3": Door.Name), "" for REST; operation is that door's name
 	// of what the request does ("PutObject"), its route label.
 	api, operation string
 	// identified is set once WithIdentity named the request's caller: a

@@ -45,7 +45,7 @@ const (
 	attrBucket     = attribute.Key("bucket")
 )
 
-// tracing is the gateway's tracer, which every traced request's exchange
+// tracing is the edge's tracer, which every traced request's exchange
 // points to.
 type tracing struct {
 	tracer trace.Tracer
@@ -150,7 +150,7 @@ func InjectTraceparent(ctx context.Context, h http.Header) {
 }
 
 // TraceS3 starts the client span "s3 "+operation of an S3 request that a
-// front door sends itself rather than through the gateway's stores (the
+// front door sends itself rather than through the engine's stores (the
 // S3 API's bucket reads), under the span of ctx's request, with the
 // bucket (none for "") as the store decorators' spans have it. It does
 // nothing when the request is not traced. The function it returns ends

@@ -53,13 +53,12 @@ type Config struct {
 	// AuthRefusalLogRate bounds the log lines of requests refused 401,
 	// 403, 414 or 431, and of requests to /healthz, /readyz and /metrics,
 	// which clients without credentials can send at no cost (see
-	// limitedLineStatuses and limitedLinePaths): lines a second, per
+	// edge.Config.AuthRefusalLogRate): lines a second, per
 	// status and per open route, with AuthRefusalLogBurst more at once; the
 	// lines left out are counted in fencegate_log_lines_suppressed_total
 	// and in the next line's suppressed field. The event feed's
 	// write.refused events of 401 refusals are limited at the same rate
-	// and burst, by a limiter of their own (eventFeed.unauthenticated),
-	// those left out counted in fencegate_events_suppressed_total. Zero
+	// and burst, by a limiter of their own, those left out counted in fencegate_events_suppressed_total. Zero
 	// means 10; negative means no limit.
 	AuthRefusalLogRate float64
 	// AuthRefusalLogBurst is the limiters' burst. Zero means 20.
@@ -107,7 +106,7 @@ type Config struct {
 	// raise the resource's high-water mark to its token, as every other
 	// accepted write does, leaving a tombstone for ever: no writer with a
 	// smaller token can create the object afterwards. False (the default)
-	// checks the token without raising the mark (see deleteObject), so
+	// checks the token without raising the mark (see fence.Engine.DeleteFenced), so
 	// that deletes of keys that never existed take no etcd space.
 	TombstonesForAbsent bool
 	// ReadinessTimeout bounds each readiness probe, so that /readyz
@@ -155,7 +154,7 @@ type Config struct {
 	// production.
 	TestHooks *TestHooks
 
-	// Multipart uploads (WithMultipart; see multipart.go).
+	// Multipart uploads (WithMultipart; see validate.go).
 
 	// MultipartThreshold is the largest REST PUT body (by its
 	// Content-Length) sent to S3 in one PUT: a larger one is uploaded as

@@ -84,16 +84,24 @@ func TestFootprintShort(t *testing.T) {
 }
 
 // TestJudgeLevelOff checks the verdict on a run's sizes: flat or growing
-// by at most 10% after the first third levels off; growing by as much in
+// by at most 10% (or 128 KiB, for a small database) after the first
+// third levels off; growing by as much in
 // every third, as without compaction, does not; nor can a run be judged
 // without samples in the middle and last thirds, or before the whole set
 // has its keys.
 func TestJudgeLevelOff(t *testing.T) {
 	const d = 90 * time.Second
-	series := func(sizes ...int64) []etcdSample { // one sample every 10s
+	series := func(sizes ...int64) []etcdSample { // MiB, one sample every 10s
 		var out []etcdSample
 		for i, s := range sizes {
-			out = append(out, etcdSample{At: time.Duration(i) * 10 * time.Second, DBSize: s})
+			out = append(out, etcdSample{At: time.Duration(i) * 10 * time.Second, DBSize: s << 20})
+		}
+		return out
+	}
+	small := func(sizes ...int64) []etcdSample { // KiB, one sample every 10s
+		out := series(sizes...)
+		for i := range out {
+			out[i].DBSize >>= 10
 		}
 		return out
 	}
@@ -109,6 +117,8 @@ func TestJudgeLevelOff(t *testing.T) {
 		{"11% more in the last third", series(0, 50, 100, 100, 100, 100, 105, 111, 111, 111), 5 * time.Second, false, "11.0% above"},
 		{"linear growth, no compaction", series(100, 110, 120, 130, 140, 150, 160, 170, 180, 190), 5 * time.Second, false, "above the middle third's"},
 		{"no sample in the last third", series(0, 50, 100, 100, 100), 5 * time.Second, false, "0 in the last"},
+		{"a small database, 11% but 70 KiB more", small(0, 300, 630, 630, 630, 630, 680, 700, 700, 700), 5 * time.Second, true, ""},
+		{"a small database, 129 KiB more", small(0, 300, 630, 630, 630, 630, 700, 759, 759, 759), 5 * time.Second, false, "or 128 KiB"},
 		{"set covered in the middle third, 3 retentions before the last", series(0, 50, 100, 100, 100, 100, 100, 100, 100, 100), 45 * time.Second, true, ""},
 		{"set covered too late for 3 retentions before the last third", series(0, 50, 100, 100, 100, 100, 100, 100, 100, 100), 46 * time.Second, false, "cannot judge"},
 		{"set never covered", series(0, 50, 100, 100, 100, 100, 100, 100, 100, 100), 0, false, "never gave every object"},

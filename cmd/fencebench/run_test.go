@@ -70,7 +70,7 @@ func TestRunEndToEnd(t *testing.T) {
 // it; both cells get answers and no errors, and the summary line has the
 // gateway's ratio over direct.
 func TestRunGCSCells(t *testing.T) {
-	rep := runReport(t, "--modes", "gcs-direct,gcs-gateway", "--rounds", "2", "--duration", "400ms", "--warmup", "20ms", "--upload-bytes", "0")
+	rep := runReport(t, "--modes", "gcs-direct,gcs-gateway", "--rounds", "2", "--duration", "400ms", "--warmup", "20ms", "--upload-bytes", "0", "--large-upload-bytes", "0")
 	if len(rep.Cells) != 2 || rep.Cells[0].Mode != modeGCSDirect || rep.Cells[1].Mode != modeGCSGateway {
 		t.Fatalf("cells %+v; want gcs-direct and gcs-gateway", rep.Cells)
 	}

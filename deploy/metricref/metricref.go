@@ -2,7 +2,7 @@
 // dashboard against the metrics that the gateway exports: every query
 // must parse with Prometheus's own parser, and every metric it selects
 // must be one of the gateway's (testdata/metrics.txt, which the main
-// module's internal/metricnames keeps true to the gateway's registry).
+// module's cmd/fencegate TestGoldenMetricNames keeps true to the gateway's registry).
 // A rule or a panel that names a metric the gateway does not export
 // never fires or stays empty without telling anyone: this is where it
 // is caught instead.

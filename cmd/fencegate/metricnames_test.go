@@ -1,7 +1,6 @@
-package metricnames
+package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -16,30 +15,31 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"fencegate/api"
 	"fencegate/backends/s3"
 	"fencegate/gateway"
+	"fencegate/internal/config"
 	"fencegate/internal/logging"
 	"fencegate/internal/testenv"
 	"fencegate/partners"
-	"fencegate/rest"
 	"fencegate/retention"
 	"fencegate/tokenstore"
 )
 
-var update = flag.Bool("update", false, "rewrite "+goldenPath+" from the gateway's registry")
+var updateMetricNames = flag.Bool("update-metric-names", false, "rewrite "+goldenPath+" from the gateway's registry")
 
 // goldenPath is the list of metric names, one a line, that the deploy
 // module's tests read.
 const goldenPath = "../../deploy/testdata/metrics.txt"
 
 const goldenHeader = `# The metric families that a gateway wired as fencegate serve wires it exports,
-# one a line, sorted. Written by: go test ./internal/metricnames -update
-# (internal/metricnames fails while this list differs from the registry).
+# one a line, sorted. Written by: go test ./cmd/fencegate -run TestGoldenMetricNames -update-metric-names
+# (TestGoldenMetricNames fails while this list differs from the registry).
 `
 
-// TestGoldenMetricNames compares the names that a wired gateway's
-// registry describes with the golden list.
+// TestGoldenMetricNames compares the names that the registry of a
+// gateway wired as serve wires it (newGatewayWith, with every feature that
+// registers metrics) describes with the golden list that the deploy
+// module's alert rules and dashboard are checked against.
 func TestGoldenMetricNames(t *testing.T) {
 	reg := wireGateway(t)
 	names, err := describedNames(reg)
@@ -64,7 +64,7 @@ func TestGoldenMetricNames(t *testing.T) {
 		}
 	}
 
-	if *update {
+	if *updateMetricNames {
 		if err := os.WriteFile(goldenPath, []byte(goldenHeader+strings.Join(names, "\n")+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -72,39 +72,20 @@ func TestGoldenMetricNames(t *testing.T) {
 	}
 	data, err := os.ReadFile(goldenPath)
 	if err != nil {
-		t.Fatalf("%v (write it with go test ./internal/metricnames -update)", err)
+		t.Fatalf("%v (write it with go test ./cmd/fencegate -run TestGoldenMetricNames -update-metric-names)", err)
 	}
 	if diff := compareNames(parseGolden(string(data)), names); diff != "" {
-		t.Errorf("%s is stale (rewrite it with go test ./internal/metricnames -update, then check deploy/ with make deploy-test):\n%s", goldenPath, diff)
+		t.Errorf("%s is stale (rewrite it with go test ./cmd/fencegate -run TestGoldenMetricNames -update-metric-names, then check deploy/ with make deploy-test):\n%s", goldenPath, diff)
 	}
 }
 
-// wireGateway builds a gateway on a real etcd and S3 server with every
-// part that registers metrics, as cmd/fencegate's newGatewayOn does, and
-// returns its registry.
+// wireGateway builds a gateway as serve does (newGatewayWith) on a real
+// etcd and S3 server, with a partner route (the partner door's metrics),
+// and returns its registry.
 func wireGateway(t *testing.T) *prometheus.Registry {
 	t.Helper()
-	ctx := context.Background()
 	etcd := testenv.StartEtcd(t)
-	batches := gateway.NewFenceBatchSizes()
-	store, err := tokenstore.New(etcd.Client(t), tokenstore.Config{ObserveFenceBatch: batches.Observe})
-	if err != nil {
-		t.Fatal(err)
-	}
 	server := testenv.StartS3(t)
-	objects, err := s3.New(ctx, s3.Config{Endpoint: server.Endpoint(), Region: server.Region,
-		AccessKeyID: server.AccessKey, SecretAccessKey: server.SecretKey, UsePathStyle: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	partnerStore, err := tokenstore.NewPartners(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uploads, err := tokenstore.NewUploads(store)
-	if err != nil {
-		t.Fatal(err)
-	}
 	upstream := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(upstream.Close)
 	upstreamURL, err := url.Parse(upstream.URL)
@@ -113,33 +94,14 @@ func wireGateway(t *testing.T) *prometheus.Registry {
 	}
 	logger, closer := logging.New(io.Discard, logging.Config{})
 	t.Cleanup(func() { _ = closer.Close() })
-
-	gw, err := gateway.New(gateway.Config{
-		Logger:    logger,
-		Readiness: []rest.Probe{{Name: "etcd", Ping: store.Ping}, {Name: api.StoreS3, Ping: objects.Ping}},
-		StoreSpace: func(ctx context.Context) (rest.StoreSpace, error) {
-			space, err := store.Space(ctx)
-			return rest.StoreSpace{Size: space.Size, InUse: space.InUse, Quota: space.Quota}, err
-		},
-	}, store, objects,
-		gateway.WithLocks(store),
-		gateway.WithFenceBatchSizes(batches),
-		gateway.WithPartners([]partners.PartnerRoute{{Name: "payments", Upstream: upstreamURL, Methods: []string{http.MethodPost}, Resource: "accounts/{account}"}}, partnerStore, nil),
-		gateway.WithMultipart(objects, uploads),
-	)
+	routes := []partners.PartnerRoute{{Name: "payments", Upstream: upstreamURL, Methods: []string{http.MethodPost}, Resource: "accounts/{account}"}}
+	gw, err := newGatewayWith(t.Context(), logger, etcd.Client(t), tokenstore.Config{},
+		s3.Config{Endpoint: server.Endpoint(), Region: server.Region, AccessKeyID: server.AccessKey, SecretAccessKey: server.SecretKey, UsePathStyle: true},
+		gateway.DefaultConfig(), retention.Config{}, config.Features{Partners: routes}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := logging.RegisterMetrics(gw.Registry(), logger); err != nil {
-		t.Fatal(err)
-	}
-	evictor, err := retention.New(retention.Config{Logger: logger}, store, objects)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := gw.Registry().Register(evictor); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(gw.closeStores)
 	return gw.Registry()
 }
 
