@@ -60,7 +60,7 @@ func (e *Edge) NoteProblem(r *http.Request, p api.Problem, err error, write bool
 	}
 	resource, token := auditSubject(r, p, err, o, subject)
 	e.publishRefused(p, err, o, resource, token)
-	attrs := make([]slog.Attr, 0, 12) // and Track's 7
+	attrs := make([]slog.Attr, 0, 16) // and Track's 7, a door's 2 and suppressed
 	attrs = append(attrs, slog.String("resource", string(resource)))
 	if token != 0 {
 		attrs = append(attrs, slog.Uint64("token", uint64(token)))

@@ -186,7 +186,13 @@ func (e *Edge) logExchange(ctx context.Context, r *http.Request, x *exchange, st
 		e.metrics.suppressedLines.WithLabelValues(reason).Inc()
 		return
 	}
-	attrs := append(x.audit,
+	attrs := x.audit
+	if attrs == nil {
+		// Room for the seven below, a door's two and suppressed: one
+		// allocation, not two.
+		attrs = make([]slog.Attr, 0, 10)
+	}
+	attrs = append(attrs,
 		slog.String("request_id", x.id),
 		slog.String("method", r.Method),
 		slog.String("path", api.Truncate(r.URL.Path, api.MaxEchoBytes)),
