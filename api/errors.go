@@ -94,11 +94,7 @@ var (
 	// ErrNotImplemented means the gateway cannot do what was asked for
 	// this resource: its store has no way to do it that the gateway can
 	// stand behind (a ticket for a GCS bucket, see docs/tickets.md).
-	// Nothing was sent to the store. It has no row in the error table
-	// yet, so it answers as an internal error: its row (501
-	// not-implemented) comes with the first route that answers it, whose
-	// operation in openapi.yaml names it, as TestOpenAPIProblemTypes
-	// requires of every row.
+	// Nothing was sent to the store, and no mark was raised.
 	ErrNotImplemented = errors.New("not implemented")
 )
 
@@ -158,6 +154,7 @@ var classes = []class{
 	{ErrUpstream, "upstream-error", "Upstream error", 502, true},
 	{ErrIdempotencyInFlight, "idempotency-in-flight", "Request with this idempotency key in flight", 409, true},
 	{ErrIdempotencyMismatch, "idempotency-mismatch", "Idempotency key reused for a different request", 422, false},
+	{ErrNotImplemented, "not-implemented", "Not implemented", 501, false},
 	{ErrResourceBusy, "resource-busy", "Resource busy", 503, true},
 	{ErrIdempotencyBudgetExhausted, "idempotency-budget-exhausted", "Idempotency budget exhausted", 503, true},
 	{ErrMissingIdempotencyKey, "missing-idempotency-key", "Missing idempotency key", 400, false},

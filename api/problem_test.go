@@ -48,6 +48,7 @@ func TestProblemGolden(t *testing.T) {
 		{"unauthorized", fmt.Errorf("%w: unknown API key", ErrUnauthorized)},
 		{"forbidden", fmt.Errorf("%w: identity \"batch\" may not write \"s3/reports/q3.csv\"", ErrForbidden)},
 		{"too-many-requests", fmt.Errorf("%w: 32 object requests of this client in flight", ErrTooManyRequests)},
+		{"not-implemented", fmt.Errorf("%w: tickets are available for S3 buckets only", ErrNotImplemented)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
