@@ -217,6 +217,13 @@ func (e *Edge) WriteAccepted(ctx context.Context, res fence.WriteResult) {
 	e.publishObject(ctx, events.KindWriteAccepted, res.Resource, res.Token, res.ETag, res.Created)
 }
 
+// TicketIssued publishes a ticket the engine issued (ticket.issued): the
+// fence check that raised the mark, not a write, which the gateway never
+// sees.
+func (e *Edge) TicketIssued(ctx context.Context, t fence.IssuedTicket) {
+	e.publishObject(ctx, events.KindTicketIssued, t.Resource, t.Token, "", true)
+}
+
 // DeleteAccepted publishes an object delete the engine accepted.
 func (e *Edge) DeleteAccepted(ctx context.Context, resource api.Resource, token api.Token) {
 	e.publishObject(ctx, events.KindDeleteAccepted, resource, token, "", false)

@@ -176,11 +176,13 @@ func (e *Edge) publishObject(ctx context.Context, kind string, resource api.Reso
 // created the object, 200 for another, 204 for a DELETE; on the S3 API
 // 200 for PutObject, CopyObject and CompleteMultipartUpload, 204 for
 // DeleteObject (and for each key DeleteObjects deletes, whose answer is
-// one 200 for them all).
+// one 200 for them all); 201 for a ticket issued.
 func acceptedStatus(api, kind string, created bool) int {
 	switch {
 	case kind == events.KindDeleteAccepted:
 		return http.StatusNoContent
+	case kind == events.KindTicketIssued:
+		return http.StatusCreated
 	case created && api == "":
 		return http.StatusCreated
 	}

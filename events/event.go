@@ -44,6 +44,12 @@ const (
 	// KindPartnerBusy: a partner request was refused because another
 	// request on its resource was in flight.
 	KindPartnerBusy = "partner.busy"
+	// KindTicketIssued: a ticket was issued (POST /v1/tickets): its fence
+	// check passed and raised the mark (HWM), and the client may write
+	// the object straight to the store until the ticket expires. It is
+	// not a write: the gateway never learns whether or when the ticket
+	// is used, and publishes nothing when it is.
+	KindTicketIssued = "ticket.issued"
 )
 
 // Where a stale token was caught (Event.Caught).

@@ -3,6 +3,7 @@ package fence
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -38,6 +39,10 @@ type Config struct {
 	// UploadTTL is how long the binding of a multipart upload lives in
 	// the upload store when the upload is neither completed nor aborted.
 	UploadTTL time.Duration
+	// TicketExpiry is how long a ticket may be used (see Engine.Ticket):
+	// whole seconds from 1 s to api.MaxTicketExpiry. Zero means
+	// api.DefaultTicketExpiry.
+	TicketExpiry time.Duration
 	// Now is the clock of the ETag cache's ages. Nil means time.Now.
 	Now func() time.Time
 	// Hooks stop a write between protocol steps, or change the protocol
@@ -123,6 +128,9 @@ type Monitor interface {
 	UploadCompleted()
 	UploadAborted(reason string)
 	PartRefusedStale()
+	// TicketIssued notes a ticket the engine issued: a write that may
+	// land in the store, or never, without the engine seeing it.
+	TicketIssued(ctx context.Context, t IssuedTicket)
 }
 
 // Stores are the stores the engine runs the protocol over. Objects and
@@ -143,6 +151,9 @@ type Stores struct {
 	// api.ErrInvalidRequest.
 	Multipart MultipartStore
 	Uploads   UploadStore
+	// Tickets signs tickets (Engine.Ticket) for S3 buckets. Nil means
+	// none: tickets are api.ErrNotImplemented.
+	Tickets TicketSigner
 }
 
 // Engine runs the fencing protocol (see the package doc) for every front
@@ -159,6 +170,7 @@ type Engine struct {
 	// multipart and uploads are nil without multipart uploads.
 	multipart MultipartStore
 	uploads   UploadStore
+	tickets   TicketSigner // nil without tickets
 	access    Authorizer
 	monitor   Monitor
 	etags     *etagCache // nil when Config.ETagCacheEntries is not positive
@@ -177,13 +189,15 @@ func New(cfg Config, stores Stores, access Authorizer, monitor Monitor) (*Engine
 		return nil, errors.New("fence: body limits must be positive, with a budget of at least one buffer")
 	case cfg.WriteAttempts < 1:
 		return nil, errors.New("fence: write attempts must be at least 1")
+	case cfg.TicketExpiry != 0 && (cfg.TicketExpiry < time.Second || cfg.TicketExpiry > api.MaxTicketExpiry || cfg.TicketExpiry%time.Second != 0):
+		return nil, fmt.Errorf("fence: ticket expiry %v: want whole seconds from 1s to %v", cfg.TicketExpiry, api.MaxTicketExpiry)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	e := &Engine{cfg: cfg, fences: stores.Fences, objects: stores.Objects, access: access, monitor: monitor,
 		etags: newETagCache(cfg.ETagCacheEntries, cfg.ETagCacheMaxAge, cfg.Now), bodies: &bodyBudget{limit: cfg.BufferBudgetBytes}}
-	e.stores, e.tags = stores.Buckets, stores.Tags
+	e.stores, e.tags, e.tickets = stores.Buckets, stores.Tags, stores.Tickets
 	if stores.Multipart != nil && stores.Uploads != nil {
 		e.multipart, e.uploads = stores.Multipart, stores.Uploads
 	}

@@ -72,6 +72,9 @@ type etagCache struct {
 type etagShard struct {
 	mu sync.Mutex
 	m  map[api.Resource]etagEntry
+	// held are the resources with a ticket outstanding, until when (see
+	// hold); nil until the shard's first.
+	held map[api.Resource]time.Time
 }
 
 // etagEntry is a version and when the write that left it was answered.
@@ -108,6 +111,10 @@ func (c *etagCache) get(r api.Resource) (api.ObjectVersion, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.m[r]
+	if ok && s.heldAt(r, c.now()) {
+		delete(s.m, r)
+		return api.ObjectVersion{}, false
+	}
 	if ok && c.maxAge >= 0 && c.now().Sub(e.learned) >= c.maxAge {
 		delete(s.m, r)
 		return api.ObjectVersion{}, false
@@ -135,7 +142,7 @@ func (c *etagCache) learn(r api.Resource, v api.ObjectVersion) {
 	s := c.shard(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !v.Named() {
+	if !v.Named() || s.heldAt(r, c.now()) {
 		delete(s.m, r)
 		return
 	}
@@ -167,4 +174,51 @@ func (c *etagCache) forget(r api.Resource, v api.ObjectVersion) {
 	if old, ok := s.m[r]; ok && old.version == v {
 		delete(s.m, r)
 	}
+}
+
+// hold forgets r's entry and learns nothing of r until until: a ticket
+// (Engine.Ticket) may write r meanwhile, straight to the store, and the
+// engine never sees that write, so no version it learns before the
+// ticket expires is known to be current. A later hold of r extends an
+// earlier one; neither ever shortens.
+//
+// Holds are not bounded by the cache's size: each is a ticket issued
+// within its expiry, and an expired one is dropped by the next hold in
+// its shard once they are as many as the shard's entries.
+func (c *etagCache) hold(r api.Resource, until time.Time) {
+	if c == nil {
+		return
+	}
+	s := c.shard(r)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, r)
+	if s.held == nil {
+		s.held = make(map[api.Resource]time.Time)
+	}
+	if len(s.held) >= c.perShard {
+		now := c.now()
+		for k, t := range s.held {
+			if !now.Before(t) {
+				delete(s.held, k)
+			}
+		}
+	}
+	if until.After(s.held[r]) {
+		s.held[r] = until
+	}
+}
+
+// heldAt reports whether r is held (hold) at now, dropping a hold that
+// has ended. The shard's lock is held.
+func (s *etagShard) heldAt(r api.Resource, now time.Time) bool {
+	until, ok := s.held[r]
+	if !ok {
+		return false
+	}
+	if !now.Before(until) {
+		delete(s.held, r)
+		return false
+	}
+	return true
 }

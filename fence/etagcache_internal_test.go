@@ -73,3 +73,28 @@ func TestETagCacheServesNoEntryOlderThanMaxAge(t *testing.T) {
 		})
 	}
 }
+
+// TestETagCacheHoldsTicketedKeys: a hold (a ticket issued for the key)
+// forgets the entry, and nothing is learned or served until it ends.
+func TestETagCacheHoldsTicketedKeys(t *testing.T) {
+	const r = api.Resource("s3/b/k")
+	now := time.Unix(1000, 0)
+	c := newETagCache(16, time.Hour, func() time.Time { return now })
+	v1 := api.ObjectVersion{Exists: true, ETag: `"one"`, Token: 3}
+	v2 := api.ObjectVersion{Exists: true, ETag: `"two"`, Token: 4}
+	c.learn(r, v1)
+	c.hold(r, now.Add(10*time.Second))
+	if v, ok := c.get(r); ok {
+		t.Fatalf("after hold, get = %+v, true; want no entry", v)
+	}
+	c.learn(r, v2)
+	now = now.Add(9 * time.Second)
+	if v, ok := c.get(r); ok {
+		t.Fatalf("learn during the hold, get = %+v, true; want no entry", v)
+	}
+	now = now.Add(time.Second)
+	c.learn(r, v2)
+	if v, ok := c.get(r); !ok || v != v2 {
+		t.Fatalf("learn after the hold, get = %+v, %v; want %+v, true", v, ok, v2)
+	}
+}
