@@ -150,6 +150,12 @@ type Config struct {
 	// EventHistoryBytes bounds the memory of those decisions. Zero means
 	// 8 MiB.
 	EventHistoryBytes int64
+	// TicketExpiry is how long a ticket (POST /v1/tickets, WithTickets)
+	// may be used: whole seconds, at most 7 days (SigV4's limit). It is
+	// also how long S3's ABA window lasts for a ticket's write
+	// (docs/guarantees.md): keep it short. Zero means 15 seconds
+	// (api.DefaultTicketExpiry).
+	TicketExpiry time.Duration
 	// TestHooks lets tests stop a write between protocol steps. Nil in
 	// production.
 	TestHooks *TestHooks
@@ -249,6 +255,7 @@ func DefaultConfig() Config {
 		MultipartThreshold:   defaultMultipartThreshold,
 		MultipartPartSize:    defaultMultipartPartSize,
 		UploadTTL:            defaultUploadTTL,
+		TicketExpiry:         api.DefaultTicketExpiry,
 		EventSubscribers:     events.DefaultMaxSubscribers,
 		EventBuffer:          events.DefaultBuffer,
 		EventHistory:         events.DefaultHistory,
@@ -269,6 +276,7 @@ type Gateway struct {
 	// What the options were given, for New.
 	auth          edge.Auth
 	multipart     *multipart
+	tickets       TicketSigner
 	restOpts      []rest.Option
 	partnerRoutes []partners.PartnerRoute
 	partnerStore  partners.PartnerStore
@@ -321,6 +329,7 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	if g.multipart != nil {
 		stores.Multipart, stores.Uploads = g.multipart.store, g.multipart.uploads
 	}
+	stores.Tickets = g.tickets
 	engine, err := fence.New(g.engineConfig(), e.Instrument(stores), e, e)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -381,6 +390,18 @@ func (g *Gateway) restConfig() rest.Config {
 	return rest.Config{Logger: c.Logger, MaxBodyBytes: c.MaxBodyBytes, MultipartThreshold: c.MultipartThreshold,
 		MultipartPartSize: c.MultipartPartSize, MaxMultipartBodyBytes: c.MaxMultipartBodyBytes, MaxLockWaiters: c.MaxLockWaiters,
 		ReadinessTimeout: c.ReadinessTimeout, ReadinessCache: c.ReadinessCache, Readiness: c.Readiness, StoreSpace: c.StoreSpace, Now: c.Now}
+}
+
+// WithTickets issues tickets (POST /v1/tickets) for S3 buckets, signed by
+// signer, the S3 backend: presigned writes that carry the condition and
+// the token of the gateway's own conditional write (see
+// fence.Engine.Ticket), valid for Config.TicketExpiry. Multipart tickets
+// need WithMultipart too. Without it, tickets are 501.
+func WithTickets(signer TicketSigner) Option {
+	if signer == nil {
+		panic("gateway: WithTickets(nil)")
+	}
+	return func(g *Gateway) { g.tickets = signer }
 }
 
 // WithAuth authenticates every request but /healthz, /readyz and /metrics
@@ -457,7 +478,7 @@ func (g *Gateway) engineConfig() fence.Config {
 	hooks := g.hooks()
 	return fence.Config{BufferBytes: c.BufferBytes, BufferBudgetBytes: c.BufferBudgetBytes, MaxBodyBytes: c.MaxBodyBytes,
 		WriteAttempts: c.WriteAttempts, ETagCacheEntries: c.ETagCacheEntries, ETagCacheMaxAge: c.ETagCacheMaxAge,
-		TombstonesForAbsent: c.TombstonesForAbsent, UploadTTL: c.UploadTTL, Now: c.Now,
+		TombstonesForAbsent: c.TombstonesForAbsent, UploadTTL: c.UploadTTL, TicketExpiry: c.TicketExpiry, Now: c.Now,
 		Hooks: fence.Hooks{AfterObserve: hooks.AfterObserve, AfterFenceCheck: hooks.AfterFenceCheck,
 			UnsafeFenceBeforeObserve: hooks.UnsafeFenceBeforeObserve, UnsafeUnconditionalWrite: hooks.UnsafeUnconditionalWrite}}
 }
@@ -485,6 +506,7 @@ func (cfg Config) withDefaults() Config {
 	cfg.EventBuffer = cmp.Or(cfg.EventBuffer, d.EventBuffer)
 	cfg.EventHistory = cmp.Or(cfg.EventHistory, d.EventHistory)
 	cfg.EventHistoryBytes = cmp.Or(cfg.EventHistoryBytes, d.EventHistoryBytes)
+	cfg.TicketExpiry = cmp.Or(cfg.TicketExpiry, d.TicketExpiry)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -70,6 +70,7 @@ func openAPIOptions(stores openAPIStores, partner, down *url.URL) map[string]Opt
 		// No routes of its own: the S3 front door's multipart and large PUTs.
 		"WithMultipart":  WithMultipart(noMultipart{}, noMultipart{}),
 		"WithInspection": WithInspection(stores),
+		"WithTickets":    WithTickets(stores),
 		"WithConsole":    WithConsole(openAPIConsole),
 		// No routes of its own: a metric on the registry.
 		"WithFenceBatchSizes": WithFenceBatchSizes(NewFenceBatchSizes()),
@@ -443,6 +444,13 @@ func (s openAPIStores) Observe(context.Context, api.ObjectPath) (api.ObjectVersi
 	}
 	return api.ObjectVersion{}, s.errs["Observe"]
 }
+func (s openAPIStores) PresignPut(_ context.Context, r api.TicketRequest) (api.Ticket, error) {
+	return api.Ticket{Method: "PUT", URL: "http://s3.example/" + r.Path.Bucket + "/" + r.Path.Key + "?X-Amz-Signature=x",
+		Headers: map[string]string{"If-None-Match": "*"}, ExpiresAt: time.Unix(1e9, 0)}, s.errs["PresignPut"]
+}
+func (s openAPIStores) PresignUploadPart(_ context.Context, r api.PartTicketRequest) (api.Ticket, error) {
+	return api.Ticket{Method: "PUT", URL: "http://s3.example/" + r.Path.Bucket + "/" + r.Path.Key + "?partNumber=1", ExpiresAt: time.Unix(1e9, 0)}, s.errs["PresignUploadPart"]
+}
 func (s openAPIStores) Put(context.Context, api.PutObjectInput) (string, error) {
 	return `"e2"`, s.errs["Put"]
 }
@@ -569,6 +577,18 @@ func TestOpenAPIAnswers(t *testing.T) {
 		{name: "put internal", method: "PUT", target: "/v1/objects/dev/k", header: map[string]string{"X-Fence-Token": "3"}, stores: errs("Put", errors.New("boom")), wantStatus: 500, wantType: "internal"},
 		{name: "put too large", method: "PUT", target: "/v1/objects/dev/k", header: map[string]string{"X-Fence-Token": "3"}, body: "0123456789", cfg: Config{BufferBytes: 4, MaxBodyBytes: 5}, wantStatus: 413, wantType: "body-too-large"},
 		{name: "put chunked over buffer", method: "PUT", target: "/v1/objects/dev/k", header: map[string]string{"X-Fence-Token": "3", "Transfer-Encoding": "chunked"}, body: "0123456789", cfg: Config{BufferBytes: 4}, wantStatus: 411, wantType: "length-required"},
+		{name: "ticket", method: "POST", target: "/v1/tickets/dev/k", header: map[string]string{"X-Fence-Token": "5"}, body: `{"size":5,"content_type":"text/plain","metadata":{"owner":"ci"}}`, wantStatus: 201},
+		{name: "ticket replaces", method: "POST", target: "/v1/tickets/dev/k", header: map[string]string{"X-Fence-Token": "5"}, body: `{"size":5}`, stores: openAPIStores{exists: true}, wantStatus: 201},
+		{name: "ticket no token", method: "POST", target: "/v1/tickets/dev/k", body: `{"size":5}`, wantStatus: 428, wantType: "missing-token"},
+		{name: "ticket forbidden", method: "POST", target: "/v1/tickets/dev/k", header: map[string]string{"Authorization": "Bearer reader-key", "X-Fence-Token": "5"}, body: `{"size":5}`, wantStatus: 403, wantType: "forbidden"},
+		{name: "ticket stale", method: "POST", target: "/v1/tickets/dev/k", header: map[string]string{"X-Fence-Token": "3"}, body: `{"size":5}`, stores: errs("FenceCheck", stale), wantStatus: 409, wantType: "stale-token"},
+		{name: "ticket malformed body", method: "POST", target: "/v1/tickets/dev/k", header: map[string]string{"X-Fence-Token": "5"}, body: `{"size":"5"}`, wantStatus: 400, wantType: "invalid-request"},
+		{name: "ticket too large", method: "POST", target: "/v1/tickets/dev/k", header: map[string]string{"X-Fence-Token": "5"}, body: `{"size":10}`, cfg: Config{BufferBytes: 4, MaxBodyBytes: 5}, wantStatus: 413, wantType: "body-too-large"},
+		{name: "ticket not implemented", method: "POST", target: "/v1/tickets/dev/k", header: map[string]string{"X-Fence-Token": "5"}, body: `{"size":5}`, stores: errs("PresignPut", api.ErrNotImplemented), wantStatus: 501, wantType: "not-implemented"},
+		{name: "ticket no bucket", method: "POST", target: "/v1/tickets/dev/k", header: map[string]string{"X-Fence-Token": "5"}, body: `{"size":5}`, stores: errs("Observe", api.ErrNotFound), wantStatus: 404, wantType: "not-found"},
+		{name: "ticket fence unavailable", method: "POST", target: "/v1/tickets/dev/k", header: map[string]string{"X-Fence-Token": "5"}, body: `{"size":5}`, stores: errs("FenceCheck", api.ErrUnavailable), wantStatus: 503, wantType: "fence-unavailable"},
+		{name: "ticket upstream error", method: "POST", target: "/v1/tickets/dev/k", header: map[string]string{"X-Fence-Token": "5"}, body: `{"size":5}`, stores: errs("Observe", api.ErrUpstream), wantStatus: 502, wantType: "upstream-error"},
+		{name: "ticket upstream timeout", method: "POST", target: "/v1/tickets/dev/k", header: map[string]string{"X-Fence-Token": "5"}, body: `{"size":5}`, stores: errs("Observe", api.ErrUpstreamTimeout), wantStatus: 504, wantType: "upstream-timeout"},
 		{name: "delete", method: "DELETE", target: "/v1/objects/dev/k", header: map[string]string{"X-Fence-Token": "5"}, stores: openAPIStores{exists: true}, wantStatus: 204},
 		{name: "delete stale", method: "DELETE", target: "/v1/objects/dev/k", header: map[string]string{"X-Fence-Token": "3"}, stores: errs("FenceCheck", stale), wantStatus: 409, wantType: "stale-token"},
 		{name: "get", method: "GET", target: "/v1/objects/dev/k", wantStatus: 200},

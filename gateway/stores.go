@@ -11,4 +11,5 @@ type (
 	TagReader      = fence.TagReader
 	MultipartStore = fence.MultipartStore
 	UploadStore    = fence.UploadStore
+	TicketSigner   = fence.TicketSigner
 )

@@ -44,7 +44,20 @@ func (c Config) Validate(name func(field string) string) error {
 	if c.BufferBudgetBytes < c.BufferBytes {
 		return fielderr.Errorf("buffer_budget_bytes", "%s must be at least %s %s", fielderr.Size(c.BufferBudgetBytes), name("buffer_bytes"), fielderr.Size(c.BufferBytes))
 	}
+	if err := c.validateTicketExpiry(); err != nil {
+		return err
+	}
 	return c.validateMultipart()
+}
+
+// validateTicketExpiry checks c.TicketExpiry (with its default): whole
+// seconds from 1s to api.MaxTicketExpiry, as a presigned URL counts them.
+func (c Config) validateTicketExpiry() error {
+	d := c.TicketExpiry
+	if d < time.Second || d > api.MaxTicketExpiry || d%time.Second != 0 {
+		return fielderr.Errorf("ticket_expiry", "%v: must be whole seconds from 1s to %v", d, api.MaxTicketExpiry)
+	}
+	return nil
 }
 
 // WithMultipart turns on fenced multipart uploads in store (S3 buckets

@@ -189,6 +189,7 @@ func (g *API) routes() chi.Router {
 		r.Get("/*", g.getObject)
 		r.Head("/*", g.getObject)
 	})
+	r.With(g.edge.LimitPerClient(g.writeError)).Post("/v1/tickets/{bucket}/*", g.postTicket)
 	r.Get("/v1/fences/*", g.getFence)
 	r.Get(eventsPath, g.serveEvents)
 	for _, mount := range g.mounts {
@@ -228,12 +229,15 @@ func (g *API) requestSubject(r *http.Request) (api.Resource, api.Token) {
 }
 
 // isWrite reports whether r asks to change something fenced: a PUT or
-// DELETE of an object, or any request of a route group mounted as writes
+// DELETE of an object, a ticket's POST, or any request of a route group mounted as writes
 // (WithRoutes: the partner routes, which may change the partner's state).
 // Its refusals are audited (edge.Edge.NoteProblem).
 func (g *API) isWrite(r *http.Request) bool {
 	if strings.HasPrefix(r.URL.Path, objectsPrefix) {
 		return r.Method == http.MethodPut || r.Method == http.MethodDelete
+	}
+	if strings.HasPrefix(r.URL.Path, ticketsPrefix) {
+		return r.Method == http.MethodPost
 	}
 	for _, prefix := range g.writePrefixes {
 		if strings.HasPrefix(r.URL.Path, prefix) {
