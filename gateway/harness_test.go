@@ -162,7 +162,9 @@ func (e *env) startGateway(tb testing.TB, cfg gateway.Config) {
 			tb.Fatal(err)
 		}
 	}
-	gw, err := gateway.New(cfg, store, objects)
+	// The S3 backend signs tickets, as cmd/fencegate wires it; the engine
+	// refuses them for a GCS bucket.
+	gw, err := gateway.New(cfg, store, objects, gateway.WithTickets(backend))
 	if err != nil {
 		tb.Fatal(err)
 	}

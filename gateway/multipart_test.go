@@ -39,7 +39,7 @@ func newMultipartEnv(tb testing.TB, cfg gateway.Config) (*env, *gateway.Gateway)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	gw, err := gateway.New(cfg, store, backend, gateway.WithMultipart(backend, uploads))
+	gw, err := gateway.New(cfg, store, backend, gateway.WithMultipart(backend, uploads), gateway.WithTickets(backend))
 	if err != nil {
 		tb.Fatal(err)
 	}
