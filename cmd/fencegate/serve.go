@@ -188,6 +188,9 @@ func newGatewayOn(ctx context.Context, logger *slog.Logger, store *tokenstore.St
 		return nil, err
 	}
 	opts = append(opts, gateway.WithMultipart(objects, uploads))
+	// Tickets are signed by the S3 backend; the engine refuses them for
+	// buckets in GCS (501), whose emulator enforces no signed URL.
+	opts = append(opts, gateway.WithTickets(objects))
 	gwCfg.Logger = logger
 	gwCfg.TestHooks = hooks
 	gwCfg.Tracer = tracer

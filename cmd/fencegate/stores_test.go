@@ -83,6 +83,18 @@ func TestServeFencesAGCSBucket(t *testing.T) {
 	if _, body := send(http.MethodGet, "/v1/fences/s3/plain/day-1", "", ""); !strings.Contains(body, `"high_water_mark":1`) {
 		t.Errorf("fence of s3/plain/day-1: %s; want high_water_mark 1", body)
 	}
+
+	// Tickets: the S3 backend signs them for the S3 bucket; the GCS
+	// bucket's are 501, with no mark raised.
+	if resp, body := send(http.MethodPost, "/v1/tickets/plain/day-2", "2", `{"size":3}`); resp.StatusCode != http.StatusCreated || !strings.Contains(body, "X-Amz-Signature") {
+		t.Errorf("ticket for the S3 bucket: %d %s; want 201 with a presigned URL", resp.StatusCode, body)
+	}
+	if resp, body := send(http.MethodPost, "/v1/tickets/ledgers/day-2", "2", `{"size":3}`); resp.StatusCode != http.StatusNotImplemented || !strings.Contains(body, "not-implemented") {
+		t.Errorf("ticket for the GCS bucket: %d %s; want 501 not-implemented", resp.StatusCode, body)
+	}
+	if _, body := send(http.MethodGet, "/v1/fences/gcs/ledgers/day-2", "", ""); !strings.Contains(body, `"high_water_mark":0`) {
+		t.Errorf("fence of gcs/ledgers/day-2 after a refused ticket: %s; want none", body)
+	}
 	if err := r.stop(t); err != nil {
 		t.Fatalf("serve = %v; want nil", err)
 	}

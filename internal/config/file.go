@@ -789,6 +789,7 @@ var eventsFields = []field{
 
 var objectFields = []field{
 	boolSetting("tombstones_for_absent", "tombstones-for-absent"),
+	durationSetting("ticket_expiry", "ticket-expiry", aboveZero),
 }
 
 var markFields = []field{
@@ -1018,12 +1019,20 @@ func (d *decoder) limitsCrossValidate() {
 		}
 		l.uploadTTL = ttl
 	}
+	if s, ok := d.out.settings["ticket-expiry"]; ok {
+		expiry, err := time.ParseDuration(s.value)
+		if err != nil {
+			return
+		}
+		l.ticketExpiry = expiry
+	}
 	// The gateway's fields are named as the limits section's, but for
 	// the multipart section's.
 	sections := map[string]string{
 		"multipart_threshold": "multipart.threshold",
 		"multipart_part_size": "multipart.part_size",
 		"upload_ttl":          "multipart.upload_ttl",
+		"ticket_expiry":       "objects.ticket_expiry",
 	}
 	yamlPath := func(field string) string {
 		if p, ok := sections[field]; ok {

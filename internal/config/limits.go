@@ -26,6 +26,8 @@ type limitFlags struct {
 	// Multipart uploads of large REST PUT bodies (gateway.Config).
 	multipartThreshold, multipartPartSize byteSize
 	uploadTTL                             time.Duration
+	// How long a ticket (POST /v1/tickets) may be used (gateway.Config).
+	ticketExpiry time.Duration
 	// The event feed's bounds (gateway.Config).
 	eventSubscribers, eventBuffer int
 	eventHistory                  int // 0: none, the feed is live only
@@ -55,6 +57,7 @@ func addLimitFlags(fs *flag.FlagSet) *limitFlags {
 	fs.Var(&l.multipartThreshold, "multipart-threshold", "a REST PUT body larger than this (`bytes`) is uploaded to S3 in parts, fenced at\nits completion, up to 10,000 parts (0: every body in one PUT, up to --max-body-bytes)")
 	fs.Var(&l.multipartPartSize, "multipart-part-size", "size of those parts (`bytes`, 5MiB to 5GiB)")
 	fs.DurationVar(&l.uploadTTL, "upload-ttl", d.UploadTTL, "a multipart upload neither completed nor aborted is forgotten in etcd after this `duration`")
+	fs.DurationVar(&l.ticketExpiry, "ticket-expiry", d.TicketExpiry, "a ticket (POST /v1/tickets) may be used for this `duration`, whole seconds from 1s to\n168h; S3's ABA window for a ticket's write lasts as long: keep it short")
 	fs.IntVar(&l.eventSubscribers, "events-max-subscribers", d.EventSubscribers, "most subscribers of the event feed (GET /v1/events) at once on this gateway\n(`n`, 1 to 4096; 503 gateway-busy beyond)")
 	fs.IntVar(&l.eventBuffer, "events-buffer", d.EventBuffer, "events each subscriber's buffer holds (`n`, 1 to 65536); a subscriber further behind\nloses events, counted, and is told how many")
 	fs.IntVar(&l.eventHistory, "events-history", d.EventHistory, "decisions this gateway keeps for the event feed's new subscribers and for those\nthat resume after a dropped connection (`n`, 0 to 1000000; 0: none, the feed is live only)")
@@ -84,6 +87,7 @@ func (l *limitFlags) gateway() gateway.Config {
 		MultipartThreshold:   offIfZero(int64(l.multipartThreshold)),
 		MultipartPartSize:    int64(l.multipartPartSize),
 		UploadTTL:            l.uploadTTL,
+		TicketExpiry:         l.ticketExpiry,
 		EventSubscribers:     l.eventSubscribers,
 		EventBuffer:          l.eventBuffer,
 		EventHistory:         noneIfZero(l.eventHistory),
@@ -191,7 +195,7 @@ func (l *limitFlags) validate() error {
 		}
 	}
 	errs = append(errs, positive("transfer-chunk-timeout", l.transferChunk), positive("mark-eviction-interval", l.evictionInterval),
-		positive("upload-ttl", l.uploadTTL))
+		positive("upload-ttl", l.uploadTTL), positive("ticket-expiry", l.ticketExpiry))
 	if l.tombstoneRetention < 0 {
 		errs = append(errs, fmt.Errorf("--tombstone-retention %v: must not be negative (0: kept for ever)", l.tombstoneRetention))
 	}

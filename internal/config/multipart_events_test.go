@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"fencegate/api"
 	"fencegate/gateway"
 )
 
@@ -26,7 +27,7 @@ func TestMultipartAndEventsFile(t *testing.T) {
 		{"defaults", "", "", func(c gateway.Config) bool {
 			return c.MultipartThreshold == d.MultipartThreshold && c.MultipartPartSize == d.MultipartPartSize && c.UploadTTL == d.UploadTTL &&
 				c.EventSubscribers == d.EventSubscribers && c.EventBuffer == d.EventBuffer &&
-				c.EventHistory == d.EventHistory && c.EventHistoryBytes == d.EventHistoryBytes
+				c.EventHistory == d.EventHistory && c.EventHistoryBytes == d.EventHistoryBytes && c.TicketExpiry == api.DefaultTicketExpiry
 		}},
 		{"history set", "events: {history: 500, history_bytes: 1MiB}\n", "", func(c gateway.Config) bool {
 			return c.EventHistory == 500 && c.EventHistoryBytes == 1<<20
@@ -56,6 +57,10 @@ func TestMultipartAndEventsFile(t *testing.T) {
 		{"no buffer", "events:\n  buffer: 0\n", "f.yaml:4: events.buffer: 0: must be from 1 to 65536", nil},
 		{"buffer too large", "events:\n  buffer: 100000\n", "f.yaml:4: events.buffer: 100000: must be from 1 to 65536", nil},
 		{"buffer not a number", "events:\n  buffer: lots\n", `f.yaml:4: events.buffer: "lots": want a whole number`, nil},
+		{"ticket expiry", "objects:\n  ticket_expiry: 30s\n", "", func(c gateway.Config) bool { return c.TicketExpiry == 30*time.Second }},
+		{"ticket expiry not whole seconds", "objects:\n  ticket_expiry: 1500ms\n", "f.yaml:4: objects.ticket_expiry: 1.5s: must be whole seconds from 1s to 168h0m0s", nil},
+		{"ticket expiry too long", "objects:\n  ticket_expiry: 200h\n", "f.yaml:4: objects.ticket_expiry: 200h0m0s: must be whole seconds from 1s to 168h0m0s", nil},
+		{"ticket expiry zero", "objects:\n  ticket_expiry: 0s\n", "f.yaml:4: objects.ticket_expiry: 0s: must be above zero", nil},
 		{"unknown events field", "events:\n  subscribers: 3\n", "f.yaml:4: events.subscribers: unknown field (want one of max_subscribers, buffer, history, history_bytes)", nil},
 	}
 	for _, tt := range tests {
@@ -106,6 +111,9 @@ func TestMultipartAndEventsFlags(t *testing.T) {
 		{[]string{"--multipart-part-size", "0"}, "--multipart-part-size 0: must be at least 1"},
 		{[]string{"--upload-ttl", "0s"}, "--upload-ttl 0s: must be above zero"},
 		{[]string{"--upload-ttl", "10ms"}, "--upload-ttl 10ms: must be at least a second"},
+		{[]string{"--ticket-expiry", "0s"}, "--ticket-expiry 0s: must be above zero"},
+		{[]string{"--ticket-expiry", "2500ms"}, "--ticket-expiry 2.5s: must be whole seconds from 1s to 168h0m0s"},
+		{[]string{"--ticket-expiry", "20s"}, ""},
 		{[]string{"--events-history", "-1"}, "--events-history -1: must be from 0 to 1000000"},
 		{[]string{"--events-history-bytes", "2GiB"}, "--events-history-bytes 2GiB: must be from 64KiB to 1GiB"},
 		{[]string{"--events-max-subscribers", "4096", "--events-buffer", "65536", "--multipart-threshold", "0", "--upload-ttl", "1s"}, ""},
