@@ -143,9 +143,10 @@ func NoteAdmitted(ctx context.Context) {
 	}
 }
 
-// publishObject publishes an accepted object write or delete (kind) of
-// resource with token, from the one place that decides it for every
-// front door (putFenced, deleteFenced, CompleteUpload), so that a write
+// publishObject publishes an accepted object write or delete, or a
+// ticket issued (kind), of resource with token, from the one place that
+// decides it for every front door (putFenced, deleteFenced,
+// CompleteUpload, Ticket), so that a write
 // through the S3 API is published as one through REST is: with the marks
 // that the request's exchange noted around its last fence check
 // (eventFences), its latency so far (from its arrival, the exchange's

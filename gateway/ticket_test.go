@@ -372,6 +372,7 @@ func TestTicketMultipart(t *testing.T) {
 // TestTicketEvents: the event feed has ticket.issued, with the mark the
 // fence check raised and status 201, and nothing pretending that the
 // ticket's write happened: the next decision is the gateway's own write.
+// A stale ticket is a write.refused, as a stale PUT is.
 func TestTicketEvents(t *testing.T) {
 	e := newEventsEnv(t, gateway.Config{}, nil, func(string, *tokenstore.Store) gateway.Option {
 		signer, err := s3.New(context.Background(), s3.Config{Endpoint: sharedS3.Endpoint(), AccessKeyID: sharedS3.AccessKey,
@@ -393,4 +394,6 @@ func TestTicketEvents(t *testing.T) {
 		t.Fatalf("PUT 6 = %s", r)
 	}
 	wantFields(t, s.nextDecision(t, events.KindWriteAccepted), map[string]any{"token": "6", "status": 200.0})
+	wantProblem(t, e.ticket(t, "k", 5, `{"size":5}`), http.StatusConflict, "stale-token")
+	wantFields(t, s.nextDecision(t, events.KindWriteRefused), map[string]any{"resource": prefix + "k", "token": "5", "hwm": "6", "problem": "stale-token", "status": 409.0})
 }
