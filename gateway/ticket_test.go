@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -56,17 +55,7 @@ func (e *env) issued(tb testing.TB, key string, token api.Token, body string) fe
 // store's status.
 func useTicket(tb testing.TB, t api.Ticket, body string, change func(*http.Request)) int {
 	tb.Helper()
-	req, err := http.NewRequest(t.Method, t.URL, strings.NewReader(body))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for name, value := range t.Headers {
-		if name == "Content-Length" {
-			continue // net/http sends the body's
-		}
-		req.Header.Set(name, value)
-	}
-	req.ContentLength = int64(len(body))
+	req := ticketRequest(tb, t, []byte(body))
 	if change != nil {
 		change(req)
 	}
@@ -77,6 +66,35 @@ func useTicket(tb testing.TB, t api.Ticket, body string, change func(*http.Reque
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode
+}
+
+// newTicketEnv is newEnv with object k written with token 4 when
+// existing, so that a ticket's condition is If-Match rather than
+// If-None-Match: *.
+func newTicketEnv(tb testing.TB, existing bool) *env {
+	tb.Helper()
+	e := newEnv(tb, gateway.Config{})
+	if existing {
+		if r := e.put(tb, "k", 4, "old"); r.status != http.StatusCreated {
+			tb.Fatalf("PUT = %s", r)
+		}
+	}
+	return e
+}
+
+// ticketRequest is the request that t says to send, with body.
+func ticketRequest(tb testing.TB, t api.Ticket, body []byte) *http.Request {
+	tb.Helper()
+	req, err := http.NewRequest(t.Method, t.URL, bytes.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for name, value := range t.Headers {
+		if name != "Content-Length" { // net/http sends the body's
+			req.Header.Set(name, value)
+		}
+	}
+	return req
 }
 
 // wantStored fails unless the store holds body with token at key.
@@ -94,12 +112,7 @@ func (e *env) wantStored(tb testing.TB, key, body string, token api.Token) {
 func TestTicketFreshWritesWithToken(t *testing.T) {
 	for _, existing := range []bool{false, true} {
 		t.Run(fmt.Sprintf("existing=%v", existing), func(t *testing.T) {
-			e := newEnv(t, gateway.Config{})
-			if existing {
-				if r := e.put(t, "k", 4, "old"); r.status != http.StatusCreated {
-					t.Fatalf("PUT = %s", r)
-				}
-			}
+			e := newTicketEnv(t, existing)
 			tk := e.issued(t, "k", 5, `{"size":5,"content_type":"text/csv","metadata":{"owner":"team-a"}}`)
 			if tk.Token != 5 || (tk.ReplacesETag != "") != existing {
 				t.Fatalf("ticket = %+v; want token 5, replaces_etag set %v", tk, existing)
@@ -193,12 +206,7 @@ func TestTicketRefusedAsPut(t *testing.T) {
 func TestTicketAfterNewerWriteRefused(t *testing.T) {
 	for _, existing := range []bool{false, true} {
 		t.Run(fmt.Sprintf("existing=%v", existing), func(t *testing.T) {
-			e := newEnv(t, gateway.Config{})
-			if existing {
-				if r := e.put(t, "k", 4, "old"); r.status != http.StatusCreated {
-					t.Fatalf("PUT = %s", r)
-				}
-			}
+			e := newTicketEnv(t, existing)
 			tk := e.issued(t, "k", 5, `{"size":5}`)
 			if r := e.put(t, "k", 6, "newer"); r.status/100 != 2 {
 				t.Fatalf("newer holder's PUT = %s", r)
@@ -216,7 +224,7 @@ func TestTicketAfterNewerWriteRefused(t *testing.T) {
 func TestTicketExpiredRefused(t *testing.T) {
 	e := newEnv(t, gateway.Config{TicketExpiry: time.Second})
 	tk := e.issued(t, "k", 5, `{"size":5}`)
-	if d := tk.ExpiresAt.Sub(time.Now()); d > 2*time.Second {
+	if d := time.Until(tk.ExpiresAt); d > 2*time.Second {
 		t.Fatalf("ticket expires in %v; want at most the 1s configured", d)
 	}
 	time.Sleep(time.Until(tk.ExpiresAt) + 1500*time.Millisecond)
@@ -233,12 +241,7 @@ func TestTicketExpiredRefused(t *testing.T) {
 func TestTicketUsedTwiceRefused(t *testing.T) {
 	for _, existing := range []bool{false, true} {
 		t.Run(fmt.Sprintf("existing=%v", existing), func(t *testing.T) {
-			e := newEnv(t, gateway.Config{})
-			if existing {
-				if r := e.put(t, "k", 4, "old"); r.status != http.StatusCreated {
-					t.Fatalf("PUT = %s", r)
-				}
-			}
+			e := newTicketEnv(t, existing)
 			tk := e.issued(t, "k", 5, `{"size":5}`)
 			if status := useTicket(t, tk.Ticket, "first", nil); status != http.StatusOK {
 				t.Fatalf("first use = %d; want 200", status)
@@ -309,16 +312,7 @@ func partsOf(tb testing.TB, tk fence.IssuedTicket, body []byte, partSize int) []
 	var parts []api.Part
 	for i, pt := range tk.Parts {
 		chunk := body[i*partSize : min((i+1)*partSize, len(body))]
-		req, err := http.NewRequest(pt.Method, pt.URL, bytes.NewReader(chunk))
-		if err != nil {
-			tb.Fatal(err)
-		}
-		for name, value := range pt.Headers {
-			if name != "Content-Length" {
-				req.Header.Set(name, value)
-			}
-		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := http.DefaultClient.Do(ticketRequest(tb, pt, chunk))
 		if err != nil {
 			tb.Fatal(err)
 		}
