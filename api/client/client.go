@@ -53,6 +53,14 @@ type Client struct {
 	// without auth, or one that authenticates the client certificate
 	// configured on HTTPClient's transport).
 	APIKey string
+	// TicketThreshold, when positive, makes PutObject send a body larger
+	// than this many bytes straight to the store on a ticket
+	// (PutObjectOnTicket) rather than through the gateway, when the body
+	// can be read again (an io.ReadSeeker, such as *os.File,
+	// *bytes.Reader, *strings.Reader); a bucket whose store takes no
+	// tickets (501, GCS) is written through the gateway. Zero or negative
+	// means never: every write goes through the gateway.
+	TicketThreshold int64
 }
 
 // Error is a problem+json answer of the gateway. It unwraps to the error

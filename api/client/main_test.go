@@ -147,7 +147,7 @@ func newGatewayHandlerWith(cfg gateway.Config, etcdClient *clientv3.Client, s3En
 		return nil, err
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	return gateway.New(cfg, store, backend, append(opts, gateway.WithLocks(store))...)
+	return gateway.New(cfg, store, backend, append(opts, gateway.WithLocks(store), gateway.WithTickets(backend))...)
 }
 
 // env is a gateway of one test: its own etcd (which the test may stop)

@@ -39,7 +39,14 @@ func tokenHeader(token api.Token) http.Header {
 // *bytes.Buffer, *strings.Reader) are sent with a Content-Length; others
 // are chunked, which the gateway accepts up to its buffer size (8 MiB by
 // default).
+//
+// With Client.TicketThreshold, a body above it that is an io.ReadSeeker
+// goes to the store on a ticket (PutObjectOnTicket), with the same
+// answers.
 func (c *Client) PutObject(ctx context.Context, bucket, key string, token api.Token, body io.Reader) (*PutResult, error) {
+	if res, err, done := c.putAboveThreshold(ctx, bucket, key, token, body); done {
+		return res, err
+	}
 	req := request{method: http.MethodPut, path: objectPath(bucket, key), header: tokenHeader(token), body: body}
 	resp, err := c.send(ctx, req, http.StatusOK, http.StatusCreated)
 	if err != nil {
