@@ -62,7 +62,7 @@ func newEnv(tb testing.TB, opts ...gateway.Option) *env {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	gw, err := gateway.New(gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store, backend, append(opts, gateway.WithLocks(store))...)
+	gw, err := gateway.New(gateway.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store, backend, append(opts, gateway.WithLocks(store), gateway.WithTickets(backend))...)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -9,12 +9,16 @@ import (
 	"unicode/utf8"
 
 	"fencegate/api"
+	"fencegate/api/client"
 )
 
-// put is `fencectl put BUCKET/KEY FILE [--token N]`.
+// put is `fencectl put [--ticket] BUCKET/KEY FILE [--token N]`. With
+// --ticket, the bytes go straight to the store on a ticket
+// (client.PutObjectOnTicket).
 func (c *cli) put(ctx context.Context, args []string) int {
 	fs := newFlagSet("put")
 	tokenText := c.tokenFlag(fs)
+	onTicket := fs.Bool("ticket", false, "")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return usageError(c.stderr, fmt.Errorf("put: %w", err))
@@ -39,7 +43,14 @@ func (c *cli) put(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.fail(fmt.Errorf("put: %w", err))
 	}
-	res, err := c.client.PutObject(ctx, bucket, key, token, bytes.NewReader(body))
+	var res *client.PutResult
+	how := ""
+	if *onTicket {
+		res, err = c.client.PutObjectOnTicket(ctx, bucket, key, token, bytes.NewReader(body))
+		how = " on a ticket"
+	} else {
+		res, err = c.client.PutObject(ctx, bucket, key, token, bytes.NewReader(body))
+	}
 	if err != nil {
 		return c.fail(err)
 	}
@@ -47,7 +58,7 @@ func (c *cli) put(ctx context.Context, args []string) int {
 	if res.Created {
 		verb = "created"
 	}
-	return c.print(res, fmt.Sprintf("%s %s/%s with token %d (%d bytes, etag %s)", verb, bucket, key, res.Token, len(body), res.ETag))
+	return c.print(res, fmt.Sprintf("%s %s/%s with token %d%s (%d bytes, etag %s)", verb, bucket, key, res.Token, how, len(body), res.ETag))
 }
 
 // get is `fencectl get BUCKET/KEY [-o FILE]`.
