@@ -34,8 +34,8 @@ type TicketRequest struct {
 	// Token is the writer's fencing token; zero is api.ErrMissingToken.
 	Token api.Token
 	// Size is the exact length of the object the client will send: 1 to
-	// the engine's Config.MaxBodyBytes (api.ErrBodyTooLarge beyond)
-	// for a single PUT; with PartSize, of the whole upload, within
+	// the engine's Config.MaxBodyBytes, at most api.MaxTicketSize
+	// (api.ErrBodyTooLarge beyond), for a single PUT; with PartSize, of the whole upload, within
 	// api.MaxParts parts.
 	Size int64
 	// ContentType is the Content-Type the client sends and the object
@@ -84,8 +84,8 @@ type IssuedTicket struct {
 //
 // Its refusals are a PUT's, and nothing is raised before the request is
 // known to be one a store can sign: a bucket whose store signs no
-// tickets is api.ErrNotImplemented, a size above Config.MaxBodyBytes
-// api.ErrBodyTooLarge, a malformed request api.ErrInvalidRequest.
+// tickets is api.ErrNotImplemented, a size above Config.MaxBodyBytes or
+// S3's single PUT (api.MaxTicketSize) api.ErrBodyTooLarge, a malformed request api.ErrInvalidRequest.
 //
 // The ETag cache forgets the object, and learns nothing of it until the
 // ticket has expired (etagCache.hold): a ticket's write is not seen by
@@ -107,8 +107,8 @@ func (e *Engine) Ticket(ctx context.Context, in TicketRequest) (IssuedTicket, er
 	if err := e.ticketsFor(in.Path); err != nil {
 		return IssuedTicket{}, err
 	}
-	if in.Size > e.cfg.MaxBodyBytes {
-		return IssuedTicket{}, fmt.Errorf("%w: %d bytes, limit %d", api.ErrBodyTooLarge, in.Size, e.cfg.MaxBodyBytes)
+	if limit := min(e.cfg.MaxBodyBytes, api.MaxTicketSize); in.Size > limit {
+		return IssuedTicket{}, fmt.Errorf("%w: %d bytes, limit %d in one PUT: ask for a multipart ticket (part_size)", api.ErrBodyTooLarge, in.Size, limit)
 	}
 	req := api.TicketRequest{Path: in.Path, Replaces: api.ObjectVersion{}, Token: in.Token, Size: in.Size,
 		ContentType: in.ContentType, Metadata: in.Metadata, Expires: e.cfg.TicketExpiry}
