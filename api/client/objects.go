@@ -44,7 +44,7 @@ func tokenHeader(token api.Token) http.Header {
 // goes to the store on a ticket (PutObjectOnTicket), with the same
 // answers.
 func (c *Client) PutObject(ctx context.Context, bucket, key string, token api.Token, body io.Reader) (*PutResult, error) {
-	if res, err, done := c.putAboveThreshold(ctx, bucket, key, token, body); done {
+	if res, done, err := c.putAboveThreshold(ctx, bucket, key, token, body); done {
 		return res, err
 	}
 	req := request{method: http.MethodPut, path: objectPath(bucket, key), header: tokenHeader(token), body: body}

@@ -37,11 +37,7 @@ type issuedTicket struct {
 // PutObject's; a bucket whose store takes no tickets is
 // api.ErrNotImplemented. An empty body takes no ticket: use PutObject.
 func (c *Client) PutObjectOnTicket(ctx context.Context, bucket, key string, token api.Token, body io.ReadSeeker) (*PutResult, error) {
-	start, err := body.Seek(0, io.SeekCurrent)
-	if err != nil {
-		return nil, fmt.Errorf("fencegate ticket %s/%s: %w", bucket, key, err)
-	}
-	end, err := body.Seek(0, io.SeekEnd)
+	start, size, err := remaining(body)
 	if err != nil {
 		return nil, fmt.Errorf("fencegate ticket %s/%s: %w", bucket, key, err)
 	}
@@ -49,11 +45,11 @@ func (c *Client) PutObjectOnTicket(ctx context.Context, bucket, key string, toke
 		if _, err := body.Seek(start, io.SeekStart); err != nil {
 			return nil, fmt.Errorf("fencegate ticket %s/%s: %w", bucket, key, err)
 		}
-		t, err := c.ticket(ctx, bucket, key, token, end-start)
+		t, err := c.ticket(ctx, bucket, key, token, size)
 		if err != nil {
 			return nil, err
 		}
-		res, err := c.sendOnTicket(ctx, t, io.LimitReader(body, end-start), end-start)
+		res, err := c.sendOnTicket(ctx, t, io.LimitReader(body, size), size)
 		if errors.Is(err, api.ErrConcurrentModification) && attempt < ticketAttempts {
 			continue
 		}
@@ -64,30 +60,38 @@ func (c *Client) PutObjectOnTicket(ctx context.Context, bucket, key string, toke
 // putAboveThreshold is PutObject on a ticket, when Client.TicketThreshold
 // asks for one and body can be read again; done is false when PutObject
 // is to write through the gateway (body then stands where it stood).
-func (c *Client) putAboveThreshold(ctx context.Context, bucket, key string, token api.Token, body io.Reader) (res *PutResult, err error, done bool) {
+func (c *Client) putAboveThreshold(ctx context.Context, bucket, key string, token api.Token, body io.Reader) (res *PutResult, done bool, err error) {
 	seeker, ok := body.(io.ReadSeeker)
 	if c.TicketThreshold <= 0 || !ok {
-		return nil, nil, false
+		return nil, false, nil
 	}
-	start, err := seeker.Seek(0, io.SeekCurrent)
-	if err != nil {
-		return nil, nil, false
-	}
-	end, err := seeker.Seek(0, io.SeekEnd)
-	if _, serr := seeker.Seek(start, io.SeekStart); err != nil || serr != nil {
-		return nil, errors.Join(err, serr), true
-	}
-	if end-start <= c.TicketThreshold {
-		return nil, nil, false
+	start, size, err := remaining(seeker)
+	if err != nil || size <= c.TicketThreshold {
+		// A body that cannot seek after all (an *os.File of a pipe)
+		// goes through the gateway, as any other.
+		return nil, false, nil
 	}
 	res, err = c.PutObjectOnTicket(ctx, bucket, key, token, seeker)
 	if errors.Is(err, api.ErrNotImplemented) {
 		if _, err := seeker.Seek(start, io.SeekStart); err != nil {
-			return nil, err, true
+			return nil, true, err
 		}
-		return nil, nil, false
+		return nil, false, nil
 	}
-	return res, err, true
+	return res, true, err
+}
+
+// remaining returns where body stands and how many bytes it has from
+// there to its end, and leaves it where it stood.
+func remaining(body io.Seeker) (start, size int64, err error) {
+	if start, err = body.Seek(0, io.SeekCurrent); err != nil {
+		return 0, 0, err
+	}
+	end, err := body.Seek(0, io.SeekEnd)
+	if _, serr := body.Seek(start, io.SeekStart); err != nil || serr != nil {
+		return 0, 0, errors.Join(err, serr)
+	}
+	return start, end - start, nil
 }
 
 // ticket asks the gateway for a ticket to write size bytes.
