@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -390,4 +391,40 @@ func TestTicketEvents(t *testing.T) {
 	wantFields(t, s.nextDecision(t, events.KindWriteAccepted), map[string]any{"token": "6", "status": 200.0})
 	wantProblem(t, e.ticket(t, "k", 5, `{"size":5}`), http.StatusConflict, "stale-token")
 	wantFields(t, s.nextDecision(t, events.KindWriteRefused), map[string]any{"resource": prefix + "k", "token": "5", "hwm": "6", "problem": "stale-token", "status": 409.0})
+}
+
+// TestTicketPausedPastANewerFenceCheck: a ticket's writer that pauses
+// past a newer holder's fence check, with no write of the newer holder's
+// yet, still lands (the case of a gateway writer paused between its
+// fence check and its write, linearizable before the newer write); the
+// newer holder's write, conditional on the version it observed, then
+// loses to it and retries from a fresh observation, and its bytes are
+// the object's in the end. A newer holder's ticket issued meanwhile is
+// refused by the store once the older one has landed.
+func TestTicketPausedPastANewerFenceCheck(t *testing.T) {
+	var (
+		older api.Ticket
+		used  atomic.Int64
+	)
+	hooks := &gateway.TestHooks{AfterFenceCheck: func(_ context.Context, _ api.Resource, token api.Token) {
+		if token == 7 && used.Add(1) == 1 {
+			if status := useTicket(t, older, "older", nil); status != http.StatusOK {
+				t.Errorf("the older ticket after a newer fence check = %d; want 200", status)
+			}
+		}
+	}}
+	e := newEnv(t, gateway.Config{TestHooks: hooks})
+	older = e.issued(t, "k", 5, `{"size":5}`).Ticket
+	newer := e.issued(t, "k", 6, `{"size":5}`)
+	if r := e.put(t, "k", 7, "newest"); r.status/100 != 2 {
+		t.Fatalf("PUT 7 whose fence check the older ticket's write followed = %s; want it to land after a retry", r)
+	}
+	if used.Load() < 2 {
+		t.Fatalf("the newest PUT checked its fence %d times; want a retry after losing to the older ticket's write", used.Load())
+	}
+	e.wantStored(t, "k", "newest", 7)
+	if status := useTicket(t, newer.Ticket, "newer", nil); status != http.StatusPreconditionFailed {
+		t.Fatalf("ticket 6 after the object changed = %d; want 412", status)
+	}
+	e.wantStored(t, "k", "newest", 7)
 }
