@@ -72,7 +72,7 @@ Usage:
       run CMD while holding the lock NAME; CMD sees FENCE_TOKEN (the lock's
       fencing token), FENCE_LOCK, FENCE_SESSION, FENCEGATE_URL and, with a
       key, FENCEGATE_API_KEY
-  fencectl [global flags] put [--ticket] BUCKET/KEY FILE [--token N] [--content-type TYPE]
+  fencectl [global flags] put [--ticket] BUCKET/KEY FILE [--token N]
       write FILE ("-": standard input) with the fencing token N
       (default: $FENCE_TOKEN); --ticket sends the bytes straight to the
       store on a ticket (POST /v1/tickets), not through the gateway
