@@ -45,11 +45,7 @@ func (e *Edge) NoteProblem(r *http.Request, p api.Problem, err error, write bool
 		o.problem = slug
 	}
 	if errors.Is(err, api.ErrStaleToken) {
-		source := staleFromEtcd
-		if o != nil && o.staleSource != "" {
-			source = o.staleSource
-		}
-		e.metrics.staleRefusals.WithLabelValues(source).Inc()
+		e.metrics.staleRefusals.WithLabelValues(staleCaught(o)).Inc()
 	}
 	if !write || !audited(p, err) {
 		return false
@@ -60,14 +56,7 @@ func (e *Edge) NoteProblem(r *http.Request, p api.Problem, err error, write bool
 	}
 	resource, token := auditSubject(r, p, err, o, subject)
 	e.publishRefused(p, err, o, resource, token)
-	attrs := make([]slog.Attr, 0, 16) // and Track's 7, a door's 2 and suppressed
-	attrs = append(attrs, slog.String("resource", string(resource)))
-	if token != 0 {
-		attrs = append(attrs, slog.Uint64("token", uint64(token)))
-	}
-	if p.HighWaterMark != 0 {
-		attrs = append(attrs, slog.Uint64("high_water_mark", uint64(p.HighWaterMark)))
-	}
+	attrs := refusalAttrs(make([]slog.Attr, 0, 16), p, resource, token) // and Track's 7, a door's 2 and suppressed
 	o.audit = append(attrs,
 		slog.String("problem_type", p.Type),
 		slog.String("detail", p.Detail),
@@ -94,11 +83,7 @@ func (e *Edge) NoteRefusal(ctx context.Context, write bool, resource api.Resourc
 		x.resource, x.token = resource, token
 	}
 	if errors.Is(err, api.ErrStaleToken) {
-		source := staleFromEtcd
-		if x != nil && x.staleSource != "" {
-			source = x.staleSource
-		}
-		e.metrics.staleRefusals.WithLabelValues(source).Inc()
+		e.metrics.staleRefusals.WithLabelValues(staleCaught(x)).Inc()
 	}
 	if !write || !audited(p, err) {
 		return
@@ -116,13 +101,7 @@ func (e *Edge) NoteRefusal(ctx context.Context, write bool, resource api.Resourc
 		e.metrics.suppressedLines.WithLabelValues(slug).Inc()
 		return
 	}
-	attrs := []slog.Attr{slog.String("resource", string(resource))}
-	if token != 0 {
-		attrs = append(attrs, slog.Uint64("token", uint64(token)))
-	}
-	if p.HighWaterMark != 0 {
-		attrs = append(attrs, slog.Uint64("high_water_mark", uint64(p.HighWaterMark)))
-	}
+	attrs := refusalAttrs(make([]slog.Attr, 0, 9), p, resource, token)
 	door := ""
 	if x != nil {
 		door = x.api
@@ -133,6 +112,30 @@ func (e *Edge) NoteRefusal(ctx context.Context, write bool, resource api.Resourc
 		attrs = append(attrs, slog.Uint64("suppressed", suppressed))
 	}
 	e.log.LogAttrs(context.WithoutCancel(ctx), slog.LevelWarn, auditMessage, attrs...)
+}
+
+// staleCaught names where the stale token of the request whose exchange
+// is x (nil: none) was caught, as the engine noted it (StaleFound): the
+// label of fencegate_stale_refusals_total and a write.refused event's
+// caught; the fence check's transaction when nothing else was noted.
+func staleCaught(x *exchange) string {
+	if x != nil && x.staleSource != "" {
+		return x.staleSource
+	}
+	return staleFromEtcd
+}
+
+// refusalAttrs appends to attrs what an audit line says of the refused
+// write: its resource, and its token and the resource's mark when known.
+func refusalAttrs(attrs []slog.Attr, p api.Problem, resource api.Resource, token api.Token) []slog.Attr {
+	attrs = append(attrs, slog.String("resource", string(resource)))
+	if token != 0 {
+		attrs = append(attrs, slog.Uint64("token", uint64(token)))
+	}
+	if p.HighWaterMark != 0 {
+		attrs = append(attrs, slog.Uint64("high_water_mark", uint64(p.HighWaterMark)))
+	}
+	return attrs
 }
 
 // audited reports whether a write refused with p (for err) is audited:

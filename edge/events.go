@@ -213,10 +213,7 @@ func (e *Edge) publishRefused(p api.Problem, err error, x *exchange, resource ap
 		Identity: x.identity.name(),
 	}
 	if errors.Is(err, api.ErrStaleToken) {
-		ev.Caught = staleFromEtcd
-		if x.staleSource != "" {
-			ev.Caught = x.staleSource
-		}
+		ev.Caught = staleCaught(x)
 	}
 	e.events.hub.Publish(&ev)
 }
