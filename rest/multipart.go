@@ -69,13 +69,7 @@ func (g *API) putInParts(w http.ResponseWriter, r *http.Request, fr fence.Reques
 	if err != nil {
 		return fail(err)
 	}
-	status := http.StatusOK
-	if res.Created {
-		status = http.StatusCreated
-	}
-	w.Header().Set("ETag", res.ETag)
-	w.Header().Set(api.HeaderFenceToken, res.Token.String())
-	writeJSON(w, status, res)
+	answerWrite(w, res)
 	return true
 }
 

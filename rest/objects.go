@@ -95,6 +95,13 @@ func (g *API) putObject(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, err)
 		return
 	}
+	answerWrite(w, res)
+}
+
+// answerWrite answers an accepted PUT, whole or in parts: 201 when it
+// created the object, else 200, with the object's new ETag and the token
+// it records, and the result as JSON.
+func answerWrite(w http.ResponseWriter, res fence.WriteResult) {
 	status := http.StatusOK
 	if res.Created {
 		status = http.StatusCreated
