@@ -111,15 +111,15 @@ func (c *etagCache) get(r api.Resource) (api.ObjectVersion, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.m[r]
-	if ok && s.heldAt(r, c.now()) {
+	if !ok {
+		return api.ObjectVersion{}, false
+	}
+	now := c.now()
+	if s.heldAt(r, now) || (c.maxAge >= 0 && now.Sub(e.learned) >= c.maxAge) {
 		delete(s.m, r)
 		return api.ObjectVersion{}, false
 	}
-	if ok && c.maxAge >= 0 && c.now().Sub(e.learned) >= c.maxAge {
-		delete(s.m, r)
-		return api.ObjectVersion{}, false
-	}
-	return e.version, ok
+	return e.version, true
 }
 
 // learn records that a write of this gateway left r at version v. Versions
@@ -142,11 +142,12 @@ func (c *etagCache) learn(r api.Resource, v api.ObjectVersion) {
 	s := c.shard(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !v.Named() || s.heldAt(r, c.now()) {
+	now := c.now()
+	if !v.Named() || s.heldAt(r, now) {
 		delete(s.m, r)
 		return
 	}
-	e := etagEntry{version: v, learned: c.now()}
+	e := etagEntry{version: v, learned: now}
 	if old, ok := s.m[r]; ok {
 		if old.version.Token <= v.Token {
 			s.m[r] = e
