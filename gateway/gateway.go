@@ -336,7 +336,7 @@ func New(cfg Config, fences FenceStore, objects ObjectStore, opts ...Option) (*G
 	}
 	e.WatchBodyBudget(engine.BufferedBytes, cfg.BufferBudgetBytes)
 	restOpts := g.restOpts
-	if g.partnerRoutes != nil {
+	if g.partnerStore != nil { // WithPartners, which refuses a nil store
 		p, err := partners.New(partners.Config{Routes: g.partnerRoutes, IdentityBudget: cfg.PartnerIdentityBudget,
 			BufferBudgetBytes: cfg.BufferBudgetBytes, BeforeCall: g.hooks().BeforePartnerCall}, e, engine, g.partnerStore, g.answers, g.partnerClient)
 		if err != nil {
@@ -449,9 +449,6 @@ func WithPartners(routes []partners.PartnerRoute, store partners.PartnerStore, c
 			return
 		}
 		g.partnerRoutes, g.partnerStore, g.partnerClient = routes, store, client
-		if g.partnerRoutes == nil {
-			g.partnerRoutes = []partners.PartnerRoute{}
-		}
 	}
 }
 
