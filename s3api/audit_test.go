@@ -78,6 +78,7 @@ func TestRefusedWritesAreAudited(t *testing.T) {
 	wantAPIError(t, err, http.StatusConflict, "StaleFenceToken")
 	_, err = d.put(t, d.client(readerKey), "audited", 11, "z")
 	wantAPIError(t, err, http.StatusForbidden, "AccessDenied")
+	d.settle()
 	if n := counter(t, d.gw, "fencegate_stale_refusals_total", "cache"); n != 1 {
 		t.Errorf("stale refusals from the cache = %v; want 1", n)
 	}

@@ -143,6 +143,7 @@ func TestBucketAdministrationNeedsAdmin(t *testing.T) {
 	if !bucketExists(t, d.minio, empty) || !bucketExists(t, d.minio, d.bucket) {
 		t.Errorf("a bucket was deleted")
 	}
+	d.settle()
 	out := logs.String()
 	for _, want := range []string{
 		`msg="write refused" resource=s3/` + absent + `/ problem_type=`,

@@ -193,6 +193,12 @@ func (d *door) put(tb testing.TB, c *s3.Client, key string, token api.Token, bod
 	})
 }
 
+// settle closes the door's server, which waits for every request in
+// flight: a handler's access line, audit line and metrics are written
+// after the client has read its answer, so a test reads them once the
+// door has settled. The door serves nothing after it.
+func (d *door) settle() { d.srv.Close() }
+
 // stored reads the object straight from versitygw with an independent
 // client: its bytes and recorded fence token, or ok false when absent.
 func (d *door) stored(tb testing.TB, key string) (body, token string, ok bool) {

@@ -221,6 +221,7 @@ func TestDoorRequestsCountedAndLogged(t *testing.T) {
 	}
 	io.Copy(io.Discard, got.Body)
 	got.Body.Close()
+	d.settle()
 
 	for _, c := range []struct {
 		route, status, problem string

@@ -579,6 +579,7 @@ func TestCustomerKeyNeverLogged(t *testing.T) {
 			t.Fatalf("%s: err = %v; want ok %v", s.name, err, s.ok)
 		}
 	}
+	d.settle()
 	out := logs.String()
 	if !strings.Contains(out, `"msg":"request"`) {
 		t.Fatalf("no access lines were logged:\n%s", out)
