@@ -150,7 +150,11 @@ func (s *server) createMultipartUpload(w http.ResponseWriter, r *http.Request, r
 		s.writeError(w, r, rq, err)
 		return
 	}
-	b, err := s.engine.CreateUploadWith(ctx, api.CreateUploadInput{Path: path, Token: token, ContentType: r.Header.Get("Content-Type"), Metadata: meta, Encryption: encryption})
+	b, err := s.engine.CreateUploadWith(ctx, api.CreateUploadInput{
+		Path: path, Token: token, ContentType: r.Header.Get("Content-Type"), Metadata: meta, Encryption: encryption,
+		// The store validates them, as S3 does, and answers its refusal.
+		ChecksumAlgorithm: r.Header.Get("X-Amz-Checksum-Algorithm"), ChecksumType: r.Header.Get("X-Amz-Checksum-Type"),
+	})
 	if err != nil {
 		s.writeError(w, r, rq, err)
 		return
@@ -210,13 +214,23 @@ func (s *server) uploadPart(w http.ResponseWriter, r *http.Request, rq *request)
 		s.writeError(w, r, rq, err)
 		return
 	}
-	etag, err := s.engine.UploadPart(ctx, api.UploadPartInput{Path: path, UploadID: id, Number: number, Body: body, Size: rq.auth.DecodedContentLength, Customer: customer}, token)
+	// The part's checksum, verified by rq.auth.Body, goes to the store
+	// with it: the store keeps it and combines it at completion.
+	etag, err := s.engine.UploadPart(ctx, api.UploadPartInput{
+		Path: path, UploadID: id, Number: number, Body: body, Size: rq.auth.DecodedContentLength, Customer: customer,
+		ChecksumAlgorithm: rq.auth.ChecksumAlgorithm,
+	}, token)
 	if err != nil {
 		drainRefusedPart(r.Body)
 		s.writeError(w, r, rq, s.orNoSuchBucket(ctx, rq, uploadError(err)))
 		return
 	}
 	w.Header().Set("ETag", etag)
+	if v := rq.auth.Checksum(); v != "" {
+		// As S3 answers it: the SDKs' upload managers name it in the
+		// completion, which the store checks against the part.
+		w.Header().Set("X-Amz-Checksum-"+rq.auth.ChecksumAlgorithm, v)
+	}
 	w.Header().Set("Content-Length", "0")
 	w.WriteHeader(http.StatusOK)
 }
@@ -306,7 +320,9 @@ func (s *server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 	}
 	parts := make([]api.Part, len(req.Parts))
 	for i, p := range req.Parts {
-		parts[i] = api.Part{Number: p.PartNumber, ETag: p.ETag}
+		parts[i] = api.Part{Number: p.PartNumber, ETag: p.ETag, Checksums: api.ObjectChecksums{
+			CRC32: p.ChecksumCRC32, CRC32C: p.ChecksumCRC32C, CRC64NVME: p.ChecksumCRC64NVME, SHA1: p.ChecksumSHA1, SHA256: p.ChecksumSHA256,
+		}}
 	}
 	res, err := s.engine.CompleteUploadIf(ctx, path, rq.query.Get("uploadId"), token, parts, cond)
 	if err != nil {
@@ -470,6 +486,13 @@ type (
 		Parts   []struct {
 			PartNumber int32  `xml:"PartNumber"`
 			ETag       string `xml:"ETag"`
+			// The part's checksum, when the upload has an algorithm:
+			// passed to the store, which checks it.
+			ChecksumCRC32     string `xml:"ChecksumCRC32"`
+			ChecksumCRC32C    string `xml:"ChecksumCRC32C"`
+			ChecksumCRC64NVME string `xml:"ChecksumCRC64NVME"`
+			ChecksumSHA1      string `xml:"ChecksumSHA1"`
+			ChecksumSHA256    string `xml:"ChecksumSHA256"`
 		} `xml:"Part"`
 	}
 	completeResult struct {

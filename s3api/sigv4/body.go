@@ -49,6 +49,7 @@ type checksum struct {
 	algorithm string // "crc32", ...
 	hash      hash.Hash
 	want      string // base64, from the header; from the trailer if empty
+	verified  bool   // the body matched want
 }
 
 func newChecksum(algorithm string) *checksum {
@@ -68,6 +69,7 @@ func (c *checksum) verify() error {
 	if got != c.want {
 		return newError(ErrBadDigest, "The "+c.header()+" you specified did not match the calculated checksum.")
 	}
+	c.verified = true
 	return nil
 }
 
@@ -156,7 +158,7 @@ func buildBody(r *http.Request, res *Result, payloadHash string, signing chunkSi
 		res.Body = &holdback{r: p}
 		res.DecodedContentLength = r.ContentLength
 		if sum != nil {
-			res.ChecksumAlgorithm = sum.algorithm
+			res.ChecksumAlgorithm, res.checksum = sum.algorithm, sum
 		}
 		return nil
 	}
@@ -195,7 +197,7 @@ func buildBody(r *http.Request, res *Result, payloadHash string, signing chunkSi
 	res.Body = &holdback{r: c}
 	res.DecodedContentLength = decoded
 	if c.checksum != nil {
-		res.ChecksumAlgorithm = c.checksum.algorithm
+		res.ChecksumAlgorithm, res.checksum = c.checksum.algorithm, c.checksum
 	}
 	return nil
 }

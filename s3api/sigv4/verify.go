@@ -117,6 +117,19 @@ type Result struct {
 	// ChecksumAlgorithm names the x-amz-checksum-* the body is verified
 	// against ("crc32", "crc32c", "crc64nvme", "sha1", "sha256"), or "".
 	ChecksumAlgorithm string
+
+	checksum *checksum // the one of ChecksumAlgorithm; nil if none
+}
+
+// Checksum is the body's x-amz-checksum-<ChecksumAlgorithm> (base64), as
+// the client sent it in a header or a trailer, once the body matched it:
+// empty until Body's final Read returned io.EOF (a body of length zero
+// is checked by Verify), and for a request without a checksum.
+func (r *Result) Checksum() string {
+	if r.checksum == nil || !r.checksum.verified {
+		return ""
+	}
+	return r.checksum.want
 }
 
 // credential is a parsed Credential= / X-Amz-Credential value.
