@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -24,8 +25,8 @@ import (
 // part's checksum in the completion, as S3 takes them. The store keeps
 // them: read straight from versitygw with minio-go, in checksum mode, the
 // object answers the composite CRC32 of its parts ("<crc of the parts'
-// crcs>-<parts>", type COMPOSITE), and HeadObject through the door
-// answers the same.
+// crcs>-<parts>", type COMPOSITE), and HeadObject and GetObject through
+// the door in checksum mode answer the same.
 func TestMultipartChecksumsReachTheStore(t *testing.T) {
 	d := newDoor(t, doorOptions{})
 	ctx := context.Background()
@@ -61,5 +62,17 @@ func TestMultipartChecksumsReachTheStore(t *testing.T) {
 	}
 	if v := aws.ToString(get.ChecksumCRC32); v != want || get.ChecksumType != types.ChecksumTypeComposite {
 		t.Errorf("HeadObject through the door answers CRC32 %q, type %q; want %q, COMPOSITE", v, get.ChecksumType, want)
+	}
+	read, err := d.client(writerKey).GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(d.bucket), Key: aws.String("big"), ChecksumMode: types.ChecksumModeEnabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer read.Body.Close()
+	got, err := io.ReadAll(read.Body)
+	if err != nil || !bytes.Equal(got, body) {
+		t.Errorf("GetObject through the door read %d bytes (the body's: %v), %v", len(got), bytes.Equal(got, body), err)
+	}
+	if v := aws.ToString(read.ChecksumCRC32); v != want || read.ChecksumType != types.ChecksumTypeComposite {
+		t.Errorf("GetObject through the door answers CRC32 %q, type %q; want %q, COMPOSITE", v, read.ChecksumType, want)
 	}
 }
