@@ -91,6 +91,9 @@ func awsJSClient(t *testing.T, d *door) client {
 		upload: func(key, file string, token, partMiB int) (string, error) {
 			return js.runPrinted("upload", d.bucket, key, file, fmt.Sprint(token), fmt.Sprint(partMiB<<20))
 		},
+		checksumUpload: func(key, file string, token, partMiB int, algorithm string) (string, error) {
+			return js.runPrinted("upload-checksum", d.bucket, key, file, fmt.Sprint(token), fmt.Sprint(partMiB<<20), algorithm)
+		},
 		list: func(prefix string) (string, error) { return js.runPrinted("list", d.bucket, prefix) },
 		readFrom: func(key string, first int64) ([]byte, string, error) {
 			return js.run("range", d.bucket, key, fmt.Sprint(first))

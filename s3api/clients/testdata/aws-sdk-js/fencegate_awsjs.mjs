@@ -81,6 +81,16 @@ async function main(op, ...args) {
       await upload.done();
       break;
     }
+    case "upload-checksum": { // upload-checksum BUCKET KEY FILE TOKEN PART_BYTES ALGORITHM: upload, with ChecksumAlgorithm
+      const [Bucket, Key, file, token, part, ChecksumAlgorithm] = args;
+      const upload = new Upload({
+        client: s3,
+        params: { Bucket, Key, Body: readFileSync(file), Metadata: { "fence-token": token }, ChecksumAlgorithm },
+        partSize: Number(part),
+      });
+      await upload.done();
+      break;
+    }
     case "list": { // list BUCKET PREFIX: one key a line
       const [Bucket, Prefix] = args;
       let ContinuationToken;
