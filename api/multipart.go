@@ -162,10 +162,10 @@ type Part struct {
 	// Size and LastModified are known in listings only.
 	Size         int64     `json:"size,omitempty"`
 	LastModified time.Time `json:"last_modified,omitzero"`
-	// Checksums are the part's checksums as a completion names them
-	// (base64; Type unused), passed to the store, which checks them
-	// against the parts it keeps; zero: none named. Not in the REST
-	// API's answers.
+	// Checksums are the part's checksums (base64; Type unused): as a
+	// completion names them, passed to the store, which checks them
+	// against the parts it keeps; in a listing, those the store keeps.
+	// Zero: none. Not in the REST API's answers.
 	Checksums ObjectChecksums `json:"-"`
 }
 

@@ -392,7 +392,9 @@ func (s *server) listParts(w http.ResponseWriter, r *http.Request, rq *request) 
 	out := listPartsResult{Xmlns: s3Namespace, Bucket: path.Bucket, Key: path.Key, UploadID: q.Get("uploadId"),
 		PartNumberMarker: marker, NextPartNumberMarker: list.NextMarker, MaxParts: cmpOr(maxParts, 1000), IsTruncated: list.Truncated, StorageClass: list.StorageClass}
 	for _, p := range list.Parts {
-		out.Parts = append(out.Parts, listedPart{PartNumber: p.Number, ETag: p.ETag, Size: p.Size, LastModified: p.LastModified.UTC().Format(time.RFC3339)})
+		out.Parts = append(out.Parts, listedPart{PartNumber: p.Number, ETag: p.ETag, Size: p.Size, LastModified: p.LastModified.UTC().Format(time.RFC3339),
+			ChecksumCRC32: p.Checksums.CRC32, ChecksumCRC32C: p.Checksums.CRC32C, ChecksumCRC64NVME: p.Checksums.CRC64NVME,
+			ChecksumSHA1: p.Checksums.SHA1, ChecksumSHA256: p.Checksums.SHA256})
 	}
 	writeXML(w, http.StatusOK, out)
 }
@@ -521,6 +523,13 @@ type (
 		LastModified string `xml:"LastModified"`
 		ETag         string `xml:"ETag"`
 		Size         int64  `xml:"Size"`
+		// The part's checksum the store keeps (an upload created with
+		// an algorithm), as S3 lists it.
+		ChecksumCRC32     string `xml:"ChecksumCRC32,omitempty"`
+		ChecksumCRC32C    string `xml:"ChecksumCRC32C,omitempty"`
+		ChecksumCRC64NVME string `xml:"ChecksumCRC64NVME,omitempty"`
+		ChecksumSHA1      string `xml:"ChecksumSHA1,omitempty"`
+		ChecksumSHA256    string `xml:"ChecksumSHA256,omitempty"`
 	}
 	listUploadsResult struct {
 		XMLName            xml.Name       `xml:"ListMultipartUploadsResult"`

@@ -243,6 +243,10 @@ func (c *Client) ListParts(ctx context.Context, p api.ObjectPath, uploadID strin
 		res.Parts = append(res.Parts, api.Part{
 			Number: aws.ToInt32(part.PartNumber), ETag: aws.ToString(part.ETag),
 			Size: aws.ToInt64(part.Size), LastModified: aws.ToTime(part.LastModified),
+			Checksums: api.ObjectChecksums{
+				CRC32: aws.ToString(part.ChecksumCRC32), CRC32C: aws.ToString(part.ChecksumCRC32C), CRC64NVME: aws.ToString(part.ChecksumCRC64NVME),
+				SHA1: aws.ToString(part.ChecksumSHA1), SHA256: aws.ToString(part.ChecksumSHA256),
+			},
 		})
 	}
 	if res.Truncated {

@@ -25,7 +25,8 @@ import (
 // algorithm (and type) gets each part with its checksum, sent over plain
 // HTTP as an aws-chunked body with the checksum in a trailer, and a
 // completion that names each part's checksum; versitygw, read with
-// minio-go, keeps the object's checksum of that algorithm and type: the
+// minio-go, lists each part's checksum (ListParts) and keeps the
+// object's checksum of that algorithm and type: the
 // checksum of the parts' checksums and their count (COMPOSITE), or the
 // checksum of the whole object (FULL_OBJECT). The parts' sizes cross the
 // trailer's 64 KiB chunks or end on one, and the last is empty.
@@ -78,6 +79,15 @@ func TestPartChecksumsReachTheStore(t *testing.T) {
 				named := api.Part{Number: int32(i + 1), ETag: etag}
 				*checksumField(&named.Checksums, tc.algorithm) = b64(s)
 				parts = append(parts, named)
+			}
+			list, err := c.ListParts(ctx, p, id, 0, 0)
+			if err != nil || len(list.Parts) != len(parts) {
+				t.Fatalf("ListParts = %d parts, %v; want %d", len(list.Parts), err, len(parts))
+			}
+			for i, listed := range list.Parts {
+				if listed.Checksums != parts[i].Checksums {
+					t.Errorf("ListParts: part %d has checksums %+v; want %+v", listed.Number, listed.Checksums, parts[i].Checksums)
+				}
 			}
 			if _, err := c.CompleteUpload(ctx, api.CompleteUploadInput{Path: p, UploadID: id, Parts: parts, ChecksumAlgorithm: tc.algorithm}); err != nil {
 				t.Fatalf("CompleteUpload = %v", err)
