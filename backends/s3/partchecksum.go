@@ -2,22 +2,19 @@ package s3
 
 import (
 	"context"
-	"crypto/sha1"
-	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"hash"
-	"hash/crc32"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/aws/smithy-go/encoding/httpbinding"
-	"github.com/minio/crc64nvme"
 
 	"fencegate/api"
+	"fencegate/internal/s3checksum"
 )
 
 // A part with a checksum. An upload created with x-amz-checksum-algorithm
@@ -41,24 +38,6 @@ const streamingUnsignedTrailer = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
 // trailerChunkSize is the size of each chunk of a part's aws-chunked body
 // but the last, as the SDK frames its own (64 KiB).
 const trailerChunkSize = 64 << 10
-
-// newPartChecksum returns the hash of algorithm (lower or upper case: "crc32",
-// "CRC32C", ...), or false for an algorithm S3 does not know.
-func newPartChecksum(algorithm string) (hash.Hash, bool) {
-	switch strings.ToLower(algorithm) {
-	case "crc32":
-		return crc32.NewIEEE(), true
-	case "crc32c":
-		return crc32.New(crc32.MakeTable(crc32.Castagnoli)), true
-	case "crc64nvme":
-		return crc64nvme.New(), true
-	case "sha1":
-		return sha1.New(), true
-	case "sha256":
-		return sha256.New(), true
-	}
-	return nil, false
-}
 
 // trailingChecksumBody is the aws-chunked encoding of size bytes of body,
 // unsigned, with the trailer header: base64 of sum over those bytes.
@@ -148,10 +127,11 @@ func (s *signedHTTP) uploadPart(ctx context.Context, in api.UploadPartInput) (et
 	if ep.sdk {
 		return "", true, nil
 	}
-	sum, ok := newPartChecksum(in.ChecksumAlgorithm)
+	alg, ok := s3checksum.Lookup(in.ChecksumAlgorithm)
 	if !ok {
 		return "", false, fmt.Errorf("%w: unknown checksum algorithm %q", api.ErrInvalidRequest, in.ChecksumAlgorithm)
 	}
+	sum := alg.New()
 	body := newTrailingChecksumBody(in.Body, in.Size, in.ChecksumAlgorithm, sum)
 	query := "partNumber=" + strconv.FormatInt(int64(in.Number), 10) + "&uploadId=" + httpbinding.EscapePath(in.UploadID, true) + "&x-id=UploadPart"
 	req, err := s.newRequest(ctx, ep, http.MethodPut, in.Path.Key, query, body, encodedLength(in.Size, body.header, sum), func(h http.Header) {

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"fencegate/internal/s3checksum"
 	"fencegate/internal/sigv4core"
 )
 
@@ -352,8 +353,8 @@ var queryHeaderValues = map[string]func(value string) error{
 		return nil
 	},
 	"x-amz-sdk-checksum-algorithm": func(v string) error {
-		if _, known := checksumAlgorithms[strings.ToLower(v)]; !known {
-			return newError(ErrInvalidRequest, "x-amz-sdk-checksum-algorithm must be one of CRC32, CRC32C, CRC64NVME, SHA1 or SHA256.")
+		if _, known := s3checksum.Lookup(v); !known {
+			return newError(ErrInvalidRequest, "x-amz-sdk-checksum-algorithm must be one of "+s3checksum.Names()+".")
 		}
 		return nil
 	},
@@ -363,6 +364,11 @@ var queryHeaderValues = map[string]func(value string) error{
 	"x-amz-checksum-crc64nvme": nil,
 	"x-amz-checksum-sha1":      nil,
 	"x-amz-checksum-sha256":    nil,
+	"x-amz-checksum-sha512":    nil,
+	"x-amz-checksum-md5":       nil,
+	"x-amz-checksum-xxhash64":  nil,
+	"x-amz-checksum-xxhash3":   nil,
+	"x-amz-checksum-xxhash128": nil,
 	// Read by the handler, as the headers.
 	"x-amz-tagging":                                   nil,
 	"x-amz-server-side-encryption":                    nil,
