@@ -320,9 +320,7 @@ func (s *server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 	}
 	parts := make([]api.Part, len(req.Parts))
 	for i, p := range req.Parts {
-		parts[i] = api.Part{Number: p.PartNumber, ETag: p.ETag, Checksums: api.ObjectChecksums{
-			CRC32: p.ChecksumCRC32, CRC32C: p.ChecksumCRC32C, CRC64NVME: p.ChecksumCRC64NVME, SHA1: p.ChecksumSHA1, SHA256: p.ChecksumSHA256,
-		}}
+		parts[i] = api.Part{Number: p.PartNumber, ETag: p.ETag, Checksums: api.ObjectChecksums(p.partChecksums)}
 	}
 	res, err := s.engine.CompleteUploadIf(ctx, path, rq.query.Get("uploadId"), token, parts, cond)
 	if err != nil {
@@ -392,9 +390,10 @@ func (s *server) listParts(w http.ResponseWriter, r *http.Request, rq *request) 
 	out := listPartsResult{Xmlns: s3Namespace, Bucket: path.Bucket, Key: path.Key, UploadID: q.Get("uploadId"),
 		PartNumberMarker: marker, NextPartNumberMarker: list.NextMarker, MaxParts: cmpOr(maxParts, 1000), IsTruncated: list.Truncated, StorageClass: list.StorageClass}
 	for _, p := range list.Parts {
+		c := p.Checksums
+		c.Type = "" // an upload's, not a part's
 		out.Parts = append(out.Parts, listedPart{PartNumber: p.Number, ETag: p.ETag, Size: p.Size, LastModified: p.LastModified.UTC().Format(time.RFC3339),
-			ChecksumCRC32: p.Checksums.CRC32, ChecksumCRC32C: p.Checksums.CRC32C, ChecksumCRC64NVME: p.Checksums.CRC64NVME,
-			ChecksumSHA1: p.Checksums.SHA1, ChecksumSHA256: p.Checksums.SHA256})
+			partChecksums: partChecksums(c)})
 	}
 	writeXML(w, http.StatusOK, out)
 }
@@ -490,11 +489,7 @@ type (
 			ETag       string `xml:"ETag"`
 			// The part's checksum, when the upload has an algorithm:
 			// passed to the store, which checks it.
-			ChecksumCRC32     string `xml:"ChecksumCRC32"`
-			ChecksumCRC32C    string `xml:"ChecksumCRC32C"`
-			ChecksumCRC64NVME string `xml:"ChecksumCRC64NVME"`
-			ChecksumSHA1      string `xml:"ChecksumSHA1"`
-			ChecksumSHA256    string `xml:"ChecksumSHA256"`
+			partChecksums
 		} `xml:"Part"`
 	}
 	completeResult struct {
@@ -525,11 +520,23 @@ type (
 		Size         int64  `xml:"Size"`
 		// The part's checksum the store keeps (an upload created with
 		// an algorithm), as S3 lists it.
-		ChecksumCRC32     string `xml:"ChecksumCRC32,omitempty"`
-		ChecksumCRC32C    string `xml:"ChecksumCRC32C,omitempty"`
-		ChecksumCRC64NVME string `xml:"ChecksumCRC64NVME,omitempty"`
-		ChecksumSHA1      string `xml:"ChecksumSHA1,omitempty"`
-		ChecksumSHA256    string `xml:"ChecksumSHA256,omitempty"`
+		partChecksums
+	}
+	// partChecksums are a part's checksums in S3's XML (a completion's
+	// part, a listed part): api.ObjectChecksums, field for field, with
+	// S3's element names.
+	partChecksums struct {
+		CRC32     string `xml:"ChecksumCRC32,omitempty"`
+		CRC32C    string `xml:"ChecksumCRC32C,omitempty"`
+		CRC64NVME string `xml:"ChecksumCRC64NVME,omitempty"`
+		SHA1      string `xml:"ChecksumSHA1,omitempty"`
+		SHA256    string `xml:"ChecksumSHA256,omitempty"`
+		SHA512    string `xml:"ChecksumSHA512,omitempty"`
+		MD5       string `xml:"ChecksumMD5,omitempty"`
+		XXHASH64  string `xml:"ChecksumXXHASH64,omitempty"`
+		XXHASH3   string `xml:"ChecksumXXHASH3,omitempty"`
+		XXHASH128 string `xml:"ChecksumXXHASH128,omitempty"`
+		Type      string `xml:"-"`
 	}
 	listUploadsResult struct {
 		XMLName            xml.Name       `xml:"ListMultipartUploadsResult"`

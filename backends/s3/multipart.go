@@ -177,9 +177,12 @@ func (c *Client) CompleteUpload(ctx context.Context, in api.CompleteUploadInput)
 	for i, p := range in.Parts {
 		parts[i] = types.CompletedPart{PartNumber: aws.Int32(p.Number), ETag: aws.String(p.ETag)}
 		if in.ChecksumAlgorithm != "" {
-			parts[i].ChecksumCRC32, parts[i].ChecksumCRC32C = optional(p.Checksums.CRC32), optional(p.Checksums.CRC32C)
-			parts[i].ChecksumCRC64NVME = optional(p.Checksums.CRC64NVME)
-			parts[i].ChecksumSHA1, parts[i].ChecksumSHA256 = optional(p.Checksums.SHA1), optional(p.Checksums.SHA256)
+			c := p.Checksums
+			parts[i].ChecksumCRC32, parts[i].ChecksumCRC32C = optional(c.CRC32), optional(c.CRC32C)
+			parts[i].ChecksumCRC64NVME = optional(c.CRC64NVME)
+			parts[i].ChecksumSHA1, parts[i].ChecksumSHA256, parts[i].ChecksumSHA512 = optional(c.SHA1), optional(c.SHA256), optional(c.SHA512)
+			parts[i].ChecksumMD5 = optional(c.MD5)
+			parts[i].ChecksumXXHASH64, parts[i].ChecksumXXHASH3, parts[i].ChecksumXXHASH128 = optional(c.XXHASH64), optional(c.XXHASH3), optional(c.XXHASH128)
 		}
 	}
 	complete := &s3.CompleteMultipartUploadInput{
@@ -245,7 +248,9 @@ func (c *Client) ListParts(ctx context.Context, p api.ObjectPath, uploadID strin
 			Size: aws.ToInt64(part.Size), LastModified: aws.ToTime(part.LastModified),
 			Checksums: api.ObjectChecksums{
 				CRC32: aws.ToString(part.ChecksumCRC32), CRC32C: aws.ToString(part.ChecksumCRC32C), CRC64NVME: aws.ToString(part.ChecksumCRC64NVME),
-				SHA1: aws.ToString(part.ChecksumSHA1), SHA256: aws.ToString(part.ChecksumSHA256),
+				SHA1: aws.ToString(part.ChecksumSHA1), SHA256: aws.ToString(part.ChecksumSHA256), SHA512: aws.ToString(part.ChecksumSHA512),
+				MD5:      aws.ToString(part.ChecksumMD5),
+				XXHASH64: aws.ToString(part.ChecksumXXHASH64), XXHASH3: aws.ToString(part.ChecksumXXHASH3), XXHASH128: aws.ToString(part.ChecksumXXHASH128),
 			},
 		})
 	}
