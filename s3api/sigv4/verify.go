@@ -388,8 +388,9 @@ var queryHeaderValues = map[string]func(value string) error{
 // IsQueryHeader reports whether the query parameter name (in any case) is
 // a header that a presigned URL may carry in its query and that Verify
 // reads as that header (see Result and Verify): X-Amz-Content-Sha256
-// (UNSIGNED-PAYLOAD only), x-amz-checksum-crc32, -crc32c, -crc64nvme,
-// -sha1 and -sha256 (the body is checked against it), x-amz-sdk-checksum-algorithm,
+// (UNSIGNED-PAYLOAD only), x-amz-checksum-<algorithm> of each of S3's
+// algorithms (package s3checksum; the body is checked against it),
+// x-amz-sdk-checksum-algorithm,
 // x-amz-checksum-mode (ENABLED), x-amz-tagging, and the server-side
 // encryption headers (x-amz-server-side-encryption, -aws-kms-key-id,
 // -context, -bucket-key-enabled, -customer-algorithm, -customer-key,
