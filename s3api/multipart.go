@@ -59,7 +59,7 @@ func (s *server) multipartRoute(r *http.Request, rq *request) (handlerFunc, stri
 		switch r.Method {
 		case http.MethodPut:
 			if has("partNumber") && onlyParams(q, "uploadId", "partNumber") {
-				if _, copy := r.Header["X-Amz-Copy-Source"]; copy {
+				if isCopy(r, q) {
 					return s.uploadPartCopy, "UploadPartCopy"
 				}
 				return s.uploadPart, "UploadPart"

@@ -378,6 +378,16 @@ var queryHeaderValues = map[string]func(value string) error{
 	"x-amz-server-side-encryption-customer-algorithm": nil,
 	"x-amz-server-side-encryption-customer-key":       nil,
 	"x-amz-server-side-encryption-customer-key-md5":   nil,
+	// A copy's source, its conditions and directives, read by the
+	// handler as the headers.
+	"x-amz-copy-source":                     nil,
+	"x-amz-copy-source-if-match":            nil,
+	"x-amz-copy-source-if-none-match":       nil,
+	"x-amz-copy-source-if-modified-since":   nil,
+	"x-amz-copy-source-if-unmodified-since": nil,
+	"x-amz-copy-source-range":               nil,
+	"x-amz-metadata-directive":              nil,
+	"x-amz-tagging-directive":               nil,
 	// A copy's source's customer key, read by the handler as the
 	// headers.
 	"x-amz-copy-source-server-side-encryption-customer-algorithm": nil,
@@ -394,7 +404,10 @@ var queryHeaderValues = map[string]func(value string) error{
 // x-amz-checksum-mode (ENABLED), x-amz-tagging, and the server-side
 // encryption headers (x-amz-server-side-encryption, -aws-kms-key-id,
 // -context, -bucket-key-enabled, -customer-algorithm, -customer-key,
-// -customer-key-md5) and a copy source's customer key
+// -customer-key-md5), a copy's source, conditions and directives
+// (x-amz-copy-source, -if-match, -if-none-match, -if-modified-since,
+// -if-unmodified-since, -range, x-amz-metadata-directive,
+// x-amz-tagging-directive) and a copy source's customer key
 // (x-amz-copy-source-server-side-encryption-customer-algorithm, -key,
 // -key-md5), whose values the front door checks as headers. A
 // front door's router accepts these beside an operation's own parameters.

@@ -145,6 +145,18 @@ async function main(op, ...args) {
       await presigned("PUT", url, body);
       break;
     }
+    case "presigned-copy": { // presigned-copy BUCKET SOURCE KEY TOKEN: CopyObject by a presigned URL, the token as metadata
+      // The presigner moves every x-amz-* header but the encryption ones
+      // into the query: x-amz-copy-source, x-amz-metadata-directive and
+      // x-amz-meta-fence-token go there.
+      const [Bucket, source, Key, token] = args;
+      const url = await getSignedUrl(s3, new CopyObjectCommand({
+        Bucket, Key, CopySource: `${Bucket}/${source}`, MetadataDirective: "REPLACE", Metadata: { "fence-token": token },
+      }), { expiresIn: 600 });
+      if (!new URL(url).searchParams.has("x-amz-copy-source")) throw new Error("the presigner left x-amz-copy-source out of the query: " + url);
+      await presigned("PUT", url);
+      break;
+    }
     case "presigned-get": { // presigned-get BUCKET KEY: GET a presigned URL, the bytes to stdout
       const [Bucket, Key] = args;
       const url = await getSignedUrl(s3, new GetObjectCommand({ Bucket, Key }), { expiresIn: 600 });
