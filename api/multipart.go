@@ -41,6 +41,11 @@ type UploadBinding struct {
 	// and the digest of the part list that completed it.
 	ETag        string `json:"-"`
 	PartsDigest string `json:"-"`
+	// ChecksumAlgorithm is the algorithm the upload was created with
+	// (CreateUploadInput.ChecksumAlgorithm): its completion names the
+	// parts' checksums to the store. Empty: created without one, or
+	// recorded by a gateway that did not keep it.
+	ChecksumAlgorithm string `json:"-"`
 }
 
 // UploadState is what became of a bound upload.
@@ -106,6 +111,14 @@ type CreateUploadInput struct {
 	// Encryption is the server-side encryption of the object that the
 	// upload completes, as PutObjectInput.Encryption.
 	Encryption Encryption
+	// ChecksumAlgorithm is the algorithm of the parts' checksums and of
+	// the object's (S3's x-amz-checksum-algorithm: CRC32, CRC32C,
+	// CRC64NVME, SHA1, SHA256), as the client named it; ChecksumType is
+	// how the store combines the parts' (x-amz-checksum-type: COMPOSITE
+	// or FULL_OBJECT). Empty: the client named none, and the store
+	// chooses.
+	ChecksumAlgorithm string
+	ChecksumType      string
 }
 
 // UploadPartInput is one part of a multipart upload.
@@ -120,6 +133,13 @@ type UploadPartInput struct {
 	// Customer is the upload's customer key (SSE-C), which S3 needs
 	// with every part of an upload created with one; zero: none.
 	Customer CustomerKey
+	// ChecksumAlgorithm, when not empty, is the algorithm ("crc32",
+	// "crc32c", "crc64nvme", "sha1", "sha256") of the part's checksum,
+	// which the backend computes over Body as it streams and sends the
+	// store with the part. Body must already be verified against the
+	// client's checksum: the backend forwards it, it does not check it.
+	// Empty: the part goes without a checksum.
+	ChecksumAlgorithm string
 }
 
 // CopyPartInput is one part of a multipart upload copied from an existing
@@ -142,6 +162,11 @@ type Part struct {
 	// Size and LastModified are known in listings only.
 	Size         int64     `json:"size,omitempty"`
 	LastModified time.Time `json:"last_modified,omitzero"`
+	// Checksums are the part's checksums (base64; Type unused): as a
+	// completion names them, passed to the store, which checks them
+	// against the parts it keeps; in a listing, those the store keeps.
+	// Zero: none. Not in the REST API's answers.
+	Checksums ObjectChecksums `json:"-"`
 }
 
 // CompleteUploadInput completes a multipart upload.
@@ -150,6 +175,13 @@ type CompleteUploadInput struct {
 	UploadID string
 	// Parts are the parts, in ascending Number, that make the object.
 	Parts []Part
+	// ChecksumAlgorithm is the algorithm the upload was created with
+	// (UploadBinding.ChecksumAlgorithm). Only then are the parts'
+	// Checksums sent: a store refuses a completion that names a part's
+	// checksum in an upload created without an algorithm (InvalidPart, as
+	// S3), and a client may name the checksum that UploadPart answered it
+	// all the same. Empty: the parts go by number and ETag.
+	ChecksumAlgorithm string
 	// Replaces is the version the completion replaces, as for
 	// PutObjectInput: the completion applies only if it is still current
 	// (If-Match its ETag, or If-None-Match: * when it did not exist). It

@@ -156,7 +156,8 @@ type GetObjectInput struct {
 // as S3 answers them to a read with checksum mode enabled: base64 values,
 // each empty when the store answered none of that algorithm.
 type ObjectChecksums struct {
-	CRC32, CRC32C, CRC64NVME, SHA1, SHA256 string
+	CRC32, CRC32C, CRC64NVME, SHA1, SHA256    string
+	SHA512, MD5, XXHASH64, XXHASH3, XXHASH128 string
 	// Type is FULL_OBJECT or COMPOSITE (S3's x-amz-checksum-type); empty
 	// when the store did not say.
 	Type string
@@ -174,6 +175,11 @@ var ChecksumHeaders = []struct {
 	{"X-Amz-Checksum-Crc64nvme", func(c *ObjectChecksums) *string { return &c.CRC64NVME }},
 	{"X-Amz-Checksum-Sha1", func(c *ObjectChecksums) *string { return &c.SHA1 }},
 	{"X-Amz-Checksum-Sha256", func(c *ObjectChecksums) *string { return &c.SHA256 }},
+	{"X-Amz-Checksum-Sha512", func(c *ObjectChecksums) *string { return &c.SHA512 }},
+	{"X-Amz-Checksum-Md5", func(c *ObjectChecksums) *string { return &c.MD5 }},
+	{"X-Amz-Checksum-Xxhash64", func(c *ObjectChecksums) *string { return &c.XXHASH64 }},
+	{"X-Amz-Checksum-Xxhash3", func(c *ObjectChecksums) *string { return &c.XXHASH3 }},
+	{"X-Amz-Checksum-Xxhash128", func(c *ObjectChecksums) *string { return &c.XXHASH128 }},
 	{"X-Amz-Checksum-Type", func(c *ObjectChecksums) *string { return &c.Type }},
 }
 

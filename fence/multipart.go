@@ -222,7 +222,7 @@ func (e *Engine) CreateUploadWith(ctx context.Context, in api.CreateUploadInput)
 		return api.UploadBinding{}, err
 	}
 	e.monitor.UploadCreated()
-	b := api.UploadBinding{UploadID: id, Resource: resource, Token: token, Secret: rand.Text()}
+	b := api.UploadBinding{UploadID: id, Resource: resource, Token: token, Secret: rand.Text(), ChecksumAlgorithm: in.ChecksumAlgorithm}
 	if err := e.uploads.BindUpload(ctx, b, e.cfg.UploadTTL); err != nil {
 		e.Abandon(ctx, path, b, AbortFailed, "the binding was not recorded")
 		return api.UploadBinding{}, fmt.Errorf("create upload: %w", err)
@@ -540,7 +540,7 @@ func (e *Engine) CompleteUploadIf(ctx context.Context, path api.ObjectPath, uplo
 		if err != nil {
 			return stale(err)
 		}
-		etag, err := e.multipart.CompleteUpload(ctx, api.CompleteUploadInput{Path: path, UploadID: b.UploadID, Parts: parts, Replaces: seen})
+		etag, err := e.multipart.CompleteUpload(ctx, api.CompleteUploadInput{Path: path, UploadID: b.UploadID, Parts: parts, Replaces: seen, ChecksumAlgorithm: b.ChecksumAlgorithm})
 		if errors.Is(err, api.ErrConcurrentModification) && attempt < e.cfg.WriteAttempts {
 			e.monitor.Logger(ctx).Debug("completion lost a race; observing again", "resource", resource, "attempt", attempt)
 			continue

@@ -59,7 +59,7 @@ func (s *server) multipartRoute(r *http.Request, rq *request) (handlerFunc, stri
 		switch r.Method {
 		case http.MethodPut:
 			if has("partNumber") && onlyParams(q, "uploadId", "partNumber") {
-				if _, copy := r.Header["X-Amz-Copy-Source"]; copy {
+				if isCopy(r, q) {
 					return s.uploadPartCopy, "UploadPartCopy"
 				}
 				return s.uploadPart, "UploadPart"
@@ -150,7 +150,11 @@ func (s *server) createMultipartUpload(w http.ResponseWriter, r *http.Request, r
 		s.writeError(w, r, rq, err)
 		return
 	}
-	b, err := s.engine.CreateUploadWith(ctx, api.CreateUploadInput{Path: path, Token: token, ContentType: r.Header.Get("Content-Type"), Metadata: meta, Encryption: encryption})
+	b, err := s.engine.CreateUploadWith(ctx, api.CreateUploadInput{
+		Path: path, Token: token, ContentType: r.Header.Get("Content-Type"), Metadata: meta, Encryption: encryption,
+		// The store validates them, as S3 does, and answers its refusal.
+		ChecksumAlgorithm: r.Header.Get("X-Amz-Checksum-Algorithm"), ChecksumType: r.Header.Get("X-Amz-Checksum-Type"),
+	})
 	if err != nil {
 		s.writeError(w, r, rq, err)
 		return
@@ -210,13 +214,23 @@ func (s *server) uploadPart(w http.ResponseWriter, r *http.Request, rq *request)
 		s.writeError(w, r, rq, err)
 		return
 	}
-	etag, err := s.engine.UploadPart(ctx, api.UploadPartInput{Path: path, UploadID: id, Number: number, Body: body, Size: rq.auth.DecodedContentLength, Customer: customer}, token)
+	// The part's checksum, verified by rq.auth.Body, goes to the store
+	// with it: the store keeps it and combines it at completion.
+	etag, err := s.engine.UploadPart(ctx, api.UploadPartInput{
+		Path: path, UploadID: id, Number: number, Body: body, Size: rq.auth.DecodedContentLength, Customer: customer,
+		ChecksumAlgorithm: rq.auth.ChecksumAlgorithm,
+	}, token)
 	if err != nil {
 		drainRefusedPart(r.Body)
 		s.writeError(w, r, rq, s.orNoSuchBucket(ctx, rq, uploadError(err)))
 		return
 	}
 	w.Header().Set("ETag", etag)
+	if v := rq.auth.Checksum(); v != "" {
+		// As S3 answers it: the SDKs' upload managers name it in the
+		// completion, which the store checks against the part.
+		w.Header().Set("X-Amz-Checksum-"+rq.auth.ChecksumAlgorithm, v)
+	}
 	w.Header().Set("Content-Length", "0")
 	w.WriteHeader(http.StatusOK)
 }
@@ -306,7 +320,7 @@ func (s *server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 	}
 	parts := make([]api.Part, len(req.Parts))
 	for i, p := range req.Parts {
-		parts[i] = api.Part{Number: p.PartNumber, ETag: p.ETag}
+		parts[i] = api.Part{Number: p.PartNumber, ETag: p.ETag, Checksums: api.ObjectChecksums(p.partChecksums)}
 	}
 	res, err := s.engine.CompleteUploadIf(ctx, path, rq.query.Get("uploadId"), token, parts, cond)
 	if err != nil {
@@ -376,7 +390,10 @@ func (s *server) listParts(w http.ResponseWriter, r *http.Request, rq *request) 
 	out := listPartsResult{Xmlns: s3Namespace, Bucket: path.Bucket, Key: path.Key, UploadID: q.Get("uploadId"),
 		PartNumberMarker: marker, NextPartNumberMarker: list.NextMarker, MaxParts: cmpOr(maxParts, 1000), IsTruncated: list.Truncated, StorageClass: list.StorageClass}
 	for _, p := range list.Parts {
-		out.Parts = append(out.Parts, listedPart{PartNumber: p.Number, ETag: p.ETag, Size: p.Size, LastModified: p.LastModified.UTC().Format(time.RFC3339)})
+		c := p.Checksums
+		c.Type = "" // an upload's, not a part's
+		out.Parts = append(out.Parts, listedPart{PartNumber: p.Number, ETag: p.ETag, Size: p.Size, LastModified: p.LastModified.UTC().Format(time.RFC3339),
+			partChecksums: partChecksums(c)})
 	}
 	writeXML(w, http.StatusOK, out)
 }
@@ -470,6 +487,9 @@ type (
 		Parts   []struct {
 			PartNumber int32  `xml:"PartNumber"`
 			ETag       string `xml:"ETag"`
+			// The part's checksum, when the upload has an algorithm:
+			// passed to the store, which checks it.
+			partChecksums
 		} `xml:"Part"`
 	}
 	completeResult struct {
@@ -498,6 +518,25 @@ type (
 		LastModified string `xml:"LastModified"`
 		ETag         string `xml:"ETag"`
 		Size         int64  `xml:"Size"`
+		// The part's checksum the store keeps (an upload created with
+		// an algorithm), as S3 lists it.
+		partChecksums
+	}
+	// partChecksums are a part's checksums in S3's XML (a completion's
+	// part, a listed part): api.ObjectChecksums, field for field, with
+	// S3's element names.
+	partChecksums struct {
+		CRC32     string `xml:"ChecksumCRC32,omitempty"`
+		CRC32C    string `xml:"ChecksumCRC32C,omitempty"`
+		CRC64NVME string `xml:"ChecksumCRC64NVME,omitempty"`
+		SHA1      string `xml:"ChecksumSHA1,omitempty"`
+		SHA256    string `xml:"ChecksumSHA256,omitempty"`
+		SHA512    string `xml:"ChecksumSHA512,omitempty"`
+		MD5       string `xml:"ChecksumMD5,omitempty"`
+		XXHASH64  string `xml:"ChecksumXXHASH64,omitempty"`
+		XXHASH3   string `xml:"ChecksumXXHASH3,omitempty"`
+		XXHASH128 string `xml:"ChecksumXXHASH128,omitempty"`
+		Type      string `xml:"-"`
 	}
 	listUploadsResult struct {
 		XMLName            xml.Name       `xml:"ListMultipartUploadsResult"`

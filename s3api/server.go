@@ -372,7 +372,7 @@ func (s *server) route(r *http.Request, rq *request) (handlerFunc, string) {
 			if !onlyParams(q) {
 				break // PutObjectAcl, retention, legal hold...
 			}
-			if _, copy := r.Header["X-Amz-Copy-Source"]; copy {
+			if isCopy(r, q) {
 				return s.copyObject, "CopyObject"
 			}
 			return s.putObject, "PutObject"
@@ -390,6 +390,22 @@ func (s *server) route(r *http.Request, rq *request) (handlerFunc, string) {
 		}
 	}
 	return s.notImplemented, "NotImplemented"
+}
+
+// isCopy reports whether a PUT names a source to copy: x-amz-copy-source
+// as a header or, as presigners move it, in the query, in any spelling
+// (the verifier reads it from there as the header, once the signature
+// over the query holds).
+func isCopy(r *http.Request, q url.Values) bool {
+	if _, copy := r.Header["X-Amz-Copy-Source"]; copy {
+		return true
+	}
+	for name := range q {
+		if strings.EqualFold(name, "x-amz-copy-source") {
+			return true
+		}
+	}
+	return false
 }
 
 // readParams are the query parameters that GetObject and HeadObject

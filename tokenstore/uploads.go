@@ -57,11 +57,14 @@ type uploadRecord struct {
 	State api.UploadState `json:"state,omitempty"`
 	ETag  string          `json:"etag,omitempty"`
 	Parts string          `json:"parts,omitempty"`
+	// Checksum is api.UploadBinding.ChecksumAlgorithm; empty in a
+	// binding recorded before gateways kept it.
+	Checksum string `json:"checksum_algorithm,omitempty"`
 }
 
 // uploadValue returns the value that binds b.
 func uploadValue(b api.UploadBinding) (string, error) {
-	value, err := json.Marshal(uploadRecord{Resource: b.Resource, Token: b.Token, Secret: b.Secret, State: b.State, ETag: b.ETag, Parts: b.PartsDigest})
+	value, err := json.Marshal(uploadRecord{Resource: b.Resource, Token: b.Token, Secret: b.Secret, State: b.State, ETag: b.ETag, Parts: b.PartsDigest, Checksum: b.ChecksumAlgorithm})
 	return string(value), err
 }
 
@@ -194,7 +197,7 @@ func (u *Uploads) Upload(ctx context.Context, resource api.Resource, uploadID st
 		return api.UploadBinding{}, fmt.Errorf("upload of %s: %w: no such upload of this object", resource, api.ErrNotFound)
 	}
 	return api.UploadBinding{UploadID: uploadID, Resource: rec.Resource, Token: rec.Token, Secret: rec.Secret, Revision: resp.Kvs[0].ModRevision,
-		State: rec.State, ETag: rec.ETag, PartsDigest: rec.Parts}, nil
+		State: rec.State, ETag: rec.ETag, PartsDigest: rec.Parts, ChecksumAlgorithm: rec.Checksum}, nil
 }
 
 // UnbindUpload deletes the binding b, after a completion or an abort, if

@@ -481,6 +481,8 @@ func (c *Client) get(ctx context.Context, in api.GetObjectInput) (*api.Object, e
 		StorageClass: string(out.StorageClass),
 		Checksums: api.ObjectChecksums{CRC32: aws.ToString(out.ChecksumCRC32), CRC32C: aws.ToString(out.ChecksumCRC32C),
 			CRC64NVME: aws.ToString(out.ChecksumCRC64NVME), SHA1: aws.ToString(out.ChecksumSHA1), SHA256: aws.ToString(out.ChecksumSHA256),
+			SHA512: aws.ToString(out.ChecksumSHA512), MD5: aws.ToString(out.ChecksumMD5), XXHASH64: aws.ToString(out.ChecksumXXHASH64),
+			XXHASH3: aws.ToString(out.ChecksumXXHASH3), XXHASH128: aws.ToString(out.ChecksumXXHASH128),
 			Type: string(out.ChecksumType)},
 		Encryption: sdkEncryption(out.ServerSideEncryption, out.SSEKMSKeyId, nil, out.BucketKeyEnabled, out.SSECustomerAlgorithm, out.SSECustomerKeyMD5),
 	}, nil
@@ -547,6 +549,8 @@ func (c *Client) head(ctx context.Context, in api.GetObjectInput) (_ *api.Object
 		StorageClass: string(out.StorageClass),
 		Checksums: api.ObjectChecksums{CRC32: aws.ToString(out.ChecksumCRC32), CRC32C: aws.ToString(out.ChecksumCRC32C),
 			CRC64NVME: aws.ToString(out.ChecksumCRC64NVME), SHA1: aws.ToString(out.ChecksumSHA1), SHA256: aws.ToString(out.ChecksumSHA256),
+			SHA512: aws.ToString(out.ChecksumSHA512), MD5: aws.ToString(out.ChecksumMD5), XXHASH64: aws.ToString(out.ChecksumXXHASH64),
+			XXHASH3: aws.ToString(out.ChecksumXXHASH3), XXHASH128: aws.ToString(out.ChecksumXXHASH128),
 			Type: string(out.ChecksumType)},
 		Encryption: sdkEncryption(out.ServerSideEncryption, out.SSEKMSKeyId, nil, out.BucketKeyEnabled, out.SSECustomerAlgorithm, out.SSECustomerKeyMD5),
 	}, nil

@@ -185,8 +185,9 @@ func plainSigV4(props smithy.Properties) (region string, ok bool) {
 
 // newRequest builds the request for key under ep, with query (such as
 // "x-id=PutObject", as the SDK sends it, or ""; already canonical) and
-// body, and signs it with an unsigned payload. The caller sets the
-// headers first through setHeaders.
+// body, and signs it with an unsigned payload: UNSIGNED-PAYLOAD, unless
+// setHeaders, which sets the headers first, names another payload in
+// X-Amz-Content-Sha256 (an aws-chunked body with a trailer, partchecksum.go).
 func (s *signedHTTP) newRequest(ctx context.Context, ep bucketEndpoint, method, key, query string, body io.Reader, size int64, setHeaders func(http.Header)) (*http.Request, error) {
 	req := s.buildRequest(ctx, ep, method, key, query, body, size, setHeaders)
 	creds, err := s.creds.Retrieve(ctx)
@@ -226,7 +227,9 @@ func (s *signedHTTP) buildRequest(ctx context.Context, ep bucketEndpoint, method
 		}
 	}
 	setHeaders(req.Header)
-	req.Header["X-Amz-Content-Sha256"] = []string{unsignedPayload}
+	if _, ok := req.Header["X-Amz-Content-Sha256"]; !ok {
+		req.Header["X-Amz-Content-Sha256"] = []string{unsignedPayload}
+	}
 	return req
 }
 
@@ -262,18 +265,29 @@ func (s *signedHTTP) put(ctx context.Context, in api.PutObjectInput, cond condit
 	if err != nil {
 		return "", false, err
 	}
-	resp, err := s.http.Do(req)
+	h, err := s.send(req, "PutObject")
 	if err != nil {
 		return "", false, err
 	}
+	if in.Answered != nil {
+		*in.Answered = answeredEncryption(h)
+	}
+	return h.Get("ETag"), false, nil
+}
+
+// send sends req, a write of operation ("PutObject", ...), and returns
+// the answer's headers when S3 answered 2xx; any other answer is its
+// error (readResponseError). The answer's body is read and closed.
+func (s *signedHTTP) send(req *http.Request, operation string) (http.Header, error) {
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
 	defer discard(resp.Body)
 	if resp.StatusCode/100 != 2 {
-		return "", false, s.readResponseError("PutObject", resp)
+		return nil, s.readResponseError(operation, resp)
 	}
-	if in.Answered != nil {
-		*in.Answered = answeredEncryption(resp.Header)
-	}
-	return resp.Header.Get("ETag"), false, nil
+	return resp.Header, nil
 }
 
 // head is Client.Head on the signed path, with in's preconditions and

@@ -77,8 +77,9 @@ var lowerHeaderNames = map[string]string{
 // sign signs req for region at time t with creds: it sets X-Amz-Date,
 // X-Amz-Security-Token (session credentials) and Authorization, and drops
 // a default port from req.Host, as the SDK's signer does. query is
-// req.URL.RawQuery, already canonical; req's body is unsigned
-// (X-Amz-Content-Sha256 set by the caller).
+// req.URL.RawQuery, already canonical; req's body is unsigned: its
+// payload hash is the X-Amz-Content-Sha256 the caller set
+// (UNSIGNED-PAYLOAD, or STREAMING-UNSIGNED-PAYLOAD-TRAILER).
 func (s *sigV4) sign(creds aws.Credentials, req *http.Request, query, region string, t time.Time) {
 	t = t.UTC()
 	var dateBuf [16]byte
@@ -150,7 +151,7 @@ func (s *sigV4) sign(creds aws.Credentials, req *http.Request, query, region str
 	}
 	signedHeaders := string(buf[signedStart:])
 	buf = append(buf, '\n')
-	buf = append(buf, unsignedPayload...)
+	buf = sigv4core.AppendHeaderValues(buf, h["X-Amz-Content-Sha256"])
 	canonicalHash := sha256.Sum256(buf)
 
 	// The string to sign, then the Authorization header, in the same

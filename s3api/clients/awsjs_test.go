@@ -91,6 +91,9 @@ func awsJSClient(t *testing.T, d *door) client {
 		upload: func(key, file string, token, partMiB int) (string, error) {
 			return js.runPrinted("upload", d.bucket, key, file, fmt.Sprint(token), fmt.Sprint(partMiB<<20))
 		},
+		checksumUpload: func(key, file string, token, partMiB int, algorithm string) (string, error) {
+			return js.runPrinted("upload-checksum", d.bucket, key, file, fmt.Sprint(token), fmt.Sprint(partMiB<<20), algorithm)
+		},
 		list: func(prefix string) (string, error) { return js.runPrinted("list", d.bucket, prefix) },
 		readFrom: func(key string, first int64) ([]byte, string, error) {
 			return js.run("range", d.bucket, key, fmt.Sprint(first))
@@ -262,6 +265,31 @@ func TestAWSJSPresigned(t *testing.T) {
 		}
 		if got := tags.ToMap(); len(got) != 2 || got["project"] != "fence" || got["team"] != "a b" {
 			t.Errorf("versitygw holds the tags %v for %s; want project=fence, team=a b", got, tagged)
+		}
+	})
+}
+
+// TestAWSJSPresignedCopy: a CopyObject URL from the JavaScript presigner,
+// which moves x-amz-copy-source, x-amz-metadata-directive and the token
+// (x-amz-meta-fence-token) into the query, used with fetch: it copies the
+// source with the token, as minio-go reads from versitygw, and a stale one
+// is 409 StaleFenceToken and changes nothing.
+func TestAWSJSPresignedCopy(t *testing.T) {
+	overHTTPAndTLS(t, func(t *testing.T, d *door, js *awsJS) {
+		file, want := writeFile(t, t.TempDir(), "src", 5<<10, "presigned copy source")
+		if out, err := js.runPrinted("put", d.bucket, "pc/src", file, "4"); err != nil {
+			t.Fatalf("put: exit %d, %v\n%s", exitCode(err), err, out)
+		}
+		if out, err := js.runPrinted("presigned-copy", d.bucket, "pc/src", "pc/dst", "5"); err != nil {
+			t.Fatalf("presigned copy with token 5: exit %d, %v\n%s", exitCode(err), err, out)
+		}
+		if body, token, ok := d.stored(t, "pc/dst"); !ok || !bytes.Equal(body, want) || token != "5" {
+			t.Errorf("the copy in versitygw: %d bytes (the source's: %v), token %q, present %v; want the source's bytes and 5", len(body), bytes.Equal(body, want), token, ok)
+		}
+		out, err := js.runPrinted("presigned-copy", d.bucket, "pc/src", "pc/dst", "3")
+		wantS3Error(t, "presigned copy with stale token 3", out, err, "StaleFenceToken", 409)
+		if body, token, ok := d.stored(t, "pc/dst"); !ok || !bytes.Equal(body, want) || token != "5" {
+			t.Errorf("after a stale copy, versitygw holds %d bytes (the first copy's: %v), token %q; want the first copy's, 5", len(body), bytes.Equal(body, want), token)
 		}
 	})
 }

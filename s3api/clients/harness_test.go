@@ -141,6 +141,10 @@ type client struct {
 	// upload writes file to key with token, split by the client into parts
 	// of partMiB MiB (a multipart upload).
 	upload func(key, file string, token, partMiB int) (string, error)
+	// checksumUpload is upload with the client's ChecksumAlgorithm set
+	// to algorithm (CRC32, SHA256, ...); nil for the clients
+	// multipartchecksum_test.go does not run.
+	checksumUpload func(key, file string, token, partMiB int, algorithm string) (string, error)
 	// list lists the bucket's keys under prefix.
 	list func(prefix string) (string, error)
 	// readFrom reads key from byte first to the end (a ranged GET) and
@@ -337,6 +341,9 @@ func newClient(t *testing.T, name string, d *door) client {
 			},
 			upload: func(key, file string, token, partMiB int) (string, error) {
 				return run(env, python, script, "upload", d.bucket, key, file, fmt.Sprint(token), fmt.Sprint(partMiB<<20))
+			},
+			checksumUpload: func(key, file string, token, partMiB int, algorithm string) (string, error) {
+				return run(env, python, script, "upload-checksum", d.bucket, key, file, fmt.Sprint(token), fmt.Sprint(partMiB<<20), algorithm)
 			},
 			list: func(prefix string) (string, error) { return run(env, python, script, "list", d.bucket, prefix) },
 			readFrom: func(key string, first int64) ([]byte, string, error) {

@@ -4,21 +4,18 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/hmac"
-	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
-	"hash/crc32"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 
-	"github.com/minio/crc64nvme"
-
+	"fencegate/internal/s3checksum"
 	"fencegate/internal/sigv4core"
 )
 
@@ -35,24 +32,16 @@ const (
 	chunkReadBuffer = 32 << 10
 )
 
-// checksumAlgorithms are the x-amz-checksum-* S3 accepts, by lower-case name.
-var checksumAlgorithms = map[string]func() hash.Hash{
-	"crc32":     func() hash.Hash { return crc32.NewIEEE() },
-	"crc32c":    func() hash.Hash { return crc32.New(crc32.MakeTable(crc32.Castagnoli)) },
-	"crc64nvme": func() hash.Hash { return crc64nvme.New() },
-	"sha1":      sha1.New,
-	"sha256":    sha256.New,
-}
-
 // checksum is one x-amz-checksum-<algorithm> being computed over the body.
 type checksum struct {
 	algorithm string // "crc32", ...
 	hash      hash.Hash
 	want      string // base64, from the header; from the trailer if empty
+	verified  bool   // the body matched want
 }
 
-func newChecksum(algorithm string) *checksum {
-	return &checksum{algorithm: algorithm, hash: checksumAlgorithms[algorithm]()}
+func newChecksum(a s3checksum.Algorithm) *checksum {
+	return &checksum{algorithm: strings.ToLower(a.Name), hash: a.New()}
 }
 
 func (c *checksum) header() string { return "x-amz-checksum-" + c.algorithm }
@@ -68,7 +57,15 @@ func (c *checksum) verify() error {
 	if got != c.want {
 		return newError(ErrBadDigest, "The "+c.header()+" you specified did not match the calculated checksum.")
 	}
+	c.verified = true
 	return nil
+}
+
+// notChecksumValue reports whether the x-amz-checksum-<name> header names
+// no checksum value but says something about checksums: the type of an
+// upload's, the mode of a read, the algorithm of an upload.
+func notChecksumValue(name string) bool {
+	return strings.EqualFold(name, "type") || strings.EqualFold(name, "mode") || strings.EqualFold(name, "algorithm")
 }
 
 // headerChecksum finds the one x-amz-checksum-<algorithm> header of r, if any.
@@ -83,9 +80,15 @@ func headerChecksum(r *http.Request) (*checksum, error) {
 		if len(lk) <= len(prefix) || !strings.EqualFold(lk[:len(prefix)], prefix) {
 			continue // without lowering every header's name
 		}
-		alg := strings.ToLower(lk[len(prefix):])
-		if _, known := checksumAlgorithms[alg]; !known {
-			continue // x-amz-checksum-type, -mode, -algorithm
+		name := lk[len(prefix):]
+		if notChecksumValue(name) {
+			continue
+		}
+		alg, known := s3checksum.Lookup(name)
+		if !known {
+			// Ignored, the body would be stored unchecked although its
+			// client asked for a check.
+			return nil, newError(ErrInvalidRequest, "x-amz-checksum-"+strings.ToLower(name)+" names no checksum algorithm: S3's are "+s3checksum.Names()+".")
 		}
 		if found != nil || len(vs) != 1 {
 			return nil, newError(ErrInvalidRequest, "Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed.")
@@ -156,7 +159,7 @@ func buildBody(r *http.Request, res *Result, payloadHash string, signing chunkSi
 		res.Body = &holdback{r: p}
 		res.DecodedContentLength = r.ContentLength
 		if sum != nil {
-			res.ChecksumAlgorithm = sum.algorithm
+			res.ChecksumAlgorithm, res.checksum = sum.algorithm, sum
 		}
 		return nil
 	}
@@ -177,9 +180,10 @@ func buildBody(r *http.Request, res *Result, payloadHash string, signing chunkSi
 		checksum:  sum,
 	}
 	if payloadHash != StreamingSignedPayload {
-		alg, ok := strings.CutPrefix(trailerName, "x-amz-checksum-")
-		if _, known := checksumAlgorithms[alg]; !ok || !known || strings.Contains(trailerName, ",") {
-			return newError(ErrInvalidRequest, "x-amz-trailer must name one of x-amz-checksum-crc32, -crc32c, -crc64nvme, -sha1 or -sha256.")
+		name, ok := strings.CutPrefix(trailerName, "x-amz-checksum-")
+		alg, known := s3checksum.Lookup(name)
+		if !ok || !known || strings.Contains(trailerName, ",") {
+			return newError(ErrInvalidRequest, "x-amz-trailer must name one x-amz-checksum-<algorithm>, of "+s3checksum.Names()+".")
 		}
 		if sum != nil {
 			return newError(ErrInvalidRequest, "Expecting a single x-amz-checksum- header or trailer, not both.")
@@ -195,7 +199,7 @@ func buildBody(r *http.Request, res *Result, payloadHash string, signing chunkSi
 	res.Body = &holdback{r: c}
 	res.DecodedContentLength = decoded
 	if c.checksum != nil {
-		res.ChecksumAlgorithm = c.checksum.algorithm
+		res.ChecksumAlgorithm, res.checksum = c.checksum.algorithm, c.checksum
 	}
 	return nil
 }

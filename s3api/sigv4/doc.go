@@ -33,8 +33,8 @@
 //     so no canonical query covers it): else InvalidArgument.
 //   - Headers in a presigned query: the newest SDKs' presigners move some
 //     headers into the query, where the signature covers them:
-//     X-Amz-Content-Sha256 (UNSIGNED-PAYLOAD only), x-amz-checksum-crc32,
-//     -crc32c, -crc64nvme, -sha1, -sha256, x-amz-sdk-checksum-algorithm
+//     X-Amz-Content-Sha256 (UNSIGNED-PAYLOAD only), x-amz-checksum-crc32
+//     and the other checksums, x-amz-sdk-checksum-algorithm
 //     (naming the checksum's algorithm) and x-amz-checksum-mode (ENABLED).
 //     Each counts as its header: Verify sets it on the request, and a
 //     checksum is checked against the body (BadDigest), so the AWS SDK for
@@ -51,8 +51,11 @@
 //     with x-amz-decoded-content-length enforced (IncompleteBody), and
 //     nothing but blank lines after the last chunk and its trailer
 //     (IncompleteBody: no signature covers such bytes). A checksum
-//     x-amz-checksum-crc32, -crc32c, -crc64nvme, -sha1 or -sha256, as a
-//     header or as the trailer x-amz-trailer names, is verified (BadDigest).
+//     x-amz-checksum-<algorithm>, of any of S3's ten algorithms (package
+//     s3checksum: CRC32 to XXHASH128), as a header or as the trailer
+//     x-amz-trailer names, is verified (BadDigest); an x-amz-checksum-*
+//     header naming no algorithm (but -type, -mode, -algorithm) is
+//     InvalidRequest, never ignored.
 //
 // # Using the body
 //

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
+	"fencegate/internal/s3checksum"
 	"io"
 	"testing"
 )
@@ -28,7 +29,7 @@ func FuzzChunkedBody(f *testing.F) {
 			remaining: decoded,
 			signing:   chunkSigning{key: signingKey("secret", "20261203", "us-east-1"), amzDate: "20261203T000000Z", scope: "20261203/us-east-1/s3/aws4_request", seed: "seed"},
 			previous:  "seed",
-			checksum:  newChecksum("crc32"),
+			checksum:  newChecksum(s3checksum.Algorithms[0]),
 		}
 		if signed {
 			c.chunkSHA256 = sha256.New()

@@ -261,7 +261,7 @@ func TestPresignedQueryHeadersRefused(t *testing.T) {
 			return presigned(http.MethodGet, "x-amz-checksum-mode=YES")
 		}, "InvalidArgument"},
 		{"x-amz-sdk-checksum-algorithm unknown", func() *http.Request {
-			return presigned(http.MethodPut, "x-amz-sdk-checksum-algorithm=MD5")
+			return presigned(http.MethodPut, "x-amz-sdk-checksum-algorithm=SHA384")
 		}, "InvalidRequest"},
 		{"x-amz-sdk-checksum-algorithm naming another checksum's algorithm", func() *http.Request {
 			return presigned(http.MethodPut, "x-amz-checksum-crc32="+url.QueryEscape(crc32Base64(body))+"&x-amz-sdk-checksum-algorithm=SHA256")

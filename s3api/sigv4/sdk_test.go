@@ -99,6 +99,10 @@ func TestSDKPutObject(t *testing.T) {
 						if mode != wantMode || o.Checksum != wantChecksum {
 							t.Errorf("the SDK sent x-amz-content-sha256 %s with checksum %q; this case is meant to cover %s with %q", o.ContentSHA256, o.Checksum, wantMode, wantChecksum)
 						}
+						// An empty body is verified by Verify itself.
+						if (o.ChecksumBefore != "") != (size == 0) || o.ChecksumAfter == "" {
+							t.Errorf("Result.Checksum() = %q before the body, %q after it; want empty (but for an empty body), then the %s the SDK sent", o.ChecksumBefore, o.ChecksumAfter, wantChecksum)
+						}
 						if o.Path != "/bucket/dir/a b+c~d*é=%.txt" || o.Identity != "identity-"+testAccessKey {
 							t.Errorf("path %q identity %q", o.Path, o.Identity)
 						}

@@ -42,7 +42,10 @@ type outcome struct {
 	Complete      bool   // the reader returned io.EOF: the body is good
 	ContentSHA256 string // x-amz-content-sha256 as sent
 	Checksum      string // Result.ChecksumAlgorithm
-	Identity      string
+	// ChecksumBefore and ChecksumAfter are Result.Checksum() before the
+	// body was read and once it ended (io.EOF or an error).
+	ChecksumBefore, ChecksumAfter string
+	Identity                      string
 }
 
 // s3Server is an httptest server that runs a Verifier on every request,
@@ -89,6 +92,8 @@ func newS3Server(tb testing.TB, tls bool, cfg sigv4.Config) *s3Server {
 			return
 		}
 		o.Checksum, o.Identity = res.ChecksumAlgorithm, res.Identity
+		o.ChecksumBefore = res.Checksum()
+		defer func() { o.ChecksumAfter = res.Checksum() }()
 		buf := make([]byte, 7000) // odd size: reads straddle chunk boundaries
 		for {
 			n, err := res.Body.Read(buf)

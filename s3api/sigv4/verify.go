@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"fencegate/internal/s3checksum"
 	"fencegate/internal/sigv4core"
 )
 
@@ -117,6 +118,19 @@ type Result struct {
 	// ChecksumAlgorithm names the x-amz-checksum-* the body is verified
 	// against ("crc32", "crc32c", "crc64nvme", "sha1", "sha256"), or "".
 	ChecksumAlgorithm string
+
+	checksum *checksum // the one of ChecksumAlgorithm; nil if none
+}
+
+// Checksum is the body's x-amz-checksum-<ChecksumAlgorithm> (base64), as
+// the client sent it in a header or a trailer, once the body matched it:
+// empty until Body's final Read returned io.EOF (a body of length zero
+// is checked by Verify), and for a request without a checksum.
+func (r *Result) Checksum() string {
+	if r.checksum == nil || !r.checksum.verified {
+		return ""
+	}
+	return r.checksum.want
 }
 
 // credential is a parsed Credential= / X-Amz-Credential value.
@@ -339,8 +353,8 @@ var queryHeaderValues = map[string]func(value string) error{
 		return nil
 	},
 	"x-amz-sdk-checksum-algorithm": func(v string) error {
-		if _, known := checksumAlgorithms[strings.ToLower(v)]; !known {
-			return newError(ErrInvalidRequest, "x-amz-sdk-checksum-algorithm must be one of CRC32, CRC32C, CRC64NVME, SHA1 or SHA256.")
+		if _, known := s3checksum.Lookup(v); !known {
+			return newError(ErrInvalidRequest, "x-amz-sdk-checksum-algorithm must be one of "+s3checksum.Names()+".")
 		}
 		return nil
 	},
@@ -350,6 +364,11 @@ var queryHeaderValues = map[string]func(value string) error{
 	"x-amz-checksum-crc64nvme": nil,
 	"x-amz-checksum-sha1":      nil,
 	"x-amz-checksum-sha256":    nil,
+	"x-amz-checksum-sha512":    nil,
+	"x-amz-checksum-md5":       nil,
+	"x-amz-checksum-xxhash64":  nil,
+	"x-amz-checksum-xxhash3":   nil,
+	"x-amz-checksum-xxhash128": nil,
 	// Read by the handler, as the headers.
 	"x-amz-tagging":                                   nil,
 	"x-amz-server-side-encryption":                    nil,
@@ -359,6 +378,16 @@ var queryHeaderValues = map[string]func(value string) error{
 	"x-amz-server-side-encryption-customer-algorithm": nil,
 	"x-amz-server-side-encryption-customer-key":       nil,
 	"x-amz-server-side-encryption-customer-key-md5":   nil,
+	// A copy's source, its conditions and directives, read by the
+	// handler as the headers.
+	"x-amz-copy-source":                     nil,
+	"x-amz-copy-source-if-match":            nil,
+	"x-amz-copy-source-if-none-match":       nil,
+	"x-amz-copy-source-if-modified-since":   nil,
+	"x-amz-copy-source-if-unmodified-since": nil,
+	"x-amz-copy-source-range":               nil,
+	"x-amz-metadata-directive":              nil,
+	"x-amz-tagging-directive":               nil,
 	// A copy's source's customer key, read by the handler as the
 	// headers.
 	"x-amz-copy-source-server-side-encryption-customer-algorithm": nil,
@@ -369,12 +398,16 @@ var queryHeaderValues = map[string]func(value string) error{
 // IsQueryHeader reports whether the query parameter name (in any case) is
 // a header that a presigned URL may carry in its query and that Verify
 // reads as that header (see Result and Verify): X-Amz-Content-Sha256
-// (UNSIGNED-PAYLOAD only), x-amz-checksum-crc32, -crc32c, -crc64nvme,
-// -sha1 and -sha256 (the body is checked against it), x-amz-sdk-checksum-algorithm,
+// (UNSIGNED-PAYLOAD only), x-amz-checksum-<algorithm> of each of S3's
+// algorithms (package s3checksum; the body is checked against it),
+// x-amz-sdk-checksum-algorithm,
 // x-amz-checksum-mode (ENABLED), x-amz-tagging, and the server-side
 // encryption headers (x-amz-server-side-encryption, -aws-kms-key-id,
 // -context, -bucket-key-enabled, -customer-algorithm, -customer-key,
-// -customer-key-md5) and a copy source's customer key
+// -customer-key-md5), a copy's source, conditions and directives
+// (x-amz-copy-source, -if-match, -if-none-match, -if-modified-since,
+// -if-unmodified-since, -range, x-amz-metadata-directive,
+// x-amz-tagging-directive) and a copy source's customer key
 // (x-amz-copy-source-server-side-encryption-customer-algorithm, -key,
 // -key-md5), whose values the front door checks as headers. A
 // front door's router accepts these beside an operation's own parameters.

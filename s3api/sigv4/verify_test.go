@@ -381,6 +381,9 @@ func TestBadRequestsRefused(t *testing.T) {
 			if !bytes.Contains(reply, []byte("<Code>"+tc.wantCode+"</Code>")) {
 				t.Errorf("reply %s; want code %s", reply, tc.wantCode)
 			}
+			if o.ChecksumAfter != "" {
+				t.Errorf("Result.Checksum() = %q after a refused body; want empty", o.ChecksumAfter)
+			}
 			if o.Complete || bytes.Equal(o.Body, payload) {
 				t.Errorf("the reader handed over %d of %d bytes (complete=%v): a refused body must never be whole", len(o.Body), len(payload), o.Complete)
 			}

@@ -40,6 +40,10 @@ def main(op, *args):
         bucket, key, path, token, part = args
         config = TransferConfig(multipart_threshold=int(part), multipart_chunksize=int(part), max_concurrency=4)
         s3.upload_file(path, bucket, key, ExtraArgs={"Metadata": {"fence-token": token}}, Config=config)
+    elif op == "upload-checksum":  # upload-checksum BUCKET KEY FILE TOKEN PART_BYTES ALGORITHM: upload, with ChecksumAlgorithm
+        bucket, key, path, token, part, algorithm = args
+        config = TransferConfig(multipart_threshold=int(part), multipart_chunksize=int(part), max_concurrency=4)
+        s3.upload_file(path, bucket, key, ExtraArgs={"Metadata": {"fence-token": token}, "ChecksumAlgorithm": algorithm}, Config=config)
     elif op == "list":  # list BUCKET PREFIX: one key a line
         bucket, prefix = args
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):

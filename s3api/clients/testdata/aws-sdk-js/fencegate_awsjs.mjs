@@ -81,6 +81,16 @@ async function main(op, ...args) {
       await upload.done();
       break;
     }
+    case "upload-checksum": { // upload-checksum BUCKET KEY FILE TOKEN PART_BYTES ALGORITHM: upload, with ChecksumAlgorithm
+      const [Bucket, Key, file, token, part, ChecksumAlgorithm] = args;
+      const upload = new Upload({
+        client: s3,
+        params: { Bucket, Key, Body: readFileSync(file), Metadata: { "fence-token": token }, ChecksumAlgorithm },
+        partSize: Number(part),
+      });
+      await upload.done();
+      break;
+    }
     case "list": { // list BUCKET PREFIX: one key a line
       const [Bucket, Prefix] = args;
       let ContinuationToken;
@@ -133,6 +143,18 @@ async function main(op, ...args) {
       }
       const url = await getSignedUrl(s3, new PutObjectCommand(input), { expiresIn: 600 });
       await presigned("PUT", url, body);
+      break;
+    }
+    case "presigned-copy": { // presigned-copy BUCKET SOURCE KEY TOKEN: CopyObject by a presigned URL, the token as metadata
+      // The presigner moves every x-amz-* header but the encryption ones
+      // into the query: x-amz-copy-source, x-amz-metadata-directive and
+      // x-amz-meta-fence-token go there.
+      const [Bucket, source, Key, token] = args;
+      const url = await getSignedUrl(s3, new CopyObjectCommand({
+        Bucket, Key, CopySource: `${Bucket}/${source}`, MetadataDirective: "REPLACE", Metadata: { "fence-token": token },
+      }), { expiresIn: 600 });
+      if (!new URL(url).searchParams.has("x-amz-copy-source")) throw new Error("the presigner left x-amz-copy-source out of the query: " + url);
+      await presigned("PUT", url);
       break;
     }
     case "presigned-get": { // presigned-get BUCKET KEY: GET a presigned URL, the bytes to stdout
