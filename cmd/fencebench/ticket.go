@@ -194,9 +194,8 @@ func ticketPut(clients *ticketClients, base, bucket string, size int64, nextToke
 }
 
 // issueTicket asks the gateway for a ticket at url (POST
-// /v1/tickets/{bucket}/{key}) with token and the JSON request, and reads
-// the answer whole, so that the connection is reused. The ticket is the
-// answer's when the status is 201.
+// /v1/tickets/{bucket}/{key}) with token and the JSON request. The ticket
+// is the answer's when the status is 201.
 func issueTicket(ctx context.Context, client *http.Client, url, token string, request []byte) (api.Ticket, int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(request))
 	if err != nil {
@@ -204,24 +203,19 @@ func issueTicket(ctx context.Context, client *http.Client, url, token string, re
 	}
 	req.Header.Set(api.HeaderFenceToken, token)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return api.Ticket{}, 0, nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if err != nil || resp.StatusCode != http.StatusCreated {
-		return api.Ticket{}, resp.StatusCode, body, err
+	status, body, err := send(client, req)
+	if err != nil || status != http.StatusCreated {
+		return api.Ticket{}, status, body, err
 	}
 	var t api.Ticket
 	if err := json.Unmarshal(body, &t); err != nil {
 		return api.Ticket{}, 0, nil, fmt.Errorf("ticket answer: %w", err)
 	}
-	return t, resp.StatusCode, body, nil
+	return t, status, body, nil
 }
 
 // sendOnTicket sends body, of size bytes, as t says: its method, URL and
-// headers, Content-Length from size. It reads the answer whole.
+// headers, Content-Length from size.
 func sendOnTicket(ctx context.Context, client *http.Client, t api.Ticket, body io.Reader, size int64) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, t.Method, t.URL, body)
 	if err != nil {
@@ -233,11 +227,5 @@ func sendOnTicket(ctx context.Context, client *http.Client, t api.Ticket, body i
 		}
 	}
 	req.ContentLength = size
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	return resp.StatusCode, b, err
+	return send(client, req)
 }
