@@ -115,6 +115,8 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"--set", "huge"},
 		{"--stale-client", "curl"},
 		{"--rounds", "0"},
+		{"--ticket-large-bytes", "2GiB"},
+		{"--ticket-large-bytes", "8B"},
 		{"extra"},
 	} {
 		if _, err := parseFlags(args, io.Discard); err == nil {
