@@ -66,8 +66,8 @@ const (
 	ticketGatewayBytesCeiling = 1024
 )
 
-// ticketShortShape reports whether s is the short set's 1 KiB ticket
-// shape.
+// ticketShortShape reports whether a shape is the short set's 1 KiB
+// ticket shape.
 func ticketShortShape(pattern string, size int64, concurrency int) bool {
 	return pattern == ticketShortPattern && size == ticketShortSize && concurrency == ticketShortConcurrency
 }
