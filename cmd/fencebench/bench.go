@@ -37,6 +37,7 @@ type bench struct {
 	groupFences   *tokenstore.Store // modeStoreRaise's: group commit, as the gateway's
 	objects       *s3backend.Client // modeClientSide's
 	http          *http.Client
+	tickets       *ticketClients             // modeTicket's (ticket.go); nil without it
 	proxy         *countingProxy             // in front of S3, for the stale gateways
 	gateways      map[string]*gatewayProcess // by mode
 	bodies        map[int64]*bodySource
@@ -106,7 +107,7 @@ func newBench(ctx context.Context, cfg config, st *stack, bin string, p *progres
 	for _, m := range cfg.modes {
 		gwBin, s3Endpoint := bin, st.s3Endpoint
 		switch m {
-		case modeGateway:
+		case modeGateway, modeTicket:
 		case modeBaseline:
 			gwBin = cfg.baselineFencegate
 		case modeStale:
@@ -125,6 +126,9 @@ func newBench(ctx context.Context, cfg config, st *stack, bin string, p *progres
 	if err := b.startGCS(ctx); err != nil {
 		return nil, err
 	}
+	if slices.Contains(cfg.modes, modeTicket) {
+		b.tickets = newTicketClients(maxPool)
+	}
 	if slices.Contains(cfg.modes, modeS3API) {
 		g, endpoint, err := startS3APIGateway(ctx, st, bin, cfg.gatewayLogLevel)
 		if err != nil {
@@ -142,6 +146,7 @@ func (b *bench) close() {
 	}
 	b.gcs.close()
 	b.http.CloseIdleConnections()
+	b.tickets.close()
 	if b.directPool != nil {
 		b.directPool.CloseIdleConnections()
 	}
@@ -193,7 +198,10 @@ type snapshot struct {
 	gateway, etcd, s3, self time.Duration
 	machine                 time.Duration // all CPUs' busy time; -1: unknown
 	etcdRequests            int64
-	errs                    []error
+	// ticketBytes is what the load has written to the ticket gateway's
+	// connections (ticket.go).
+	ticketBytes int64
+	errs        []error
 }
 
 // moved returns s moved on by what the counters moved from from to to:
@@ -212,6 +220,7 @@ func (s snapshot) moved(from, to snapshot) snapshot {
 	s.self = add(s.self, from.self, to.self)
 	s.machine = add(s.machine, from.machine, to.machine)
 	s.etcdRequests += to.etcdRequests - from.etcdRequests
+	s.ticketBytes += to.ticketBytes - from.ticketBytes
 	s.errs = slices.Concat(s.errs, from.errs, to.errs)
 	return s
 }
@@ -279,6 +288,9 @@ func (b *bench) take(ctx context.Context, gatewayPID, storePID int, start bool) 
 		return d
 	}
 	s.gateway, s.etcd, s.s3 = read(gatewayPID), read(b.st.etcdPID), read(storePID)
+	if b.tickets != nil {
+		s.ticketBytes = b.tickets.sent.Load()
+	}
 	if d, err := selfCPU(); err == nil {
 		s.self = d
 	} else {
@@ -370,7 +382,7 @@ func roundOrder(n, round int) []int {
 }
 
 // measure runs one round of a cell: its own keys, a warm-up, and a
-// window of its share of cfg.duration and cfg.maxRequests.
+// window of its share of its time (config.window) and of cfg.maxRequests.
 func (b *bench) measure(ctx context.Context, c cell, round, attempt int) (measurement, error) {
 	prefix := fmt.Sprintf("%s/%s/%s/%s/c%d/r%d/a%d/", b.runID, c.mode, c.pattern, byteSize(c.size), c.concurrency, round, attempt)
 	keys := func(i int) string { return prefix + "hot" }
@@ -398,6 +410,9 @@ func (b *bench) measure(ctx context.Context, c cell, round, attempt int) (measur
 	case modeS3API:
 		gateway = b.gateways[c.mode]
 		op = s3APIPut(b.s3api, b.st.bucket, c.size)
+	case modeTicket:
+		gateway = b.gateways[c.mode]
+		op = ticketPut(b.tickets, gateway.url, b.st.bucket, c.size, writeTokenHeader(c.pattern))
 	case modeStoreRaise:
 		op = storeRaise(b.groupFences, b.st.bucket)
 	case modeStoreRaiseUnbatched:
@@ -428,7 +443,7 @@ func (b *bench) measure(ctx context.Context, c cell, round, attempt int) (measur
 		keys:        keys,
 		body:        b.body(c.size),
 		warmup:      b.cfg.warmup,
-		duration:    b.cfg.duration / time.Duration(rounds),
+		duration:    b.cfg.window(c) / time.Duration(rounds),
 		maxRequests: (b.cfg.maxRequests + rounds - 1) / rounds,
 		progress:    b.progress.update,
 	}

@@ -9,6 +9,8 @@
 //     conditional PUT, with fencegate's tokenstore and backends/s3);
 //   - gateway: PUTs through `fencegate serve`, run as a child process;
 //   - stale: PUTs through the gateway with a token it knows is stale;
+//   - ticket: a ticket from the gateway, then the bytes straight to S3
+//     on it (ticket.go);
 //   - store-raise, store-raise-unbatched: fence raises alone through
 //     tokenstore, with and without group commit, no S3 (raise.go).
 //
@@ -100,6 +102,8 @@ type config struct {
 	uploadBytes   int64
 	// largeUploadBytes is --large-upload-bytes (largeupload.go).
 	largeUploadBytes int64
+	// ticketLargeBytes is --ticket-large-bytes (ticket.go).
+	ticketLargeBytes int64
 	staleSummaryC    int
 	// rounds is how many rounds each shape's cells run in (see
 	// bench.runShape).
@@ -156,9 +160,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		endpoints                            string
 		upload                               = byteSize(1 << 30)
 		largeUpload                          byteSize
+		ticketLarge                          byteSize
 	)
 	fs.StringVar(&cfg.set, "set", "short", "standard `set` of cells: short (make bench, about 2.5 minutes) or full (every mode, concurrency, pattern and size)")
-	fs.StringVar(&modes, "modes", "", "comma-separated `modes` to run (default: direct,direct-sdk,clientside,gateway,stale,store-raise,store-raise-unbatched,s3api,gcs-direct,gcs-gateway (gcs.go), and baseline,stale-baseline with --baseline-fencegate)")
+	fs.StringVar(&modes, "modes", "", "comma-separated `modes` to run (default: direct,direct-sdk,clientside,gateway,ticket,stale,store-raise,store-raise-unbatched,s3api,gcs-direct,gcs-gateway (gcs.go), and baseline,stale-baseline with --baseline-fencegate)")
 	fs.StringVar(&concurrencies, "concurrency", "", "comma-separated `list` of concurrencies; with --patterns and --sizes it replaces the set by their cross product (default of each: 1,8,64,256; distinct,hot,raise; 1KiB,64KiB,4MiB)")
 	fs.StringVar(&patterns, "patterns", "", "comma-separated `list`: distinct (a key per worker), hot (one key), raise (a key per worker, a new, larger token each write;\nthe store-raise modes run only in it)")
 	fs.StringVar(&size, "sizes", "", "comma-separated body `sizes`, such as 1KiB,64KiB,4MiB")
@@ -169,6 +174,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.timeout, "timeout", 30*time.Minute, "bound on the whole run")
 	fs.Var(&upload, "upload-bytes", "size of the upload through a fresh gateway whose RSS growth is measured (0: none)")
 	addLargeUploadFlag(fs, &largeUpload)
+	addTicketLargeFlag(fs, &ticketLarge)
 	fs.IntVar(&cfg.staleSummaryC, "stale-summary-concurrency", 4, "concurrency of the stale cell (distinct, 1KiB) that the summary line reports")
 	fs.IntVar(&cfg.retryDisturbed, "retry-disturbed", 2, "run a round of a cell again up to this many times when other processes used more than 0.15 cores during its window\n(the report keeps the least disturbed run, and says so)")
 	fs.BoolVar(&cfg.json, "json", false, "print the results as JSON instead of tables")
@@ -196,6 +202,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	cfg.uploadBytes = int64(upload)
 	cfg.largeUploadBytes = int64(largeUpload)
+	cfg.ticketLargeBytes = int64(ticketLarge)
 	cfg.etcdEndpoints = splitList(endpoints)
 	if cfg.s3AccessKey == "" {
 		cfg.s3AccessKey = os.Getenv("AWS_ACCESS_KEY_ID")
@@ -213,14 +220,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	cfg.modes = splitList(modes)
 	if len(cfg.modes) == 0 {
-		cfg.modes = []string{modeDirect, modeDirectSDK, modeClientSide, modeGateway, modeS3API, modeStale, modeStoreRaise, modeStoreRaiseUnbatched, modeGCSDirect, modeGCSGateway}
+		cfg.modes = []string{modeDirect, modeDirectSDK, modeClientSide, modeGateway, modeS3API, modeTicket, modeStale, modeStoreRaise, modeStoreRaiseUnbatched, modeGCSDirect, modeGCSGateway}
 		if cfg.baselineFencegate != "" {
 			cfg.modes = append(cfg.modes, modeBaseline, modeStaleBaseline)
 		}
 	}
 	for _, m := range cfg.modes {
 		switch m {
-		case modeDirect, modeDirectSDK, modeClientSide, modeGateway, modeS3API, modeStale, modeStoreRaise, modeStoreRaiseUnbatched, modeGCSDirect, modeGCSGateway:
+		case modeDirect, modeDirectSDK, modeClientSide, modeGateway, modeS3API, modeTicket, modeStale, modeStoreRaise, modeStoreRaiseUnbatched, modeGCSDirect, modeGCSGateway:
 		case modeBaseline, modeStaleBaseline:
 			if cfg.baselineFencegate == "" {
 				errs = append(errs, fmt.Errorf("--modes %s needs --baseline-fencegate", m))
@@ -254,6 +261,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if cfg.duration <= 0 || cfg.warmup < 0 || cfg.retryDisturbed < 0 || cfg.maxRequests < 1 || cfg.timeout <= 0 || cfg.uploadBytes < 0 {
 		errs = append(errs, errors.New("--duration, --max-requests and --timeout must be positive, --warmup, --retry-disturbed and --upload-bytes not negative"))
+	}
+	if cfg.ticketLargeBytes != 0 && (cfg.ticketLargeBytes < prefixBytes || cfg.ticketLargeBytes > 1<<30) {
+		errs = append(errs, fmt.Errorf("--ticket-large-bytes %s: want 0, or 16B to 1GiB", byteSize(cfg.ticketLargeBytes)))
 	}
 	if len(errs) > 0 {
 		return config{}, errors.Join(errs...)
@@ -518,7 +528,8 @@ func plan(cfg config) []cell {
 	for _, s := range accepted {
 		for _, m := range cfg.modes {
 			if m == modeDirect || m == modeDirectSDK || m == modeClientSide || m == modeGateway || m == modeBaseline ||
-				m == modeS3API && s3APIShape(s.pattern, s.size, s.concurrency) {
+				m == modeS3API && s3APIShape(s.pattern, s.size, s.concurrency) ||
+				m == modeTicket && (custom || cfg.set == "full" || ticketShortShape(s.pattern, s.size, s.concurrency)) {
 				cells = append(cells, cell{m, s.pattern, s.size, s.concurrency})
 			}
 		}
@@ -537,6 +548,7 @@ func plan(cfg config) []cell {
 			}
 		}
 	}
+	cells = append(cells, ticketLargeCells(cfg, cells)...)
 	return append(cells, gcsCells(cfg)...)
 }
 

@@ -79,8 +79,8 @@ func TestPlanShortSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	cells := plan(cfg)
-	if len(cells) != 6*4+1+4+2+2 {
-		t.Fatalf("short set has %d cells; want 33", len(cells))
+	if len(cells) != 6*4+1+1+4+2+2+2 {
+		t.Fatalf("short set has %d cells; want 36", len(cells))
 	}
 	if cells[0].mode != modeDirect || cells[1].mode != modeDirectSDK || cells[2].mode != modeClientSide || cells[3].mode != modeGateway || cells[0].concurrency != cells[3].concurrency {
 		t.Fatalf("first cells %v; want direct, direct-sdk, clientside, gateway of one shape", cells[:4])
@@ -92,6 +92,8 @@ func TestPlanShortSet(t *testing.T) {
 		{modeGateway, patternRaise, 1 << 10, 64}, {modeClientSide, patternRaise, 1 << 10, 64}, {modeDirect, patternRaise, 1 << 10, 64},
 		{modeStoreRaise, patternRaise, 0, raiseCeilingConcurrency}, {modeStoreRaiseUnbatched, patternRaise, 0, raiseCeilingConcurrency},
 		{modeGCSDirect, patternDistinct, 1 << 10, 64}, {modeGCSGateway, patternDistinct, 1 << 10, 64},
+		{modeTicket, patternRaise, 1 << 10, 64},
+		{modeDirectSDK, patternRaise, 64 << 20, ticketLargeConcurrency}, {modeTicket, patternRaise, 64 << 20, ticketLargeConcurrency},
 	}
 	for _, w := range want {
 		found := false
@@ -113,6 +115,8 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"--set", "huge"},
 		{"--stale-client", "curl"},
 		{"--rounds", "0"},
+		{"--ticket-large-bytes", "2GiB"},
+		{"--ticket-large-bytes", "8B"},
 		{"extra"},
 	} {
 		if _, err := parseFlags(args, io.Discard); err == nil {
@@ -178,6 +182,10 @@ func TestSummaryLine(t *testing.T) {
 			{Mode: modeStoreRaiseUnbatched, Pattern: patternRaise, Concurrency: 256, RPS: 15000},
 			{Mode: modeGCSDirect, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 200},
 			{Mode: modeGCSGateway, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 190},
+			{Mode: modeTicket, Pattern: patternRaise, SizeBytes: 1 << 10, Concurrency: 64, RPS: 800, OK: 500, GatewayBytesPerWrite: ptr(231.4)},
+			{Mode: modeDirectSDK, Pattern: patternRaise, SizeBytes: 64 << 20, Concurrency: 2, RPS: 6},
+			{Mode: modeTicket, Pattern: patternRaise, SizeBytes: 64 << 20, Concurrency: 2, RPS: 5.82, OK: 100,
+				CPUPer1000: perProcess{Gateway: ptr(1.5)}, GatewayBytesPerWrite: ptr(229)},
 		},
 		Uploads: []uploadResult{{Gateway: modeGateway, Bytes: 1 << 30, RSSGrowthMiB: 3.4}, {Gateway: "large", Bytes: 6 << 30, RSSGrowthMiB: 20.2}},
 	}
@@ -186,7 +194,8 @@ func TestSummaryLine(t *testing.T) {
 		" raise_c64_ratio_vs_clientside=1.20 raise_c64_ratio_vs_direct=0.80 raise_c64_ratio_vs_direct_sdk=0.75 raise_ceiling_ratio_batched_vs_unbatched=2.00" +
 		" gw_cpu_ms_per_write=0.200 etcd_cpu_ms_per_write=0.050 s3_cpu_ms_per_write=0.300" +
 		" raise_gw_cpu_ms_per_write=0.250 raise_etcd_cpu_ms_per_write=0.100 raise_s3_cpu_ms_per_write=0.400 gcs_c64_ratio_vs_direct=0.95" +
-		" s3api_c64_ratio_vs_direct_sdk=0.85 s3api_gw_cpu_ms_per_write=0.255 s3api_cpu_ratio_vs_rest=1.27"
+		" s3api_c64_ratio_vs_direct_sdk=0.85 s3api_gw_cpu_ms_per_write=0.255 s3api_cpu_ratio_vs_rest=1.27" +
+		" ticket_c64_ratio_vs_direct_sdk=0.50 ticket_64mib_ratio_vs_direct_sdk=0.97 ticket_64mib_gw_cpu_ms_per_write=1.500 ticket_gw_bytes_per_write=231"
 	if r.SummaryLine != want {
 		t.Fatalf("summary line\n%s\nwant\n%s", r.SummaryLine, want)
 	}
@@ -194,7 +203,8 @@ func TestSummaryLine(t *testing.T) {
 		`raise_c64_ratio_vs_clientside=\S+ raise_c64_ratio_vs_direct=\S+ raise_c64_ratio_vs_direct_sdk=\S+ raise_ceiling_ratio_batched_vs_unbatched=\S+ ` +
 		`gw_cpu_ms_per_write=\S+ etcd_cpu_ms_per_write=\S+ s3_cpu_ms_per_write=\S+ ` +
 		`raise_gw_cpu_ms_per_write=\S+ raise_etcd_cpu_ms_per_write=\S+ raise_s3_cpu_ms_per_write=\S+ gcs_c64_ratio_vs_direct=\S+ s3api_c64_ratio_vs_direct_sdk=\S+ ` +
-		`s3api_gw_cpu_ms_per_write=\S+ s3api_cpu_ratio_vs_rest=\S+$`)
+		`s3api_gw_cpu_ms_per_write=\S+ s3api_cpu_ratio_vs_rest=\S+ ` +
+		`ticket_c64_ratio_vs_direct_sdk=\S+ ticket_64mib_ratio_vs_direct_sdk=\S+ ticket_64mib_gw_cpu_ms_per_write=\S+ ticket_gw_bytes_per_write=\S+$`)
 	if !form.MatchString((&report{}).withSummary().SummaryLine) {
 		t.Fatal("the summary of an empty report does not have the summary's form")
 	}
@@ -219,8 +229,8 @@ func TestShapes(t *testing.T) {
 		shapes = append(shapes, cells[i:i+n])
 		i += n
 	}
-	if len(shapes) != 6+4+1+1 {
-		t.Fatalf("short set has %d shapes; want 12", len(shapes))
+	if len(shapes) != 6+4+1+1+1 {
+		t.Fatalf("short set has %d shapes; want 13", len(shapes))
 	}
 	for _, s := range shapes {
 		want := 5 // direct, direct-sdk, clientside, gateway, baseline
@@ -233,6 +243,10 @@ func TestShapes(t *testing.T) {
 			want = 2 // gcs-direct, gcs-gateway
 		case s3APIShape(s[0].pattern, s[0].size, s[0].concurrency):
 			want = 6 // and s3api
+		case ticketShortShape(s[0].pattern, s[0].size, s[0].concurrency):
+			want = 6 // and ticket
+		case s[0].size == ticketLargeBytes:
+			want = 2 // direct-sdk, ticket
 		}
 		if len(s) != want {
 			t.Errorf("shape %v has %d cells; want %d", s, len(s), want)

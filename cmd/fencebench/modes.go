@@ -263,6 +263,12 @@ func put(ctx context.Context, client *http.Client, url, token string, body io.Re
 	}
 	req.ContentLength = size
 	req.Header.Set(api.HeaderFenceToken, token)
+	return send(client, req)
+}
+
+// send sends req and reads the answer whole (up to 64 KiB), so that the
+// connection is reused.
+func send(client *http.Client, req *http.Request) (int, []byte, error) {
 	resp, err := client.Do(req)
 	if err != nil {
 		return 0, nil, err

@@ -113,6 +113,11 @@ type cellResult struct {
 	// whole stale cell, warm-ups included. They must be zero.
 	StaleEtcdRequests *int64 `json:"stale_etcd_requests,omitempty"`
 	StaleS3Requests   *int64 `json:"stale_s3_requests,omitempty"`
+	// GatewayBytesPerWrite is, in a ticket cell, the bytes the load wrote
+	// to its connections to the gateway (request lines, headers and the
+	// JSON bodies of the ticket requests) per accepted write: all the
+	// gateway read, counted as it was sent (ticket.go).
+	GatewayBytesPerWrite *float64 `json:"gw_bytes_per_write,omitempty"`
 	// RatioVsDirect, RatioVsDirectSDK and RatioVsClientSide are a
 	// gateway cell's RPS over the direct, direct-sdk and clientside cells
 	// of the same shape.
@@ -185,6 +190,10 @@ func newCellResult(c cell, w window, start, end snapshot) cellResult {
 		per := float64(end.etcdRequests-start.etcdRequests) / requests
 		r.EtcdRequestsPerOp = &per
 	}
+	if c.mode == modeTicket && w.ok > 0 {
+		per := float64(end.ticketBytes-start.ticketBytes) / float64(w.ok)
+		r.GatewayBytesPerWrite = &per
+	}
 	if w.resets > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d of the errors are S3 resetting the connection while the body was being sent "+
 			"(versitygw refuses a conditional write before reading the body and closes the connection; the writer never sees the 412)", w.resets))
@@ -246,6 +255,17 @@ type summary struct {
 	// rounds.
 	S3APIGatewayCPUMsPerWrite *float64 `json:"s3api_gw_cpu_ms_per_write"`
 	S3APICPURatioVsREST       *float64 `json:"s3api_cpu_ratio_vs_rest"`
+	// The ticket cells (ticket.go), each over direct-sdk in the same
+	// rounds: TicketC64RatioVsDirectSDK at 64 writers, 1 KiB, a new token
+	// each write; Ticket64MiBRatioVsDirectSDK with 64 MiB objects
+	// (at least ticketLargeRatioFloor), and the gateway's CPU
+	// milliseconds per write there; TicketGatewayBytesPerWrite the
+	// largest of the ticket cells' GatewayBytesPerWrite (below
+	// ticketGatewayBytesCeiling).
+	TicketC64RatioVsDirectSDK       *float64 `json:"ticket_c64_ratio_vs_direct_sdk"`
+	Ticket64MiBRatioVsDirectSDK     *float64 `json:"ticket_64mib_ratio_vs_direct_sdk"`
+	Ticket64MiBGatewayCPUMsPerWrite *float64 `json:"ticket_64mib_gw_cpu_ms_per_write"`
+	TicketGatewayBytesPerWrite      *float64 `json:"ticket_gw_bytes_per_write"`
 }
 
 // finish fills in the ratios and the summary.
@@ -268,7 +288,7 @@ func (r *report) finish(cfg config) {
 	}
 	for i := range r.Cells {
 		c := &r.Cells[i]
-		if c.Mode != modeGateway && c.Mode != modeBaseline && c.Mode != modeS3API {
+		if c.Mode != modeGateway && c.Mode != modeBaseline && c.Mode != modeS3API && c.Mode != modeTicket {
 			continue
 		}
 		c.RatioVsDirect = ratio(c, find(modeDirect, c.Pattern, c.SizeBytes, c.Concurrency))
@@ -316,6 +336,18 @@ func (r *report) finish(cfg config) {
 			}
 		}
 	}
+	if tk := find(modeTicket, ticketShortPattern, ticketShortSize, ticketShortConcurrency); tk != nil {
+		s.TicketC64RatioVsDirectSDK = tk.RatioVsDirectSDK
+	}
+	if tk := find(modeTicket, patternRaise, ticketLargeBytes, ticketLargeConcurrency); tk != nil {
+		s.Ticket64MiBRatioVsDirectSDK = tk.RatioVsDirectSDK
+		s.Ticket64MiBGatewayCPUMsPerWrite, _, _ = tk.cpuMsPerWrite()
+	}
+	for _, c := range r.Cells {
+		if v := c.GatewayBytesPerWrite; c.Mode == modeTicket && v != nil && (s.TicketGatewayBytesPerWrite == nil || *v > *s.TicketGatewayBytesPerWrite) {
+			s.TicketGatewayBytesPerWrite = v
+		}
+	}
 	for _, u := range r.Uploads {
 		if u.Gateway == modeGateway && u.Bytes == 1<<30 {
 			v := u.RSSGrowthMiB
@@ -349,6 +381,10 @@ func (r *report) finish(cfg config) {
 		"s3api_c64_ratio_vs_direct_sdk=" + format(s.S3APIC64RatioVsDirectSDK, 2),
 		"s3api_gw_cpu_ms_per_write=" + format(s.S3APIGatewayCPUMsPerWrite, 3),
 		"s3api_cpu_ratio_vs_rest=" + format(s.S3APICPURatioVsREST, 2),
+		"ticket_c64_ratio_vs_direct_sdk=" + format(s.TicketC64RatioVsDirectSDK, 2),
+		"ticket_64mib_ratio_vs_direct_sdk=" + format(s.Ticket64MiBRatioVsDirectSDK, 2),
+		"ticket_64mib_gw_cpu_ms_per_write=" + format(s.Ticket64MiBGatewayCPUMsPerWrite, 3),
+		"ticket_gw_bytes_per_write=" + format(s.TicketGatewayBytesPerWrite, 0),
 	}, " ")
 	if r.Events != nil {
 		r.SummaryLine += " " + r.Events.summaryFields()
@@ -379,8 +415,9 @@ func format(v *float64, decimals int) string {
 	return strconv.FormatFloat(*v, 'f', decimals, 64)
 }
 
-// failures returns an error if any cell had errors, or a stale cell
-// reached etcd or S3.
+// failures returns an error if any cell had errors, a stale cell
+// reached etcd or S3, or a ticket figure of the summary is on the wrong
+// side of its bound (ticket.go).
 func (r *report) failures() error {
 	var errs []error
 	for _, c := range r.Cells {
@@ -392,6 +429,12 @@ func (r *report) failures() error {
 			errs = append(errs, fmt.Errorf("%s: stale refusals made %s etcd and %s S3 requests; want 0", name,
 				formatInt(c.StaleEtcdRequests), formatInt(c.StaleS3Requests)))
 		}
+	}
+	if v := r.Summary.Ticket64MiBRatioVsDirectSDK; v != nil && *v < ticketLargeRatioFloor {
+		errs = append(errs, fmt.Errorf("ticket_64mib_ratio_vs_direct_sdk=%s; want at least %.2f", format(v, 2), ticketLargeRatioFloor))
+	}
+	if v := r.Summary.TicketGatewayBytesPerWrite; v != nil && *v >= ticketGatewayBytesCeiling {
+		errs = append(errs, fmt.Errorf("ticket_gw_bytes_per_write=%s; want below %d: the bytes went through the gateway", format(v, 0), ticketGatewayBytesCeiling))
 	}
 	return errors.Join(errs...)
 }
@@ -446,6 +489,10 @@ func (r *report) writeText(w io.Writer) error {
 		if c.StaleEtcdRequests != nil || c.StaleS3Requests != nil {
 			fmt.Fprintf(w, "%s: requests during the cell: etcd %s, S3 %s\n", cell{c.Mode, c.Pattern, c.SizeBytes, c.Concurrency},
 				formatInt(c.StaleEtcdRequests), formatInt(c.StaleS3Requests))
+		}
+		if c.GatewayBytesPerWrite != nil {
+			fmt.Fprintf(w, "%s: the gateway read %s bytes per write (request lines, headers and bodies sent to it)\n",
+				cell{c.Mode, c.Pattern, c.SizeBytes, c.Concurrency}, format(c.GatewayBytesPerWrite, 0))
 		}
 		for _, n := range c.Notes {
 			fmt.Fprintf(w, "%s: note: %s\n", cell{c.Mode, c.Pattern, c.SizeBytes, c.Concurrency}, n)
