@@ -39,7 +39,8 @@ const (
 	// fence check raises the mark to the token; it writes no object. The
 	// writes sent on its ticket, straight to the store, are OpWrites
 	// whose Ticket names it (Ticket.Request); a ticket never used has
-	// none. A GCS bucket answers it 501.
+	// none. A GCS bucket answers it 501 (or 409, when the fast reject,
+	// which comes first, knows the token stale).
 	OpTicket
 )
 
