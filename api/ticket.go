@@ -61,6 +61,13 @@ type TicketRequest struct {
 	// whole seconds from 1 s to MaxTicketExpiry. Zero means
 	// DefaultTicketExpiry.
 	Expires time.Duration
+	// UnsafeUnconditional signs the write with no condition at all, so
+	// that it overwrites whatever version is current when it arrives, and
+	// Replaces is ignored. It is wrong for a ticket, and exists only for
+	// the gateway's UnsafeUnconditionalTicket test hook, which shows that
+	// the condition matters. False, the zero value, means a conditional
+	// write.
+	UnsafeUnconditional bool
 }
 
 // PartTicketRequest is what the engine asks a store for to let a client

@@ -67,6 +67,10 @@ type Hooks struct {
 	// (api.PutObjectInput.UnsafeUnconditional). It is wrong, and exists
 	// so that tests can show that it is: never set it outside a test.
 	UnsafeUnconditionalWrite bool
+	// UnsafeUnconditionalTicket drops the condition a ticket signs
+	// (api.TicketRequest.UnsafeUnconditional). It is wrong, and exists so
+	// that tests can show that it is: never set it outside a test.
+	UnsafeUnconditionalTicket bool
 }
 
 // Access is what a request does to a resource, as the engine asks the

@@ -111,7 +111,8 @@ func (e *Engine) Ticket(ctx context.Context, in TicketRequest) (IssuedTicket, er
 		return IssuedTicket{}, fmt.Errorf("%w: %d bytes, limit %d in one PUT: ask for a multipart ticket (part_size)", api.ErrBodyTooLarge, in.Size, limit)
 	}
 	req := api.TicketRequest{Path: in.Path, Replaces: api.ObjectVersion{}, Token: in.Token, Size: in.Size,
-		ContentType: in.ContentType, Metadata: in.Metadata, Expires: e.cfg.TicketExpiry}
+		ContentType: in.ContentType, Metadata: in.Metadata, Expires: e.cfg.TicketExpiry,
+		UnsafeUnconditional: e.cfg.Hooks.UnsafeUnconditionalTicket}
 	if err := req.Validate(); err != nil { // before the mark is raised
 		return IssuedTicket{}, err
 	}

@@ -207,6 +207,12 @@ type TestHooks struct {
 	// exists so that tests can show that it is: never set it outside a
 	// test.
 	UnsafeUnconditionalWrite bool
+	// UnsafeUnconditionalTicket drops the condition a ticket signs
+	// (api.TicketRequest.UnsafeUnconditional): a write on it overwrites
+	// whatever version is current when it arrives. It is wrong, and
+	// exists so that tests can show that it is: never set it outside a
+	// test.
+	UnsafeUnconditionalTicket bool
 }
 
 const (
@@ -477,7 +483,8 @@ func (g *Gateway) engineConfig() fence.Config {
 		WriteAttempts: c.WriteAttempts, ETagCacheEntries: c.ETagCacheEntries, ETagCacheMaxAge: c.ETagCacheMaxAge,
 		TombstonesForAbsent: c.TombstonesForAbsent, UploadTTL: c.UploadTTL, TicketExpiry: c.TicketExpiry, Now: c.Now,
 		Hooks: fence.Hooks{AfterObserve: hooks.AfterObserve, AfterFenceCheck: hooks.AfterFenceCheck,
-			UnsafeFenceBeforeObserve: hooks.UnsafeFenceBeforeObserve, UnsafeUnconditionalWrite: hooks.UnsafeUnconditionalWrite}}
+			UnsafeFenceBeforeObserve: hooks.UnsafeFenceBeforeObserve, UnsafeUnconditionalWrite: hooks.UnsafeUnconditionalWrite,
+			UnsafeUnconditionalTicket: hooks.UnsafeUnconditionalTicket}}
 }
 
 // withDefaults returns cfg with its zero fields set to their defaults

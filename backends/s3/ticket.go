@@ -49,9 +49,11 @@ func (c *Client) PresignPut(ctx context.Context, r api.TicketRequest) (api.Ticke
 		ContentType:   optional(r.ContentType),
 		Metadata:      sdkUserMetadata(api.ObjectMetadata{User: r.Metadata}, r.Token),
 	}
-	if r.Replaces.Exists {
+	switch {
+	case r.UnsafeUnconditional:
+	case r.Replaces.Exists:
 		put.IfMatch = aws.String(r.Replaces.ETag)
-	} else {
+	default:
 		put.IfNoneMatch = aws.String("*")
 	}
 	signingTime, expires := c.now(), ticketExpiry(r.Expires)

@@ -199,6 +199,13 @@ func TestTicketSignsEveryHeader(t *testing.T) {
 			map[string]string{"Content-Length": "1", "If-Match": `"0123abcd"`, "X-Amz-Meta-Fence-Token": "43"},
 			api.DefaultTicketExpiry,
 		},
+		{
+			// The gateway's unconditional-ticket test hook, wrong on purpose.
+			"unsafe unconditional: no condition",
+			api.TicketRequest{Path: p, Replaces: api.ObjectVersion{Exists: true, ETag: `"0123abcd"`}, Token: 44, Size: 1, UnsafeUnconditional: true},
+			map[string]string{"Content-Length": "1", "X-Amz-Meta-Fence-Token": "44"},
+			api.DefaultTicketExpiry,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,8 +1,8 @@
 package main
 
 // The gateway's test-only switches (gateway.TestHooks) change its
-// protocol on purpose (fence before observe, unconditional writes, a pause
-// after the fence check), so that the fault-injection suite in
+// protocol on purpose (fence before observe, unconditional writes and
+// tickets, a pause after the fence check), so that the fault-injection suite in
 // internal/robustness can show that its checker catches what they break.
 // They exist only in binaries built with the build tag below
 // (testhooks_unsafe.go); a normal build has no code that sets them
@@ -28,6 +28,8 @@ const unsafeHooksBuildTag = "fencegate_unsafe_hooks"
 //
 //	swap-order                 fence check before observe (wrong on purpose)
 //	unconditional-write        PUT without If-Match (wrong on purpose)
+//	unconditional-ticket       tickets that sign no If-Match or
+//	                           If-None-Match (wrong on purpose)
 //	pause-after-fence=HOST:PORT  after each accepted fence check, ask the
 //	                           controller at HOST:PORT (loopback only)
 //	                           whether to wait, and wait until it answers

@@ -37,13 +37,13 @@ func TestUnsafeTestHooksAreOffByDefault(t *testing.T) {
 
 func TestUnsafeTestHooksAreLoggedLoudly(t *testing.T) {
 	var logs bytes.Buffer
-	env := envMap(map[string]string{unsafeTestHooksEnv: "swap-order,unconditional-write,pause-after-fence=127.0.0.1:9"})
+	env := envMap(map[string]string{unsafeTestHooksEnv: "swap-order,unconditional-write,unconditional-ticket,pause-after-fence=127.0.0.1:9"})
 	hooks, err := unsafeTestHooks(env, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !hooks.UnsafeFenceBeforeObserve || !hooks.UnsafeUnconditionalWrite || hooks.AfterFenceCheck == nil || hooks.AfterObserve != nil {
-		t.Errorf("hooks = %+v; want swap-order, unconditional write and a pause after the fence check", hooks)
+	if !hooks.UnsafeFenceBeforeObserve || !hooks.UnsafeUnconditionalWrite || !hooks.UnsafeUnconditionalTicket || hooks.AfterFenceCheck == nil || hooks.AfterObserve != nil {
+		t.Errorf("hooks = %+v; want swap-order, unconditional writes and tickets, and a pause after the fence check", hooks)
 	}
 	if got := logs.String(); !strings.Contains(got, "level=ERROR") || !strings.Contains(got, "UNSAFE TEST HOOKS ARE ON") {
 		t.Errorf("log = %q; want an ERROR line saying UNSAFE TEST HOOKS ARE ON", got)
@@ -78,6 +78,7 @@ func TestParseUnsafeTestHooks(t *testing.T) {
 	}{
 		{"swap-order", unsafeHookSpec{swapOrder: true}},
 		{"unconditional-write", unsafeHookSpec{unconditionalWrite: true}},
+		{"unconditional-ticket", unsafeHookSpec{unconditionalTicket: true}},
 		{" pause-after-fence=127.0.0.1:7000 ", unsafeHookSpec{pauseAfterFence: "127.0.0.1:7000"}},
 		{"pause-after-fence=[::1]:7000,swap-order", unsafeHookSpec{swapOrder: true, pauseAfterFence: "[::1]:7000"}},
 	} {
@@ -103,7 +104,7 @@ func FuzzParseUnsafeTestHooks(f *testing.F) {
 				t.Fatalf("parseUnsafeTestHooks(%q) accepted controller %q, not a loopback host:port", value, spec.pauseAfterFence)
 			}
 		}
-		if !spec.swapOrder && !spec.unconditionalWrite && spec.pauseAfterFence == "" {
+		if !spec.swapOrder && !spec.unconditionalWrite && !spec.unconditionalTicket && spec.pauseAfterFence == "" {
 			t.Fatalf("parseUnsafeTestHooks(%q) accepted a value that turns nothing on", value)
 		}
 	})

@@ -25,8 +25,9 @@ const pauseBound = 30 * time.Second
 
 // unsafeHookSpec is a parsed FENCEGATE_UNSAFE_TEST_HOOKS.
 type unsafeHookSpec struct {
-	swapOrder          bool
-	unconditionalWrite bool
+	swapOrder           bool
+	unconditionalWrite  bool
+	unconditionalTicket bool
 	// pauseAfterFence is the controller's host:port, or "".
 	pauseAfterFence string
 }
@@ -47,6 +48,8 @@ func parseUnsafeTestHooks(value string) (unsafeHookSpec, error) {
 			spec.swapOrder = true
 		case name == "unconditional-write" && !hasArg:
 			spec.unconditionalWrite = true
+		case name == "unconditional-ticket" && !hasArg:
+			spec.unconditionalTicket = true
 		case name == "pause-after-fence" && hasArg:
 			addr, err := netip.ParseAddrPort(arg)
 			if err != nil || !addr.Addr().IsLoopback() || addr.Port() == 0 {
@@ -54,7 +57,7 @@ func parseUnsafeTestHooks(value string) (unsafeHookSpec, error) {
 			}
 			spec.pauseAfterFence = addr.String()
 		default:
-			return unsafeHookSpec{}, fmt.Errorf("%s: unknown item %q (want swap-order, unconditional-write or pause-after-fence=IP:PORT)", unsafeTestHooksEnv, item)
+			return unsafeHookSpec{}, fmt.Errorf("%s: unknown item %q (want swap-order, unconditional-write, unconditional-ticket or pause-after-fence=IP:PORT)", unsafeTestHooksEnv, item)
 		}
 	}
 	return spec, nil
@@ -85,8 +88,9 @@ func unsafeTestHooks(lookupEnv lookupEnvFunc, logger *slog.Logger) (*gateway.Tes
 		return nil, &usageError{Err: err}
 	}
 	hooks := &gateway.TestHooks{
-		UnsafeFenceBeforeObserve: spec.swapOrder,
-		UnsafeUnconditionalWrite: spec.unconditionalWrite,
+		UnsafeFenceBeforeObserve:  spec.swapOrder,
+		UnsafeUnconditionalWrite:  spec.unconditionalWrite,
+		UnsafeUnconditionalTicket: spec.unconditionalTicket,
 	}
 	if spec.pauseAfterFence != "" {
 		hooks.AfterFenceCheck = pauseAfterFence(spec.pauseAfterFence, logger)
@@ -94,7 +98,7 @@ func unsafeTestHooks(lookupEnv lookupEnvFunc, logger *slog.Logger) (*gateway.Tes
 	logger.Error("UNSAFE TEST HOOKS ARE ON: this gateway runs a protocol changed for fault-injection tests; "+
 		"never run it with real data (unset "+unsafeTestHooksEnv+")",
 		"env", unsafeTestHooksEnv, "value", value,
-		"swap_order", spec.swapOrder, "unconditional_write", spec.unconditionalWrite,
+		"swap_order", spec.swapOrder, "unconditional_write", spec.unconditionalWrite, "unconditional_ticket", spec.unconditionalTicket,
 		"pause_after_fence", spec.pauseAfterFence, "build_tag", unsafeHooksBuildTag)
 	return hooks, nil
 }

@@ -1,6 +1,7 @@
 package robustness
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"os"
@@ -24,10 +25,11 @@ type Violation struct {
 	// Check names the checker: linearizability, versions-monotonic,
 	// acked-committed, final-state, hwm-monotonic, hwm-covers,
 	// fence-before-forward, refused-not-written, refusal-grounded,
-	// members-agree, unexpected-answer, stale-abort; and for the partner shape
-	// partner-exclusive, partner-tokens-monotonic, partner-plausible,
-	// partner-at-most-once, partner-refused-not-forwarded,
-	// partner-acked-forwarded, partner-unexpected-answer.
+	// members-agree, unexpected-answer, stale-abort, ticket-expired; and
+	// for the partner shape partner-exclusive, partner-tokens-monotonic,
+	// partner-plausible, partner-at-most-once,
+	// partner-refused-not-forwarded, partner-acked-forwarded,
+	// partner-unexpected-answer.
 	Check  string
 	Detail string
 }
@@ -137,6 +139,9 @@ type Finding struct {
 	// Name names the shape: etag-aba.
 	Name   string
 	Detail string
+	// Ticket says the finding's write was sent straight to the store on
+	// a ticket, not by a gateway.
+	Ticket bool
 }
 
 func (f Finding) String() string { return f.Name + ": " + f.Detail }
@@ -188,6 +193,7 @@ var objectCheckers = []func(*indexedEvidence) []Violation{
 	checkRefusalGrounded,
 	checkUnexpectedAnswers,
 	checkStaleAborts,
+	checkTicketExpiry,
 }
 
 // indexedEvidence is Evidence with the indexes the checkers share.
@@ -429,14 +435,15 @@ type etagABA struct {
 }
 
 func (a etagABA) finding() Finding {
+	via := a.write.via()
 	if a.replaced.Deleted {
-		return Finding{Name: "etag-aba", Detail: fmt.Sprintf(
-			"%s: write %s (token %d, %s via %s, seq %d) created the object after a delete (seq %d); the writer observed it absent, before version %s (token %d, seq %d) created it: its conditional PUT sees only that the object is absent",
-			a.key, a.write.Op, a.write.Token, a.write.Condition, a.write.Gateway, a.write.Seq, a.replaced.Seq, a.skipped.Op, a.skipped.Token, a.skipped.Seq)}
+		return Finding{Name: "etag-aba", Ticket: a.write.Ticket, Detail: fmt.Sprintf(
+			"%s: write %s (token %d, %s %s, seq %d) created the object after a delete (seq %d); the writer observed it absent, before version %s (token %d, seq %d) created it: its conditional PUT sees only that the object is absent",
+			a.key, a.write.Op, a.write.Token, a.write.Condition, via, a.write.Seq, a.replaced.Seq, a.skipped.Op, a.skipped.Token, a.skipped.Seq)}
 	}
-	return Finding{Name: "etag-aba", Detail: fmt.Sprintf(
-		"%s: write %s (token %d, %s via %s, seq %d) replaced version %s (token %d, seq %d), which holds the bytes of the earlier version %s (token %d, seq %d) that the writer observed: its conditional PUT compares ETags, not versions",
-		a.key, a.write.Op, a.write.Token, a.write.Condition, a.write.Gateway, a.write.Seq,
+	return Finding{Name: "etag-aba", Ticket: a.write.Ticket, Detail: fmt.Sprintf(
+		"%s: write %s (token %d, %s %s, seq %d) replaced version %s (token %d, seq %d), which holds the bytes of the earlier version %s (token %d, seq %d) that the writer observed: its conditional PUT compares ETags, not versions",
+		a.key, a.write.Op, a.write.Token, a.write.Condition, via, a.write.Seq,
 		a.replaced.Op, a.replaced.Token, a.replaced.Seq, a.observed.Op, a.observed.Token, a.observed.Seq)}
 }
 
@@ -540,6 +547,19 @@ func (ix *indexedEvidence) changeOps() []Op {
 	return out
 }
 
+// answeredOps returns the history's writes, deletes and ticket requests:
+// the requests whose answers say what was, or may have been, written
+// (a ticket request's stale refusal is a PUT's).
+func (ix *indexedEvidence) answeredOps() []Op {
+	var out []Op
+	for _, op := range ix.Ops {
+		if op.Kind.changes() || op.Kind == OpTicket {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
 // checkLinearizability (linearizability): each object, as a fenced
 // register (registerModel), has a linearization of the history. A refused
 // history's visualization is written to cfg.ArtifactDir.
@@ -592,8 +612,8 @@ func checkVersionsMonotonic(ix *indexedEvidence) []Violation {
 				continue
 			}
 			if !w.Deleted && ok && w.Token < last.Token && !ix.abaSeq[w.Seq] {
-				out = append(out, violation("versions-monotonic", "%s: version by %s (token %d, %s via %s) replaced version by %s with larger token %d",
-					key, w.Op, w.Token, w.Condition, w.Gateway, last.Op, last.Token))
+				out = append(out, violation("versions-monotonic", "%s: version by %s (token %d, %s %s) replaced version by %s with larger token %d",
+					key, w.Op, w.Token, cmp.Or(w.Condition, "no condition"), w.via(), last.Op, last.Token))
 			}
 			last, ok = w, true
 		}
@@ -847,12 +867,12 @@ func checkRefusedNotWritten(ix *indexedEvidence) []Violation {
 	return out
 }
 
-// checkRefusalGrounded (refusal-grounded): a stale refusal names a mark
-// above the refused token that some write had carried by the time of the
-// answer.
+// checkRefusalGrounded (refusal-grounded): a stale refusal (of a write, a
+// delete or a ticket request) names a mark above the refused token that
+// some write had carried by the time of the answer.
 func checkRefusalGrounded(ix *indexedEvidence) []Violation {
 	var out []Violation
-	for _, op := range ix.changeOps() {
+	for _, op := range ix.answeredOps() {
 		if op.Outcome == RefusedStale && (op.HighWaterMark <= op.Token || !historyInvoked(ix.Ops, op.HighWaterMark, op.Return)) {
 			out = append(out, violation("refusal-grounded", "%s: write %s (token %d) refused with mark %d, which no write had carried by then", op.Key, op.ID, op.Token, op.HighWaterMark))
 		}
@@ -860,11 +880,12 @@ func checkRefusalGrounded(ix *indexedEvidence) []Violation {
 	return out
 }
 
-// checkUnexpectedAnswers (unexpected-answer): every answer to a write or
-// delete is one the gateway can give.
+// checkUnexpectedAnswers (unexpected-answer): every answer to a write, a
+// delete or a ticket request is one the gateway can give, and every
+// answer to a write on a ticket one the store can give.
 func checkUnexpectedAnswers(ix *indexedEvidence) []Violation {
 	var out []Violation
-	for _, op := range ix.changeOps() {
+	for _, op := range ix.answeredOps() {
 		if strings.HasPrefix(op.Err, "unexpected answer") {
 			out = append(out, violation("unexpected-answer", "%s: write %s via %s: %s", op.Key, op.ID, op.Gateway, op.Err))
 		}
@@ -892,12 +913,32 @@ func checkStaleAborts(ix *indexedEvidence) []Violation {
 	return out
 }
 
+// checkTicketExpiry (ticket-expired): no write sent on a ticket after the
+// ticket expired (by ticketExpiryMargin at least) landed: the store
+// refuses it (403), so that the ETag ABA window of a ticket's write
+// (docs/guarantees.md) lasts no longer than the ticket. A write whose
+// answer was lost counts if the store's record shows it committed.
+func checkTicketExpiry(ix *indexedEvidence) []Violation {
+	var out []Violation
+	for _, op := range ix.changeOps() {
+		if !op.Ticket.expired() {
+			continue
+		}
+		if w, committed := ix.committedOp[op.ID]; committed || op.Outcome == Acked {
+			out = append(out, violation("ticket-expired", "%s: write %s (token %d) on a ticket of %s that expired at %s was sent at %s and landed (seq %d, answered %d)",
+				op.Key, op.ID, op.Token, op.Gateway, op.Ticket.ExpiresAt.Format("15:04:05.000"), op.Ticket.SentAt.Format("15:04:05.000"), w.Seq, op.Status))
+		}
+	}
+	return out
+}
+
 // historyInvoked reports whether a write with token was invoked at or
 // before at. A multipart upload's create counts: its fence check raises
-// the mark to its token before any part is sent.
+// the mark to its token before any part is sent; so does a ticket
+// request, whose ticket may never be used.
 func historyInvoked(ops []Op, token api.Token, at int64) bool {
 	for _, op := range ops {
-		if (op.Kind.changes() || op.Kind == OpUploadCreate) && op.Token == token && op.Call <= at {
+		if (op.Kind.changes() || op.Kind == OpUploadCreate || op.Kind == OpTicket) && op.Token == token && op.Call <= at {
 			return true
 		}
 	}
@@ -935,8 +976,8 @@ type Summary struct {
 func Summarize(ops []Op) Summary {
 	var s Summary
 	for _, op := range ops {
-		if op.Kind == OpSeed || op.Kind.upload() {
-			continue // placed by the harness, or a step of an upload (MultipartFigures counts those)
+		if op.Kind == OpSeed || op.Kind.step() {
+			continue // placed by the harness, or a step of an upload or a ticket request (MultipartFigures and TicketFigures count those)
 		}
 		if op.Outcome == Failed {
 			s.FailedReads++

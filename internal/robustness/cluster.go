@@ -258,7 +258,8 @@ const S3AccessKeyID = "RBROBUSTNESS"
 
 // writeGatewayConfig writes gateway's --config file: the partner route
 // PartnerRoute to c.Partner, with the resource accounts/{account}; the
-// bucket GCSBucket in the gcs store at gcsEndpoint (its GCS link); and
+// bucket GCSBucket in the gcs store at gcsEndpoint (its GCS link); the
+// tickets' life, ticketExpiry (objects.ticket_expiry); and
 // one identity, the suite's, with c.APIKey for the REST API and the S3
 // access key c.S3AccessKey for the S3 API (whose secret is in a file next
 // to the config). The S3 API needs its access keys in the auth config,
@@ -284,6 +285,8 @@ buckets:
   - name: %s
     store: gcs
     endpoint: %s
+objects:
+  ticket_expiry: %s
 auth:
   identities:
     - name: robustness
@@ -299,7 +302,8 @@ auth:
       s3_keys:
         - access_key_id: %s
           secret_file: %s
-`, PartnerRoute, c.Partner.URL(), partnerTimeout, partnerMaxWait, GCSBucket, gcsEndpoint, hex.EncodeToString(keyHash[:]), c.S3AccessKey, secretFile)
+`, PartnerRoute, c.Partner.URL(), partnerTimeout, partnerMaxWait, GCSBucket, gcsEndpoint, ticketExpiry,
+		hex.EncodeToString(keyHash[:]), c.S3AccessKey, secretFile)
 	if err := os.MkdirAll(c.cfg.Dir, 0o700); err != nil {
 		return "", err
 	}

@@ -29,7 +29,20 @@
 // completion, and stale holders abort newer holders' uploads by the
 // store's id with their stale token (staleAbort), which checkStaleAborts
 // wants refused. The gateways therefore run with an auth config (the S3
-// API needs access keys), and every REST request sends its bearer key. The
+// API needs access keys), and every REST request sends its bearer key.
+// In every history some holders write by ticket instead (ticketWrite):
+// they ask a random gateway for a ticket with their token (POST
+// /v1/tickets, a PUT's checks up to the write) and send the bytes
+// themselves to the URL it answers, the gateway's S3 link, so the S3
+// proxy records the write like any other (StoreWrite.Ticket). Holders
+// send at once, send twice on one ticket (the second must be refused),
+// let their lock go and send past a newer holder's fence check or write
+// (past a write it must be refused, but for the ETag ABA shape), send
+// after the ticket expired (refused 403; one that lands is a
+// ticket-expired violation), or never send; the gateways' tickets live
+// two seconds (ticketExpiry, in their config file). Ticket requests are OpTickets,
+// writes on tickets OpWrites, judged like every other write; a GCS bucket
+// answers the request 501, and the holder writes through the gateway. The
 // nemesis (Nemesis) injects at least two faults per history: SIGKILL of
 // the etcd leader or a follower, SIGSTOP of a member, the leader isolated,
 // a gateway cut off from etcd, 100±50 ms of delay, connections refused or
@@ -41,7 +54,9 @@
 // named finding (etag-aba), not a violation, in an S3 history only; the
 // workload produces it in histories whose writers write identical bytes
 // (WorkloadConfig.SameBytes), and on GCS, whose conditions name
-// generations, the same shape is a violation.
+// generations, the same shape is a violation. A write on a ticket lands by
+// the same shape for as long as its ticket lives: the same finding, told
+// as a ticket's (Finding.Ticket) and counted apart (tk_aba).
 //
 // A seeded third of the histories run with aggressive compaction
 // (Compactor): etcd compacted at its current revision every 100 ms, so
@@ -61,7 +76,8 @@
 // The gateways' test-only switches are set through the environment
 // variable FENCEGATE_UNSAFE_TEST_HOOKS (see cmd/fencegate/testhooks.go),
 // which the mutation tests use to show that the checkers catch a gateway
-// that swaps the observe and fence steps or drops the If-Match. Only a
+// that swaps the observe and fence steps, drops the If-Match, or issues
+// tickets that sign no condition (unconditional-ticket). Only a
 // fencegate built with -tags fencegate_unsafe_hooks has them, so
 // BuildBinaries builds it so; a normal build refuses to start with the
 // variable set.

@@ -34,14 +34,25 @@ const (
 	// OpUploadAbort is an AbortMultipartUpload: by the creator's id, or
 	// (ByStoreID) by the store's id with the token in X-Fence-Token.
 	OpUploadAbort
+	// OpTicket is a ticket request (POST /v1/tickets) through a gateway
+	// with the holder's token: a PUT's checks up to the write, whose
+	// fence check raises the mark to the token; it writes no object. The
+	// writes sent on its ticket, straight to the store, are OpWrites
+	// whose Ticket names it (Ticket.Request); a ticket never used has
+	// none. A GCS bucket answers it 501 (or 409, when the fast reject,
+	// which comes first, knows the token stale).
+	OpTicket
 )
 
 // changes reports whether k is a fenced operation (a write or a delete).
 func (k OpKind) changes() bool { return k == OpWrite || k == OpDelete }
 
-// upload reports whether k is a step of a multipart upload other than its
-// completion (which is an OpWrite): it changes no object.
-func (k OpKind) upload() bool { return k == OpUploadCreate || k == OpUploadPart || k == OpUploadAbort }
+// step reports whether k is a step toward a write that changes no object
+// itself: a multipart upload's create, part or abort (its completion is
+// an OpWrite), or a ticket request (the write sent on the ticket is).
+func (k OpKind) step() bool {
+	return k == OpUploadCreate || k == OpUploadPart || k == OpUploadAbort || k == OpTicket
+}
 
 // Outcome is what the client learned of an operation.
 type Outcome int
@@ -125,6 +136,40 @@ type Op struct {
 	Upload      string
 	UploadToken api.Token
 	ByStoreID   bool
+	// Ticket is, for a ticket request (OpTicket) and for a write sent
+	// straight to the store on its ticket (an OpWrite), what the ticket
+	// shape did (ticket.go); nil for every other op. A write on a ticket
+	// has Gateway the gateway that issued the ticket, Call and Return
+	// those of its upload alone, and Status the store's answer.
+	Ticket *TicketUse
+}
+
+// TicketUse is what an op of the ticket shape did with its ticket.
+type TicketUse struct {
+	// Plan is what the holder meant to do with the ticket.
+	Plan ticketPlan
+	// Request is the ID of the OpTicket that asked for the ticket (an
+	// OpTicket's own ID).
+	Request string
+	// ExpiresAt is the ticket's expiry as the gateway answered it; zero
+	// when none was issued.
+	ExpiresAt time.Time
+	// SentAt is when a write on the ticket was sent (zero for the
+	// OpTicket).
+	SentAt time.Time
+	// PastWrite says a write on the ticket was sent once a write with a
+	// larger token had been acked; PastFence, once only a fence check
+	// with a larger token had passed (the mark was above the ticket's
+	// token) and no such write had been acked.
+	PastWrite, PastFence bool
+	// Reuse says the write was the second sent on its ticket.
+	Reuse bool
+}
+
+// expired reports whether the write was sent after its ticket expired,
+// by ticketExpiryMargin at least: the store must have refused it.
+func (u *TicketUse) expired() bool {
+	return u != nil && !u.SentAt.IsZero() && !u.SentAt.Before(u.ExpiresAt.Add(ticketExpiryMargin))
 }
 
 // History collects a history's operations. It is safe for concurrent use.

@@ -196,9 +196,10 @@ var registerModel = (&porcupine.NondeterministicModel{
 	},
 }).ToModel()
 
-// porcupineOps turns a history into porcupine operations. Failed reads
-// and the steps of multipart uploads other than their completions (which
-// are writes) are left out; ambiguous writes never return.
+// porcupineOps turns a history into porcupine operations. Failed reads,
+// the steps of multipart uploads other than their completions (which are
+// writes) and ticket requests (the writes on their tickets are writes)
+// are left out; ambiguous writes never return.
 func porcupineOps(ops []Op) []porcupine.Operation { return registerOps(ops, nil) }
 
 // registerOps is porcupineOps, with abaOn giving the ETag that each write
@@ -206,7 +207,7 @@ func porcupineOps(ops []Op) []porcupine.Operation { return registerOps(ops, nil)
 func registerOps(ops []Op, abaOn map[string]string) []porcupine.Operation {
 	var out []porcupine.Operation
 	for _, op := range ops {
-		if op.Outcome == Failed || op.Kind.upload() {
+		if op.Outcome == Failed || op.Kind.step() {
 			continue
 		}
 		in := registerInput{write: op.Kind == OpWrite, delete: op.Kind == OpDelete, seed: op.Kind == OpSeed, key: op.Key, token: op.Token, value: op.ID, etag: op.ETag, abaOn: abaOn[op.ID]}

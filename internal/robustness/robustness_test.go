@@ -138,6 +138,11 @@ func TestRobustness(t *testing.T) {
 	if report.store(api.StoreS3).Histories >= 4 && (report.Shapes.Multipart.Creates == 0 || report.Shapes.Multipart.Completes == 0) {
 		t.Fatalf("%d S3 histories, yet no multipart upload was created and completed: %s", report.store(api.StoreS3).Histories, report.FinalLine())
 	}
+	// Likewise tickets (TicketRatio): some are issued, and writes on them
+	// land.
+	if tickets := report.Shapes.Tickets; report.store(api.StoreS3).Histories >= 4 && (tickets.Issued == 0 || tickets.Landed == 0) {
+		t.Fatalf("%d S3 histories, yet no ticket was issued and used: %s", report.store(api.StoreS3).Histories, report.FinalLine())
+	}
 }
 
 // testMutation runs a few histories of pauses between fence check and PUT
@@ -193,6 +198,16 @@ func TestMutationUnconditionalGCSWriteIsCaught(t *testing.T) {
 	sameBytes := DefaultWorkload
 	sameBytes.SameBytes = true
 	testMutation(t, "unconditional-write", api.StoreGCS, sameBytes)
+}
+
+// TestMutationUnconditionalTicketIsCaught: a gateway whose tickets sign
+// no condition (the unconditional-ticket hook) is caught: a write sent on
+// a ticket after a newer holder's write, or sent a second time, lands on
+// a version the ticket's holder never observed.
+func TestMutationUnconditionalTicketIsCaught(t *testing.T) {
+	tickets := DefaultWorkload
+	tickets.TicketRatio = 0.8
+	testMutation(t, "unconditional-ticket", api.StoreS3, tickets)
 }
 
 // TestMutationRogueEvictionIsCaught: with marks deleted behind the

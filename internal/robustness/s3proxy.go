@@ -71,10 +71,24 @@ type StoreWrite struct {
 	BodyETag string
 	// Fault is the fault injected on the write, or "".
 	Fault string
+	// Ticket says the write came on a ticket: a presigned PUT (SigV4 in
+	// its query) that a client sent straight to the store, through the
+	// link of the gateway that issued the ticket (Gateway), not a
+	// gateway's own write.
+	Ticket bool
 	// At is when the proxy received the write, before it forwarded it;
 	// Done when it had S3's answer (zero if it never forwarded it). A
 	// committed write changed the object in between.
 	At, Done time.Time
+}
+
+// via says how w reached the store: "via gateway-1", or "on a ticket of
+// gateway-1".
+func (w StoreWrite) via() string {
+	if w.Ticket {
+		return "on a ticket of " + w.Gateway
+	}
+	return "via " + w.Gateway
 }
 
 // StoreProxy is an HTTP proxy in front of a store (versitygw, or
@@ -247,18 +261,25 @@ func objectKey(r *http.Request) string {
 }
 
 // isObjectWrite reports whether r writes a whole object: a PUT of an
-// object that is not a copy, a part or a sub-resource (?acl, ?tagging...).
+// object that is not a copy, a part or a sub-resource (?acl, ?tagging...),
+// by a gateway or on a ticket (presigned).
 func isObjectWrite(r *http.Request) bool {
 	if r.Method != http.MethodPut || objectKey(r) == "" || r.Header.Get("X-Amz-Copy-Source") != "" {
 		return false
 	}
 	for name := range r.URL.Query() {
-		if name != "x-id" { // the AWS SDK adds x-id=PutObject
+		// The AWS SDK adds x-id=PutObject; a presigned request has its
+		// signature in X-Amz-* parameters.
+		if name != "x-id" && !strings.HasPrefix(name, "X-Amz-") {
 			return false
 		}
 	}
 	return true
 }
+
+// presigned reports whether r carries its SigV4 signature in its query: a
+// ticket's request, sent by a client straight to the store.
+func presigned(r *http.Request) bool { return r.URL.Query().Has("X-Amz-Signature") }
 
 func (p *StoreProxy) handler(gateway string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -291,6 +312,7 @@ func (p *StoreProxy) handler(gateway string) http.Handler {
 			BodyETag:  bodyETag(body),
 			Condition: condition(r.Header),
 			Fault:     p.drawFault(),
+			Ticket:    presigned(r),
 			At:        time.Now(),
 		}
 		p.forwardRecorded(w, r, rec, body, s3Dialect)

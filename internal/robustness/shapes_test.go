@@ -232,7 +232,7 @@ func TestShapeFiguresCountEtaglessRefusals(t *testing.T) {
 		writeOp("acked", 2, 7, 20, 30, http.StatusOK, ""),
 	}
 	ev := Evidence{Ops: ops, Writes: []StoreWrite{{Op: "s3-failed", Fault: "s3-error-before"}, s3Write(2, "acked", 7)}}
-	got := shapeFigures(ev, 1)
+	got := shapeFigures(ev, 1, nil)
 	if want := (ShapeFigures{Etagless: 1, EtaglessHeld: 1, EtaglessRefused: 1}); got != want {
 		t.Errorf("shapeFigures = %+v; want %+v", got, want)
 	}

@@ -121,6 +121,9 @@ type ShapeFigures struct {
 	PartnerRequests, PartnerForwarded, ImplausibleRefused int
 	// Multipart counts the multipart shape's uploads (MultipartFigures).
 	Multipart MultipartFigures
+	// Tickets counts the ticket shape's requests and writes
+	// (TicketFigures).
+	Tickets TicketFigures
 }
 
 // MultipartFigures counts what the multipart shape did (multipartWrite,
@@ -189,6 +192,7 @@ func (f *ShapeFigures) add(o ShapeFigures) {
 	f.PartnerForwarded += o.PartnerForwarded
 	f.ImplausibleRefused += o.ImplausibleRefused
 	f.Multipart.add(o.Multipart)
+	f.Tickets.add(o.Tickets)
 }
 
 // String is the figures, for a history's line.
@@ -203,12 +207,16 @@ func (f ShapeFigures) String() string {
 	if f.Multipart != (MultipartFigures{}) {
 		parts = append(parts, f.Multipart.String())
 	}
+	if f.Tickets != (TicketFigures{}) {
+		parts = append(parts, f.Tickets.String())
+	}
 	return strings.Join(parts, " ")
 }
 
-// shapeFigures counts what the shapes did in a history, from its evidence.
-func shapeFigures(ev Evidence, etaglessHeld int) ShapeFigures {
-	f := ShapeFigures{EtaglessHeld: etaglessHeld, Multipart: multipartFigures(ev.Ops)}
+// shapeFigures counts what the shapes did in a history, from its evidence
+// and the checkers' findings.
+func shapeFigures(ev Evidence, etaglessHeld int, findings []Finding) ShapeFigures {
+	f := ShapeFigures{EtaglessHeld: etaglessHeld, Multipart: multipartFigures(ev.Ops), Tickets: ticketFigures(ev.Ops, findings)}
 	seeded := make(map[string]bool)
 	for _, op := range ev.Ops {
 		if op.Kind == OpSeed {
@@ -287,10 +295,11 @@ func (r SuiteReport) FinalLine() string {
 	s3, gcs := r.store(api.StoreS3), r.store(api.StoreGCS)
 	return fmt.Sprintf("robustness: histories=%d s3=%d gcs=%d same_bytes=%d faults=%d ops=%d stale_refused=%d ambiguous=%d "+
 		"etagless=%d etagless_refused=%d partner_requests=%d partner_forwarded=%d implausible_refused=%d compacted=%d retention=%d evicted=%d "+
-		"%s aba=%d s3_aba=%d gcs_aba=%d gcs_aba_refused=%d violations=%d s3_violations=%d gcs_violations=%d",
+		"%s %s aba=%d s3_aba=%d tk_aba=%d gcs_aba=%d gcs_aba_refused=%d violations=%d s3_violations=%d gcs_violations=%d",
 		len(r.Histories), s3.Histories, gcs.Histories, r.SameBytes, faults, r.Ops, r.StaleRefused, r.Ambiguous,
 		r.Shapes.Etagless, r.Shapes.EtaglessRefused, r.Shapes.PartnerRequests, r.Shapes.PartnerForwarded, r.Shapes.ImplausibleRefused,
-		r.Compacted, r.Retained, r.Evicted, r.Shapes.Multipart, r.Findings["etag-aba"], s3.ABA, gcs.ABA, gcs.ABARefused, r.Violations, s3.Violations, gcs.Violations)
+		r.Compacted, r.Retained, r.Evicted, r.Shapes.Multipart, r.Shapes.Tickets, r.Findings["etag-aba"], s3.ABA, r.Shapes.Tickets.ABA, gcs.ABA, gcs.ABARefused,
+		r.Violations, s3.Violations, gcs.Violations)
 }
 
 // store returns the figures of store (zero if it ran no history).
@@ -446,6 +455,9 @@ func RunSuite(ctx context.Context, cfg SuiteConfig) (SuiteReport, error) {
 		}
 		if s := findingsString(h.Check.Findings); s != "" {
 			shapes += " findings: " + s
+		}
+		if h.Shapes.Tickets.ABA > 0 {
+			shapes += fmt.Sprintf(" tk_aba=%d", h.Shapes.Tickets.ABA)
 		}
 		if h.Check.ABARefused > 0 {
 			shapes += fmt.Sprintf(" aba_refused=%d", h.Check.ABARefused)
@@ -627,7 +639,7 @@ func runHistory(ctx context.Context, cfg SuiteConfig, cluster *Cluster, env hist
 	return HistoryReport{
 		Index: index, Seed: seed, Store: store, SameBytes: workload.cfg.SameBytes, Plan: plan,
 		Summary: Summarize(ev.Ops), Faults: nemesis.Injected(), Check: check, Notes: nemesis.Notes(),
-		Duration: time.Since(start), Shapes: shapeFigures(ev, workload.EtaglessHeld()),
+		Duration: time.Since(start), Shapes: shapeFigures(ev, workload.EtaglessHeld(), check.Findings),
 		Compaction: compaction, Compactions: compactions, WatchResyncs: watcher.Resyncs() - resyncs,
 		Retention: retention, Evicted: check.Evictions, StaleProbes: probes,
 	}, nil

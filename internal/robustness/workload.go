@@ -79,6 +79,13 @@ type WorkloadConfig struct {
 	// (staleAbort). GCS buckets answer multipart 501: a GCS history has
 	// neither.
 	MultipartRatio, StaleAbortRatio float64
+	// TicketRatio is the share of lock grants, of those that do not write
+	// by a multipart upload, after which the holder writes by ticket
+	// (ticketWrite): it asks a gateway for a ticket and sends the bytes
+	// straight to the store, as its plan says (ticketPlan). A GCS bucket
+	// answers the request 501, and the holder then writes through the
+	// gateway.
+	TicketRatio float64
 }
 
 // DefaultWorkload is the workload of the suite's histories. The two newer
@@ -86,7 +93,8 @@ type WorkloadConfig struct {
 // are sized here but off: WithShapes turns them on, as TestRobustness does
 // by default.
 var DefaultWorkload = WorkloadConfig{Clients: 8, Objects: 4, ReadRatio: 0.2, StaleRatio: 0.15, RetryRatio: 0.5, MaxOpsPerClient: 400,
-	EtaglessObjects: 2, PartnerClients: 2, PartnerAccounts: 2, ImplausibleRatio: 0.1, MultipartRatio: 0.35, StaleAbortRatio: 0.7}
+	EtaglessObjects: 2, PartnerClients: 2, PartnerAccounts: 2, ImplausibleRatio: 0.1, MultipartRatio: 0.35, StaleAbortRatio: 0.7,
+	TicketRatio: 0.35}
 
 // WithShapes returns cfg with the ETag-less shape in half the histories if
 // etagless, and the partner shape in half the histories if partners.
@@ -358,8 +366,9 @@ func (w *Workload) gateway(rnd *rand.Rand) *Gateway {
 }
 
 // lockedWrites takes key's lock, whose fencing token is the create
-// revision of the holder's lock key, and writes with it one to three
-// times; or, as a stale client, lets its lease expire first.
+// revision of the holder's lock key, and writes with it one to four
+// times, by a multipart upload (multipartWrite) or by ticket
+// (ticketWrite); as a stale client, it lets its lease expire first.
 func (w *Workload) lockedWrites(ctx context.Context, cs *clientState, key string, stop <-chan struct{}) error {
 	lockCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -397,8 +406,24 @@ func (w *Workload) lockedWrites(ctx context.Context, cs *clientState, key string
 		}
 		return nil
 	}
+	ticket := strings.Contains(key, "/obj-") && cs.rnd.Float64() < w.cfg.TicketRatio
 	if stale {
 		stall()
+	}
+	if ticket {
+		released := false
+		release := func() {
+			if !stale && !released {
+				released = true
+				unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+				_ = mutex.Unlock(unlockCtx)
+				cancel()
+			}
+		}
+		if w.ticketWrite(ctx, cs, key, token, stale, release, stop) {
+			release()
+			return nil
+		}
 	}
 	writes := 1 + cs.rnd.IntN(4)
 	for i := 0; i < writes && cs.ops < w.cfg.MaxOpsPerClient; i++ {
