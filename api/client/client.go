@@ -61,6 +61,16 @@ type Client struct {
 	// tickets (501, GCS) is written through the gateway. Zero or negative
 	// means never: every write goes through the gateway.
 	TicketThreshold int64
+	// TicketPartSize, when positive, makes PutObjectOnTicket (and so
+	// PutObject above TicketThreshold) send a body larger than this many
+	// bytes in parts of this size, on a multipart ticket completed
+	// through the gateway (MultipartTicket, CompleteUpload): api.MinPartSize
+	// to api.MaxPartSize, at most api.MaxParts parts, for a gateway that
+	// fences multipart uploads. The parts go one after another, and their
+	// tickets expire together (the gateway's ticket expiry, 15 s by
+	// default): the whole body must reach the store within it. Zero or
+	// negative means one PUT per ticket.
+	TicketPartSize int64
 }
 
 // Error is a problem+json answer of the gateway. It unwraps to the error

@@ -165,12 +165,7 @@ var bucketSeq atomic.Int64
 // not nil, makes the token store's policies for the bucket.
 func newEnv(tb testing.TB, policies func(bucket string) []tokenstore.Policy) *env {
 	tb.Helper()
-	e := &env{
-		etcd:   testenv.StartEtcd(tb),
-		bucket: fmt.Sprintf("c%d-%d", time.Now().UnixNano()%1e9, bucketSeq.Add(1)),
-		minio:  sharedS3.Minio(tb),
-	}
-	sharedS3.CreateBucket(tb, e.bucket)
+	e := newStackEnv(tb)
 	var ps []tokenstore.Policy
 	if policies != nil {
 		ps = policies(e.bucket)
@@ -181,6 +176,19 @@ func newEnv(tb testing.TB, policies func(bucket string) []tokenstore.Policy) *en
 	}
 	tb.Cleanup(stop)
 	e.url = url
+	return e
+}
+
+// newStackEnv starts etcd and makes a bucket of its own for one test,
+// with no gateway yet.
+func newStackEnv(tb testing.TB) *env {
+	tb.Helper()
+	e := &env{
+		etcd:   testenv.StartEtcd(tb),
+		bucket: fmt.Sprintf("c%d-%d", time.Now().UnixNano()%1e9, bucketSeq.Add(1)),
+		minio:  sharedS3.Minio(tb),
+	}
+	sharedS3.CreateBucket(tb, e.bucket)
 	return e
 }
 
