@@ -182,7 +182,13 @@ func answerError(method, path string, resp *http.Response) error {
 
 // sendJSON sends req and decodes a JSON answer with status ok into out.
 func (c *Client) sendJSON(ctx context.Context, req request, ok int, out any) error {
-	resp, err := c.send(ctx, req, ok)
+	return c.sendJSONUpTo(ctx, req, maxProblemBytes, out, ok)
+}
+
+// sendJSONUpTo is sendJSON for an answer of up to limit bytes, with any
+// status of ok.
+func (c *Client) sendJSONUpTo(ctx context.Context, req request, limit int64, out any, ok ...int) error {
+	resp, err := c.send(ctx, req, ok...)
 	if err != nil {
 		return err
 	}
@@ -190,7 +196,7 @@ func (c *Client) sendJSON(ctx context.Context, req request, ok int, out any) err
 	if out == nil {
 		return nil
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxProblemBytes)).Decode(out); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, limit)).Decode(out); err != nil {
 		return fmt.Errorf("fencegate %s %s: decoding the answer: %w", req.method, req.path, err)
 	}
 	return nil

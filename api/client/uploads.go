@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -51,14 +50,9 @@ type MultipartTicket struct {
 func (c *Client) MultipartTicket(ctx context.Context, bucket, key string, token api.Token, size, partSize int64) (*MultipartTicket, error) {
 	req := request{method: http.MethodPost, path: "/v1/tickets/" + escapePath(bucket) + "/" + escapePath(key),
 		header: tokenHeader(token), json: map[string]int64{"size": size, "part_size": partSize}}
-	resp, err := c.send(ctx, req, http.StatusCreated)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
 	var t MultipartTicket
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxMultipartTicketBytes)).Decode(&t); err != nil {
-		return nil, fmt.Errorf("fencegate POST %s: decoding the answer: %w", req.path, err)
+	if err := c.sendJSONUpTo(ctx, req, maxMultipartTicketBytes, &t, http.StatusCreated); err != nil {
+		return nil, err
 	}
 	return &t, nil
 }
@@ -76,18 +70,8 @@ func uploadPath(bucket, key string) string {
 // no upload of the key is api.ErrNotFound. The same completion sent again
 // gets the same answer.
 func (c *Client) CompleteUpload(ctx context.Context, bucket, key string, token api.Token, uploadID string, parts []api.CompletedPart) (*PutResult, error) {
-	req := request{method: http.MethodPost, path: uploadPath(bucket, key), header: tokenHeader(token),
-		json: api.UploadCompletion{UploadID: uploadID, Parts: parts}}
-	resp, err := c.send(ctx, req, http.StatusOK, http.StatusCreated)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var res PutResult
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxProblemBytes)).Decode(&res); err != nil {
-		return nil, fmt.Errorf("fencegate POST %s: decoding the answer: %w", req.path, err)
-	}
-	return &res, nil
+	return c.sendWrite(ctx, request{method: http.MethodPost, path: uploadPath(bucket, key), header: tokenHeader(token),
+		json: api.UploadCompletion{UploadID: uploadID, Parts: parts}})
 }
 
 // AbortUpload aborts, through the gateway, the multipart upload uploadID
