@@ -126,7 +126,7 @@ func newGateway(etcdClient *clientv3.Client, s3Endpoint string, policies []token
 }
 
 // newGatewayHandler is newGateway's gateway, with opts added to the lock
-// API, for a test to serve as it likes.
+// API, tickets and multipart uploads, for a test to serve as it likes.
 func newGatewayHandler(etcdClient *clientv3.Client, s3Endpoint string, policies []tokenstore.Policy, opts ...gateway.Option) (http.Handler, error) {
 	return newGatewayHandlerWith(gateway.Config{}, etcdClient, s3Endpoint, policies, opts...)
 }
@@ -146,8 +146,12 @@ func newGatewayHandlerWith(cfg gateway.Config, etcdClient *clientv3.Client, s3En
 	if err != nil {
 		return nil, err
 	}
+	uploads, err := tokenstore.NewUploads(store)
+	if err != nil {
+		return nil, err
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	return gateway.New(cfg, store, backend, append(opts, gateway.WithLocks(store), gateway.WithTickets(backend))...)
+	return gateway.New(cfg, store, backend, append(opts, gateway.WithLocks(store), gateway.WithTickets(backend), gateway.WithMultipart(backend, uploads))...)
 }
 
 // env is a gateway of one test: its own etcd (which the test may stop)
@@ -165,7 +169,12 @@ var bucketSeq atomic.Int64
 // not nil, makes the token store's policies for the bucket.
 func newEnv(tb testing.TB, policies func(bucket string) []tokenstore.Policy) *env {
 	tb.Helper()
-	e := newStackEnv(tb)
+	e := &env{
+		etcd:   testenv.StartEtcd(tb),
+		bucket: fmt.Sprintf("c%d-%d", time.Now().UnixNano()%1e9, bucketSeq.Add(1)),
+		minio:  sharedS3.Minio(tb),
+	}
+	sharedS3.CreateBucket(tb, e.bucket)
 	var ps []tokenstore.Policy
 	if policies != nil {
 		ps = policies(e.bucket)
@@ -176,19 +185,6 @@ func newEnv(tb testing.TB, policies func(bucket string) []tokenstore.Policy) *en
 	}
 	tb.Cleanup(stop)
 	e.url = url
-	return e
-}
-
-// newStackEnv starts etcd and makes a bucket of its own for one test,
-// with no gateway yet.
-func newStackEnv(tb testing.TB) *env {
-	tb.Helper()
-	e := &env{
-		etcd:   testenv.StartEtcd(tb),
-		bucket: fmt.Sprintf("c%d-%d", time.Now().UnixNano()%1e9, bucketSeq.Add(1)),
-		minio:  sharedS3.Minio(tb),
-	}
-	sharedS3.CreateBucket(tb, e.bucket)
 	return e
 }
 

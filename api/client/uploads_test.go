@@ -4,48 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/minio/minio-go/v7"
 
 	"fencegate/api"
 	"fencegate/api/client"
-	"fencegate/backends/s3"
-	"fencegate/gateway"
-	"fencegate/tokenstore"
 )
-
-// newMultipartEnv is newEnv with a gateway that fences multipart uploads
-// (WithMultipart), and so issues multipart tickets.
-func newMultipartEnv(tb testing.TB) *env {
-	tb.Helper()
-	e := newStackEnv(tb)
-	store, err := tokenstore.New(e.etcd.Client(tb), tokenstore.Config{RequestTimeout: 2 * time.Second})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	uploads, err := tokenstore.NewUploads(store)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	backend, err := s3.New(context.Background(), s3.Config{Endpoint: sharedS3.Endpoint(), AccessKeyID: sharedS3.AccessKey,
-		SecretAccessKey: sharedS3.SecretKey, UsePathStyle: true})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	gw, err := gateway.New(gateway.Config{Logger: slog.New(slog.DiscardHandler)}, store, backend, gateway.WithMultipart(backend, uploads), gateway.WithTickets(backend))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv := httptest.NewServer(gw)
-	tb.Cleanup(srv.Close)
-	e.url = srv.URL
-	return e
-}
 
 // partBody is two parts of api.MinPartSize, the second small.
 var partBody = bytes.Repeat([]byte("0123456789abcdef"), (api.MinPartSize+4096)/16)
@@ -69,7 +35,7 @@ func (e *env) uploadsLeft(tb testing.TB) int {
 // above Client.TicketPartSize, with no part through the gateway.
 func TestMultipartTicketCompleted(t *testing.T) {
 	ctx := context.Background()
-	e := newMultipartEnv(t)
+	e := newEnv(t, nil)
 	c := &client.Client{BaseURL: e.url}
 
 	tk, err := c.MultipartTicket(ctx, e.bucket, "big", 5, int64(len(partBody)), api.MinPartSize)
@@ -126,7 +92,7 @@ func TestMultipartTicketCompleted(t *testing.T) {
 // names none is api.ErrNotFound.
 func TestMultipartTicketFenced(t *testing.T) {
 	ctx := context.Background()
-	e := newMultipartEnv(t)
+	e := newEnv(t, nil)
 	gw := &client.Client{BaseURL: e.url}
 	h := &hookTransport{before: func(n int64) {
 		if n == 2 { // between the parts: the completion comes after
@@ -171,7 +137,7 @@ func TestMultipartTicketFenced(t *testing.T) {
 // answer of megabytes, is read whole, and its upload aborted.
 func TestMultipartTicketAtMostParts(t *testing.T) {
 	ctx := context.Background()
-	e := newMultipartEnv(t)
+	e := newEnv(t, nil)
 	c := &client.Client{BaseURL: e.url}
 	tk, err := c.MultipartTicket(ctx, e.bucket, "big", 5, api.MaxParts*api.MinPartSize, api.MinPartSize)
 	if err != nil || len(tk.Parts) != api.MaxParts {
