@@ -38,3 +38,28 @@ func FuzzDecodeCompletion(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeCompletionBounded: a body over maxCompletionBytes is 413
+// whether its Content-Length says so or it comes chunked, with no length.
+func TestDecodeCompletionBounded(t *testing.T) {
+	body := strings.Repeat(" ", maxCompletionBytes-2) + "{}"
+	for _, tt := range []struct {
+		name   string
+		body   string
+		length int64 // -1: chunked
+		want   error
+	}{
+		{"at the limit", body, int64(len(body)), api.ErrInvalidRequest}, // {} names no upload
+		{"at the limit, chunked", body, -1, api.ErrInvalidRequest},
+		{"over the limit", " " + body, int64(len(body) + 1), api.ErrBodyTooLarge},
+		{"over the limit, chunked", " " + body, -1, api.ErrBodyTooLarge},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest("POST", "/v1/uploads/b/k", strings.NewReader(tt.body))
+			r.ContentLength = tt.length
+			if _, err := decodeCompletion(r); !errors.Is(err, tt.want) {
+				t.Fatalf("decodeCompletion(%d bytes, Content-Length %d) = %v; want %v", len(tt.body), tt.length, err, tt.want)
+			}
+		})
+	}
+}
