@@ -106,8 +106,8 @@ func wantNoUpload(tb testing.TB, r result) {
 // TestTicketCompletedOverREST: a multipart ticket's parts go straight to
 // the store, and the REST completion makes them the object, with every
 // part and the ticket's token: 201 when it created the object, 200 when
-// it replaced one, as a PUT. A completion sent again is answered as the
-// first was, and no upload is left.
+// it replaced one, as a PUT. A completion sent again is answered 200
+// with the same ETag, and no upload is left.
 func TestTicketCompletedOverREST(t *testing.T) {
 	for _, existing := range []bool{false, true} {
 		t.Run(fmt.Sprintf("existing=%v", existing), func(t *testing.T) {

@@ -68,7 +68,7 @@ func uploadPath(bucket, key string) string {
 // a newer holder's fence check since the ticket is an error wrapping
 // api.ErrStaleToken, and the gateway aborts the upload; an id that names
 // no upload of the key is api.ErrNotFound. The same completion sent again
-// gets the same answer.
+// (a retry) gets the same ETag, with Created false, and writes nothing.
 func (c *Client) CompleteUpload(ctx context.Context, bucket, key string, token api.Token, uploadID string, parts []api.CompletedPart) (*PutResult, error) {
 	return c.sendWrite(ctx, request{method: http.MethodPost, path: uploadPath(bucket, key), header: tokenHeader(token),
 		json: api.UploadCompletion{UploadID: uploadID, Parts: parts}})
