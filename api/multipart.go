@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"io"
 	"strings"
 	"time"
@@ -167,6 +168,47 @@ type Part struct {
 	// against the parts it keeps; in a listing, those the store keeps.
 	// Zero: none. Not in the REST API's answers.
 	Checksums ObjectChecksums `json:"-"`
+}
+
+// UploadCompletion is the body of a REST completion of a multipart
+// upload, such as a multipart ticket's (POST /v1/uploads/{bucket}/{key}).
+type UploadCompletion struct {
+	// UploadID names the upload: a ticket's upload_id (its creator's
+	// capability, UploadBinding.Capability), or the store's id.
+	UploadID string `json:"upload_id"`
+	// Parts are the parts that make the object, by ascending number.
+	Parts []CompletedPart `json:"parts"`
+}
+
+// CompletedPart is one part of an UploadCompletion: its number and the
+// ETag the store answered its upload with, named as Part names them.
+type CompletedPart struct {
+	Number int32  `json:"part_number"`
+	ETag   string `json:"etag"`
+}
+
+// Validate refuses a completion that names no upload, or not 1 to
+// MaxParts parts each with a number of 1 to MaxParts and an ETag, by
+// strictly ascending number (S3 refuses any other order):
+// ErrInvalidRequest.
+func (c UploadCompletion) Validate() error {
+	if c.UploadID == "" {
+		return fmt.Errorf("%w: completion: upload_id is required, the upload_id of the ticket", ErrInvalidRequest)
+	}
+	if len(c.Parts) == 0 || len(c.Parts) > MaxParts {
+		return fmt.Errorf("%w: completion: 1 to %d parts, not %d", ErrInvalidRequest, MaxParts, len(c.Parts))
+	}
+	for i, p := range c.Parts {
+		switch {
+		case p.Number < 1 || p.Number > MaxParts:
+			return fmt.Errorf("%w: completion: part %d: part_number %d, must be 1 to %d", ErrInvalidRequest, i+1, p.Number, MaxParts)
+		case p.ETag == "":
+			return fmt.Errorf("%w: completion: part %d: etag is required, the ETag the store answered the part with", ErrInvalidRequest, i+1)
+		case i > 0 && p.Number <= c.Parts[i-1].Number:
+			return fmt.Errorf("%w: completion: part %d: part_number %d after %d: parts go by ascending number, each once", ErrInvalidRequest, i+1, p.Number, c.Parts[i-1].Number)
+		}
+	}
+	return nil
 }
 
 // CompleteUploadInput completes a multipart upload.

@@ -332,6 +332,8 @@ func TestOpenAPIWireTypes(t *testing.T) {
 		{"LockRelease", reflect.TypeFor[LockRelease](), false},
 		{"SessionRequest", reflect.TypeFor[SessionRequest](), true},
 		{"LockRequest", reflect.TypeFor[LockRequest](), true},
+		{"UploadCompletion", reflect.TypeFor[UploadCompletion](), true},
+		{"CompletedPart", reflect.TypeFor[CompletedPart](), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.schema, func(t *testing.T) {

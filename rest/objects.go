@@ -16,13 +16,16 @@ import (
 const objectsPrefix = "/v1/objects/"
 
 // objectPath parses bucket and key from the request's decoded path (an
-// object's or a ticket's), and names the bucket's store (see
+// object's, a ticket's or an upload's), and names the bucket's store (see
 // BucketStores). Routing used the raw path; the key is everything after
 // the bucket's slash, exactly as the client encoded it.
 func (g *API) objectPath(r *http.Request) (api.ObjectPath, error) {
-	rest, ok := strings.CutPrefix(r.URL.Path, objectsPrefix)
-	if !ok {
-		rest, ok = strings.CutPrefix(r.URL.Path, ticketsPrefix)
+	var rest string
+	ok := false
+	for _, prefix := range []string{objectsPrefix, ticketsPrefix, uploadsPrefix} {
+		if rest, ok = strings.CutPrefix(r.URL.Path, prefix); ok {
+			break
+		}
 	}
 	if !ok {
 		return api.ObjectPath{}, fmt.Errorf("%w: not an object path", api.ErrInvalidObjectPath)

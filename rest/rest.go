@@ -1,8 +1,9 @@
 // Package rest is fencegate's REST API, one of its front doors: the chi
-// router and the handlers of objects (/v1/objects), fences (/v1/fences),
-// locks and sessions (/v1/locks, /v1/sessions), inspection (/v1/marks,
-// /v1/inspect), the event stream (/v1/events), the console's files, and
-// the probes and metrics (/healthz, /readyz, /metrics). Other route
+// router and the handlers of objects (/v1/objects), tickets and the
+// multipart uploads they start (/v1/tickets, /v1/uploads), fences
+// (/v1/fences), locks and sessions (/v1/locks, /v1/sessions), inspection
+// (/v1/marks, /v1/inspect), the event stream (/v1/events), the console's
+// files, and the probes and metrics (/healthz, /readyz, /metrics). Other route
 // groups (the partner routes, package partners) are mounted on its router
 // and share its middleware (WithRoutes).
 //
@@ -190,6 +191,11 @@ func (g *API) routes() chi.Router {
 		r.Head("/*", g.getObject)
 	})
 	r.With(g.edge.LimitPerClient(g.writeError)).Post("/v1/tickets/{bucket}/*", g.postTicket)
+	r.Route("/v1/uploads/{bucket}", func(r chi.Router) {
+		r.Use(g.edge.LimitPerClient(g.writeError))
+		r.Post("/*", g.completeUpload)
+		r.Delete("/*", g.abortUpload)
+	})
 	r.Get("/v1/fences/*", g.getFence)
 	r.Get(eventsPath, g.serveEvents)
 	for _, mount := range g.mounts {
@@ -229,7 +235,8 @@ func (g *API) requestSubject(r *http.Request) (api.Resource, api.Token) {
 }
 
 // isWrite reports whether r asks to change something fenced: a PUT or
-// DELETE of an object, a ticket's POST, or any request of a route group mounted as writes
+// DELETE of an object, a ticket's POST, an upload's completion or abort,
+// or any request of a route group mounted as writes
 // (WithRoutes: the partner routes, which may change the partner's state).
 // Its refusals are audited (edge.Edge.NoteProblem).
 func (g *API) isWrite(r *http.Request) bool {
@@ -238,6 +245,9 @@ func (g *API) isWrite(r *http.Request) bool {
 	}
 	if strings.HasPrefix(r.URL.Path, ticketsPrefix) {
 		return r.Method == http.MethodPost
+	}
+	if strings.HasPrefix(r.URL.Path, uploadsPrefix) {
+		return r.Method == http.MethodPost || r.Method == http.MethodDelete
 	}
 	for _, prefix := range g.writePrefixes {
 		if strings.HasPrefix(r.URL.Path, prefix) {

@@ -8,7 +8,6 @@ import (
 	"net/http"
 
 	"fencegate/api"
-	"fencegate/edge"
 	"fencegate/fence"
 )
 
@@ -53,19 +52,9 @@ func (g *API) postTicket(w http.ResponseWriter, r *http.Request) {
 // caller's write access, the token, then its JSON body (api.ErrInvalidRequest
 // when malformed, api.ErrBodyTooLarge past the multipart limit).
 func (g *API) parseTicket(r *http.Request) (fence.TicketRequest, error) {
-	path, err := g.objectPath(r)
+	path, token, err := g.parseWrite(r)
 	if err != nil {
 		return fence.TicketRequest{}, err
-	}
-	if err := g.authorize(r.Context(), edge.OpWrite, path.Resource()); err != nil {
-		return fence.TicketRequest{}, err
-	}
-	token, err := api.ParseTokenHeader(r.Header.Values(api.HeaderFenceToken))
-	if err != nil {
-		return fence.TicketRequest{}, err
-	}
-	if token == 0 {
-		return fence.TicketRequest{}, api.ErrMissingToken
 	}
 	body, err := decodeTicketBody(r.Body)
 	if err != nil {

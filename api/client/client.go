@@ -61,6 +61,16 @@ type Client struct {
 	// tickets (501, GCS) is written through the gateway. Zero or negative
 	// means never: every write goes through the gateway.
 	TicketThreshold int64
+	// TicketPartSize, when positive, makes PutObjectOnTicket (and so
+	// PutObject above TicketThreshold) send a body larger than this many
+	// bytes in parts of this size, on a multipart ticket completed
+	// through the gateway (MultipartTicket, CompleteUpload): api.MinPartSize
+	// to api.MaxPartSize, at most api.MaxParts parts, for a gateway that
+	// fences multipart uploads. The parts go one after another, and their
+	// tickets expire together (the gateway's ticket expiry, 15 s by
+	// default): the whole body must reach the store within it. Zero or
+	// negative means one PUT per ticket.
+	TicketPartSize int64
 }
 
 // Error is a problem+json answer of the gateway. It unwraps to the error
@@ -172,7 +182,13 @@ func answerError(method, path string, resp *http.Response) error {
 
 // sendJSON sends req and decodes a JSON answer with status ok into out.
 func (c *Client) sendJSON(ctx context.Context, req request, ok int, out any) error {
-	resp, err := c.send(ctx, req, ok)
+	return c.sendJSONUpTo(ctx, req, maxProblemBytes, out, ok)
+}
+
+// sendJSONUpTo is sendJSON for an answer of up to limit bytes, with any
+// status of ok.
+func (c *Client) sendJSONUpTo(ctx context.Context, req request, limit int64, out any, ok ...int) error {
+	resp, err := c.send(ctx, req, ok...)
 	if err != nil {
 		return err
 	}
@@ -180,7 +196,7 @@ func (c *Client) sendJSON(ctx context.Context, req request, ok int, out any) err
 	if out == nil {
 		return nil
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxProblemBytes)).Decode(out); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, limit)).Decode(out); err != nil {
 		return fmt.Errorf("fencegate %s %s: decoding the answer: %w", req.method, req.path, err)
 	}
 	return nil

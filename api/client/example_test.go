@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -139,4 +140,47 @@ func ExampleClient_PutObject_ticket() {
 	}
 	fmt.Println("written on a ticket with token", res.Token, "created:", res.Created)
 	// Output: written on a ticket with token 8 created: true
+}
+
+// A multipart ticket's parts go straight to the store, each on its own
+// ticket, and the upload is completed through the gateway, whose fence
+// check refuses it (api.ErrStaleToken) once a newer holder has come.
+// Client.TicketPartSize makes PutObjectOnTicket do all of this.
+func ExampleClient_CompleteUpload() {
+	ctx := context.Background()
+	c := &client.Client{BaseURL: exampleURL}
+	data := bytes.Repeat([]byte("row\n"), (api.MinPartSize+1024)/4) // two parts
+	t, err := c.MultipartTicket(ctx, exampleBucket, "ticket/parts.txt", 9, int64(len(data)), api.MinPartSize)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var parts []api.CompletedPart
+	for i, pt := range t.Parts {
+		chunk := data[i*api.MinPartSize : min((i+1)*api.MinPartSize, len(data))]
+		req, err := http.NewRequestWithContext(ctx, pt.Method, pt.URL, bytes.NewReader(chunk))
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		for name, value := range pt.Headers {
+			if name != "Content-Length" { // net/http sends the body's
+				req.Header.Set(name, value)
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
+		parts = append(parts, api.CompletedPart{Number: int32(i + 1), ETag: resp.Header.Get("ETag")})
+	}
+	res, err := c.CompleteUpload(ctx, exampleBucket, "ticket/parts.txt", 9, t.UploadID, parts)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(len(parts), "parts completed with token", res.Token, "created:", res.Created)
+	// Output: 2 parts completed with token 9 created: true
 }

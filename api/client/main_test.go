@@ -126,7 +126,7 @@ func newGateway(etcdClient *clientv3.Client, s3Endpoint string, policies []token
 }
 
 // newGatewayHandler is newGateway's gateway, with opts added to the lock
-// API, for a test to serve as it likes.
+// API, tickets and multipart uploads, for a test to serve as it likes.
 func newGatewayHandler(etcdClient *clientv3.Client, s3Endpoint string, policies []tokenstore.Policy, opts ...gateway.Option) (http.Handler, error) {
 	return newGatewayHandlerWith(gateway.Config{}, etcdClient, s3Endpoint, policies, opts...)
 }
@@ -146,8 +146,12 @@ func newGatewayHandlerWith(cfg gateway.Config, etcdClient *clientv3.Client, s3En
 	if err != nil {
 		return nil, err
 	}
+	uploads, err := tokenstore.NewUploads(store)
+	if err != nil {
+		return nil, err
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	return gateway.New(cfg, store, backend, append(opts, gateway.WithLocks(store), gateway.WithTickets(backend))...)
+	return gateway.New(cfg, store, backend, append(opts, gateway.WithLocks(store), gateway.WithTickets(backend), gateway.WithMultipart(backend, uploads))...)
 }
 
 // env is a gateway of one test: its own etcd (which the test may stop)

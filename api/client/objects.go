@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -47,15 +46,15 @@ func (c *Client) PutObject(ctx context.Context, bucket, key string, token api.To
 	if res, done, err := c.putAboveThreshold(ctx, bucket, key, token, body); done {
 		return res, err
 	}
-	req := request{method: http.MethodPut, path: objectPath(bucket, key), header: tokenHeader(token), body: body}
-	resp, err := c.send(ctx, req, http.StatusOK, http.StatusCreated)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
+	return c.sendWrite(ctx, request{method: http.MethodPut, path: objectPath(bucket, key), header: tokenHeader(token), body: body})
+}
+
+// sendWrite sends req, a fenced write, and returns its result: 201 when
+// it created the object, 200 when it replaced one.
+func (c *Client) sendWrite(ctx context.Context, req request) (*PutResult, error) {
 	var res PutResult
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxProblemBytes)).Decode(&res); err != nil {
-		return nil, fmt.Errorf("fencegate PUT %s: decoding the answer: %w", req.path, err)
+	if err := c.sendJSONUpTo(ctx, req, maxProblemBytes, &res, http.StatusOK, http.StatusCreated); err != nil {
+		return nil, err
 	}
 	return &res, nil
 }

@@ -36,10 +36,18 @@ type issuedTicket struct {
 // ticket a stale token (api.ErrStaleToken). The gateway's refusals are
 // PutObject's; a bucket whose store takes no tickets is
 // api.ErrNotImplemented. An empty body takes no ticket: use PutObject.
+//
+// With Client.TicketPartSize, a body larger than it is sent in parts on a
+// multipart ticket, and the upload completed through the gateway
+// (CompleteUpload), fenced again: a newer holder's fence check since the
+// ticket makes the write api.ErrStaleToken.
 func (c *Client) PutObjectOnTicket(ctx context.Context, bucket, key string, token api.Token, body io.ReadSeeker) (*PutResult, error) {
 	start, size, err := remaining(body)
 	if err != nil {
 		return nil, fmt.Errorf("fencegate ticket %s/%s: %w", bucket, key, err)
+	}
+	if c.TicketPartSize > 0 && size > c.TicketPartSize {
+		return c.putInParts(ctx, bucket, key, token, body, size)
 	}
 	for attempt := 1; ; attempt++ {
 		if _, err := body.Seek(start, io.SeekStart); err != nil {
@@ -107,22 +115,9 @@ func (c *Client) ticket(ctx context.Context, bucket, key string, token api.Token
 // is api.ErrConcurrentModification; any other refusal is an error with
 // the store's answer.
 func (c *Client) sendOnTicket(ctx context.Context, t issuedTicket, body io.Reader, size int64) (*PutResult, error) {
-	if time.Now().After(t.ExpiresAt) {
-		return nil, fmt.Errorf("fencegate ticket %s: expired before it was used", t.Resource)
-	}
-	req, err := http.NewRequestWithContext(ctx, t.Method, t.URL, body)
+	resp, err := c.sendTicket(ctx, t.Resource, t.Ticket, body, size)
 	if err != nil {
-		return nil, fmt.Errorf("fencegate ticket %s: %w", t.Resource, err)
-	}
-	for name, value := range t.Headers {
-		if name != "Content-Length" {
-			req.Header.Set(name, value)
-		}
-	}
-	req.ContentLength = size
-	resp, err := c.httpClient().Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("fencegate ticket %s: %w", t.Resource, err)
+		return nil, err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxProblemBytes))
@@ -134,4 +129,28 @@ func (c *Client) sendOnTicket(ctx context.Context, t issuedTicket, body io.Reade
 		return nil, fmt.Errorf("fencegate ticket %s: %w: the object changed since the gateway observed it", t.Resource, api.ErrConcurrentModification)
 	}
 	return nil, fmt.Errorf("fencegate ticket %s: the store answered %s: %.200q", t.Resource, resp.Status, b)
+}
+
+// sendTicket sends body, of size bytes, to the store as t, a ticket to
+// write resource, says, and returns the store's answer, whatever its
+// status. The caller closes its body.
+func (c *Client) sendTicket(ctx context.Context, resource api.Resource, t api.Ticket, body io.Reader, size int64) (*http.Response, error) {
+	if time.Now().After(t.ExpiresAt) {
+		return nil, fmt.Errorf("fencegate ticket %s: expired before it was used", resource)
+	}
+	req, err := http.NewRequestWithContext(ctx, t.Method, t.URL, body)
+	if err != nil {
+		return nil, fmt.Errorf("fencegate ticket %s: %w", resource, err)
+	}
+	for name, value := range t.Headers {
+		if name != "Content-Length" {
+			req.Header.Set(name, value)
+		}
+	}
+	req.ContentLength = size
+	resp, err := c.httpClient().Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fencegate ticket %s: %w", resource, err)
+	}
+	return resp, nil
 }
