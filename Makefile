@@ -95,7 +95,7 @@ fuzz: ## run every Fuzz target in *_test.go for FUZZTIME each (default 20s)
 		done; \
 	done
 
-bench: build $(BIN)/versitygw $(BIN)/fake-gcs-server ## measure the gateway against direct S3 and client-side fencing, writes on upload tickets against direct S3, and the gateway against direct GCS writes (short set, about 2.5 minutes; ends with a summary line)
+bench: build $(BIN)/versitygw $(BIN)/fake-gcs-server ## measure the gateway against direct S3 and client-side fencing, writes on upload tickets against direct S3, and the gateway against direct GCS writes (short set, about 5 minutes; ends with a summary line)
 	$(GO) build -o $(BIN)/fencebench ./cmd/fencebench
 	$(BIN)/fencebench $(BENCH_ARGS)
 

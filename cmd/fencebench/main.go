@@ -162,7 +162,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		largeUpload                          byteSize
 		ticketLarge                          byteSize
 	)
-	fs.StringVar(&cfg.set, "set", "short", "standard `set` of cells: short (make bench, about 2.5 minutes) or full (every mode, concurrency, pattern and size)")
+	fs.StringVar(&cfg.set, "set", "short", "standard `set` of cells: short (make bench, about 5 minutes) or full (every mode, concurrency, pattern and size)")
 	fs.StringVar(&modes, "modes", "", "comma-separated `modes` to run (default: direct,direct-sdk,clientside,gateway,ticket,stale,store-raise,store-raise-unbatched,s3api,gcs-direct,gcs-gateway (gcs.go), and baseline,stale-baseline with --baseline-fencegate)")
 	fs.StringVar(&concurrencies, "concurrency", "", "comma-separated `list` of concurrencies; with --patterns and --sizes it replaces the set by their cross product (default of each: 1,8,64,256; distinct,hot,raise; 1KiB,64KiB,4MiB)")
 	fs.StringVar(&patterns, "patterns", "", "comma-separated `list`: distinct (a key per worker), hot (one key), raise (a key per worker, a new, larger token each write;\nthe store-raise modes run only in it)")
