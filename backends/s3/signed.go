@@ -221,7 +221,7 @@ func (s *signedHTTP) buildRequest(ctx context.Context, ep bucketEndpoint, method
 	req = req.WithContext(ctx)
 	if body != nil {
 		req.ContentLength = size
-		req.Body = io.NopCloser(body) // the caller owns body
+		req.Body = newLentBody(body) // the caller owns body: see send
 		if size == 0 {
 			req.Body = http.NoBody
 		}
@@ -279,6 +279,17 @@ func (s *signedHTTP) put(ctx context.Context, in api.PutObjectInput, cond condit
 // the answer's headers when S3 answered 2xx; any other answer is its
 // error (readResponseError). The answer's body is read and closed.
 func (s *signedHTTP) send(req *http.Request, operation string) (http.Header, error) {
+	// The store may answer before it has read the body (a refusal), and
+	// net/http's transport may then still be sending it, from a goroutine
+	// of its own, after Do returned. The body is the caller's (the door
+	// drains a refused part's from its client), so send returns only
+	// once the transport has let go of it: the request's context ends,
+	// which makes the transport give up the connection, and send waits
+	// for the body's Close, which the transport always calls. A Read in
+	// progress ends first, within the door's transfer deadline.
+	ctx, cancel := context.WithCancel(req.Context())
+	req = req.WithContext(ctx)
+	defer returned(req.Body, cancel)
 	resp, err := s.http.Do(req)
 	if err != nil {
 		return nil, err
@@ -374,6 +385,32 @@ func (s *signedHTTP) head(ctx context.Context, in api.GetObjectInput) (obj *api.
 
 // discard reads what is left of a small answer, so that its connection
 // can be reused, and closes it.
+// lentBody is a caller's request body lent to the transport: its Close
+// closes nothing but tells that the transport is done with it.
+type lentBody struct {
+	io.Reader
+	once   sync.Once
+	closed chan struct{}
+}
+
+func newLentBody(r io.Reader) *lentBody {
+	return &lentBody{Reader: r, closed: make(chan struct{})}
+}
+
+func (b *lentBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return nil
+}
+
+// returned ends a request with cancel and waits until the transport has
+// closed its body, when it is a lentBody.
+func returned(body io.ReadCloser, cancel context.CancelFunc) {
+	cancel()
+	if b, ok := body.(*lentBody); ok {
+		<-b.closed
+	}
+}
+
 func discard(body io.ReadCloser) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(body, maxErrorBody))
 	body.Close()
