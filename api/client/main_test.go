@@ -188,6 +188,25 @@ func newEnv(tb testing.TB, policies func(bucket string) []tokenstore.Policy) *en
 	return e
 }
 
+// newEnvWith is newEnv, without policies, with a gateway of cfg's limits.
+func newEnvWith(tb testing.TB, cfg gateway.Config) *env {
+	tb.Helper()
+	e := &env{
+		etcd:   testenv.StartEtcd(tb),
+		bucket: fmt.Sprintf("c%d-%d", time.Now().UnixNano()%1e9, bucketSeq.Add(1)),
+		minio:  sharedS3.Minio(tb),
+	}
+	sharedS3.CreateBucket(tb, e.bucket)
+	gw, err := newGatewayHandlerWith(cfg, e.etcd.Client(tb), sharedS3.Endpoint(), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := httptest.NewServer(gw)
+	tb.Cleanup(srv.Close)
+	e.url = srv.URL
+	return e
+}
+
 // heldBucket binds the bucket to the lock name under the "held" check.
 func heldBucket(lock string) func(bucket string) []tokenstore.Policy {
 	return func(bucket string) []tokenstore.Policy {
