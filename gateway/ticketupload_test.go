@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -329,10 +330,10 @@ func TestTicketPartsRenewed(t *testing.T) {
 	if len(tk.Parts) != 1 || tk.FirstPart != 1 || tk.UploadID == "" {
 		t.Fatalf("multipart ticket of part_count 1 = %d parts from %d, upload %q; want part 1 and an upload", len(tk.Parts), tk.FirstPart, tk.UploadID)
 	}
+	// Past the first ticket's expiry, which the store enforces on parts
+	// (TestPartTickets in backends/s3; sent here, the store's early 403
+	// would reset the test proxy's connection mid-body).
 	time.Sleep(time.Until(tk.ExpiresAt) + 1500*time.Millisecond)
-	if status := useTicket(t, tk.Parts[0], string(ticketBody[:ticketPartSize]), nil); status != http.StatusForbidden {
-		t.Fatalf("part on an expired ticket = %d; want 403", status)
-	}
 
 	r := e.partTickets(t, "big", 5, tk.UploadID, 1, 2)
 	if r.status != http.StatusCreated || r.header.Get(api.HeaderFenceToken) != "5" {
@@ -374,10 +375,15 @@ func TestTicketPartsRenewed(t *testing.T) {
 // holder's fence check made the upload's token stale, 409 with no
 // tickets, and the upload is aborted.
 func TestTicketPartsRefused(t *testing.T) {
-	e, _ := newMultipartEnv(t, gateway.Config{})
+	e, gw := newMultipartEnv(t, gateway.Config{})
 	tk := e.issued(t, "big", 5, fmt.Sprintf(`{"size":%d,"part_size":%d}`, len(ticketBody), ticketPartSize))
 	other := e.issued(t, "other", 5, fmt.Sprintf(`{"size":%d,"part_size":%d}`, len(ticketBody), ticketPartSize))
 	storeID, _, _ := api.SplitCapability(tk.UploadID)
+	// An upload of the S3 API's kind, no ticket's: its parts' sizes are unknown.
+	plain, err := gw.Engine().CreateUpload(context.Background(), api.ObjectPath{Store: api.StoreS3, Bucket: e.bucket, Key: "plain"}, 5, "", api.ObjectMetadata{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name   string
 		token  api.Token
@@ -395,11 +401,16 @@ func TestTicketPartsRefused(t *testing.T) {
 		{"no count", 5, fmt.Sprintf(`{"upload_id":%q,"first_part":1}`, tk.UploadID), http.StatusBadRequest, "invalid-request"},
 		{"too many", 5, fmt.Sprintf(`{"upload_id":%q,"first_part":1,"part_count":%d}`, tk.UploadID, api.MaxPartTickets+1), http.StatusBadRequest, "invalid-request"},
 		{"with a size", 5, fmt.Sprintf(`{"upload_id":%q,"first_part":1,"part_count":1,"size":5}`, tk.UploadID), http.StatusBadRequest, "invalid-request"},
+		{"an upload no ticket created", 5, fmt.Sprintf(`{"upload_id":%q,"first_part":1,"part_count":1}`, plain.Capability()), http.StatusBadRequest, "invalid-request"},
 		{"unknown member", 5, fmt.Sprintf(`{"upload_id":%q,"first_part":1,"part_count":1,"last":2}`, tk.UploadID), http.StatusBadRequest, "invalid-request"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := e.ticket(t, "big", tt.token, tt.body)
+			key := "big"
+			if strings.HasPrefix(tt.name, "an upload no ticket") {
+				key = "plain"
+			}
+			r := e.ticket(t, key, tt.token, tt.body)
 			wantProblem(t, r, tt.status, tt.slug)
 			if tt.status == http.StatusNotFound {
 				wantNoUpload(t, r)
