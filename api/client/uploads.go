@@ -207,7 +207,6 @@ func (p *partTickets) ticket(ctx context.Context, number int32, fresh bool) (api
 		if t.FirstPart != number || len(t.Parts) == 0 {
 			return api.Ticket{}, fmt.Errorf("fencegate ticket %s: asked for part %d's ticket, answered %d from part %d", t.Resource, number, len(t.Parts), t.FirstPart)
 		}
-		t.UploadID = p.batch.UploadID
 		p.take(t)
 		i = 0
 	}
