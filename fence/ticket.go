@@ -183,13 +183,7 @@ func (e *Engine) ticketsFor(path api.ObjectPath) error {
 // are signed (all of them, or in.PartCount from part 1). An upload whose
 // parts cannot be signed is abandoned.
 func (e *Engine) multipartTicket(ctx context.Context, in TicketRequest) (IssuedTicket, error) {
-	if err := e.access.Authorize(ctx, Write, in.Path.Resource()); err != nil {
-		return IssuedTicket{}, err
-	}
-	if in.Token == 0 {
-		return IssuedTicket{}, api.ErrMissingToken
-	}
-	if err := e.ticketsFor(in.Path); err != nil {
+	if err := e.admitMultipartTicket(ctx, in.Path, in.Token); err != nil {
 		return IssuedTicket{}, err
 	}
 	parts, err := ticketParts(in.Size, in.PartSize)
@@ -245,13 +239,7 @@ func (e *Engine) multipartTicket(ctx context.Context, in TicketRequest) (IssuedT
 // the first answer's, from the same signer with the same sizes (the last
 // part smaller), the upload named by the id the request sent.
 func (e *Engine) PartTickets(ctx context.Context, in PartTicketsRequest) (IssuedTicket, error) {
-	if err := e.access.Authorize(ctx, Write, in.Path.Resource()); err != nil {
-		return IssuedTicket{}, err
-	}
-	if in.Token == 0 {
-		return IssuedTicket{}, api.ErrMissingToken
-	}
-	if err := e.ticketsFor(in.Path); err != nil {
+	if err := e.admitMultipartTicket(ctx, in.Path, in.Token); err != nil {
 		return IssuedTicket{}, err
 	}
 	if err := partRange(api.MaxParts, in.FirstPart, in.PartCount); err != nil {
@@ -299,6 +287,20 @@ func (e *Engine) signParts(ctx context.Context, path api.ObjectPath, b api.Uploa
 	}
 	issued.ExpiresAt = issued.Parts[0].ExpiresAt
 	return issued, nil
+}
+
+// admitMultipartTicket runs the checks of a request for part tickets
+// that come before its body is looked at: authorization (Write), the
+// token (zero is api.ErrMissingToken), and a store that signs tickets
+// (ticketsFor).
+func (e *Engine) admitMultipartTicket(ctx context.Context, path api.ObjectPath, token api.Token) error {
+	if err := e.access.Authorize(ctx, Write, path.Resource()); err != nil {
+		return err
+	}
+	if token == 0 {
+		return api.ErrMissingToken
+	}
+	return e.ticketsFor(path)
 }
 
 // ticketParts returns how many parts of partSize (the last smaller) size

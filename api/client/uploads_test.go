@@ -157,7 +157,7 @@ func TestMultipartTicketAtMostParts(t *testing.T) {
 // every byte with the token.
 func TestMultipartTicketOutlivesItsExpiry(t *testing.T) {
 	ctx := context.Background()
-	e := newEnvWith(t, gateway.Config{TicketExpiry: 3 * time.Second})
+	e := newEnvWith(t, gateway.Config{TicketExpiry: 3 * time.Second}, nil)
 	body := bytes.Repeat([]byte("0123456789abcdef"), (3*api.MinPartSize+1024)/16) // 4 parts
 	h := &hookTransport{before: func(int64) { time.Sleep(time.Second) }}
 	c := &client.Client{BaseURL: e.url, HTTPClient: &http.Client{Transport: h}, TicketPartSize: api.MinPartSize}
