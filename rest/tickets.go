@@ -12,11 +12,11 @@ import (
 )
 
 // ticketsPrefix starts the ticket route, POST /v1/tickets/{bucket}/{key}.
-// Its body asks for one of two things:
+// Its body asks for one of three things:
 //
-//	{"size", "content_type", "metadata"}                  -> 201, a ticket for one PUT
-//	{"size", ..., "part_size", "part_count"}              -> 201, an upload and its parts' tickets
-//	{"upload_id", "first_part", "part_count"}             -> 201, fresh tickets of an upload's parts
+//	{"size", "content_type", "metadata"}       -> 201, a ticket for one PUT
+//	{"size", ..., "part_size", "part_count"}   -> 201, an upload and its parts' tickets
+//	{"upload_id", "first_part", "part_count"}  -> 201, fresh tickets of an upload's parts
 //
 // The last is a multipart ticket's again, for parts of the upload it
 // created (fence.Engine.PartTickets): the upload is named in the body, as
