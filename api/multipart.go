@@ -47,6 +47,12 @@ type UploadBinding struct {
 	// parts' checksums to the store. Empty: created without one, or
 	// recorded by a gateway that did not keep it.
 	ChecksumAlgorithm string `json:"-"`
+	// Size and PartSize are, for an upload a multipart ticket created,
+	// the object's size and its parts' (the last smaller), by which the
+	// gateway signs more tickets of its parts. Zero: not a ticket's
+	// upload, or recorded by a gateway that did not keep them.
+	Size     int64 `json:"-"`
+	PartSize int64 `json:"-"`
 }
 
 // UploadState is what became of a bound upload.

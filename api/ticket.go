@@ -33,6 +33,12 @@ const (
 // upload, one PartTicketRequest per part.
 const MaxTicketSize = 5 << 30
 
+// MaxPartTickets is the most part tickets one answer holds when its
+// request names how many it wants (part_count): enough parts for a
+// client to send before they expire, few enough to sign in a fraction of
+// a second and answer in half a megabyte.
+const MaxPartTickets = 1000
+
 // TicketRequest is what the engine asks a store for: a ticket to write
 // Path once, as the gateway's own conditional write would have.
 type TicketRequest struct {

@@ -70,7 +70,10 @@
 // no condition and no token, and the upload is fenced at its creation and
 // its completion, which go through the engine as every upload's do, so
 // parts sent on the tickets of an upload whose token went stale are never
-// completed into the object.
+// completed into the object. Its creator asks for fresh part tickets as
+// the upload goes (Engine.PartTickets), each as short-lived as the first,
+// checked as a part sent through the engine is: none is signed for an
+// upload whose token is below the mark.
 //
 // Multipart uploads are fenced at their completion, which runs the same
 // steps; their parts are refused once the upload's token is below the

@@ -197,6 +197,13 @@ func (e *Engine) CreateUpload(ctx context.Context, path api.ObjectPath, token ap
 // (in.Encryption) asked of the store; a customer key (SSE-C) is also sent
 // with the observation of the object.
 func (e *Engine) CreateUploadWith(ctx context.Context, in api.CreateUploadInput) (api.UploadBinding, error) {
+	return e.createUpload(ctx, in, 0, 0)
+}
+
+// createUpload is CreateUploadWith, binding the upload with the object's
+// size and part size when a multipart ticket creates it (zero
+// otherwise), by which PartTickets signs its parts.
+func (e *Engine) createUpload(ctx context.Context, in api.CreateUploadInput, size, partSize int64) (api.UploadBinding, error) {
 	path, token := in.Path, in.Token
 	path, err := e.multipartPath(path)
 	if err != nil {
@@ -222,7 +229,8 @@ func (e *Engine) CreateUploadWith(ctx context.Context, in api.CreateUploadInput)
 		return api.UploadBinding{}, err
 	}
 	e.monitor.UploadCreated()
-	b := api.UploadBinding{UploadID: id, Resource: resource, Token: token, Secret: rand.Text(), ChecksumAlgorithm: in.ChecksumAlgorithm}
+	b := api.UploadBinding{UploadID: id, Resource: resource, Token: token, Secret: rand.Text(), ChecksumAlgorithm: in.ChecksumAlgorithm,
+		Size: size, PartSize: partSize}
 	if err := e.uploads.BindUpload(ctx, b, e.cfg.UploadTTL); err != nil {
 		e.Abandon(ctx, path, b, AbortFailed, "the binding was not recorded")
 		return api.UploadBinding{}, fmt.Errorf("create upload: %w", err)

@@ -49,6 +49,28 @@ type TicketRequest struct {
 	// PartSize bytes (the last may be smaller), api.MinPartSize to
 	// api.MaxPartSize.
 	PartSize int64
+	// PartCount, with PartSize, is how many part tickets to answer, from
+	// part 1: 1 to api.MaxPartTickets, the rest asked for later
+	// (Engine.PartTickets). Zero means every part, up to api.MaxParts.
+	PartCount int32
+}
+
+// PartTicketsRequest is a front door's request for fresh tickets of parts
+// of an upload that a multipart ticket created, as it parsed it.
+type PartTicketsRequest struct {
+	// Path is the upload's object.
+	Path api.ObjectPath
+	// Token is the upload's token, which the request must send; zero is
+	// api.ErrMissingToken.
+	Token api.Token
+	// UploadID names the upload: the ticket's upload_id (the creator's
+	// capability), or the store's id (see Engine.PartTickets).
+	UploadID string
+	// FirstPart and PartCount are the parts: FirstPart, 1 or more, and
+	// the PartCount - 1 after it, 1 to api.MaxPartTickets, all among the
+	// upload's.
+	FirstPart int32
+	PartCount int32
 }
 
 // IssuedTicket is the engine's answer to a TicketRequest.
@@ -65,9 +87,11 @@ type IssuedTicket struct {
 	// UploadID is, for a multipart ticket, the id of the upload to
 	// complete through the gateway (the creator's capability, see
 	// api.UploadBinding.Capability); Parts the tickets of its parts, in
-	// order from part 1.
-	UploadID string       `json:"upload_id,omitempty"`
-	Parts    []api.Ticket `json:"parts,omitempty"`
+	// order from part FirstPart (1 in a multipart ticket's first
+	// answer), each for the next part number.
+	UploadID  string       `json:"upload_id,omitempty"`
+	FirstPart int32        `json:"first_part,omitempty"`
+	Parts     []api.Ticket `json:"parts,omitempty"`
 }
 
 // Ticket runs a fenced write's checks up to the write, and answers a
@@ -155,57 +179,156 @@ func (e *Engine) ticketsFor(path api.ObjectPath) error {
 
 // multipartTicket is Ticket with in.PartSize: the upload is created and
 // bound as CreateUpload does (authorization, fast reject, observation,
-// fence check), then each part is signed. An upload whose parts cannot be
-// signed is abandoned.
+// fence check), with its size and part size, then the parts asked for
+// are signed (all of them, or in.PartCount from part 1). An upload whose
+// parts cannot be signed is abandoned.
 func (e *Engine) multipartTicket(ctx context.Context, in TicketRequest) (IssuedTicket, error) {
-	if err := e.access.Authorize(ctx, Write, in.Path.Resource()); err != nil {
-		return IssuedTicket{}, err
-	}
-	if in.Token == 0 {
-		return IssuedTicket{}, api.ErrMissingToken
-	}
-	if err := e.ticketsFor(in.Path); err != nil {
+	if err := e.admitMultipartTicket(ctx, in.Path, in.Token); err != nil {
 		return IssuedTicket{}, err
 	}
 	parts, err := ticketParts(in.Size, in.PartSize)
 	if err != nil {
 		return IssuedTicket{}, err
 	}
-	meta := api.ObjectMetadata{User: in.Metadata}
-	b, err := e.CreateUpload(ctx, in.Path, in.Token, in.ContentType, meta)
+	count := parts
+	if in.PartCount != 0 {
+		if err := partRange(parts, 1, in.PartCount); err != nil {
+			return IssuedTicket{}, err
+		}
+		count = in.PartCount
+	}
+	b, err := e.createUpload(ctx, api.CreateUploadInput{Path: in.Path, Token: in.Token, ContentType: in.ContentType,
+		Metadata: api.ObjectMetadata{User: in.Metadata}}, in.Size, in.PartSize)
 	if err != nil {
 		return IssuedTicket{}, err
 	}
-	issued := IssuedTicket{Resource: b.Resource, Token: b.Token, UploadID: b.Capability(), Parts: make([]api.Ticket, 0, len(parts))}
 	path, _ := e.multipartPath(in.Path)
-	for i, size := range parts {
+	issued, err := e.signParts(ctx, path, b, 1, count)
+	if err != nil {
+		e.Abandon(ctx, path, b, AbortFailed, "a part's ticket was not signed")
+		return IssuedTicket{}, err
+	}
+	issued.UploadID = b.Capability()
+	e.monitor.TicketIssued(ctx, issued)
+	return issued, nil
+}
+
+// PartTickets answers fresh tickets of parts of an upload that a
+// multipart ticket created, for its creator to send parts whose first
+// tickets expired (or were never asked for: TicketRequest.PartCount).
+// A ticket's life stays short (Config.TicketExpiry: a leaked part ticket
+// lets its holder replace that part's bytes until the completion), and
+// an upload of gigabytes takes longer: its creator asks for the next
+// parts' tickets as it goes.
+//
+// The checks are a part's (partBinding), as if the parts were sent
+// through the gateway, and the completion's way of naming the upload:
+// authorization (Write), the token, which must be sent (zero is
+// api.ErrMissingToken) and be the upload's (boundUpload, by the
+// capability or by the store's id: the creator's request, as for the
+// completion), an upload of this object that the gateway bound and has
+// not finished (api.ErrNotFound otherwise), and the upload's token not
+// below the mark, read linearizably: a stale upload can never complete,
+// so it is refused (*api.StaleTokenError, 409) and aborted, with no
+// ticket signed. Then the parts must be the upload's: in.FirstPart and
+// the in.PartCount-1 after it (1 to api.MaxPartTickets), all within the
+// parts of the size and part size the ticket bound (api.ErrInvalidRequest
+// otherwise, and for an upload that no multipart ticket created, whose
+// parts the gateway does not know). No mark is raised and nothing is
+// written: the completion is the write, fenced as ever. The tickets are
+// the first answer's, from the same signer with the same sizes (the last
+// part smaller), the upload named by the id the request sent.
+func (e *Engine) PartTickets(ctx context.Context, in PartTicketsRequest) (IssuedTicket, error) {
+	if err := e.admitMultipartTicket(ctx, in.Path, in.Token); err != nil {
+		return IssuedTicket{}, err
+	}
+	if err := partRange(api.MaxParts, in.FirstPart, in.PartCount); err != nil {
+		return IssuedTicket{}, err // before the upload is looked up
+	}
+	path, b, err := e.partBinding(ctx, in.Path, in.UploadID, in.Token, in.FirstPart)
+	if err != nil {
+		return IssuedTicket{}, err
+	}
+	if b.Size == 0 || b.PartSize == 0 {
+		return IssuedTicket{}, fmt.Errorf("%w: upload of %s: %w", api.ErrInvalidRequest, b.Resource, errNotTicketUpload)
+	}
+	parts, err := ticketParts(b.Size, b.PartSize)
+	if err != nil {
+		return IssuedTicket{}, err
+	}
+	if err := partRange(parts, in.FirstPart, in.PartCount); err != nil {
+		return IssuedTicket{}, err
+	}
+	issued, err := e.signParts(ctx, path, b, in.FirstPart, in.PartCount)
+	if err != nil {
+		return IssuedTicket{}, err
+	}
+	issued.UploadID = in.UploadID
+	return issued, nil
+}
+
+// errNotTicketUpload refuses part tickets of an upload that no multipart
+// ticket created: the gateway does not know its parts' sizes.
+var errNotTicketUpload = errors.New("not created by a multipart ticket (POST /v1/tickets with part_size): its parts' sizes are not known, so no part ticket can sign them")
+
+// signParts signs the tickets of count parts of b's upload from part
+// first, with their sizes (the upload's part size, the last part what is
+// left of its size), each with the engine's ticket expiry.
+func (e *Engine) signParts(ctx context.Context, path api.ObjectPath, b api.UploadBinding, first, count int32) (IssuedTicket, error) {
+	issued := IssuedTicket{Resource: b.Resource, Token: b.Token, FirstPart: first, Parts: make([]api.Ticket, 0, count)}
+	for n := first; n < first+count; n++ {
+		size := min(b.PartSize, b.Size-int64(n-1)*b.PartSize)
 		t, err := e.tickets.PresignUploadPart(ctx, api.PartTicketRequest{Path: path, UploadID: b.UploadID,
-			PartNumber: int32(i + 1), Size: size, Expires: e.cfg.TicketExpiry})
+			PartNumber: n, Size: size, Expires: e.cfg.TicketExpiry})
 		if err != nil {
-			e.Abandon(ctx, path, b, AbortFailed, "a part's ticket was not signed")
 			return IssuedTicket{}, fmt.Errorf("ticket: %w", err)
 		}
 		issued.Parts = append(issued.Parts, t)
 	}
 	issued.ExpiresAt = issued.Parts[0].ExpiresAt
-	e.monitor.TicketIssued(ctx, issued)
 	return issued, nil
 }
 
-// ticketParts splits size into parts of partSize (the last smaller), or
-// refuses sizes S3's multipart limits do not allow.
-func ticketParts(size, partSize int64) ([]int64, error) {
+// admitMultipartTicket runs the checks of a request for part tickets
+// that come before its body is looked at: authorization (Write), the
+// token (zero is api.ErrMissingToken), and a store that signs tickets
+// (ticketsFor).
+func (e *Engine) admitMultipartTicket(ctx context.Context, path api.ObjectPath, token api.Token) error {
+	if err := e.access.Authorize(ctx, Write, path.Resource()); err != nil {
+		return err
+	}
+	if token == 0 {
+		return api.ErrMissingToken
+	}
+	return e.ticketsFor(path)
+}
+
+// ticketParts returns how many parts of partSize (the last smaller) size
+// takes, or refuses sizes S3's multipart limits do not allow.
+func ticketParts(size, partSize int64) (int32, error) {
 	switch {
 	case partSize < api.MinPartSize || partSize > api.MaxPartSize:
-		return nil, fmt.Errorf("%w: part_size %d: must be %d to %d", api.ErrInvalidRequest, partSize, int64(api.MinPartSize), int64(api.MaxPartSize))
+		return 0, fmt.Errorf("%w: part_size %d: must be %d to %d", api.ErrInvalidRequest, partSize, int64(api.MinPartSize), int64(api.MaxPartSize))
 	case size < 1:
-		return nil, fmt.Errorf("%w: size %d: must be at least 1", api.ErrInvalidRequest, size)
+		return 0, fmt.Errorf("%w: size %d: must be at least 1", api.ErrInvalidRequest, size)
 	case (size+partSize-1)/partSize > api.MaxParts:
-		return nil, fmt.Errorf("%w: %d bytes in parts of %d: more than %d parts", api.ErrBodyTooLarge, size, partSize, api.MaxParts)
+		return 0, fmt.Errorf("%w: %d bytes in parts of %d: more than %d parts", api.ErrBodyTooLarge, size, partSize, api.MaxParts)
 	}
-	var parts []int64
-	for left := size; left > 0; left -= partSize {
-		parts = append(parts, min(left, partSize))
+	return int32((size + partSize - 1) / partSize), nil
+}
+
+// partRange refuses tickets of count parts from part first unless count
+// is 1 to api.MaxPartTickets and they are among the parts 1 to parts of
+// an upload: api.ErrInvalidRequest.
+func partRange(parts, first, count int32) error {
+	last := int64(first) + int64(count) - 1
+	switch {
+	case first < 1:
+		return fmt.Errorf("%w: first_part %d: parts are numbered from 1", api.ErrInvalidRequest, first)
+	case count < 1 || count > api.MaxPartTickets:
+		return fmt.Errorf("%w: part_count %d: must be 1 to %d", api.ErrInvalidRequest, count, api.MaxPartTickets)
+	case last > int64(parts):
+		return fmt.Errorf("%w: parts %d to %d: the upload has parts 1 to %d", api.ErrInvalidRequest, first, last, parts)
 	}
-	return parts, nil
+	return nil
 }

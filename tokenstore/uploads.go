@@ -60,11 +60,17 @@ type uploadRecord struct {
 	// Checksum is api.UploadBinding.ChecksumAlgorithm; empty in a
 	// binding recorded before gateways kept it.
 	Checksum string `json:"checksum_algorithm,omitempty"`
+	// Size and PartSize are api.UploadBinding's: zero in a binding of an
+	// upload no multipart ticket created, or recorded before gateways
+	// kept them.
+	Size     int64 `json:"size,omitempty"`
+	PartSize int64 `json:"part_size,omitempty"`
 }
 
 // uploadValue returns the value that binds b.
 func uploadValue(b api.UploadBinding) (string, error) {
-	value, err := json.Marshal(uploadRecord{Resource: b.Resource, Token: b.Token, Secret: b.Secret, State: b.State, ETag: b.ETag, Parts: b.PartsDigest, Checksum: b.ChecksumAlgorithm})
+	value, err := json.Marshal(uploadRecord{Resource: b.Resource, Token: b.Token, Secret: b.Secret, State: b.State, ETag: b.ETag, Parts: b.PartsDigest, Checksum: b.ChecksumAlgorithm,
+		Size: b.Size, PartSize: b.PartSize})
 	return string(value), err
 }
 
@@ -197,7 +203,8 @@ func (u *Uploads) Upload(ctx context.Context, resource api.Resource, uploadID st
 		return api.UploadBinding{}, fmt.Errorf("upload of %s: %w: no such upload of this object", resource, api.ErrNotFound)
 	}
 	return api.UploadBinding{UploadID: uploadID, Resource: rec.Resource, Token: rec.Token, Secret: rec.Secret, Revision: resp.Kvs[0].ModRevision,
-		State: rec.State, ETag: rec.ETag, PartsDigest: rec.Parts, ChecksumAlgorithm: rec.Checksum}, nil
+		State: rec.State, ETag: rec.ETag, PartsDigest: rec.Parts, ChecksumAlgorithm: rec.Checksum,
+		Size: rec.Size, PartSize: rec.PartSize}, nil
 }
 
 // UnbindUpload deletes the binding b, after a completion or an abort, if

@@ -37,7 +37,8 @@ func TestUploadBindings(t *testing.T) {
 	a := newUploads(t, newStore(t, etcd.Client(t)))
 	b := newUploads(t, newStore(t, etcd.Client(t)))
 	ctx := context.Background()
-	one := api.UploadBinding{UploadID: "upload-1", Resource: "s3/b/k", Token: 7, Secret: "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
+	one := api.UploadBinding{UploadID: "upload-1", Resource: "s3/b/k", Token: 7, Secret: "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+		Size: 12 << 20, PartSize: 5 << 20}
 	two := api.UploadBinding{UploadID: "upload/2 with odd bytes\x00", Resource: "s3/b/other key", Token: 9}
 	for _, ub := range []api.UploadBinding{one, two} {
 		if err := a.BindUpload(ctx, ub, time.Hour); err != nil {

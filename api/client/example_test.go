@@ -184,3 +184,28 @@ func ExampleClient_CompleteUpload() {
 	fmt.Println(len(parts), "parts completed with token", res.Token, "created:", res.Created)
 	// Output: 2 parts completed with token 9 created: true
 }
+
+// A multipart ticket's part tickets expire together, soon; its creator
+// asks for fresh ones of the parts it is about to send, as
+// PutObjectOnTicket does on its own.
+func ExampleClient_PartTickets() {
+	ctx := context.Background()
+	c := &client.Client{BaseURL: exampleURL}
+	size := int64(3 * api.MinPartSize) // three parts
+	t, err := c.MultipartTicket(ctx, exampleBucket, "ticket/renewed.bin", 9, size, api.MinPartSize)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// ... part 1 sent on t.Parts[0]; the others' tickets expired meanwhile.
+	fresh, err := c.PartTickets(ctx, exampleBucket, "ticket/renewed.bin", 9, t.UploadID, 2, 2)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(len(fresh.Parts), "fresh tickets from part", fresh.FirstPart, "of the same upload:", fresh.UploadID == t.UploadID)
+	if err := c.AbortUpload(ctx, exampleBucket, "ticket/renewed.bin", 9, t.UploadID); err != nil {
+		fmt.Println(err)
+	}
+	// Output: 2 fresh tickets from part 2 of the same upload: true
+}

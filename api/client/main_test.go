@@ -169,6 +169,12 @@ var bucketSeq atomic.Int64
 // not nil, makes the token store's policies for the bucket.
 func newEnv(tb testing.TB, policies func(bucket string) []tokenstore.Policy) *env {
 	tb.Helper()
+	return newEnvWith(tb, gateway.Config{}, policies)
+}
+
+// newEnvWith is newEnv with a gateway of cfg's limits.
+func newEnvWith(tb testing.TB, cfg gateway.Config, policies func(bucket string) []tokenstore.Policy) *env {
+	tb.Helper()
 	e := &env{
 		etcd:   testenv.StartEtcd(tb),
 		bucket: fmt.Sprintf("c%d-%d", time.Now().UnixNano()%1e9, bucketSeq.Add(1)),
@@ -179,12 +185,13 @@ func newEnv(tb testing.TB, policies func(bucket string) []tokenstore.Policy) *en
 	if policies != nil {
 		ps = policies(e.bucket)
 	}
-	url, stop, err := newGateway(e.etcd.Client(tb), sharedS3.Endpoint(), ps)
+	gw, err := newGatewayHandlerWith(cfg, e.etcd.Client(tb), sharedS3.Endpoint(), ps)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(stop)
-	e.url = url
+	srv := httptest.NewServer(gw)
+	tb.Cleanup(srv.Close)
+	e.url = srv.URL
 	return e
 }
 

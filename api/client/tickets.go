@@ -40,14 +40,16 @@ type issuedTicket struct {
 // With Client.TicketPartSize, a body larger than it is sent in parts on a
 // multipart ticket, and the upload completed through the gateway
 // (CompleteUpload), fenced again: a newer holder's fence check since the
-// ticket makes the write api.ErrStaleToken.
+// ticket makes the write api.ErrStaleToken. The parts' tickets are asked
+// for in batches as the parts go (PartTickets), so the upload may take
+// longer than a ticket's life.
 func (c *Client) PutObjectOnTicket(ctx context.Context, bucket, key string, token api.Token, body io.ReadSeeker) (*PutResult, error) {
 	start, size, err := remaining(body)
 	if err != nil {
 		return nil, fmt.Errorf("fencegate ticket %s/%s: %w", bucket, key, err)
 	}
 	if c.TicketPartSize > 0 && size > c.TicketPartSize {
-		return c.putInParts(ctx, bucket, key, token, body, size)
+		return c.putInParts(ctx, bucket, key, token, body, start, size)
 	}
 	for attempt := 1; ; attempt++ {
 		if _, err := body.Seek(start, io.SeekStart); err != nil {
@@ -136,7 +138,7 @@ func (c *Client) sendOnTicket(ctx context.Context, t issuedTicket, body io.Reade
 // status. The caller closes its body.
 func (c *Client) sendTicket(ctx context.Context, resource api.Resource, t api.Ticket, body io.Reader, size int64) (*http.Response, error) {
 	if time.Now().After(t.ExpiresAt) {
-		return nil, fmt.Errorf("fencegate ticket %s: expired before it was used", resource)
+		return nil, fmt.Errorf("fencegate ticket %s: %w before it was used", resource, errTicketExpired)
 	}
 	req, err := http.NewRequestWithContext(ctx, t.Method, t.URL, body)
 	if err != nil {

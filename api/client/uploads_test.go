@@ -6,11 +6,13 @@ import (
 	"errors"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 
 	"fencegate/api"
 	"fencegate/api/client"
+	"fencegate/gateway"
 )
 
 // partBody is two parts of api.MinPartSize, the second small.
@@ -145,5 +147,35 @@ func TestMultipartTicketAtMostParts(t *testing.T) {
 	}
 	if err := c.AbortUpload(ctx, e.bucket, "big", 5, tk.UploadID); err != nil {
 		t.Fatalf("AbortUpload = %v", err)
+	}
+}
+
+// TestMultipartTicketOutlivesItsExpiry: an upload whose parts take longer
+// than a ticket's life in all (a gateway whose tickets live 3 s, a client
+// that pauses a second before each part) completes, the client asking
+// the gateway for its parts' tickets as it goes; minio-go reads back
+// every byte with the token.
+func TestMultipartTicketOutlivesItsExpiry(t *testing.T) {
+	ctx := context.Background()
+	e := newEnvWith(t, gateway.Config{TicketExpiry: 3 * time.Second}, nil)
+	body := bytes.Repeat([]byte("0123456789abcdef"), (3*api.MinPartSize+1024)/16) // 4 parts
+	h := &hookTransport{before: func(int64) { time.Sleep(time.Second) }}
+	c := &client.Client{BaseURL: e.url, HTTPClient: &http.Client{Transport: h}, TicketPartSize: api.MinPartSize}
+	start := time.Now()
+	res, err := c.PutObjectOnTicket(ctx, e.bucket, "big", 5, bytes.NewReader(body))
+	if err != nil || res.Token != 5 || !res.Created {
+		t.Fatalf("PutObjectOnTicket of 4 slow parts = %+v, %v; want token 5, created", res, err)
+	}
+	if took := time.Since(start); took < 4*time.Second {
+		t.Fatalf("the upload took %v; want longer than the tickets' 3s life", took)
+	}
+	if got, token, _ := e.stored(t, "big"); got != string(body) || token != "5" {
+		t.Fatalf("stored %d bytes with token %q; want the %d bytes with token 5", len(got), token, len(body))
+	}
+	if n := h.tickets.Load(); n < 2 {
+		t.Fatalf("%d ticket requests; want fresh part tickets asked for as the upload went", n)
+	}
+	if n := e.uploadsLeft(t); n != 0 {
+		t.Fatalf("%d uploads left; want none", n)
 	}
 }
