@@ -383,8 +383,6 @@ func (s *signedHTTP) head(ctx context.Context, in api.GetObjectInput) (obj *api.
 	return obj, false, nil
 }
 
-// discard reads what is left of a small answer, so that its connection
-// can be reused, and closes it.
 // lentBody is a caller's request body lent to the transport: its Close
 // closes nothing but tells that the transport is done with it.
 type lentBody struct {
@@ -411,6 +409,8 @@ func returned(body io.ReadCloser, cancel context.CancelFunc) {
 	}
 }
 
+// discard reads what is left of a small answer, so that its connection
+// can be reused, and closes it.
 func discard(body io.ReadCloser) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(body, maxErrorBody))
 	body.Close()
