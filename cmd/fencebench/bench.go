@@ -386,7 +386,7 @@ func roundOrder(n, round int) []int {
 func (b *bench) measure(ctx context.Context, c cell, round, attempt int) (measurement, error) {
 	prefix := fmt.Sprintf("%s/%s/%s/%s/c%d/r%d/a%d/", b.runID, c.mode, c.pattern, byteSize(c.size), c.concurrency, round, attempt)
 	keys := func(i int) string { return prefix + "hot" }
-	if c.pattern == patternDistinct || c.pattern == patternRaise {
+	if c.pattern == patternDistinct || c.pattern == patternRaise || c.pattern == patternPaced {
 		keys = func(i int) string { return fmt.Sprintf("%sw%d", prefix, i) }
 	}
 	var (
@@ -445,6 +445,7 @@ func (b *bench) measure(ctx context.Context, c cell, round, attempt int) (measur
 		warmup:      b.cfg.warmup,
 		duration:    b.cfg.window(c) / time.Duration(rounds),
 		maxRequests: (b.cfg.maxRequests + rounds - 1) / rounds,
+		rate:        c.rate(),
 		progress:    b.progress.update,
 	}
 	var m measurement

@@ -548,6 +548,7 @@ func plan(cfg config) []cell {
 			}
 		}
 	}
+	cells = append(cells, s3APIPacedCells(cfg, cells)...)
 	cells = append(cells, ticketLargeCells(cfg, cells)...)
 	return append(cells, gcsCells(cfg)...)
 }

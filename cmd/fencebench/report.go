@@ -77,10 +77,13 @@ type perProcess struct {
 }
 
 type cellResult struct {
-	Mode        string  `json:"mode"`
-	Pattern     string  `json:"pattern"`
-	SizeBytes   int64   `json:"size_bytes"`
-	Concurrency int     `json:"concurrency"`
+	Mode        string `json:"mode"`
+	Pattern     string `json:"pattern"`
+	SizeBytes   int64  `json:"size_bytes"`
+	Concurrency int    `json:"concurrency"`
+	// OfferedRate is the writes a second offered to a paced cell
+	// (load.rate); absent for a closed loop.
+	OfferedRate float64 `json:"offered_rate,omitempty"`
 	Seconds     float64 `json:"seconds"`
 	OK          int64   `json:"ok"`
 	Conflicts   int64   `json:"conflicts"`
@@ -157,6 +160,10 @@ func newCellResult(c cell, w window, start, end snapshot) cellResult {
 	}
 	if w.firstErr != nil {
 		r.FirstError = w.firstErr.Error()
+	}
+	if r.OfferedRate = c.rate(); r.OfferedRate > 0 && !r.keptUp() {
+		r.Notes = append(r.Notes, fmt.Sprintf("offered %.0f writes/s, served %.0f/s: the machine did not keep up, so this cell's load is not its pair's",
+			r.OfferedRate, r.RPS))
 	}
 	requests := float64(w.ok + w.conflicts)
 	cpu := func(a, b time.Duration) (per1000, cores *float64) {
@@ -255,6 +262,12 @@ type summary struct {
 	// rounds.
 	S3APIGatewayCPUMsPerWrite *float64 `json:"s3api_gw_cpu_ms_per_write"`
 	S3APICPURatioVsREST       *float64 `json:"s3api_cpu_ratio_vs_rest"`
+	// S3APIPacedGatewayCPUMsPerWrite and S3APIPacedCPURatioVsREST are
+	// the same at one offered rate (the paced cells, s3api.go), where
+	// both gateways serve the same load; nil when either served less
+	// than pacedKeptUp of it.
+	S3APIPacedGatewayCPUMsPerWrite *float64 `json:"s3api_paced_gw_cpu_ms_per_write"`
+	S3APIPacedCPURatioVsREST       *float64 `json:"s3api_paced_cpu_ratio_vs_rest"`
 	// The ticket cells (ticket.go), each over direct-sdk in the same
 	// rounds: TicketC64RatioVsDirectSDK at 64 writers, 1 KiB, a new token
 	// each write; Ticket64MiBRatioVsDirectSDK with 64 MiB objects
@@ -336,6 +349,15 @@ func (r *report) finish(cfg config) {
 			}
 		}
 	}
+	door, rest := find(modeS3API, patternPaced, s3APISize, s3APIConcurrency), find(modeGateway, patternPaced, s3APISize, s3APIConcurrency)
+	if door != nil && rest != nil && door.keptUp() && rest.keptUp() {
+		doorCPU, _, _ := door.cpuMsPerWrite()
+		restCPU, _, _ := rest.cpuMsPerWrite()
+		if doorCPU != nil && restCPU != nil && *restCPU > 0 {
+			v := *doorCPU / *restCPU
+			s.S3APIPacedGatewayCPUMsPerWrite, s.S3APIPacedCPURatioVsREST = doorCPU, &v
+		}
+	}
 	if tk := find(modeTicket, ticketShortPattern, ticketShortSize, ticketShortConcurrency); tk != nil {
 		s.TicketC64RatioVsDirectSDK = tk.RatioVsDirectSDK
 	}
@@ -381,6 +403,8 @@ func (r *report) finish(cfg config) {
 		"s3api_c64_ratio_vs_direct_sdk=" + format(s.S3APIC64RatioVsDirectSDK, 2),
 		"s3api_gw_cpu_ms_per_write=" + format(s.S3APIGatewayCPUMsPerWrite, 3),
 		"s3api_cpu_ratio_vs_rest=" + format(s.S3APICPURatioVsREST, 2),
+		"s3api_paced_gw_cpu_ms_per_write=" + format(s.S3APIPacedGatewayCPUMsPerWrite, 3),
+		"s3api_paced_cpu_ratio_vs_rest=" + format(s.S3APIPacedCPURatioVsREST, 2),
 		"ticket_c64_ratio_vs_direct_sdk=" + format(s.TicketC64RatioVsDirectSDK, 2),
 		"ticket_64mib_ratio_vs_direct_sdk=" + format(s.Ticket64MiBRatioVsDirectSDK, 2),
 		"ticket_64mib_gw_cpu_ms_per_write=" + format(s.Ticket64MiBGatewayCPUMsPerWrite, 3),
@@ -389,6 +413,12 @@ func (r *report) finish(cfg config) {
 	if r.Events != nil {
 		r.SummaryLine += " " + r.Events.summaryFields()
 	}
+}
+
+// keptUp reports whether a paced cell served at least pacedKeptUp of
+// the writes offered to it.
+func (r cellResult) keptUp() bool {
+	return r.OfferedRate > 0 && r.RPS >= pacedKeptUp*r.OfferedRate
 }
 
 // cpuMsPerWrite returns the CPU milliseconds per accepted write of the

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -33,6 +34,49 @@ const (
 	s3APISize        = 1 << 10
 	s3APIConcurrency = 64
 )
+
+// The paced cells: modeGateway and modeS3API at the S3 API cell's size
+// and concurrency, on distinct objects, each offered s3APIPacedRate
+// writes a second (patternPaced), in the same rounds.
+// s3api_paced_cpu_ratio_vs_rest is the S3 API gateway's CPU per write
+// over the REST API's there. The closed-loop cells compare the doors at
+// the rates they reach, and on a machine whose cores the load's clients
+// share with the gateways, the S3 cell's client (aws-sdk-go-v2, which
+// takes about twice the CPU per write of the REST cell's) leaves its
+// gateway fewer writes a second, each of which then costs more (fewer
+// writes share each wake-up and each batch of fence checks). At one
+// offered rate, below what either reaches on a loaded machine, both
+// gateways serve the same load, and the ratio is their own code's.
+const (
+	patternPaced   = "paced"
+	s3APIPacedRate = 500
+	// pacedKeptUp is the share of the offered rate a paced cell must
+	// serve for the two to count as the same load.
+	pacedKeptUp = 0.95
+	// pacedWindows is a paced cell's window as a multiple of a cell's:
+	// at its rate, a window of a closed-loop cell's length holds a few
+	// hundred CPU clock ticks of the gateway's, fewer than the ratio
+	// needs to be read to a few per cent.
+	pacedWindows = 3
+)
+
+// s3APIPacedCells returns the paced cells, when planned holds the S3 API
+// cell and cfg.modes has the REST gateway too.
+func s3APIPacedCells(cfg config, planned []cell) []cell {
+	if !slices.Contains(planned, cell{modeS3API, s3APIPattern, s3APISize, s3APIConcurrency}) || !slices.Contains(cfg.modes, modeGateway) {
+		return nil
+	}
+	return []cell{{modeGateway, patternPaced, s3APISize, s3APIConcurrency}, {modeS3API, patternPaced, s3APISize, s3APIConcurrency}}
+}
+
+// rate returns the writes a second offered to cell c, 0 for a closed
+// loop.
+func (c cell) rate() float64 {
+	if c.pattern == patternPaced {
+		return s3APIPacedRate
+	}
+	return 0
+}
 
 // s3APIShape reports whether s is the shape the S3 API cell runs at.
 func s3APIShape(pattern string, size int64, concurrency int) bool {
