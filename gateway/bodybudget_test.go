@@ -32,12 +32,20 @@ type slowPut struct {
 // Content-Length of announced bytes, and then sent bytes of its body.
 func (e *env) startSlowPut(tb testing.TB, key string, announced, sent int) *slowPut {
 	tb.Helper()
+	return e.startSlow(tb, http.MethodPut, "/v1/objects/"+e.bucket+"/"+key, key, announced, sent)
+}
+
+// startSlow sends the headers of a request of method to path with token
+// 1 and a Content-Length of announced bytes, and then sent bytes of its
+// body; key names it in failures.
+func (e *env) startSlow(tb testing.TB, method, path, key string, announced, sent int) *slowPut {
+	tb.Helper()
 	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { conn.Close() })
-	head := fmt.Sprintf("PUT /v1/objects/%s/%s HTTP/1.1\r\nHost: fencegate\r\n%s: 1\r\nContent-Length: %d\r\n\r\n", e.bucket, key, api.HeaderFenceToken, announced)
+	head := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: fencegate\r\n%s: 1\r\nContent-Length: %d\r\n\r\n", method, path, api.HeaderFenceToken, announced)
 	if _, err := conn.Write([]byte(head)); err != nil {
 		tb.Fatal(err)
 	}
@@ -59,7 +67,7 @@ func (p *slowPut) answer(tb testing.TB) result {
 	tb.Helper()
 	resp, err := http.ReadResponse(bufio.NewReader(p.conn), nil)
 	if err != nil {
-		tb.Fatalf("answer to the PUT of %s: %v", p.key, err)
+		tb.Fatalf("answer to the request of %s: %v", p.key, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
@@ -229,6 +237,79 @@ func TestBodyBufferChunkedAndStreamed(t *testing.T) {
 			}
 			if got, _, ok := e.stored(t, key); !ok || got != want {
 				t.Errorf("S3 holds %d bytes (present %v); want the %d sent", len(got), ok, len(want))
+			}
+			e.waitForReleased(t)
+		})
+	}
+}
+
+// TestCompletionBodyInBudget: an upload's completion is read whole into
+// memory, up to 2 MiB, so it is held in the budget of buffered bodies
+// like a PUT's: a client that sends most of a large completion and
+// stalls holds the budget's bytes, the next completion that does not fit
+// is refused 503 gateway-busy, and the budget is free once the first one
+// ends. Read outside the budget, 128 such completions a client would
+// hold 256 MiB that no limit counted.
+func TestCompletionBodyInBudget(t *testing.T) {
+	const (
+		budget    = 2 << 20
+		announced = 1536 << 10 // within a completion's 2 MiB; two do not fit
+		sent      = 1 << 20
+	)
+	e := newEnv(t, gateway.Config{BufferBytes: 512 << 10, BufferBudgetBytes: budget})
+	path := "/v1/uploads/" + e.bucket + "/big"
+	held := e.startSlow(t, http.MethodPost, path, "held completion", announced, sent)
+	if got := e.waitForBuffered(t, sent); got > budget {
+		t.Fatalf("%s = %v; want at most the budget %d", metricBufferBytes, got, budget)
+	}
+
+	late := e.startSlow(t, http.MethodPost, path, "late completion", announced, 0)
+	go func() { _, _ = late.conn.Write(bytes.Repeat([]byte("x"), announced)) }()
+	refused := late.answer(t)
+	if refused.status != http.StatusServiceUnavailable || !strings.Contains(string(refused.body), api.ProblemTypePrefix+"gateway-busy") {
+		t.Fatalf("completion past the budget = %s; want 503 gateway-busy", refused)
+	}
+
+	// The held one ends: a completion of no JSON is refused 400, and its
+	// memory goes back.
+	held.send(t, announced-sent)
+	if r := held.answer(t); r.status != http.StatusBadRequest {
+		t.Errorf("completion that is not JSON = %s; want 400", r)
+	}
+	e.waitForReleased(t)
+}
+
+// TestCompletionBodyBounded: a completion's body over 2 MiB is 413
+// whether its Content-Length says so or it comes chunked, with no
+// length; one at the limit is read and refused for what it says (400:
+// {} names no upload).
+func TestCompletionBodyBounded(t *testing.T) {
+	const limit = 2 << 20
+	e := newEnv(t, gateway.Config{})
+	atLimit := strings.Repeat(" ", limit-2) + "{}"
+	for _, tt := range []struct {
+		name    string
+		body    string
+		chunked bool
+		want    int
+	}{
+		{"at the limit", atLimit, false, http.StatusBadRequest},
+		{"at the limit, chunked", atLimit, true, http.StatusBadRequest},
+		{"over the limit", " " + atLimit, false, http.StatusRequestEntityTooLarge},
+		{"over the limit, chunked", " " + atLimit, true, http.StatusRequestEntityTooLarge},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var body io.Reader = strings.NewReader(tt.body)
+			if tt.chunked {
+				body = io.MultiReader(body) // hides the length: the client sends it chunked
+			}
+			req, err := http.NewRequest(http.MethodPost, e.url+"/v1/uploads/"+e.bucket+"/big", body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set(api.HeaderFenceToken, "1")
+			if r := send(t, req); r.status != tt.want {
+				t.Fatalf("completion of %d bytes = %s; want %d", len(tt.body), r, tt.want)
 			}
 			e.waitForReleased(t)
 		})

@@ -45,7 +45,7 @@ func (g *API) completeUpload(w http.ResponseWriter, r *http.Request) {
 	path, token, err := g.parseWrite(r)
 	var body api.UploadCompletion
 	if err == nil {
-		body, err = decodeCompletion(r)
+		body, err = g.readCompletion(w, r)
 	}
 	if err != nil {
 		g.writeError(w, r, err)
@@ -115,23 +115,35 @@ func (g *API) parseWrite(r *http.Request) (api.ObjectPath, api.Token, error) {
 	return path, token, nil
 }
 
-// decodeCompletion reads a completion's body: one JSON object of known
-// members that validates (api.ErrInvalidRequest otherwise), of at most
-// maxCompletionBytes (api.ErrBodyTooLarge beyond).
-func decodeCompletion(r *http.Request) (api.UploadCompletion, error) {
+// readCompletion reads a completion's body, of at most
+// maxCompletionBytes (api.ErrBodyTooLarge beyond), under the transfer
+// deadlines and into memory reserved from the budget of buffered bodies,
+// as a PUT's (fence.Engine.BufferWhole): a completion is read whole
+// before it is parsed, and up to 2 MiB of it, many at once, would
+// otherwise be memory that no limit counts. The memory is given back
+// once the body is decoded (decodeCompletion).
+func (g *API) readCompletion(w http.ResponseWriter, r *http.Request) (api.UploadCompletion, error) {
 	tooLarge := func(n int64) (api.UploadCompletion, error) {
 		return api.UploadCompletion{}, fmt.Errorf("%w: a completion of %d bytes or more, limit %d (%d parts)", api.ErrBodyTooLarge, n, maxCompletionBytes, api.MaxParts)
 	}
 	if r.ContentLength > maxCompletionBytes {
 		return tooLarge(r.ContentLength)
 	}
-	data, err := io.ReadAll(io.LimitReader(r.Body, maxCompletionBytes+1))
+	from, client := g.clientReader(w, r)
+	held, err := g.engine.BufferWhole(from, r.ContentLength, maxCompletionBytes, client)
 	if err != nil {
-		return api.UploadCompletion{}, fmt.Errorf("%w: reading the completion: %w", api.ErrInvalidRequest, err)
+		return api.UploadCompletion{}, err
 	}
-	if len(data) > maxCompletionBytes {
-		return tooLarge(int64(len(data)))
+	defer held.Release()
+	if held.Size() > maxCompletionBytes {
+		return tooLarge(held.Size())
 	}
+	return decodeCompletion(held.Bytes())
+}
+
+// decodeCompletion decodes a completion's body: one JSON object of known
+// members that validates (api.ErrInvalidRequest otherwise).
+func decodeCompletion(data []byte) (api.UploadCompletion, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var body api.UploadCompletion

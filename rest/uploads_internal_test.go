@@ -2,15 +2,13 @@ package rest
 
 import (
 	"errors"
-	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"fencegate/api"
 )
 
 // FuzzDecodeCompletion: a completion body is decoded, or refused as
-// invalid (400) or too large (413), never anything else; one that is
+// invalid (400), never anything else; one that is
 // decoded names an upload and parts a store takes, by ascending number.
 func FuzzDecodeCompletion(f *testing.F) {
 	f.Add(`{"upload_id":"u.s","parts":[{"part_number":1,"etag":"\"e\""},{"part_number":2,"etag":"e"}]}`)
@@ -21,10 +19,10 @@ func FuzzDecodeCompletion(f *testing.F) {
 	f.Add(`[]`)
 	f.Add(`null`)
 	f.Fuzz(func(t *testing.T, body string) {
-		c, err := decodeCompletion(httptest.NewRequest("POST", "/v1/uploads/b/k", strings.NewReader(body)))
+		c, err := decodeCompletion([]byte(body))
 		if err != nil {
-			if !errors.Is(err, api.ErrInvalidRequest) && !errors.Is(err, api.ErrBodyTooLarge) {
-				t.Fatalf("decodeCompletion(%q) = %v; want ErrInvalidRequest or ErrBodyTooLarge", body, err)
+			if !errors.Is(err, api.ErrInvalidRequest) {
+				t.Fatalf("decodeCompletion(%q) = %v; want ErrInvalidRequest", body, err)
 			}
 			return
 		}
@@ -37,29 +35,4 @@ func FuzzDecodeCompletion(f *testing.F) {
 			}
 		}
 	})
-}
-
-// TestDecodeCompletionBounded: a body over maxCompletionBytes is 413
-// whether its Content-Length says so or it comes chunked, with no length.
-func TestDecodeCompletionBounded(t *testing.T) {
-	body := strings.Repeat(" ", maxCompletionBytes-2) + "{}"
-	for _, tt := range []struct {
-		name   string
-		body   string
-		length int64 // -1: chunked
-		want   error
-	}{
-		{"at the limit", body, int64(len(body)), api.ErrInvalidRequest}, // {} names no upload
-		{"at the limit, chunked", body, -1, api.ErrInvalidRequest},
-		{"over the limit", " " + body, int64(len(body) + 1), api.ErrBodyTooLarge},
-		{"over the limit, chunked", " " + body, -1, api.ErrBodyTooLarge},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			r := httptest.NewRequest("POST", "/v1/uploads/b/k", strings.NewReader(tt.body))
-			r.ContentLength = tt.length
-			if _, err := decodeCompletion(r); !errors.Is(err, tt.want) {
-				t.Fatalf("decodeCompletion(%d bytes, Content-Length %d) = %v; want %v", len(tt.body), tt.length, err, tt.want)
-			}
-		})
-	}
 }
