@@ -302,17 +302,18 @@ func (s *server) completeMultipartUpload(w http.ResponseWriter, r *http.Request,
 	}
 	var req completeRequest
 	if err == nil {
-		data, readErr := io.ReadAll(io.LimitReader(rq.auth.Body, maxCompleteBody+1))
+		var held *fence.Buffered
+		held, err = s.readWhole(r, rq.auth.Body, maxCompleteBody)
 		switch {
-		case readErr != nil:
-			err = fmt.Errorf("%w: reading the body: %w", api.ErrInvalidRequest, readErr)
-		case len(data) > maxCompleteBody:
+		case err != nil:
+		case held.Size() > maxCompleteBody:
 			err = fmt.Errorf("%w: the body is over %d bytes", errMalformedXML, maxCompleteBody)
-		case xml.Unmarshal(data, &req) != nil:
+		case xml.Unmarshal(held.Bytes(), &req) != nil:
 			err = fmt.Errorf("%w: the body is not a CompleteMultipartUpload document", errMalformedXML)
 		default:
 			err = req.wellFormed()
 		}
+		held.Release()
 	}
 	if err != nil {
 		s.writeError(w, r, rq, err)

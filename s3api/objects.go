@@ -235,6 +235,20 @@ func (s *server) fencedTarget(ctx context.Context, r *http.Request, rq *request,
 	return path, token, err
 }
 
+// readWhole reads a body that the door parses only once it has all of
+// it (a CompleteMultipartUpload's or a DeleteObjects' XML) into memory
+// reserved from the budget of buffered bodies, as a PUT's body is
+// (fence.Engine.BufferWhole): up to max bytes and one past, which the
+// caller refuses. body reads r's, which is under the transfer deadlines
+// (edge.Edge.WatchBody), whose stall it then names. Without the budget,
+// the requests a client may have at once, each holding most of such a
+// body, would be memory that no limit counts. The caller releases what
+// it returns once it has parsed it.
+func (s *server) readWhole(r *http.Request, body io.Reader, max int64) (*fence.Buffered, error) {
+	watch, _ := r.Body.(fence.Watch)
+	return s.engine.BufferWhole(body, -1, max, watch)
+}
+
 // objectPath validates bucket and key (api.ParseObjectPath, with S3's
 // error for a key too long) and names the bucket's store
 // (fence.Engine.StoreOf). Other failures are api.ErrInvalidObjectPath.
@@ -495,17 +509,20 @@ func (s *server) deleteObjects(w http.ResponseWriter, r *http.Request, rq *reque
 		s.writeError(w, r, rq, err)
 		return
 	}
-	data, err := io.ReadAll(io.LimitReader(body, maxDeleteBodyBytes+1))
+	held, err := s.readWhole(r, body, maxDeleteBodyBytes)
 	if err != nil {
 		s.writeError(w, r, rq, err)
 		return
 	}
-	if len(data) > maxDeleteBodyBytes {
+	defer held.Release()
+	if held.Size() > maxDeleteBodyBytes {
 		s.writeError(w, r, rq, fmt.Errorf("%w: a DeleteObjects body is at most %d bytes", errEntityTooLarge, maxDeleteBodyBytes))
 		return
 	}
 	var req deleteRequest
-	if err := xml.Unmarshal(data, &req); err != nil {
+	err = xml.Unmarshal(held.Bytes(), &req)
+	held.Release() // now: the deletes may take a while
+	if err != nil {
 		s.writeError(w, r, rq, fmt.Errorf("%w: %v", errMalformedXML, err))
 		return
 	}
