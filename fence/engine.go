@@ -18,8 +18,9 @@ type Config struct {
 	// that loses a race can be retried; larger bodies stream to the
 	// store, and a lost race on them is api.ErrConcurrentModification.
 	BufferBytes int64
-	// BufferBudgetBytes bounds the memory of the bodies being buffered,
-	// all requests' together (see bodyBudget).
+	// BufferBudgetBytes bounds the memory of the bodies being buffered
+	// and of the answers built whole (a multipart ticket's parts,
+	// reserveAnswer), all requests' together (see bodyBudget).
 	BufferBudgetBytes int64
 	// MaxBodyBytes is the largest body accepted at all
 	// (api.ErrBodyTooLarge beyond).

@@ -92,6 +92,47 @@ type IssuedTicket struct {
 	UploadID  string       `json:"upload_id,omitempty"`
 	FirstPart int32        `json:"first_part,omitempty"`
 	Parts     []api.Ticket `json:"parts,omitempty"`
+
+	// memory is what the answer's parts hold of the budget of buffered
+	// bodies (reserveAnswer); nil for a ticket of one PUT.
+	memory *bufferedBody
+}
+
+// Release gives back the memory reserved for the ticket's answer, once
+// the caller has written it: a multipart ticket's parts are built whole
+// in memory (reserveAnswer). A ticket of one PUT holds none.
+func (t IssuedTicket) Release() { t.memory.release() }
+
+// partTicketBytes is the memory one part's ticket is reckoned to take
+// while the engine answers it: the signed ticket (its URL, about 500
+// bytes with short names, its header and expiry) and its JSON in the
+// answer (545 bytes on versitygw with a 12-byte bucket and a 3-byte key),
+// each once more for every byte of the bucket and of the key, up to three
+// for a key's byte that the URL escapes.
+func partTicketBytes(path api.ObjectPath) int64 {
+	return 2 * (1024 + int64(len(path.Bucket)) + 3*int64(len(path.Key)))
+}
+
+// reserveAnswer reserves, from the budget of buffered bodies, the memory
+// that the tickets of parts parts of path take to answer
+// (partTicketBytes): 20 MB for 10,000 parts with short names, and many
+// such answers at once would otherwise be memory that no limit counts.
+// It is called before anything is raised or created, so that a refusal
+// changes nothing: an answer larger than the whole budget, which could
+// never fit, is api.ErrInvalidRequest (ask for fewer parts at a time);
+// one that does not fit what other requests hold now is
+// api.ErrGatewayBusy (503, retryable), counted as a body refused.
+func (e *Engine) reserveAnswer(path api.ObjectPath, parts int32) (*bufferedBody, error) {
+	n := int64(parts) * partTicketBytes(path)
+	if n > e.bodies.limit {
+		return nil, fmt.Errorf("%w: the tickets of %d parts take about %d bytes of memory to answer, more than the gateway's budget of buffered bodies (%d bytes): ask for fewer at a time (part_count)",
+			api.ErrInvalidRequest, parts, n, e.bodies.limit)
+	}
+	if !e.bodies.reserve(n) {
+		e.monitor.BodyRefused()
+		return nil, errBudgetExhausted
+	}
+	return &bufferedBody{budget: e.bodies, reserved: n}, nil
 }
 
 // Ticket runs a fenced write's checks up to the write, and answers a
@@ -197,18 +238,24 @@ func (e *Engine) multipartTicket(ctx context.Context, in TicketRequest) (IssuedT
 		}
 		count = in.PartCount
 	}
+	memory, err := e.reserveAnswer(in.Path, count)
+	if err != nil {
+		return IssuedTicket{}, err
+	}
 	b, err := e.createUpload(ctx, api.CreateUploadInput{Path: in.Path, Token: in.Token, ContentType: in.ContentType,
 		Metadata: api.ObjectMetadata{User: in.Metadata}}, in.Size, in.PartSize)
 	if err != nil {
+		memory.release()
 		return IssuedTicket{}, err
 	}
 	path, _ := e.multipartPath(in.Path)
 	issued, err := e.signParts(ctx, path, b, 1, count)
 	if err != nil {
+		memory.release()
 		e.Abandon(ctx, path, b, AbortFailed, "a part's ticket was not signed")
 		return IssuedTicket{}, err
 	}
-	issued.UploadID = b.Capability()
+	issued.UploadID, issued.memory = b.Capability(), memory
 	e.monitor.TicketIssued(ctx, issued)
 	return issued, nil
 }
@@ -245,6 +292,21 @@ func (e *Engine) PartTickets(ctx context.Context, in PartTicketsRequest) (Issued
 	if err := partRange(api.MaxParts, in.FirstPart, in.PartCount); err != nil {
 		return IssuedTicket{}, err // before the upload is looked up
 	}
+	memory, err := e.reserveAnswer(in.Path, in.PartCount)
+	if err != nil {
+		return IssuedTicket{}, err // before a stale upload is aborted
+	}
+	issued, err := e.partTickets(ctx, in)
+	if err != nil {
+		memory.release()
+		return IssuedTicket{}, err
+	}
+	issued.memory = memory
+	return issued, nil
+}
+
+// partTickets is PartTickets once the answer's memory is reserved.
+func (e *Engine) partTickets(ctx context.Context, in PartTicketsRequest) (IssuedTicket, error) {
 	path, b, err := e.partBinding(ctx, in.Path, in.UploadID, in.Token, in.FirstPart)
 	if err != nil {
 		return IssuedTicket{}, err

@@ -34,8 +34,11 @@ type Config struct {
 	// (see BufferBytes) take, all requests' together. A body is reserved
 	// from it as its bytes arrive, a chunk at a time, and given back when
 	// its request ends; a body that finds no room is refused with 503
-	// gateway-busy and Retry-After, and nothing is written. It must be at
-	// least BufferBytes. Zero means 256 MiB, or BufferBytes if larger.
+	// gateway-busy and Retry-After, and nothing is written. The bodies
+	// read whole before they are parsed (completions, DeleteObjects) and
+	// the answers built whole (a multipart ticket's parts) take from it
+	// too. It must be at least BufferBytes. Zero means 256 MiB, or
+	// BufferBytes if larger.
 	BufferBudgetBytes int64
 	// MaxBodyBytes is the largest body accepted at all (413 beyond), but
 	// for REST PUTs uploaded in parts (see MultipartThreshold), which

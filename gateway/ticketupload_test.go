@@ -433,3 +433,59 @@ func TestTicketPartsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestTicketAnswerInBudget: a multipart ticket's answer is built in
+// memory (a presigned URL a part, 5.5 MB of JSON for 10,000 parts with
+// short names), so the memory it takes comes from the budget of buffered
+// bodies, reserved before anything is raised or created: a ticket whose
+// answer could never fit the budget is refused 400, naming part_count;
+// one that does not fit what other requests leave is 503 gateway-busy;
+// neither raises the mark or leaves an upload. Once the budget is free
+// the same ticket is issued, and its memory goes back after the answer.
+// Outside the budget, the 128 such tickets a client may ask for at once
+// would take gigabytes that no limit counted.
+func TestTicketAnswerInBudget(t *testing.T) {
+	const (
+		budget = 8 << 20
+		buffer = 512 << 10
+	)
+	e, _ := newMultipartEnv(t, gateway.Config{BufferBytes: buffer, BufferBudgetBytes: budget, MaxMultipartBodyBytes: api.MaxParts * ticketPartSize})
+
+	every := fmt.Sprintf(`{"size":%d,"part_size":%d}`, api.MaxParts*ticketPartSize, ticketPartSize)
+	r := e.ticket(t, "big", 5, every)
+	wantProblem(t, r, http.StatusBadRequest, "invalid-request")
+	if !strings.Contains(string(r.body), "part_count") {
+		t.Errorf("refusal of a ticket too large for the budget = %s; want it to name part_count", r)
+	}
+
+	// Slow PUTs hold 7 MiB of the 8: a ticket of 1,000 parts (about 2 MB
+	// to answer) does not fit what is left.
+	var slow []*slowPut
+	for i := range 14 {
+		slow = append(slow, e.startSlowPut(t, fmt.Sprintf("slow-%d", i), buffer, buffer-1024))
+	}
+	e.waitForBuffered(t, 14*(buffer-1024))
+	batch := fmt.Sprintf(`{"size":%d,"part_size":%d,"part_count":1000}`, api.MaxParts*ticketPartSize, ticketPartSize)
+	wantProblem(t, e.ticket(t, "big", 5, batch), http.StatusServiceUnavailable, "gateway-busy")
+
+	if m := e.mark(t, "big"); m != 0 {
+		t.Errorf("mark of big = %d after two refused tickets; want 0 (never raised)", m)
+	}
+	if left := e.uploadsLeft(t); len(left) != 0 {
+		t.Errorf("uploads left after two refused tickets: %v", left)
+	}
+
+	for _, p := range slow {
+		p.conn.Close()
+	}
+	e.waitForReleased(t)
+	r = e.ticket(t, "big", 5, batch)
+	var tk fence.IssuedTicket
+	if r.status != http.StatusCreated || json.Unmarshal(r.body, &tk) != nil || len(tk.Parts) != 1000 {
+		t.Fatalf("ticket of 1,000 parts once the budget is free = %s; want 201 and 1,000 parts", r)
+	}
+	e.waitForReleased(t)
+	if r := e.abort(t, "big", 5, tk.UploadID); r.status != http.StatusNoContent {
+		t.Fatalf("abort = %s; want 204", r)
+	}
+}

@@ -68,6 +68,7 @@ func (g *API) postTicket(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, err)
 		return
 	}
+	defer t.Release()
 	w.Header().Set(api.HeaderFenceToken, t.Token.String())
 	writeJSON(w, http.StatusCreated, t)
 }
