@@ -19,9 +19,10 @@ type TicketSigner interface {
 	// api.ErrInvalidRequest; a store that signs no tickets answers
 	// api.ErrNotImplemented.
 	PresignPut(ctx context.Context, r api.TicketRequest) (api.Ticket, error)
-	// PresignUploadPart returns a ticket for one part of a multipart
-	// upload (see api.PartTicketRequest), with the same errors.
-	PresignUploadPart(ctx context.Context, r api.PartTicketRequest) (api.Ticket, error)
+	// PresignUploadParts returns a ticket for each part of parts, in
+	// order: parts of one multipart upload (see api.PartTicketRequest),
+	// signed at one time, with the same errors.
+	PresignUploadParts(ctx context.Context, parts []api.PartTicketRequest) ([]api.Ticket, error)
 }
 
 // errNoTickets refuses a ticket for a bucket whose store signs none.
@@ -337,17 +338,20 @@ var errNotTicketUpload = errors.New("not created by a multipart ticket (POST /v1
 // first, with their sizes (the upload's part size, the last part what is
 // left of its size), each with the engine's ticket expiry.
 func (e *Engine) signParts(ctx context.Context, path api.ObjectPath, b api.UploadBinding, first, count int32) (IssuedTicket, error) {
-	issued := IssuedTicket{Resource: b.Resource, Token: b.Token, FirstPart: first, Parts: make([]api.Ticket, 0, count)}
+	parts := make([]api.PartTicketRequest, 0, count)
 	for n := first; n < first+count; n++ {
 		size := min(b.PartSize, b.Size-int64(n-1)*b.PartSize)
-		t, err := e.tickets.PresignUploadPart(ctx, api.PartTicketRequest{Path: path, UploadID: b.UploadID,
-			PartNumber: n, Size: size, Expires: e.cfg.TicketExpiry})
-		if err != nil {
-			return IssuedTicket{}, fmt.Errorf("ticket: %w", err)
-		}
-		issued.Parts = append(issued.Parts, t)
+		parts = append(parts, api.PartTicketRequest{Path: path, UploadID: b.UploadID, PartNumber: n, Size: size, Expires: e.cfg.TicketExpiry})
 	}
-	issued.ExpiresAt = issued.Parts[0].ExpiresAt
+	tickets, err := e.tickets.PresignUploadParts(ctx, parts)
+	if err != nil {
+		return IssuedTicket{}, fmt.Errorf("ticket: %w", err)
+	}
+	if len(tickets) != len(parts) {
+		return IssuedTicket{}, fmt.Errorf("ticket: %w: %d tickets signed for %d parts", api.ErrUpstream, len(tickets), len(parts))
+	}
+	issued := IssuedTicket{Resource: b.Resource, Token: b.Token, FirstPart: first, Parts: tickets}
+	issued.ExpiresAt = tickets[0].ExpiresAt
 	return issued, nil
 }
 

@@ -448,8 +448,12 @@ func (s openAPIStores) PresignPut(_ context.Context, r api.TicketRequest) (api.T
 	return api.Ticket{Method: "PUT", URL: "http://s3.example/" + r.Path.Bucket + "/" + r.Path.Key + "?X-Amz-Signature=x",
 		Headers: map[string]string{"If-None-Match": "*"}, ExpiresAt: time.Unix(1e9, 0)}, s.errs["PresignPut"]
 }
-func (s openAPIStores) PresignUploadPart(_ context.Context, r api.PartTicketRequest) (api.Ticket, error) {
-	return api.Ticket{Method: "PUT", URL: "http://s3.example/" + r.Path.Bucket + "/" + r.Path.Key + "?partNumber=1", ExpiresAt: time.Unix(1e9, 0)}, s.errs["PresignUploadPart"]
+func (s openAPIStores) PresignUploadParts(_ context.Context, parts []api.PartTicketRequest) ([]api.Ticket, error) {
+	tickets := make([]api.Ticket, len(parts))
+	for i, r := range parts {
+		tickets[i] = api.Ticket{Method: "PUT", URL: fmt.Sprintf("http://s3.example/%s/%s?partNumber=%d", r.Path.Bucket, r.Path.Key, r.PartNumber), ExpiresAt: time.Unix(1e9, 0)}
+	}
+	return tickets, s.errs["PresignUploadParts"]
 }
 func (s openAPIStores) Put(context.Context, api.PutObjectInput) (string, error) {
 	return `"e2"`, s.errs["Put"]

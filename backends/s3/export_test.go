@@ -1,6 +1,11 @@
 package s3
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"fencegate/api"
+)
 
 // ThroughSDK returns a Client that sends every request through the SDK's
 // operations, so that tests can compare the signed path with them.
@@ -15,4 +20,10 @@ func WithClock(c *Client, now func() time.Time) *Client {
 	copied := *c
 	copied.clock = now
 	return &copied
+}
+
+// SignsPartsItself reports whether PresignUploadParts signs the parts
+// after r itself, from t, the SDK's ticket of r (newPartSigner).
+func SignsPartsItself(c *Client, ctx context.Context, r api.PartTicketRequest, t api.Ticket) bool {
+	return c.newPartSigner(ctx, r, t) != nil
 }

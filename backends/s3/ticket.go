@@ -69,6 +69,11 @@ func (c *Client) PresignPut(ctx context.Context, r api.TicketRequest) (api.Ticke
 // exactly r.Size bytes, until the ticket expires. Nothing is sent to S3.
 // An r that does not validate is an api.ErrInvalidRequest.
 func (c *Client) PresignUploadPart(ctx context.Context, r api.PartTicketRequest) (api.Ticket, error) {
+	return c.presignUploadPartAt(ctx, r, c.now())
+}
+
+// presignUploadPartAt is PresignUploadPart signed at signingTime.
+func (c *Client) presignUploadPartAt(ctx context.Context, r api.PartTicketRequest, signingTime time.Time) (api.Ticket, error) {
 	if err := r.Validate(); err != nil {
 		return api.Ticket{}, fmt.Errorf("s3 presign part %s/%s: %w", r.Path.Bucket, r.Path.Key, err)
 	}
@@ -79,7 +84,7 @@ func (c *Client) PresignUploadPart(ctx context.Context, r api.PartTicketRequest)
 		PartNumber:    aws.Int32(r.PartNumber),
 		ContentLength: aws.Int64(r.Size),
 	}
-	signingTime, expires := c.now(), ticketExpiry(r.Expires)
+	expires := ticketExpiry(r.Expires)
 	req, err := c.presignClient(signingTime, expires).PresignUploadPart(ctx, part)
 	if err != nil {
 		return api.Ticket{}, fmt.Errorf("s3 presign part %s/%s: %w: %w", r.Path.Bucket, r.Path.Key, api.ErrUpstream, err)
