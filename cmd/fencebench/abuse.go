@@ -46,10 +46,11 @@ const (
 	attackUnauthFlood   = "unauth-flood"
 	attackReadyzFlood   = "readyz-flood"
 	attackLockWaiters   = "lock-waiters"
+	attackTicketFlood   = "ticket-flood"
 	attackSessionFlood  = "session-flood"
 )
 
-var allAttacks = []string{attackSlowReaders, attackStalledBodies, attackTrickled, attackUnauthFlood, attackReadyzFlood, attackLockWaiters, attackSessionFlood}
+var allAttacks = []string{attackSlowReaders, attackStalledBodies, attackTrickled, attackUnauthFlood, attackReadyzFlood, attackLockWaiters, attackTicketFlood, attackSessionFlood}
 
 // wellBehavedLimit is the verdict's bound on the well-behaved client's
 // 99th percentile latency during an attack.
@@ -65,6 +66,7 @@ type abuseConfig struct {
 	floodConns    int
 	readyzClients int
 	lockWaiters   int
+	ticketFlood   int
 	bigBytes      int64
 	fencegate     string
 	workDir       string
@@ -118,6 +120,7 @@ func parseAbuseFlags(args []string, stderr io.Writer) (abuseConfig, error) {
 	fs.IntVar(&cfg.floodConns, "flood-conns", 8, "connections sending unauthenticated PUTs whose target is 60 KB of raw 0x80 bytes")
 	fs.IntVar(&cfg.readyzClients, "readyz-clients", 128, "concurrent clients of GET /readyz")
 	fs.IntVar(&cfg.lockWaiters, "lock-waiters", 2000, "sessions waiting (wait 60) for a held lock")
+	fs.IntVar(&cfg.ticketFlood, "ticket-flooders", 32, "clients that ask, one request after another, for multipart tickets of 10,000 parts (about 15 MB to build each answer) and read 1 MiB of each")
 	fs.Var(&big, "big-bytes", "size of the object the slow readers GET")
 	fs.StringVar(&cfg.fencegate, "fencegate", "", "the fencegate `binary` (default: next to this program, else bin/fencegate of the repository)")
 	fs.StringVar(&cfg.workDir, "dir", "", "working `directory` for data and the gateway's log (default: a temporary one, removed at the end)")
@@ -137,7 +140,7 @@ func parseAbuseFlags(args []string, stderr io.Writer) (abuseConfig, error) {
 			errs = append(errs, fmt.Errorf("--attacks: unknown attack %q (want some of %s)", a, strings.Join(allAttacks, ",")))
 		}
 	}
-	for _, n := range []int{cfg.slowReaders, cfg.stalledBodies, cfg.trickled, cfg.floodConns, cfg.readyzClients, cfg.lockWaiters} {
+	for _, n := range []int{cfg.slowReaders, cfg.stalledBodies, cfg.trickled, cfg.floodConns, cfg.readyzClients, cfg.lockWaiters, cfg.ticketFlood} {
 		if n < 1 || n > 10000 {
 			errs = append(errs, fmt.Errorf("attacker counts must be 1 to 10000, not %d", n))
 		}
@@ -426,6 +429,24 @@ func (a *abuser) attack(name string) attack {
 		}}
 	case attackLockWaiters:
 		return a.lockWaiters()
+	case attackTicketFlood:
+		return attack{attackers: a.cfg.ticketFlood, run: func(ctx context.Context, t *answerTally) {
+			client := &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: a.cfg.ticketFlood}}
+			defer client.CloseIdleConnections()
+			body := fmt.Sprintf(`{"size": %d, "part_size": %d}`, int64(api.MaxParts)*api.MinPartSize, int64(api.MinPartSize))
+			a.each(ctx, a.cfg.ticketFlood, func(ctx context.Context, i int) {
+				for ctx.Err() == nil {
+					status, _, err := a.do(ctx, client, http.MethodPost, fmt.Sprintf("/v1/tickets/dev/ticket-flood/%d", i), a.token.Add(1), strings.NewReader(body), int64(len(body)))
+					if err != nil {
+						if !ended(ctx) {
+							t.add("error")
+						}
+						continue
+					}
+					t.status(status)
+				}
+			})
+		}}
 	case attackSessionFlood:
 		return attack{attackers: 1, run: func(ctx context.Context, t *answerTally) {
 			client := &http.Client{Transport: &http.Transport{Proxy: nil}}

@@ -32,7 +32,7 @@ func TestAbuseEndToEnd(t *testing.T) {
 	cfg, err := parseAbuseFlags([]string{
 		"--fencegate", bin, "--dir", t.TempDir(), "--duration", "1s", "--big-bytes", "1MiB",
 		"--slow-readers", "2", "--stalled-bodies", "2", "--trickled-bodies", "2", "--flood-conns", "2",
-		"--readyz-clients", "2", "--lock-waiters", "2",
+		"--readyz-clients", "2", "--lock-waiters", "2", "--ticket-flooders", "2",
 		"--serve-flag=--max-requests-per-client=1", "--serve-flag", "--max-sessions-per-identity=2",
 	}, &bytes.Buffer{})
 	if err != nil {
@@ -62,6 +62,7 @@ func TestAbuseEndToEnd(t *testing.T) {
 			attackUnauthFlood:  func(m map[string]int) bool { return len(m) == 1 && m["414"] > 0 },
 			attackReadyzFlood:  func(m map[string]int) bool { return len(m) == 1 && m["200"] > 0 },
 			attackLockWaiters:  func(m map[string]int) bool { return len(m) == 2 && m["waiting"] == 1 && m["session-429"] == 1 },
+			attackTicketFlood:  func(m map[string]int) bool { return m["201"] > 0 && m["error"] == 0 },
 			attackSessionFlood: func(m map[string]int) bool { return len(m) == 2 && m["201"] > 0 && m["429"] > 0 },
 		}[r.Attack]
 		if want != nil && !want(r.Answers) {
