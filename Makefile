@@ -99,7 +99,7 @@ bench: build $(BIN)/versitygw $(BIN)/fake-gcs-server ## measure the gateway agai
 	$(GO) build -o $(BIN)/fencebench ./cmd/fencebench
 	$(BIN)/fencebench $(BENCH_ARGS)
 
-abuse: build $(BIN)/versitygw ## seven bounded attacks on one gateway (auth on), 15s each, about 3 minutes: per attack RSS, goroutines, log bytes, a well-behaved client's p50/p99; fails if its p99 >= 1s or it got errors
+abuse: build $(BIN)/versitygw ## eight bounded attacks on one gateway (auth on), 15s each, about 3 minutes: per attack RSS, goroutines, log bytes, a well-behaved client's p50/p99; fails if its p99 >= 1s or it got errors
 	$(GO) build -o $(BIN)/fencebench ./cmd/fencebench
 	$(BIN)/fencebench abuse $(ABUSE_ARGS)
 
