@@ -145,3 +145,43 @@ func BenchmarkPresignUploadParts(b *testing.B) {
 		}
 	})
 }
+
+// FuzzPresignUploadPartsAsTheSDK: for any key, upload id and part sizes,
+// PresignUploadParts answers the SDK's tickets, part for part, or the
+// same refusal as the SDK's presigner.
+func FuzzPresignUploadPartsAsTheSDK(f *testing.F) {
+	f.Add("big", "upload-1", uint16(3), uint32(17))
+	f.Add("a b+c/d~e%f", "id with spaces+plus", uint16(2), uint32(api.MinPartSize))
+	f.Add("ключ/日本/é", "x=y&z", uint16(9999), uint32(1))
+	f.Add("\xff\x00/..//k?#", "%zz", uint16(1), uint32(0))
+	ctx := context.Background()
+	at := time.Date(2026, 12, 7, 15, 4, 5, 0, time.UTC)
+	c := s3.WithClock(newClient(f, server.Endpoint(), 0), func() time.Time { return at })
+	f.Fuzz(func(t *testing.T, key, upload string, first uint16, last uint32) {
+		var parts []api.PartTicketRequest
+		for n := int32(first); n < int32(first)+3; n++ {
+			size := int64(api.MinPartSize)
+			if n == int32(first)+2 {
+				size = int64(last)
+			}
+			parts = append(parts, api.PartTicketRequest{Path: api.ObjectPath{Bucket: "parts-bucket", Key: key}, UploadID: upload, PartNumber: n, Size: size})
+		}
+		got, err := c.PresignUploadParts(ctx, parts)
+		var want []api.Ticket
+		var wantErr error
+		for _, r := range parts {
+			tk, err := c.PresignUploadPart(ctx, r)
+			if err != nil {
+				wantErr = err
+				break
+			}
+			want = append(want, tk)
+		}
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("PresignUploadParts error %v; the SDK's, part by part, %v", err, wantErr)
+		}
+		if err == nil && fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("PresignUploadParts:\n got %+v\nwant %+v (the SDK's)", got, want)
+		}
+	})
+}
