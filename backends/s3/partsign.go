@@ -115,8 +115,8 @@ func (c *Client) newPartSigner(ctx context.Context, r api.PartTicketRequest, t a
 		return nil
 	}
 	host := u.Host
-	if port := u.Port(); (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
-		host = u.Hostname() // the SDK signs Host without the default port
+	if port := portOf(host); port != "" && isDefaultPort(u.Scheme, port) {
+		host = stripPort(host) // the SDK signs Host without the default port, as sigV4.sign does
 	}
 	ps := &partSigner{
 		base:      t.URL[:strings.IndexByte(t.URL, '?')+1],
