@@ -340,22 +340,12 @@ func (r *report) finish(cfg config) {
 	}
 	s.S3APIC64RatioVsDirectSDK = ratio(find(modeS3API, s3APIPattern, s3APISize, s3APIConcurrency), find(modeDirectSDK, s3APIPattern, s3APISize, s3APIConcurrency))
 	if door := find(modeS3API, s3APIPattern, s3APISize, s3APIConcurrency); door != nil {
-		s.S3APIGatewayCPUMsPerWrite, _, _ = door.cpuMsPerWrite()
-		if rest := find(modeGateway, s3APIPattern, s3APISize, s3APIConcurrency); rest != nil {
-			restCPU, _, _ := rest.cpuMsPerWrite()
-			if s.S3APIGatewayCPUMsPerWrite != nil && restCPU != nil && *restCPU > 0 {
-				v := *s.S3APIGatewayCPUMsPerWrite / *restCPU
-				s.S3APICPURatioVsREST = &v
-			}
-		}
+		s.S3APIGatewayCPUMsPerWrite, s.S3APICPURatioVsREST = gatewayCPURatio(door, find(modeGateway, s3APIPattern, s3APISize, s3APIConcurrency))
 	}
 	door, rest := find(modeS3API, patternPaced, s3APISize, s3APIConcurrency), find(modeGateway, patternPaced, s3APISize, s3APIConcurrency)
 	if door != nil && rest != nil && door.keptUp() && rest.keptUp() {
-		doorCPU, _, _ := door.cpuMsPerWrite()
-		restCPU, _, _ := rest.cpuMsPerWrite()
-		if doorCPU != nil && restCPU != nil && *restCPU > 0 {
-			v := *doorCPU / *restCPU
-			s.S3APIPacedGatewayCPUMsPerWrite, s.S3APIPacedCPURatioVsREST = doorCPU, &v
+		if cpu, ratio := gatewayCPURatio(door, rest); ratio != nil {
+			s.S3APIPacedGatewayCPUMsPerWrite, s.S3APIPacedCPURatioVsREST = cpu, ratio
 		}
 	}
 	if tk := find(modeTicket, ticketShortPattern, ticketShortSize, ticketShortConcurrency); tk != nil {
@@ -413,6 +403,21 @@ func (r *report) finish(cfg config) {
 	if r.Events != nil {
 		r.SummaryLine += " " + r.Events.summaryFields()
 	}
+}
+
+// gatewayCPURatio returns the gateway CPU milliseconds per accepted
+// write of door (nil when not measured) and its ratio to rest's (nil
+// unless both are measured, rest's above zero; rest may be nil).
+func gatewayCPURatio(door, rest *cellResult) (cpu, ratio *float64) {
+	cpu, _, _ = door.cpuMsPerWrite()
+	if rest == nil || cpu == nil {
+		return cpu, nil
+	}
+	if restCPU, _, _ := rest.cpuMsPerWrite(); restCPU != nil && *restCPU > 0 {
+		v := *cpu / *restCPU
+		ratio = &v
+	}
+	return cpu, ratio
 }
 
 // keptUp reports whether a paced cell served at least pacedKeptUp of
