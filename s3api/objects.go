@@ -514,14 +514,16 @@ func (s *server) deleteObjects(w http.ResponseWriter, r *http.Request, rq *reque
 		s.writeError(w, r, rq, err)
 		return
 	}
-	defer held.Release()
-	if held.Size() > maxDeleteBodyBytes {
+	tooLarge := held.Size() > maxDeleteBodyBytes
+	var req deleteRequest
+	if !tooLarge {
+		err = xml.Unmarshal(held.Bytes(), &req)
+	}
+	held.Release() // now: the deletes may take a while
+	if tooLarge {
 		s.writeError(w, r, rq, fmt.Errorf("%w: a DeleteObjects body is at most %d bytes", errEntityTooLarge, maxDeleteBodyBytes))
 		return
 	}
-	var req deleteRequest
-	err = xml.Unmarshal(held.Bytes(), &req)
-	held.Release() // now: the deletes may take a while
 	if err != nil {
 		s.writeError(w, r, rq, fmt.Errorf("%w: %v", errMalformedXML, err))
 		return
