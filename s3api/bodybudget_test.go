@@ -3,7 +3,7 @@ package s3api_test
 import (
 	"bufio"
 	"bytes"
-	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,9 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"fencegate/api"
 	"fencegate/gateway"
@@ -40,18 +37,31 @@ func (d *door) bufferedBytes(tb testing.TB) float64 {
 }
 
 // waitForBuffered waits until the door's requests hold at least want
-// bytes of the budget, and returns what they hold. Only the wait is
-// bounded in time; what the test asserts is the state.
+// bytes of the budget, and returns what they hold.
 func (d *door) waitForBuffered(tb testing.TB, want float64) float64 {
+	tb.Helper()
+	return d.waitForBudget(tb, func(got float64) bool { return got >= want }, fmt.Sprintf("at least %v", want))
+}
+
+// waitForReleased waits until no request holds any of the budget.
+func (d *door) waitForReleased(tb testing.TB) {
+	tb.Helper()
+	d.waitForBudget(tb, func(got float64) bool { return got == 0 }, "0 once the requests ended")
+}
+
+// waitForBudget waits until the budget in use is as ok wants (want says
+// how, for the failure), and returns it. Only the wait is bounded in
+// time; what the test asserts is the state.
+func (d *door) waitForBudget(tb testing.TB, ok func(float64) bool, want string) float64 {
 	tb.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		got := d.bufferedBytes(tb)
-		if got >= want {
+		if ok(got) {
 			return got
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("fencegate_body_buffer_bytes = %v; never reached %v", got, want)
+			tb.Fatalf("fencegate_body_buffer_bytes = %v; want %s", got, want)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -76,12 +86,7 @@ func (d *door) startSlow(tb testing.TB, method, target string, header http.Heade
 	for name, values := range header {
 		req.Header[name] = values
 	}
-	req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
-	signer := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })
-	creds := aws.Credentials{AccessKeyID: writerKey, SecretAccessKey: d.keys[writerKey][0]}
-	if err := signer.SignHTTP(context.Background(), creds, req, "UNSIGNED-PAYLOAD", "s3", "us-east-1", time.Now()); err != nil {
-		tb.Fatal(err)
-	}
+	signWithPayloadHash(tb, req, writerKey, d.keys[writerKey][0], "UNSIGNED-PAYLOAD")
 	s := &slowRequest{body: pw, answer: make(chan *http.Response, 1)}
 	go func() {
 		resp, err := d.srv.Client().Do(req)
@@ -154,13 +159,7 @@ func TestBodiesReadWholeInBudget(t *testing.T) {
 			if status, code := held.wait(t); status != http.StatusBadRequest || code != "MalformedXML" {
 				t.Errorf("%s of no XML = %d %s; want 400 MalformedXML", tt.name, status, code)
 			}
-			deadline := time.Now().Add(30 * time.Second)
-			for d.bufferedBytes(t) != 0 {
-				if time.Now().After(deadline) {
-					t.Fatalf("fencegate_body_buffer_bytes = %v after the requests ended; want 0", d.bufferedBytes(t))
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			d.waitForReleased(t)
 		})
 	}
 }

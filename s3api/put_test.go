@@ -26,7 +26,14 @@ import (
 func signRequest(tb testing.TB, req *http.Request, accessKey, secret string, payload []byte) {
 	tb.Helper()
 	sum := sha256.Sum256(payload)
-	hash := hex.EncodeToString(sum[:])
+	signWithPayloadHash(tb, req, accessKey, secret, hex.EncodeToString(sum[:]))
+}
+
+// signWithPayloadHash signs req as accessKey with the payload hash given
+// (a body's SHA-256 in hex, or UNSIGNED-PAYLOAD), in X-Amz-Content-Sha256
+// too.
+func signWithPayloadHash(tb testing.TB, req *http.Request, accessKey, secret, hash string) {
+	tb.Helper()
 	req.Header.Set("X-Amz-Content-Sha256", hash)
 	signer := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })
 	if err := signer.SignHTTP(context.Background(), aws.Credentials{AccessKeyID: accessKey, SecretAccessKey: secret}, req, hash, "s3", "us-east-1", time.Now()); err != nil {
