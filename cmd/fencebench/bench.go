@@ -30,6 +30,7 @@ type bench struct {
 	metrics       *http.Client      // for etcd's /metrics
 	direct        *s3.Client        // modeDirectSDK's
 	s3api         *s3.Client        // modeS3API's
+	s3apiURL      string            // the S3 API gateway's endpoint
 	directPool    *http.Transport   // direct's
 	directObjects *s3backend.Client // modeDirect's
 	etcd          *clientv3.Client
@@ -129,13 +130,14 @@ func newBench(ctx context.Context, cfg config, st *stack, bin string, p *progres
 	if slices.Contains(cfg.modes, modeTicket) {
 		b.tickets = newTicketClients(maxPool)
 	}
-	if slices.Contains(cfg.modes, modeS3API) {
+	if slices.Contains(cfg.modes, modeS3API) || slices.Contains(cfg.modes, modeS3APINetHTTP) {
 		g, endpoint, err := startS3APIGateway(ctx, st, bin, cfg.gatewayLogLevel)
 		if err != nil {
 			return nil, err
 		}
 		b.gateways[modeS3API] = g
 		b.s3api = newS3APIClient(st, endpoint, maxPool)
+		b.s3apiURL = endpoint
 	}
 	return b, nil
 }
@@ -386,7 +388,7 @@ func roundOrder(n, round int) []int {
 func (b *bench) measure(ctx context.Context, c cell, round, attempt int) (measurement, error) {
 	prefix := fmt.Sprintf("%s/%s/%s/%s/c%d/r%d/a%d/", b.runID, c.mode, c.pattern, byteSize(c.size), c.concurrency, round, attempt)
 	keys := func(i int) string { return prefix + "hot" }
-	if c.pattern == patternDistinct || c.pattern == patternRaise || c.pattern == patternPaced {
+	if c.pattern == patternDistinct || c.pattern == patternRaise {
 		keys = func(i int) string { return fmt.Sprintf("%sw%d", prefix, i) }
 	}
 	var (
@@ -410,6 +412,12 @@ func (b *bench) measure(ctx context.Context, c cell, round, attempt int) (measur
 	case modeS3API:
 		gateway = b.gateways[c.mode]
 		op = s3APIPut(b.s3api, b.st.bucket, c.size)
+	case modeS3APINetHTTP:
+		gateway = b.gateways[modeS3API]
+		var err error
+		if op, err = s3APINetHTTPPut(ctx, b.http, b.s3api, b.s3apiURL, b.st.bucket, c.size); err != nil {
+			return measurement{}, err
+		}
 	case modeTicket:
 		gateway = b.gateways[c.mode]
 		op = ticketPut(b.tickets, gateway.url, b.st.bucket, c.size, writeTokenHeader(c.pattern))
@@ -445,7 +453,6 @@ func (b *bench) measure(ctx context.Context, c cell, round, attempt int) (measur
 		warmup:      b.cfg.warmup,
 		duration:    b.cfg.window(c) / time.Duration(rounds),
 		maxRequests: (b.cfg.maxRequests + rounds - 1) / rounds,
-		rate:        c.rate(),
 		progress:    b.progress.update,
 	}
 	var m measurement

@@ -86,12 +86,6 @@ type load struct {
 	warmup      time.Duration
 	duration    time.Duration
 	maxRequests int64
-	// rate, when above zero, is the operations offered a second by all
-	// workers together (pacer): a worker waits for its turn before each
-	// operation, so that the load is the same whatever the machine can
-	// do, up to what it can do. Zero is a closed loop: each worker sends
-	// its next operation as soon as its last is answered.
-	rate float64
 	// progress is called about twice a second with the operations
 	// counted so far in the window.
 	progress func(elapsed time.Duration, ok, conflicts, errors int64)
@@ -128,10 +122,6 @@ func (l *load) run(ctx context.Context, start, end probe) window {
 		warmed    sync.WaitGroup
 		done      sync.WaitGroup
 	)
-	var pace *pacer
-	if l.rate > 0 {
-		pace = newPacer(time.Now(), l.rate)
-	}
 	workers := make([]*worker, l.concurrency)
 	for i := range workers {
 		workers[i] = &worker{id: i, key: l.keys(i), body: l.body}
@@ -140,12 +130,6 @@ func (l *load) run(ctx context.Context, start, end probe) window {
 		done.Go(func() {
 			first := true
 			for !stopping.Load() && ctx.Err() == nil {
-				if pace != nil {
-					now := time.Now()
-					if wait := pace.next(now).Sub(now); wait > 0 {
-						sleepCtx(ctx, wait)
-					}
-				}
 				began := time.Now()
 				o, err := l.op(ctx, w)
 				took := time.Since(began)
@@ -228,36 +212,6 @@ func (l *load) run(ctx context.Context, start, end probe) window {
 	}
 	slices.Sort(res.latencies)
 	return res
-}
-
-// pacer hands out the times of a paced load's operations, one interval
-// (1/rate) apart, to whichever worker asks next. It never lets a backlog
-// build: a worker that asks when the next time is already more than an
-// interval past gets the present, and the times missed are not made up,
-// so that a machine that falls behind serves less than the rate (which
-// the cell's figures then show) rather than a burst that would be
-// another load.
-type pacer struct {
-	interval time.Duration
-	mu       sync.Mutex
-	at       time.Time // of the next operation
-}
-
-func newPacer(start time.Time, rate float64) *pacer {
-	return &pacer{interval: time.Duration(float64(time.Second) / rate), at: start}
-}
-
-// next returns the time of the next operation, asked at now, and takes
-// it.
-func (p *pacer) next(now time.Time) time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.at.Before(now.Add(-p.interval)) {
-		p.at = now
-	}
-	at := p.at
-	p.at = at.Add(p.interval)
-	return at
 }
 
 // percentile returns the q-quantile (0 < q < 1) of sorted latencies, by

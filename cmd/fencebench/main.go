@@ -163,7 +163,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		ticketLarge                          byteSize
 	)
 	fs.StringVar(&cfg.set, "set", "short", "standard `set` of cells: short (make bench, about 5 minutes) or full (every mode, concurrency, pattern and size)")
-	fs.StringVar(&modes, "modes", "", "comma-separated `modes` to run (default: direct,direct-sdk,clientside,gateway,ticket,stale,store-raise,store-raise-unbatched,s3api,gcs-direct,gcs-gateway (gcs.go), and baseline,stale-baseline with --baseline-fencegate)")
+	fs.StringVar(&modes, "modes", "", "comma-separated `modes` to run (default: direct,direct-sdk,clientside,gateway,ticket,stale,store-raise,store-raise-unbatched,s3api,s3api-nethttp,gcs-direct,gcs-gateway (gcs.go), and baseline,stale-baseline with --baseline-fencegate)")
 	fs.StringVar(&concurrencies, "concurrency", "", "comma-separated `list` of concurrencies; with --patterns and --sizes it replaces the set by their cross product (default of each: 1,8,64,256; distinct,hot,raise; 1KiB,64KiB,4MiB)")
 	fs.StringVar(&patterns, "patterns", "", "comma-separated `list`: distinct (a key per worker), hot (one key), raise (a key per worker, a new, larger token each write;\nthe store-raise modes run only in it)")
 	fs.StringVar(&size, "sizes", "", "comma-separated body `sizes`, such as 1KiB,64KiB,4MiB")
@@ -220,14 +220,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	cfg.modes = splitList(modes)
 	if len(cfg.modes) == 0 {
-		cfg.modes = []string{modeDirect, modeDirectSDK, modeClientSide, modeGateway, modeS3API, modeTicket, modeStale, modeStoreRaise, modeStoreRaiseUnbatched, modeGCSDirect, modeGCSGateway}
+		cfg.modes = []string{modeDirect, modeDirectSDK, modeClientSide, modeGateway, modeS3API, modeS3APINetHTTP, modeTicket, modeStale, modeStoreRaise, modeStoreRaiseUnbatched, modeGCSDirect, modeGCSGateway}
 		if cfg.baselineFencegate != "" {
 			cfg.modes = append(cfg.modes, modeBaseline, modeStaleBaseline)
 		}
 	}
 	for _, m := range cfg.modes {
 		switch m {
-		case modeDirect, modeDirectSDK, modeClientSide, modeGateway, modeS3API, modeTicket, modeStale, modeStoreRaise, modeStoreRaiseUnbatched, modeGCSDirect, modeGCSGateway:
+		case modeDirect, modeDirectSDK, modeClientSide, modeGateway, modeS3API, modeS3APINetHTTP, modeTicket, modeStale, modeStoreRaise, modeStoreRaiseUnbatched, modeGCSDirect, modeGCSGateway:
 		case modeBaseline, modeStaleBaseline:
 			if cfg.baselineFencegate == "" {
 				errs = append(errs, fmt.Errorf("--modes %s needs --baseline-fencegate", m))
@@ -528,7 +528,7 @@ func plan(cfg config) []cell {
 	for _, s := range accepted {
 		for _, m := range cfg.modes {
 			if m == modeDirect || m == modeDirectSDK || m == modeClientSide || m == modeGateway || m == modeBaseline ||
-				m == modeS3API && s3APIShape(s.pattern, s.size, s.concurrency) ||
+				(m == modeS3API || m == modeS3APINetHTTP) && s3APIShape(s.pattern, s.size, s.concurrency) ||
 				m == modeTicket && (custom || cfg.set == "full" || ticketShortShape(s.pattern, s.size, s.concurrency)) {
 				cells = append(cells, cell{m, s.pattern, s.size, s.concurrency})
 			}
@@ -548,7 +548,6 @@ func plan(cfg config) []cell {
 			}
 		}
 	}
-	cells = append(cells, s3APIPacedCells(cfg, cells)...)
 	cells = append(cells, ticketLargeCells(cfg, cells)...)
 	return append(cells, gcsCells(cfg)...)
 }

@@ -79,16 +79,15 @@ func TestPlanShortSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	cells := plan(cfg)
-	if len(cells) != 6*4+1+1+4+2+2+2+2 {
-		t.Fatalf("short set has %d cells; want 38", len(cells))
+	if len(cells) != 6*4+1+2+4+2+2+2 {
+		t.Fatalf("short set has %d cells; want 37", len(cells))
 	}
 	if cells[0].mode != modeDirect || cells[1].mode != modeDirectSDK || cells[2].mode != modeClientSide || cells[3].mode != modeGateway || cells[0].concurrency != cells[3].concurrency {
 		t.Fatalf("first cells %v; want direct, direct-sdk, clientside, gateway of one shape", cells[:4])
 	}
 	want := []cell{
 		{modeGateway, patternDistinct, 1 << 10, 64}, {modeDirect, patternDistinct, 1 << 10, 1},
-		{modeS3API, patternDistinct, 1 << 10, 64}, {modeDirectSDK, patternDistinct, 1 << 10, 64},
-		{modeGateway, patternPaced, 1 << 10, 64}, {modeS3API, patternPaced, 1 << 10, 64},
+		{modeS3API, patternDistinct, 1 << 10, 64}, {modeS3APINetHTTP, patternDistinct, 1 << 10, 64}, {modeDirectSDK, patternDistinct, 1 << 10, 64},
 		{modeStale, patternDistinct, 1 << 10, cfg.staleSummaryC},
 		{modeGateway, patternRaise, 1 << 10, 64}, {modeClientSide, patternRaise, 1 << 10, 64}, {modeDirect, patternRaise, 1 << 10, 64},
 		{modeStoreRaise, patternRaise, 0, raiseCeilingConcurrency}, {modeStoreRaiseUnbatched, patternRaise, 0, raiseCeilingConcurrency},
@@ -171,12 +170,10 @@ func TestSummaryLine(t *testing.T) {
 			{Mode: modeGateway, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 2400, OK: 1000,
 				CPUPer1000: perProcess{Gateway: ptr(0.2), Etcd: ptr(0.05), S3: ptr(0.3)}},
 			{Mode: modeDirectSDK, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 3000},
-			{Mode: modeS3API, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 2550, OK: 1000, Conflicts: 20,
+			{Mode: modeS3API, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 2550, OK: 1000,
+				CPUPer1000: perProcess{Gateway: ptr(0.3), Etcd: ptr(0.05), S3: ptr(0.3)}},
+			{Mode: modeS3APINetHTTP, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 64, RPS: 2400, OK: 1000, Conflicts: 20,
 				CPUPer1000: perProcess{Gateway: ptr(0.25), Etcd: ptr(0.05), S3: ptr(0.3)}},
-			{Mode: modeGateway, Pattern: patternPaced, SizeBytes: 1 << 10, Concurrency: 64, OfferedRate: 500, RPS: 490, OK: 1000,
-				CPUPer1000: perProcess{Gateway: ptr(0.5)}},
-			{Mode: modeS3API, Pattern: patternPaced, SizeBytes: 1 << 10, Concurrency: 64, OfferedRate: 500, RPS: 476, OK: 1000,
-				CPUPer1000: perProcess{Gateway: ptr(0.48)}},
 			{Mode: modeStale, Pattern: patternDistinct, SizeBytes: 1 << 10, Concurrency: 4, RPS: 23456.7, P99: 1.42},
 			{Mode: modeDirect, Pattern: patternRaise, SizeBytes: 1 << 10, Concurrency: 64, RPS: 1500},
 			{Mode: modeDirectSDK, Pattern: patternRaise, SizeBytes: 1 << 10, Concurrency: 64, RPS: 1600},
@@ -200,7 +197,6 @@ func TestSummaryLine(t *testing.T) {
 		" gw_cpu_ms_per_write=0.200 etcd_cpu_ms_per_write=0.050 s3_cpu_ms_per_write=0.300" +
 		" raise_gw_cpu_ms_per_write=0.250 raise_etcd_cpu_ms_per_write=0.100 raise_s3_cpu_ms_per_write=0.400 gcs_c64_ratio_vs_direct=0.95" +
 		" s3api_c64_ratio_vs_direct_sdk=0.85 s3api_gw_cpu_ms_per_write=0.255 s3api_cpu_ratio_vs_rest=1.27" +
-		" s3api_paced_gw_cpu_ms_per_write=0.480 s3api_paced_cpu_ratio_vs_rest=0.96" +
 		" ticket_c64_ratio_vs_direct_sdk=0.50 ticket_64mib_ratio_vs_direct_sdk=0.97 ticket_64mib_gw_cpu_ms_per_write=1.500 ticket_gw_bytes_per_write=231"
 	if r.SummaryLine != want {
 		t.Fatalf("summary line\n%s\nwant\n%s", r.SummaryLine, want)
@@ -209,76 +205,10 @@ func TestSummaryLine(t *testing.T) {
 		`raise_c64_ratio_vs_clientside=\S+ raise_c64_ratio_vs_direct=\S+ raise_c64_ratio_vs_direct_sdk=\S+ raise_ceiling_ratio_batched_vs_unbatched=\S+ ` +
 		`gw_cpu_ms_per_write=\S+ etcd_cpu_ms_per_write=\S+ s3_cpu_ms_per_write=\S+ ` +
 		`raise_gw_cpu_ms_per_write=\S+ raise_etcd_cpu_ms_per_write=\S+ raise_s3_cpu_ms_per_write=\S+ gcs_c64_ratio_vs_direct=\S+ s3api_c64_ratio_vs_direct_sdk=\S+ ` +
-		`s3api_gw_cpu_ms_per_write=\S+ s3api_cpu_ratio_vs_rest=\S+ s3api_paced_gw_cpu_ms_per_write=\S+ s3api_paced_cpu_ratio_vs_rest=\S+ ` +
+		`s3api_gw_cpu_ms_per_write=\S+ s3api_cpu_ratio_vs_rest=\S+ ` +
 		`ticket_c64_ratio_vs_direct_sdk=\S+ ticket_64mib_ratio_vs_direct_sdk=\S+ ticket_64mib_gw_cpu_ms_per_write=\S+ ticket_gw_bytes_per_write=\S+$`)
 	if !form.MatchString((&report{}).withSummary().SummaryLine) {
 		t.Fatal("the summary of an empty report does not have the summary's form")
-	}
-}
-
-// TestPacedRatioNeedsTheSameLoad: the paced ratio compares the two
-// gateways only when both served the rate offered to them (pacedKeptUp
-// of it); else it is n/a, and the cell that fell behind says so.
-func TestPacedRatioNeedsTheSameLoad(t *testing.T) {
-	tests := []struct {
-		name           string
-		restRPS, s3RPS float64
-		want           string
-	}{
-		{"both kept up", 500, 480, "s3api_paced_cpu_ratio_vs_rest=1.20"},
-		{"the S3 API fell behind", 500, 470, "s3api_paced_cpu_ratio_vs_rest=n/a"},
-		{"the REST API fell behind", 400, 500, "s3api_paced_cpu_ratio_vs_rest=n/a"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := &report{Cells: []cellResult{
-				{Mode: modeGateway, Pattern: patternPaced, SizeBytes: 1 << 10, Concurrency: 64, OfferedRate: 500, RPS: tt.restRPS, OK: 1000,
-					CPUPer1000: perProcess{Gateway: ptr(0.5)}},
-				{Mode: modeS3API, Pattern: patternPaced, SizeBytes: 1 << 10, Concurrency: 64, OfferedRate: 500, RPS: tt.s3RPS, OK: 1000,
-					CPUPer1000: perProcess{Gateway: ptr(0.6)}},
-			}}
-			r.finish(config{staleSummaryC: 4})
-			if !strings.Contains(r.SummaryLine, " "+tt.want+" ") {
-				t.Errorf("summary %q; want %s", r.SummaryLine, tt.want)
-			}
-		})
-	}
-	c := cell{modeS3API, patternPaced, 1 << 10, 64}
-	behind := newCellResult(c, window{elapsed: time.Second, tally: tally{ok: 400}}, snapshot{}, snapshot{})
-	keptUpNote := func(r cellResult) bool {
-		return slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "did not keep up") })
-	}
-	if behind.OfferedRate != s3APIPacedRate || !keptUpNote(behind) {
-		t.Errorf("a paced cell serving 400 of %d writes/s: offered %v, notes %q; want a note that it did not keep up", s3APIPacedRate, behind.OfferedRate, behind.Notes)
-	}
-	closed := newCellResult(cell{modeS3API, patternDistinct, 1 << 10, 64}, window{elapsed: time.Second, tally: tally{ok: 400}}, snapshot{}, snapshot{})
-	if closed.OfferedRate != 0 || keptUpNote(closed) {
-		t.Errorf("a closed-loop cell: offered %v, notes %q; want no rate and no such note", closed.OfferedRate, closed.Notes)
-	}
-}
-
-// TestPacer: a paced load's operations are one interval apart, whoever
-// asks; a pacer that fell behind starts again from the present, without
-// a burst to make up the times it missed.
-func TestPacer(t *testing.T) {
-	start := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
-	p := newPacer(start, 500) // 2 ms apart
-	ms := func(n int) time.Time { return start.Add(time.Duration(n) * time.Millisecond) }
-	steps := []struct {
-		now, want time.Time
-	}{
-		{start, ms(0)},   // the first at the start
-		{start, ms(2)},   // asked early: later, an interval apart
-		{start, ms(4)},   // and again
-		{ms(5), ms(6)},   // asked between two: the next one
-		{ms(9), ms(8)},   // asked less than an interval late: it still goes (now)
-		{ms(30), ms(30)}, // far behind: from now, and ms(10) to ms(28) are never handed out
-		{ms(30), ms(32)},
-	}
-	for i, s := range steps {
-		if got := p.next(s.now); !got.Equal(s.want) {
-			t.Fatalf("step %d: next(%v) = %v; want %v", i, s.now.Sub(start), got.Sub(start), s.want.Sub(start))
-		}
 	}
 }
 
@@ -301,8 +231,8 @@ func TestShapes(t *testing.T) {
 		shapes = append(shapes, cells[i:i+n])
 		i += n
 	}
-	if len(shapes) != 6+4+1+1+1+1 {
-		t.Fatalf("short set has %d shapes; want 14", len(shapes))
+	if len(shapes) != 6+4+1+1+1 {
+		t.Fatalf("short set has %d shapes; want 13", len(shapes))
 	}
 	for _, s := range shapes {
 		want := 5 // direct, direct-sdk, clientside, gateway, baseline
@@ -313,10 +243,8 @@ func TestShapes(t *testing.T) {
 			want = 2 // store-raise, store-raise-unbatched
 		case gcsMode(s[0].mode):
 			want = 2 // gcs-direct, gcs-gateway
-		case s[0].pattern == patternPaced:
-			want = 2 // gateway, s3api
 		case s3APIShape(s[0].pattern, s[0].size, s[0].concurrency):
-			want = 6 // and s3api
+			want = 7 // and s3api, s3api-nethttp
 		case ticketShortShape(s[0].pattern, s[0].size, s[0].concurrency):
 			want = 6 // and ticket
 		case s[0].size == ticketLargeBytes:

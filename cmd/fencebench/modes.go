@@ -155,11 +155,17 @@ func directSDKPut(client *s3.Client, bucket string, size int64) operation {
 	}
 }
 
-// lostRace reports whether a conditional write was refused because the
-// object changed: 412, 409 ConditionalRequestConflict, or 404 for an
-// If-Match on an object that is gone.
+// lostRace reports whether an SDK's error is a lost race
+// (lostRaceStatus).
 func lostRace(err error) bool {
-	switch statusOf(err) {
+	return lostRaceStatus(statusOf(err))
+}
+
+// lostRaceStatus reports whether a conditional write was refused because
+// the object changed: 412, 409 ConditionalRequestConflict, or 404 for an
+// If-Match on an object that is gone.
+func lostRaceStatus(status int) bool {
+	switch status {
 	case http.StatusPreconditionFailed, http.StatusConflict, http.StatusNotFound:
 		return true
 	}

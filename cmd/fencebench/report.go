@@ -77,13 +77,10 @@ type perProcess struct {
 }
 
 type cellResult struct {
-	Mode        string `json:"mode"`
-	Pattern     string `json:"pattern"`
-	SizeBytes   int64  `json:"size_bytes"`
-	Concurrency int    `json:"concurrency"`
-	// OfferedRate is the writes a second offered to a paced cell
-	// (load.rate); absent for a closed loop.
-	OfferedRate float64 `json:"offered_rate,omitempty"`
+	Mode        string  `json:"mode"`
+	Pattern     string  `json:"pattern"`
+	SizeBytes   int64   `json:"size_bytes"`
+	Concurrency int     `json:"concurrency"`
 	Seconds     float64 `json:"seconds"`
 	OK          int64   `json:"ok"`
 	Conflicts   int64   `json:"conflicts"`
@@ -160,10 +157,6 @@ func newCellResult(c cell, w window, start, end snapshot) cellResult {
 	}
 	if w.firstErr != nil {
 		r.FirstError = w.firstErr.Error()
-	}
-	if r.OfferedRate = c.rate(); r.OfferedRate > 0 && !r.keptUp() {
-		r.Notes = append(r.Notes, fmt.Sprintf("offered %.0f writes/s, served %.0f/s: the machine did not keep up, so this cell's load is not its pair's",
-			r.OfferedRate, r.RPS))
 	}
 	requests := float64(w.ok + w.conflicts)
 	cpu := func(a, b time.Duration) (per1000, cores *float64) {
@@ -255,19 +248,13 @@ type summary struct {
 	// same SDK writing straight to S3 (s3api.go).
 	S3APIC64RatioVsDirectSDK *float64 `json:"s3api_c64_ratio_vs_direct_sdk"`
 	// S3APIGatewayCPUMsPerWrite is the S3 API gateway's CPU milliseconds
-	// per accepted PutObject in the S3 API cell, measured as
-	// GatewayCPUMsPerWrite is, and S3APICPURatioVsREST is it over
-	// GatewayCPUMsPerWrite: the REST API's at the same shape (64
-	// writers, 1 KiB, distinct objects), whose cell runs in the same
-	// rounds.
+	// per accepted PutObject, the SDK's requests sent with net/http
+	// (modeS3APINetHTTP, s3api.go), measured as GatewayCPUMsPerWrite is,
+	// and S3APICPURatioVsREST is it over GatewayCPUMsPerWrite: the REST
+	// API's at the same shape (64 writers, 1 KiB, distinct objects),
+	// whose cell runs in the same rounds.
 	S3APIGatewayCPUMsPerWrite *float64 `json:"s3api_gw_cpu_ms_per_write"`
 	S3APICPURatioVsREST       *float64 `json:"s3api_cpu_ratio_vs_rest"`
-	// S3APIPacedGatewayCPUMsPerWrite and S3APIPacedCPURatioVsREST are
-	// the same at one offered rate (the paced cells, s3api.go), where
-	// both gateways serve the same load; nil when either served less
-	// than pacedKeptUp of it.
-	S3APIPacedGatewayCPUMsPerWrite *float64 `json:"s3api_paced_gw_cpu_ms_per_write"`
-	S3APIPacedCPURatioVsREST       *float64 `json:"s3api_paced_cpu_ratio_vs_rest"`
 	// The ticket cells (ticket.go), each over direct-sdk in the same
 	// rounds: TicketC64RatioVsDirectSDK at 64 writers, 1 KiB, a new token
 	// each write; Ticket64MiBRatioVsDirectSDK with 64 MiB objects
@@ -339,14 +326,8 @@ func (r *report) finish(cfg config) {
 		s.GCSC64RatioVsDirect = g.RatioVsDirect
 	}
 	s.S3APIC64RatioVsDirectSDK = ratio(find(modeS3API, s3APIPattern, s3APISize, s3APIConcurrency), find(modeDirectSDK, s3APIPattern, s3APISize, s3APIConcurrency))
-	if door := find(modeS3API, s3APIPattern, s3APISize, s3APIConcurrency); door != nil {
+	if door := find(modeS3APINetHTTP, s3APIPattern, s3APISize, s3APIConcurrency); door != nil {
 		s.S3APIGatewayCPUMsPerWrite, s.S3APICPURatioVsREST = gatewayCPURatio(door, find(modeGateway, s3APIPattern, s3APISize, s3APIConcurrency))
-	}
-	door, rest := find(modeS3API, patternPaced, s3APISize, s3APIConcurrency), find(modeGateway, patternPaced, s3APISize, s3APIConcurrency)
-	if door != nil && rest != nil && door.keptUp() && rest.keptUp() {
-		if cpu, ratio := gatewayCPURatio(door, rest); ratio != nil {
-			s.S3APIPacedGatewayCPUMsPerWrite, s.S3APIPacedCPURatioVsREST = cpu, ratio
-		}
 	}
 	if tk := find(modeTicket, ticketShortPattern, ticketShortSize, ticketShortConcurrency); tk != nil {
 		s.TicketC64RatioVsDirectSDK = tk.RatioVsDirectSDK
@@ -393,8 +374,6 @@ func (r *report) finish(cfg config) {
 		"s3api_c64_ratio_vs_direct_sdk=" + format(s.S3APIC64RatioVsDirectSDK, 2),
 		"s3api_gw_cpu_ms_per_write=" + format(s.S3APIGatewayCPUMsPerWrite, 3),
 		"s3api_cpu_ratio_vs_rest=" + format(s.S3APICPURatioVsREST, 2),
-		"s3api_paced_gw_cpu_ms_per_write=" + format(s.S3APIPacedGatewayCPUMsPerWrite, 3),
-		"s3api_paced_cpu_ratio_vs_rest=" + format(s.S3APIPacedCPURatioVsREST, 2),
 		"ticket_c64_ratio_vs_direct_sdk=" + format(s.TicketC64RatioVsDirectSDK, 2),
 		"ticket_64mib_ratio_vs_direct_sdk=" + format(s.Ticket64MiBRatioVsDirectSDK, 2),
 		"ticket_64mib_gw_cpu_ms_per_write=" + format(s.Ticket64MiBGatewayCPUMsPerWrite, 3),
@@ -418,12 +397,6 @@ func gatewayCPURatio(door, rest *cellResult) (cpu, ratio *float64) {
 		ratio = &v
 	}
 	return cpu, ratio
-}
-
-// keptUp reports whether a paced cell served at least pacedKeptUp of
-// the writes offered to it.
-func (r cellResult) keptUp() bool {
-	return r.OfferedRate > 0 && r.RPS >= pacedKeptUp*r.OfferedRate
 }
 
 // cpuMsPerWrite returns the CPU milliseconds per accepted write of the

@@ -1,18 +1,23 @@
 package main
 
-// The S3 API cell: PutObject with aws-sdk-go-v2 through the gateway's S3
+// The S3 API cells: PutObject with aws-sdk-go-v2 through the gateway's S3
 // API (fencegate serve --s3-listen), against the same SDK client writing
-// straight to S3 (modeDirectSDK), at the shape of the summary's ratio.
+// straight to S3 (modeDirectSDK); and the same PutObject sent with Go's
+// net/http, against the REST API's PUT (modeGateway).
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"fencegate/api"
@@ -26,57 +31,15 @@ import (
 // The door does the conditional write; the client sends none.
 const modeS3API = "s3api"
 
-// The S3 API's only cell: s3api_c64_ratio_vs_direct_sdk is its rate over
-// modeDirectSDK's at this shape, and s3api_cpu_ratio_vs_rest its gateway's
-// CPU per write over modeGateway's (the REST API's) at this shape.
+// The S3 API cells' shape: s3api_c64_ratio_vs_direct_sdk is modeS3API's
+// rate over modeDirectSDK's, and s3api_cpu_ratio_vs_rest
+// modeS3APINetHTTP's gateway CPU per write over modeGateway's (the REST
+// API's), all at this shape.
 const (
 	s3APIPattern     = patternDistinct
 	s3APISize        = 1 << 10
 	s3APIConcurrency = 64
 )
-
-// The paced cells: modeGateway and modeS3API at the S3 API cell's size
-// and concurrency, on distinct objects, each offered s3APIPacedRate
-// writes a second (patternPaced), in the same rounds.
-// s3api_paced_cpu_ratio_vs_rest is the S3 API gateway's CPU per write
-// over the REST API's there. The closed-loop cells compare the doors at
-// the rates they reach, and on a machine whose cores the load's clients
-// share with the gateways, the S3 cell's client (aws-sdk-go-v2, which
-// takes about twice the CPU per write of the REST cell's) leaves its
-// gateway fewer writes a second, each of which then costs more (fewer
-// writes share each wake-up and each batch of fence checks). At one
-// offered rate, below what either reaches on a loaded machine, both
-// gateways serve the same load, and the ratio is their own code's.
-const (
-	patternPaced   = "paced"
-	s3APIPacedRate = 500
-	// pacedKeptUp is the share of the offered rate a paced cell must
-	// serve for the two to count as the same load.
-	pacedKeptUp = 0.95
-	// pacedWindows is a paced cell's window as a multiple of a cell's:
-	// at its rate, a window of a closed-loop cell's length holds a few
-	// hundred CPU clock ticks of the gateway's, fewer than the ratio
-	// needs to be read to a few per cent.
-	pacedWindows = 3
-)
-
-// s3APIPacedCells returns the paced cells, when planned holds the S3 API
-// cell and cfg.modes has the REST gateway too.
-func s3APIPacedCells(cfg config, planned []cell) []cell {
-	if !slices.Contains(planned, cell{modeS3API, s3APIPattern, s3APISize, s3APIConcurrency}) || !slices.Contains(cfg.modes, modeGateway) {
-		return nil
-	}
-	return []cell{{modeGateway, patternPaced, s3APISize, s3APIConcurrency}, {modeS3API, patternPaced, s3APISize, s3APIConcurrency}}
-}
-
-// rate returns the writes a second offered to cell c, 0 for a closed
-// loop.
-func (c cell) rate() float64 {
-	if c.pattern == patternPaced {
-		return s3APIPacedRate
-	}
-	return 0
-}
 
 // s3APIShape reports whether s is the shape the S3 API cell runs at.
 func s3APIShape(pattern string, size int64, concurrency int) bool {
@@ -155,4 +118,114 @@ func s3APIPut(client *s3.Client, bucket string, size int64) operation {
 		}
 		return outcomeError, fmt.Errorf("s3api put: %w", err)
 	}
+}
+
+// modeS3APINetHTTP is modeS3API's PutObject as aws-sdk-go-v2 puts it on
+// the wire (its headers, taken from the SDK itself by sdkPutObject, and
+// signed by the SDK's v4 signer), sent with Go's net/http as modeGateway
+// sends the REST API's PUT, to the same S3 API gateway.
+//
+// It is the cell whose gateway CPU per write the summary compares with
+// the REST API's. The gateway's work is set by the requests it reads,
+// which are modeS3API's; but on a machine whose cores the load's client
+// shares with the gateways, the client's CPU is taken from the gateway's:
+// the SDK's middleware costs about twice the CPU per write of the REST
+// cell's net/http client, so modeS3API's gateway reaches fewer writes a
+// second than modeGateway's, and each then costs it more (fewer writes
+// share each wake-up and each batch of fence checks in etcd). With
+// clients of like cost, the two gateways reach like rates, and the ratio
+// is their own code's.
+const modeS3APINetHTTP = "s3api-nethttp"
+
+// sdkPutObject is the PutObject that client sends for a 1 KiB body with
+// the bench's token, caught before it leaves: its URL's query and its
+// headers, less those that change with every request (the date, the
+// signature, the SDK's invocation id). The client must sign with an
+// unsigned payload, as the bench's clients do, so that the one request
+// stands for every body.
+func sdkPutObject(ctx context.Context, client *s3.Client) (query string, header http.Header, err error) {
+	opts := client.Options()
+	var caught catchRequest
+	opts.HTTPClient = &caught
+	_, err = s3.New(opts).PutObject(ctx, &s3.PutObjectInput{
+		Bucket:        aws.String("bucket"),
+		Key:           aws.String("key"),
+		Body:          bytes.NewReader(make([]byte, s3APISize)),
+		ContentLength: aws.Int64(s3APISize),
+		Metadata:      map[string]string{api.MetadataFenceToken: benchToken.String()},
+	})
+	if err != nil {
+		return "", nil, fmt.Errorf("the SDK's PutObject: %w", err)
+	}
+	r := caught.req
+	if got := r.Header.Get("X-Amz-Content-Sha256"); got != v4UnsignedPayload {
+		return "", nil, fmt.Errorf("the SDK's PutObject has X-Amz-Content-Sha256 %q; want %s", got, v4UnsignedPayload)
+	}
+	header = r.Header.Clone()
+	for _, h := range []string{"Authorization", "X-Amz-Date", "Amz-Sdk-Invocation-Id"} {
+		header.Del(h)
+	}
+	return r.URL.RawQuery, header, nil
+}
+
+// v4UnsignedPayload is the payload hash of a request signed without its
+// body.
+const v4UnsignedPayload = "UNSIGNED-PAYLOAD"
+
+// catchRequest is an SDK HTTP client that keeps the request it is given
+// and answers 200 without sending it.
+type catchRequest struct{ req *http.Request }
+
+func (c *catchRequest) Do(r *http.Request) (*http.Response, error) {
+	c.req = r
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+}
+
+// s3APINetHTTPPut is modeS3APINetHTTP: sdkPutObject's request to
+// endpoint, with a new invocation id, signed by the SDK's signer as the
+// SDK signs for S3 (no second escaping of the path). Like modeS3API's, a
+// refusal is a conflict.
+func s3APINetHTTPPut(ctx context.Context, client *http.Client, sdk *s3.Client, endpoint, bucket string, size int64) (operation, error) {
+	query, header, err := sdkPutObject(ctx, sdk)
+	if err != nil {
+		return nil, err
+	}
+	opts := sdk.Options()
+	creds, err := opts.Credentials.Retrieve(ctx)
+	if err != nil {
+		return nil, err
+	}
+	signer := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })
+	prefix := endpoint + "/" + bucket + "/"
+	return func(ctx context.Context, w *worker) (outcome, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPut, prefix+w.key+"?"+query, w.nextBody())
+		if err != nil {
+			return outcomeError, err
+		}
+		req.ContentLength = size
+		req.Header = header.Clone()
+		req.Header.Set("Amz-Sdk-Invocation-Id", invocationID())
+		if err := signer.SignHTTP(ctx, creds, req, v4UnsignedPayload, "s3", opts.Region, time.Now()); err != nil {
+			return outcomeError, err
+		}
+		status, body, err := send(client, req)
+		switch {
+		case err != nil:
+			return outcomeError, err
+		case status == http.StatusOK:
+			return outcomeOK, nil
+		case lostRaceStatus(status):
+			return outcomeConflict, nil
+		}
+		return outcomeError, &errStatus{status, string(body)}
+	}, nil
+}
+
+// invocationID is a random UUID, as the SDK's Amz-Sdk-Invocation-Id.
+func invocationID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }

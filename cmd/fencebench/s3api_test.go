@@ -1,28 +1,34 @@
 package main
 
 import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 )
 
-// TestRunS3APICell runs the S3 API cell with its direct-sdk and REST
-// gateway cells (64 writers, 1 KiB) against the real stack: all answer
-// without errors, the S3 API's writes went through its own gateway (whose
-// CPU is measured), and the summary has s3api_c64_ratio_vs_direct_sdk,
-// the S3 API gateway's CPU per write and its ratio to the REST API's; and
-// the paced REST and S3 API cells that follow are offered the same rate.
+// TestRunS3APICell runs the S3 API cells with their direct-sdk and REST
+// gateway cells (64 writers, 1 KiB) against the real stack, auth on: all
+// answer without errors (so the net/http cell's signatures are good),
+// both S3 API cells went through their own gateway (whose CPU is
+// measured), and the summary has s3api_c64_ratio_vs_direct_sdk, the S3
+// API gateway's CPU per write and its ratio to the REST API's.
 func TestRunS3APICell(t *testing.T) {
-	rep := runReport(t, "--modes", "direct-sdk,gateway,s3api", "--patterns", "distinct", "--sizes", "1KiB", "--concurrency", "64",
+	rep := runReport(t, "--modes", "direct-sdk,gateway,s3api,s3api-nethttp", "--patterns", "distinct", "--sizes", "1KiB", "--concurrency", "64",
 		"--rounds", "2", "--duration", "400ms", "--warmup", "20ms", "--upload-bytes", "0", "--large-upload-bytes", "0")
-	if len(rep.Cells) != 5 {
-		t.Fatalf("%d cells; want direct-sdk, gateway and s3api, and the paced gateway and s3api: %+v", len(rep.Cells), rep.Cells)
+	if len(rep.Cells) != 4 {
+		t.Fatalf("%d cells; want direct-sdk, gateway, s3api and s3api-nethttp: %+v", len(rep.Cells), rep.Cells)
 	}
 	for _, c := range rep.Cells {
 		if c.OK == 0 || c.Errors != 0 {
 			t.Errorf("%s: %d ok, %d errors (%s); want answers and no errors", c.Mode, c.OK, c.Errors, c.FirstError)
 		}
-		if c.Mode == modeS3API && c.CPUPer1000.Gateway == nil {
-			t.Errorf("s3api: no gateway CPU; want its gateway's")
+		if (c.Mode == modeS3API || c.Mode == modeS3APINetHTTP) && c.CPUPer1000.Gateway == nil {
+			t.Errorf("%s: no gateway CPU; want its gateway's", c.Mode)
 		}
 	}
 	for _, field := range []string{"s3api_c64_ratio_vs_direct_sdk", "s3api_gw_cpu_ms_per_write", "s3api_cpu_ratio_vs_rest"} {
@@ -30,33 +36,91 @@ func TestRunS3APICell(t *testing.T) {
 			t.Errorf("summary %q; want %s with a figure", rep.SummaryLine, field)
 		}
 	}
-	// The paced cells: their load never exceeds the rate offered (the
-	// pacer makes up no backlog; the bound leaves room for the writes
-	// under way when the window opened), and the paced ratio is there
-	// exactly when both served the rate. A loaded machine may serve
-	// less; it never serves more.
-	paced := 0
-	for _, c := range rep.Cells {
-		if c.Pattern != patternPaced {
-			continue
+}
+
+// TestS3APINetHTTPSendsTheSDKsPutObject: the net/http cell's request is
+// the SDK's, as a server reads them: the same method, path and query,
+// the same headers with the same values, but for the three that change
+// with every request (the date, the invocation id, which is a new UUID
+// each time, and the signature, which signs the same headers with the
+// same key).
+func TestS3APINetHTTPSendsTheSDKsPutObject(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		seen []*http.Request
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil || len(body) != s3APISize {
+			t.Errorf("%s %s: %d bytes of body (%v); want %d", r.Method, r.URL, len(body), err, s3APISize)
 		}
-		paced++
-		if c.OfferedRate != s3APIPacedRate || c.RPS > 1.5*s3APIPacedRate {
-			t.Errorf("%s paced: offered %v, served %.0f writes/s; want %d offered and no more served", c.Mode, c.OfferedRate, c.RPS, s3APIPacedRate)
+		mu.Lock()
+		seen = append(seen, r)
+		mu.Unlock()
+		w.Header().Set("ETag", `"etag"`)
+	}))
+	defer srv.Close()
+
+	ctx := context.Background()
+	sdk := newS3APIClient(&stack{}, srv.URL, 1)
+	w := &worker{key: "run/s3api/w1", body: newBodySource(s3APISize)}
+	if got, err := s3APIPut(sdk, "bench", s3APISize)(ctx, w); got != outcomeOK || err != nil {
+		t.Fatalf("the SDK's PutObject: %v, %v", got, err)
+	}
+	op, err := s3APINetHTTPPut(ctx, newHTTPClient(1), sdk, srv.URL, "bench", s3APISize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if got, err := op(ctx, w); got != outcomeOK || err != nil {
+			t.Fatalf("the net/http PutObject: %v, %v", got, err)
 		}
 	}
-	door, rest := rep.Cells[3], rep.Cells[4]
-	if door.Mode == modeGateway {
-		door, rest = rest, door
+	if len(seen) != 3 {
+		t.Fatalf("%d requests; want 3", len(seen))
 	}
-	if paced != 2 || door.Mode != modeS3API || rest.Mode != modeGateway {
-		t.Fatalf("cells %+v; want the paced s3api and gateway last", rep.Cells)
+	changing := map[string]bool{"Authorization": true, "X-Amz-Date": true, "Amz-Sdk-Invocation-Id": true}
+	uuid := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	signedHeaders := regexp.MustCompile(`^AWS4-HMAC-SHA256 Credential=(\S+), SignedHeaders=(\S+), Signature=[0-9a-f]{64}$`)
+	sdkReq := seen[0]
+	for i, r := range seen[1:] {
+		if r.Method != sdkReq.Method || r.URL.Path != sdkReq.URL.Path || r.URL.RawQuery != sdkReq.URL.RawQuery || r.ContentLength != sdkReq.ContentLength {
+			t.Errorf("request %d: %s %s (%d bytes); the SDK's: %s %s (%d bytes)", i+1, r.Method, r.URL, r.ContentLength, sdkReq.Method, sdkReq.URL, sdkReq.ContentLength)
+		}
+		for name := range mergeKeys(r.Header, sdkReq.Header) {
+			if changing[name] {
+				continue
+			}
+			if got, want := r.Header.Values(name), sdkReq.Header.Values(name); strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("request %d: %s %q; the SDK's %q", i+1, name, got, want)
+			}
+		}
+		for name := range changing {
+			if r.Header.Get(name) == "" {
+				t.Errorf("request %d: no %s", i+1, name)
+			}
+		}
+		if id := r.Header.Get("Amz-Sdk-Invocation-Id"); !uuid.MatchString(id) || id == sdkReq.Header.Get("Amz-Sdk-Invocation-Id") {
+			t.Errorf("request %d: invocation id %q; want a new UUID, as the SDK's %q", i+1, id, sdkReq.Header.Get("Amz-Sdk-Invocation-Id"))
+		}
+		got, want := signedHeaders.FindStringSubmatch(r.Header.Get("Authorization")), signedHeaders.FindStringSubmatch(sdkReq.Header.Get("Authorization"))
+		if got == nil || want == nil || got[1] != want[1] || got[2] != want[2] {
+			t.Errorf("request %d: Authorization %q; want the credential and signed headers of the SDK's %q", i+1, r.Header.Get("Authorization"), sdkReq.Header.Get("Authorization"))
+		}
 	}
-	if bothKeptUp := door.keptUp() && rest.keptUp(); bothKeptUp != (rep.Summary.S3APIPacedCPURatioVsREST != nil) {
-		t.Errorf("paced cells served %.0f and %.0f of %d writes/s, paced ratio %v; want a ratio exactly when both kept up",
-			door.RPS, rest.RPS, s3APIPacedRate, rep.Summary.S3APIPacedCPURatioVsREST)
+	if seen[1].Header.Get("Amz-Sdk-Invocation-Id") == seen[2].Header.Get("Amz-Sdk-Invocation-Id") {
+		t.Errorf("two requests with one invocation id %q", seen[1].Header.Get("Amz-Sdk-Invocation-Id"))
 	}
-	if rep.Summary.S3APIC64RatioVsDirectSDK == nil || rep.Summary.S3APIGatewayCPUMsPerWrite == nil || rep.Summary.S3APICPURatioVsREST == nil {
-		t.Errorf("summary %+v; want the S3 API's ratio, CPU per write and CPU ratio", rep.Summary)
+}
+
+// mergeKeys returns the names of a and b.
+func mergeKeys(a, b http.Header) map[string]bool {
+	keys := map[string]bool{}
+	for k := range a {
+		keys[k] = true
 	}
+	for k := range b {
+		keys[k] = true
+	}
+	return keys
 }

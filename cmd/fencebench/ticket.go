@@ -102,14 +102,10 @@ func ticketLargeCells(cfg config, planned []cell) []cell {
 }
 
 // window returns a cell's measurement time over all its rounds:
-// cfg.duration, ticketLargeWindows times it in the large ticket shape,
-// and pacedWindows times it in the paced cells (s3api.go).
+// cfg.duration, or ticketLargeWindows times it in the large ticket shape.
 func (cfg config) window(c cell) time.Duration {
-	switch {
-	case ticketLargeShape(cfg, c.pattern, c.size, c.concurrency):
+	if ticketLargeShape(cfg, c.pattern, c.size, c.concurrency) {
 		return ticketLargeWindows * cfg.duration
-	case c.pattern == patternPaced:
-		return pacedWindows * cfg.duration
 	}
 	return cfg.duration
 }
