@@ -101,7 +101,8 @@ func (b *Buffered) Release() {
 // transfer deadlines (nil: none): exactly n bytes, else
 // api.ErrInvalidRequest; of unknown length, up to its end or to one byte
 // past max, which the caller refuses. A body that finds no room is
-// api.ErrGatewayBusy; one whose sender stalled says so.
+// api.ErrGatewayBusy, one larger than the whole budget
+// api.ErrBodyTooLarge; one whose sender stalled says so.
 func (e *Engine) BufferWhole(from io.Reader, n, max int64, watch Watch) (*Buffered, error) {
 	buf, err := e.bufferWhole(from, n, max, watch)
 	if err != nil {
@@ -111,6 +112,9 @@ func (e *Engine) BufferWhole(from io.Reader, n, max int64, watch Watch) (*Buffer
 }
 
 func (e *Engine) bufferWhole(from io.Reader, n, max int64, watch Watch) (*bufferedBody, error) {
+	if n > e.bodies.limit {
+		return nil, e.bodies.tooLarge()
+	}
 	limit, first := n, int64(bodyChunkBytes)
 	if n < 0 {
 		limit, first = max+1, firstChunkBytes
@@ -127,11 +131,12 @@ func (e *Engine) bufferWhole(from io.Reader, n, max int64, watch Watch) (*buffer
 }
 
 // bodyReadError is the answer to a failed read of a body being buffered,
-// read under watch's transfer deadlines (nil: none): the budget's refusal
-// as it is (503 gateway-busy), else a 400 that says whether the sender
+// read under watch's transfer deadlines (nil: none): the budget's
+// refusals as they are (503 gateway-busy when there is no room now, 413
+// when there is none ever), else a 400 that says whether the sender
 // stalled.
 func bodyReadError(err error, watch Watch) error {
-	if errors.Is(err, api.ErrGatewayBusy) {
+	if errors.Is(err, api.ErrGatewayBusy) || errors.Is(err, api.ErrBodyTooLarge) {
 		return err
 	}
 	if watch != nil {

@@ -49,6 +49,13 @@ func (b *bodyBudget) reserve(n int64) bool {
 // release gives back n bytes reserved before.
 func (b *bodyBudget) release(n int64) { b.used.Add(-n) }
 
+// tooLarge is the refusal of a body that the whole budget cannot hold:
+// api.ErrBodyTooLarge, not busy, for a retry would be refused again,
+// however idle the gateway.
+func (b *bodyBudget) tooLarge() error {
+	return fmt.Errorf("%w: over the %d bytes this gateway holds in memory for all request bodies together (buffer_budget_bytes)", api.ErrBodyTooLarge, b.limit)
+}
+
 // errBudgetExhausted is the refusal of a body that the budget has no room
 // for. It is an api.ErrGatewayBusy: 503 with Retry-After.
 var errBudgetExhausted = fmt.Errorf("%w: the memory for buffered request bodies is in use by other requests", api.ErrGatewayBusy)
@@ -64,14 +71,30 @@ type bufferedBody struct {
 // readInto reads r into chunks reserved from budget, up to its end or to
 // max bytes, whichever comes first. The first chunk is first bytes long
 // (at most max); each next one doubles, up to bodyChunkBytes. It returns
-// the body, which the caller releases, or errBudgetExhausted, or the
-// read's error, having released what it reserved.
+// the body, which the caller releases, or errBudgetExhausted (no room
+// now), or tooLarge's error (no room ever), or the read's error, having
+// released what it reserved.
 func readInto(budget *bodyBudget, r io.Reader, max, first int64) (*bufferedBody, error) {
 	b := &bufferedBody{budget: budget}
 	next := min(first, bodyChunkBytes)
 	for b.size < max {
-		size := min(next, max-b.size)
+		size := min(next, max-b.size, budget.limit-b.reserved)
 		next = min(2*next, bodyChunkBytes)
+		if size == 0 {
+			// The body holds the whole budget: it is refused unless it
+			// ends here (a body of unknown length, read to its end).
+			var one [1]byte
+			n, err := iofill.Fill(r, one[:])
+			switch {
+			case n == 0 && err == io.EOF:
+				return b, nil
+			case n == 0 && err != nil:
+			default:
+				err = budget.tooLarge()
+			}
+			b.release()
+			return nil, err
+		}
 		if !budget.reserve(size) {
 			b.release()
 			return nil, errBudgetExhausted

@@ -315,3 +315,46 @@ func TestCompletionBodyBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestCompletionBodyOverTheWholeBudget: on a gateway whose budget of
+// buffered bodies is smaller than the largest completion, a completion
+// that could never fit, even alone, is 413 saying so, with or without a
+// Content-Length; not 503, which tells a client to retry what would be
+// refused forever. One that fits is read (400: it is not JSON), and no
+// memory stays held.
+func TestCompletionBodyOverTheWholeBudget(t *testing.T) {
+	const budget = 1 << 20
+	e := newEnv(t, gateway.Config{BufferBytes: 512 << 10, BufferBudgetBytes: budget})
+	for _, tt := range []struct {
+		name    string
+		size    int
+		chunked bool
+		want    int
+	}{
+		{"the whole budget", budget, false, http.StatusBadRequest},
+		{"the whole budget, chunked", budget, true, http.StatusBadRequest},
+		{"over the whole budget", budget + 1, false, http.StatusRequestEntityTooLarge},
+		{"over the whole budget, chunked", budget + 1, true, http.StatusRequestEntityTooLarge},
+		{"1.5 MiB, chunked", 1536 << 10, true, http.StatusRequestEntityTooLarge},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var body io.Reader = strings.NewReader(strings.Repeat("x", tt.size))
+			if tt.chunked {
+				body = io.MultiReader(body) // hides the length: the client sends it chunked
+			}
+			req, err := http.NewRequest(http.MethodPost, e.url+"/v1/uploads/"+e.bucket+"/big", body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set(api.HeaderFenceToken, "1")
+			r := send(t, req)
+			if r.status != tt.want {
+				t.Fatalf("completion of %d bytes = %s; want %d", tt.size, r, tt.want)
+			}
+			if tt.want == http.StatusRequestEntityTooLarge && !strings.Contains(string(r.body), "buffer_budget_bytes") {
+				t.Errorf("refusal %s; want it to name buffer_budget_bytes", r)
+			}
+			e.waitForReleased(t)
+		})
+	}
+}

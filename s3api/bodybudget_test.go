@@ -163,3 +163,24 @@ func TestBodiesReadWholeInBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestBodiesOverTheWholeBudget: on a gateway whose budget of buffered
+// bodies is smaller than a CompleteMultipartUpload's or a DeleteObjects'
+// largest body, one that the whole budget cannot hold is 400
+// EntityTooLarge, not 503 SlowDown, which an SDK retries, only to be
+// refused again however idle the gateway.
+func TestBodiesOverTheWholeBudget(t *testing.T) {
+	const budget = 1 << 20
+	d := newDoor(t, doorOptions{gateway: gateway.Config{BufferBytes: 512 << 10, BufferBudgetBytes: budget}})
+	token := http.Header{api.HeaderFenceToken: {"1"}}
+	for _, target := range []string{"/" + d.bucket + "/big?uploadId=upload.secret", "/" + d.bucket + "?delete="} {
+		t.Run(target, func(t *testing.T) {
+			over := d.startSlow(t, http.MethodPost, target, token, budget+1)
+			over.send(budget + 1)
+			if status, code := over.wait(t); status != http.StatusBadRequest || code != "EntityTooLarge" {
+				t.Fatalf("a body of the budget and a byte = %d %s; want 400 EntityTooLarge", status, code)
+			}
+			d.waitForReleased(t)
+		})
+	}
+}
