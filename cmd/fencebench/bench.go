@@ -118,7 +118,7 @@ func newBench(ctx context.Context, cfg config, st *stack, bin string, p *progres
 		default:
 			continue
 		}
-		g, err := startGateway(ctx, st, m, gwBin, s3Endpoint, cfg.gatewayLogLevel)
+		g, err := startGateway(ctx, st, m, gwBin, s3Endpoint, cfg.gatewayLogLevel, oneEvictionPass...)
 		if err != nil {
 			return nil, err
 		}
