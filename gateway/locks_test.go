@@ -235,6 +235,14 @@ func TestLockAPIBadRequests(t *testing.T) {
 		{"ttl not a number", "POST", "/v1/sessions", `{"ttl": "10"}`, 400, "invalid-request"},
 		{"unknown field", "POST", "/v1/sessions", `{"tll": 10}`, 400, "invalid-request"},
 		{"trailing data", "POST", "/v1/sessions", `{"ttl": 10} {}`, 400, "invalid-request"},
+		// Members are matched as documented, once each: encoding/json
+		// alone would take "TTL", the long s of "\u017fession" for the
+		// s of "session", and the last of two.
+		{"member in upper case", "POST", "/v1/sessions", `{"TTL": 10}`, 400, "invalid-request"},
+		{"member twice", "POST", "/v1/sessions", `{"ttl": 10, "ttl": 3600}`, 400, "invalid-request"},
+		{"member twice, two cases", "POST", "/v1/sessions", `{"ttl": 10, "Ttl": 3600}`, 400, "invalid-request"},
+		{"acquire session twice", "POST", "/v1/locks/job", `{"session": "` + session + `", "session": "7fffffffffffffff"}`, 400, "invalid-request"},
+		{"acquire long s", "POST", "/v1/locks/job", `{"\u017fession": "` + session + `"}`, 400, "invalid-request"},
 		{"huge body", "POST", "/v1/sessions", `{"ttl": 10` + strings.Repeat(" ", 5000) + `}`, 413, "body-too-large"},
 		{"keepalive bad id", "POST", "/v1/sessions/XYZ/keepalive", "", 400, "invalid-request"},
 		{"keepalive leading zero", "POST", "/v1/sessions/0" + session + "/keepalive", "", 400, "invalid-request"},

@@ -1,9 +1,7 @@
 package rest
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +16,7 @@ import (
 	"fencegate/api"
 	"fencegate/edge"
 	"fencegate/events"
+	"fencegate/internal/jsonbody"
 )
 
 // SessionService keeps sessions: leases that clients keep alive, to which
@@ -353,8 +352,8 @@ func (g *API) seesGrant(id *edge.Identity, name, owner string) bool {
 	return checked == nil || *checked == owner
 }
 
-// decodeLockRequest reads a small JSON body into v, refusing unknown
-// fields and trailing data. An empty body is allowed only if emptyOK, and
+// decodeLockRequest reads a small JSON body into v as jsonbody.Decode
+// does: members spelled as documented, once each, nothing after. An empty body is allowed only if emptyOK, and
 // leaves v as it is.
 func decodeLockRequest(r *http.Request, v any, emptyOK bool) error {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxLockRequestBytes+1))
@@ -370,16 +369,11 @@ func decodeLockRequest(r *http.Request, v any, emptyOK bool) error {
 		}
 		return fmt.Errorf("%w: a JSON body is required", api.ErrInvalidRequest)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := jsonbody.Decode(body, v); err != nil {
 		if errors.Is(err, api.ErrInvalidRequest) {
 			return err
 		}
 		return fmt.Errorf("%w: body: %v", api.ErrInvalidRequest, err)
-	}
-	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: body: data after the JSON value", api.ErrInvalidRequest)
 	}
 	return nil
 }

@@ -1,14 +1,13 @@
 package rest
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 
 	"fencegate/api"
 	"fencegate/fence"
+	"fencegate/internal/jsonbody"
 )
 
 // ticketsPrefix starts the ticket route, POST /v1/tickets/{bucket}/{key}.
@@ -98,17 +97,19 @@ func (g *API) parseTicket(r *http.Request) (in fence.TicketRequest, parts fence.
 		Metadata: body.Metadata, PartSize: body.PartSize, PartCount: body.PartCount}, parts, nil
 }
 
-// decodeTicketBody reads one JSON object of known fields: with a size,
-// or with an upload_id and nothing of the object's.
+// decodeTicketBody reads one JSON object of known fields (jsonbody.Decode):
+// with a size, or with an upload_id and nothing of the object's.
 func decodeTicketBody(from io.Reader) (ticketBody, error) {
-	dec := json.NewDecoder(io.LimitReader(from, maxTicketBodyBytes+1))
-	dec.DisallowUnknownFields()
-	var body ticketBody
-	if err := dec.Decode(&body); err != nil {
+	data, err := io.ReadAll(io.LimitReader(from, maxTicketBodyBytes+1))
+	switch {
+	case err != nil:
 		return ticketBody{}, fmt.Errorf("%w: ticket body: %w", api.ErrInvalidRequest, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	case len(data) > maxTicketBodyBytes:
 		return ticketBody{}, fmt.Errorf("%w: ticket body: one JSON object of at most %d bytes", api.ErrInvalidRequest, maxTicketBodyBytes)
+	}
+	var body ticketBody
+	if err := jsonbody.Decode(data, &body); err != nil {
+		return ticketBody{}, fmt.Errorf("%w: ticket body: %w", api.ErrInvalidRequest, err)
 	}
 	if body.UploadID != "" {
 		if body.Size != nil || body.PartSize != 0 || body.ContentType != "" || body.Metadata != nil {

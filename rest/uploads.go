@@ -1,15 +1,12 @@
 package rest
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
 	"fencegate/api"
 	"fencegate/edge"
+	"fencegate/internal/jsonbody"
 )
 
 // The routes of a multipart upload, such as a multipart ticket's
@@ -142,16 +139,12 @@ func (g *API) readCompletion(w http.ResponseWriter, r *http.Request) (api.Upload
 }
 
 // decodeCompletion decodes a completion's body: one JSON object of known
-// members that validates (api.ErrInvalidRequest otherwise).
+// members (jsonbody.Decode) that validates (api.ErrInvalidRequest
+// otherwise).
 func decodeCompletion(data []byte) (api.UploadCompletion, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var body api.UploadCompletion
-	if err := dec.Decode(&body); err != nil {
-		return api.UploadCompletion{}, fmt.Errorf("%w: completion: %w", api.ErrInvalidRequest, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return api.UploadCompletion{}, fmt.Errorf("%w: completion: one JSON object, {\"upload_id\": ..., \"parts\": [...]}", api.ErrInvalidRequest)
+	if err := jsonbody.Decode(data, &body); err != nil {
+		return api.UploadCompletion{}, fmt.Errorf("%w: completion: one JSON object, {\"upload_id\": ..., \"parts\": [...]}: %w", api.ErrInvalidRequest, err)
 	}
 	return body, body.Validate()
 }
