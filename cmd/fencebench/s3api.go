@@ -41,6 +41,13 @@ const (
 	s3APIConcurrency = 64
 )
 
+// s3APIWindows is the window of every cell of the S3 API cells' shape as
+// a multiple of --duration: the summary's s3api_cpu_ratio_vs_rest is two
+// gateways' CPU per write, each read over a quarter of its window in
+// each round, and over the short set's 3 s it moved by about a tenth
+// from run to run.
+const s3APIWindows = 3
+
 // s3APIShape reports whether s is the shape the S3 API cell runs at.
 func s3APIShape(pattern string, size int64, concurrency int) bool {
 	return pattern == s3APIPattern && size == s3APISize && concurrency == s3APIConcurrency

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestRunS3APICell runs the S3 API cells with their direct-sdk and REST
@@ -123,4 +124,30 @@ func mergeKeys(a, b http.Header) map[string]bool {
 		keys[k] = true
 	}
 	return keys
+}
+
+// TestS3APIShapeWindow: every cell of the S3 API cells' shape, the REST
+// gateway's among them, measures s3APIWindows times --duration; the stale
+// cells of that shape and the other shapes measure --duration.
+func TestS3APIShapeWindow(t *testing.T) {
+	cfg, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		c    cell
+		want time.Duration
+	}{
+		{cell{modeGateway, s3APIPattern, s3APISize, s3APIConcurrency}, s3APIWindows * cfg.duration},
+		{cell{modeS3API, s3APIPattern, s3APISize, s3APIConcurrency}, s3APIWindows * cfg.duration},
+		{cell{modeS3APINetHTTP, s3APIPattern, s3APISize, s3APIConcurrency}, s3APIWindows * cfg.duration},
+		{cell{modeDirectSDK, s3APIPattern, s3APISize, s3APIConcurrency}, s3APIWindows * cfg.duration},
+		{cell{modeStale, s3APIPattern, s3APISize, s3APIConcurrency}, cfg.duration},
+		{cell{modeGateway, patternRaise, s3APISize, s3APIConcurrency}, cfg.duration},
+		{cell{modeGateway, s3APIPattern, s3APISize, 1}, cfg.duration},
+	} {
+		if got := cfg.window(tt.c); got != tt.want {
+			t.Errorf("window of %v = %v; want %v", tt.c, got, tt.want)
+		}
+	}
 }

@@ -102,10 +102,14 @@ func ticketLargeCells(cfg config, planned []cell) []cell {
 }
 
 // window returns a cell's measurement time over all its rounds:
-// cfg.duration, or ticketLargeWindows times it in the large ticket shape.
+// cfg.duration, ticketLargeWindows times it in the large ticket shape,
+// and s3APIWindows times it in the S3 API cells' shape (s3api.go).
 func (cfg config) window(c cell) time.Duration {
-	if ticketLargeShape(cfg, c.pattern, c.size, c.concurrency) {
+	switch {
+	case ticketLargeShape(cfg, c.pattern, c.size, c.concurrency):
 		return ticketLargeWindows * cfg.duration
+	case !c.stale() && s3APIShape(c.pattern, c.size, c.concurrency):
+		return s3APIWindows * cfg.duration
 	}
 	return cfg.duration
 }
