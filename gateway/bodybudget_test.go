@@ -299,21 +299,28 @@ func TestCompletionBodyBounded(t *testing.T) {
 		{"over the limit, chunked", " " + atLimit, true, http.StatusRequestEntityTooLarge},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var body io.Reader = strings.NewReader(tt.body)
-			if tt.chunked {
-				body = io.MultiReader(body) // hides the length: the client sends it chunked
-			}
-			req, err := http.NewRequest(http.MethodPost, e.url+"/v1/uploads/"+e.bucket+"/big", body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set(api.HeaderFenceToken, "1")
-			if r := send(t, req); r.status != tt.want {
+			if r := e.postCompletion(t, tt.body, tt.chunked); r.status != tt.want {
 				t.Fatalf("completion of %d bytes = %s; want %d", len(tt.body), r, tt.want)
 			}
 			e.waitForReleased(t)
 		})
 	}
+}
+
+// postCompletion sends body as a completion of the object "big" with
+// token 1: with its Content-Length, or chunked, without one.
+func (e *env) postCompletion(tb testing.TB, body string, chunked bool) result {
+	tb.Helper()
+	var from io.Reader = strings.NewReader(body)
+	if chunked {
+		from = io.MultiReader(from) // hides the length: the client sends it chunked
+	}
+	req, err := http.NewRequest(http.MethodPost, e.url+"/v1/uploads/"+e.bucket+"/big", from)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set(api.HeaderFenceToken, "1")
+	return send(tb, req)
 }
 
 // TestCompletionBodyOverTheWholeBudget: on a gateway whose budget of
@@ -338,16 +345,7 @@ func TestCompletionBodyOverTheWholeBudget(t *testing.T) {
 		{"1.5 MiB, chunked", 1536 << 10, true, http.StatusRequestEntityTooLarge},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var body io.Reader = strings.NewReader(strings.Repeat("x", tt.size))
-			if tt.chunked {
-				body = io.MultiReader(body) // hides the length: the client sends it chunked
-			}
-			req, err := http.NewRequest(http.MethodPost, e.url+"/v1/uploads/"+e.bucket+"/big", body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set(api.HeaderFenceToken, "1")
-			r := send(t, req)
+			r := e.postCompletion(t, strings.Repeat("x", tt.size), tt.chunked)
 			if r.status != tt.want {
 				t.Fatalf("completion of %d bytes = %s; want %d", tt.size, r, tt.want)
 			}
