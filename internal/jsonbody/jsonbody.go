@@ -34,7 +34,7 @@ func Decode(data []byte, v any) error {
 	}
 	check := json.NewDecoder(bytes.NewReader(data))
 	check.UseNumber()
-	if err := members(check, t, ""); err != nil {
+	if err := members(check, t, "", 0); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -48,10 +48,20 @@ func Decode(data []byte, v any) error {
 	return nil
 }
 
+// maxDepth bounds how deeply a body's arrays and objects may nest: the
+// API's bodies nest three deep, and json.Decoder's tokens, which members
+// reads, have no bound of their own (a 2 MiB body of "[" would recurse
+// two million times).
+const maxDepth = 32
+
 // members reads one value from dec and checks its objects' members
-// against t, the type it will be decoded into (nil: any). A value whose
-// JSON kind t does not take is left to json.Decoder to refuse.
-func members(dec *json.Decoder, t reflect.Type, at string) error {
+// against t, the type it will be decoded into (nil: any), depth arrays
+// and objects down. A value whose JSON kind t does not take is left to
+// json.Decoder to refuse.
+func members(dec *json.Decoder, t reflect.Type, at string, depth int) error {
+	if depth > maxDepth {
+		return fmt.Errorf("nested deeper than %d", maxDepth)
+	}
 	t = plain(t)
 	tok, err := dec.Token()
 	if err != nil {
@@ -86,7 +96,7 @@ func members(dec *json.Decoder, t reflect.Type, at string) error {
 				}
 				next = ft
 			}
-			if err := members(dec, next, at+name+"."); err != nil {
+			if err := members(dec, next, at+name+".", depth+1); err != nil {
 				return err
 			}
 		}
@@ -98,7 +108,7 @@ func members(dec *json.Decoder, t reflect.Type, at string) error {
 			elem = t.Elem()
 		}
 		for i := 0; dec.More(); i++ {
-			if err := members(dec, elem, fmt.Sprintf("%s%d.", at, i)); err != nil {
+			if err := members(dec, elem, fmt.Sprintf("%s%d.", at, i), depth+1); err != nil {
 				return err
 			}
 		}

@@ -66,6 +66,9 @@ func TestDecode(t *testing.T) {
 		{"wrong kind", `{"parts":{"part_number":1}}`, "cannot unmarshal"},
 		{"truncated", `{"parts":[`, "EOF"},
 		{"empty", ``, "EOF"},
+		{"32 deep", `{"any":` + strings.Repeat("[", 32) + strings.Repeat("]", 32) + `}`, ""},
+		{"33 deep", `{"any":` + strings.Repeat("[", 33) + strings.Repeat("]", 33) + `}`, "nested deeper than 32"},
+		{"2 MiB of [", strings.Repeat("[", 2<<20), "nested deeper than 32"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
