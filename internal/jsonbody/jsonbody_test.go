@@ -1,6 +1,8 @@
 package jsonbody_test
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -101,4 +103,29 @@ func TestDecodeNeedsAPointer(t *testing.T) {
 	if err := jsonbody.Decode([]byte(`{}`), request{}); err == nil {
 		t.Fatal("Decode into a struct value: no error; want one")
 	}
+}
+
+// FuzzDecode: whatever Decode accepts, encoding/json decodes to the same
+// value: the checks only ever refuse.
+func FuzzDecode(f *testing.F) {
+	for _, seed := range []string{
+		`{"upload_id":"u","parts":[{"part_number":1,"etag":"e"}]}`,
+		`{"UPLOAD_ID":"u"}`, `{"upload_id":"a","upload_id":"b"}`, `{"metadata":{"a":"1","A":"2"}}`,
+		`{"wait":"1s","any":[1,{"x":null}]}`, `{"first":{"part_number":2}} `, `{"\u017fote":"n"}`, `[`, `{}{}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		var got request
+		if err := jsonbody.Decode([]byte(body), &got); err != nil {
+			return
+		}
+		var want request
+		if err := json.Unmarshal([]byte(body), &want); err != nil {
+			t.Fatalf("Decode accepted %q, which encoding/json refuses: %v", body, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("Decode(%q) = %+v; encoding/json decodes %+v", body, got, want)
+		}
+	})
 }
