@@ -294,7 +294,11 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	cells := plan(cfg)
 	progress := newProgress(stderr)
-	progress.note("fencebench: %d cells, %v each in %d rounds; data and logs in %s", len(cells), cfg.duration, cfg.rounds, cfg.workDir)
+	var windows time.Duration
+	for _, c := range cells {
+		windows += cfg.window(c)
+	}
+	progress.note("fencebench: %d cells, %v of windows in all (%v a cell, more in some shapes) in %d rounds; data and logs in %s", len(cells), windows, cfg.duration, cfg.rounds, cfg.workDir)
 
 	st, err := startStack(ctx, cfg)
 	if err != nil {

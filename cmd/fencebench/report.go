@@ -477,8 +477,8 @@ func (r *report) writeText(w io.Writer) error {
 	if r.Config.Baseline != "" {
 		fmt.Fprintf(w, "; baseline %s (%s)", r.Config.Baseline, r.Config.BaselineBuild)
 	}
-	fmt.Fprintf(w, "\netcd fsync %v; versitygw keep-alive %v, objects on %s; gateway log level %s; stale cells' HTTP client %s; window %s per cell in %d rounds, each after %s warm-up\n\n",
-		r.Config.EtcdFsync, r.Config.S3KeepAlive, r.Config.S3Data, r.Config.GatewayLogLevel, r.Config.StaleClient, r.Config.Duration, r.Config.Rounds, r.Config.Warmup)
+	fmt.Fprintf(w, "\netcd fsync %v; versitygw keep-alive %v, objects on %s; gateway log level %s; stale cells' HTTP client %s; window %s per cell (%d times that at 64 writers, 1 KiB, distinct objects, %d times in the large ticket shape) in %d rounds, each after %s warm-up\n\n",
+		r.Config.EtcdFsync, r.Config.S3KeepAlive, r.Config.S3Data, r.Config.GatewayLogLevel, r.Config.StaleClient, r.Config.Duration, s3APIWindows, ticketLargeWindows, r.Config.Rounds, r.Config.Warmup)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tpattern\tsize\tconc\tok/s\tp50 ms\tp99 ms\tp99.9 ms\tconflicts\terrors\t"+
 		"CPU s/1k: gw\tetcd\ts3\tbench\tcores: gw\tetcd\ts3\tbench\tother\tetcd req/op\tvs direct\tvs direct-sdk\tvs clientside\t")

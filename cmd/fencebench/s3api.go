@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"os"
@@ -17,7 +18,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"fencegate/api"
@@ -129,7 +129,7 @@ func s3APIPut(client *s3.Client, bucket string, size int64) operation {
 
 // modeS3APINetHTTP is modeS3API's PutObject as aws-sdk-go-v2 puts it on
 // the wire (its headers, taken from the SDK itself by sdkPutObject, and
-// signed by the SDK's v4 signer), sent with Go's net/http as modeGateway
+// signed as the SDK's v4 signer signs them), sent with Go's net/http as modeGateway
 // sends the REST API's PUT, to the same S3 API gateway.
 //
 // It is the cell whose gateway CPU per write the summary compares with
@@ -189,9 +189,8 @@ func (c *catchRequest) Do(r *http.Request) (*http.Response, error) {
 }
 
 // s3APINetHTTPPut is modeS3APINetHTTP: sdkPutObject's request to
-// endpoint, with a new invocation id, signed by the SDK's signer as the
-// SDK signs for S3 (no second escaping of the path). Like modeS3API's, a
-// refusal is a conflict.
+// endpoint, with a new invocation id, signed as the SDK signs it
+// (requestSigner). Like modeS3API's, a refusal is a conflict.
 func s3APINetHTTPPut(ctx context.Context, client *http.Client, sdk *s3.Client, endpoint, bucket string, size int64) (operation, error) {
 	query, header, err := sdkPutObject(ctx, sdk)
 	if err != nil {
@@ -202,7 +201,10 @@ func s3APINetHTTPPut(ctx context.Context, client *http.Client, sdk *s3.Client, e
 	if err != nil {
 		return nil, err
 	}
-	signer := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })
+	signer, err := newRequestSigner(creds.AccessKeyID, creds.SecretAccessKey, opts.Region, query, header)
+	if err != nil {
+		return nil, err
+	}
 	prefix := endpoint + "/" + bucket + "/"
 	return func(ctx context.Context, w *worker) (outcome, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPut, prefix+w.key+"?"+query, w.nextBody())
@@ -212,9 +214,7 @@ func s3APINetHTTPPut(ctx context.Context, client *http.Client, sdk *s3.Client, e
 		req.ContentLength = size
 		req.Header = header.Clone()
 		req.Header.Set("Amz-Sdk-Invocation-Id", invocationID())
-		if err := signer.SignHTTP(ctx, creds, req, v4UnsignedPayload, "s3", opts.Region, time.Now()); err != nil {
-			return outcomeError, err
-		}
+		signer.sign(req, time.Now())
 		status, body, err := send(client, req)
 		switch {
 		case err != nil:
@@ -234,5 +234,12 @@ func invocationID() string {
 	_, _ = rand.Read(b[:])
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+	var id [36]byte
+	hex.Encode(id[0:8], b[0:4])
+	hex.Encode(id[9:13], b[4:6])
+	hex.Encode(id[14:18], b[6:8])
+	hex.Encode(id[19:23], b[8:10])
+	hex.Encode(id[24:], b[10:])
+	id[8], id[13], id[18], id[23] = '-', '-', '-', '-'
+	return string(id[:])
 }
