@@ -68,14 +68,24 @@ func (e *Engine) ReadBody(from io.Reader, n int64, watch Watch) (*Body, error) {
 		return &Body{stream: from, size: n, watch: watch}, nil
 	}
 	buf, err := e.bufferWhole(from, n, e.cfg.BufferBytes, watch)
-	if err != nil {
+	switch {
+	case errors.Is(err, api.ErrBodyTooLarge):
+		// Of unknown length, and over the whole budget, which holds at
+		// least a buffer: over the buffer.
+		return nil, e.lengthRequired()
+	case err != nil:
 		return nil, err
-	}
-	if buf.size > e.cfg.BufferBytes { // of unknown length
+	case buf.size > e.cfg.BufferBytes: // of unknown length
 		buf.release()
-		return nil, fmt.Errorf("%w: a body over %d bytes needs a Content-Length", api.ErrLengthRequired, e.cfg.BufferBytes)
+		return nil, e.lengthRequired()
 	}
 	return &Body{buf: buf, size: buf.size}, nil
+}
+
+// lengthRequired is the refusal of a body of unknown length over
+// Config.BufferBytes.
+func (e *Engine) lengthRequired() error {
+	return fmt.Errorf("%w: a body over %d bytes needs a Content-Length", api.ErrLengthRequired, e.cfg.BufferBytes)
 }
 
 // Buffered is a body held whole in memory reserved from the engine's

@@ -356,3 +356,30 @@ func TestCompletionBodyOverTheWholeBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestChunkedPutOverABufferThatIsTheWholeBudget: with the buffer as large
+// as the whole budget (which the config allows), a chunked PUT over the
+// buffer is 411 length-required, as it is under a larger budget: not 503
+// (busy), nor 413 about the budget; and one of the buffer's size is
+// written.
+func TestChunkedPutOverABufferThatIsTheWholeBudget(t *testing.T) {
+	const buffer = 256 << 10
+	e := newEnv(t, gateway.Config{BufferBytes: buffer, BufferBudgetBytes: buffer})
+	for _, tt := range []struct {
+		size int
+		want int
+	}{
+		{buffer + 1, http.StatusLengthRequired},
+		{buffer, http.StatusCreated},
+	} {
+		req, err := http.NewRequest(http.MethodPut, e.objectURL(fmt.Sprintf("chunked-%d", tt.size)), io.MultiReader(strings.NewReader(strings.Repeat("x", tt.size))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(api.HeaderFenceToken, "1")
+		if r := send(t, req); r.status != tt.want {
+			t.Errorf("chunked PUT of %d bytes, buffer and budget %d = %s; want %d", tt.size, buffer, r, tt.want)
+		}
+		e.waitForReleased(t)
+	}
+}
