@@ -175,6 +175,21 @@ func (s *sigV4) sign(creds aws.Credentials, req *http.Request, query, region str
 	h["Authorization"] = values[1:2:2]
 }
 
+// RequestSigner signs a request as the SDK's v4 signer signs it with
+// S3's settings, by the write path's own signer (sigV4): for a program
+// that sends requests of the SDK's form with its own HTTP client, such as
+// fencebench's S3 API cell. The zero value is ready to use; it is safe
+// for concurrent use.
+type RequestSigner struct{ sig sigV4 }
+
+// Sign signs req for region at time t with creds, as sigV4.sign does:
+// its headers set under their canonical names, its query
+// (req.URL.RawQuery) already canonical, and its payload hash the
+// X-Amz-Content-Sha256 it carries.
+func (s *RequestSigner) Sign(creds aws.Credentials, req *http.Request, region string, t time.Time) {
+	s.sig.sign(creds, req, req.URL.RawQuery, region, t)
+}
+
 // portOf, stripPort and isDefaultPort are the SDK signer's handling of
 // the Host header: a port that is the scheme's default is dropped.
 func portOf(hostport string) string {
