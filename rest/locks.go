@@ -353,8 +353,8 @@ func (g *API) seesGrant(id *edge.Identity, name, owner string) bool {
 }
 
 // decodeLockRequest reads a small JSON body into v as jsonbody.Decode
-// does: members spelled as documented, once each, nothing after. An empty body is allowed only if emptyOK, and
-// leaves v as it is.
+// does: members spelled as documented, once each, nothing after. An
+// empty body is allowed only if emptyOK, and leaves v as it is.
 func decodeLockRequest(r *http.Request, v any, emptyOK bool) error {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxLockRequestBytes+1))
 	if err != nil {

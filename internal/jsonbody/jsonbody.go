@@ -33,7 +33,7 @@ func Decode(data []byte, v any) error {
 		return errors.New("jsonbody: Decode needs a pointer")
 	}
 	check := json.NewDecoder(bytes.NewReader(data))
-	check.UseNumber()
+	check.UseNumber() // numbers are left to the decode below, which knows their types
 	if err := members(check, t, "", 0); err != nil {
 		return err
 	}
