@@ -118,7 +118,7 @@ func newBench(ctx context.Context, cfg config, st *stack, bin string, p *progres
 		default:
 			continue
 		}
-		g, err := startGateway(ctx, st, m, gwBin, s3Endpoint, cfg.gatewayLogLevel, oneEvictionPass...)
+		g, err := startMeasuredGateway(ctx, st, m, gwBin, s3Endpoint, cfg.gatewayLogLevel)
 		if err != nil {
 			return nil, err
 		}

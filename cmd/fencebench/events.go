@@ -200,7 +200,7 @@ func (s *subscribers) close() {
 
 // eventsCell runs the events cell (see the top of the file).
 func (b *bench) eventsCell(ctx context.Context) (*eventsResult, error) {
-	g, err := startGateway(ctx, b.st, "events", b.bin, b.st.s3Endpoint, b.cfg.gatewayLogLevel, oneEvictionPass...)
+	g, err := startMeasuredGateway(ctx, b.st, "events", b.bin, b.st.s3Endpoint, b.cfg.gatewayLogLevel)
 	if err != nil {
 		return nil, err
 	}

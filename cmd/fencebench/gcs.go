@@ -93,7 +93,7 @@ func (b *bench) startGCS(ctx context.Context) (err error) {
 	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
 		return err
 	}
-	g.gateway, err = startGateway(ctx, b.st, modeGCSGateway, b.bin, b.st.s3Endpoint, b.cfg.gatewayLogLevel, append([]string{"--config", configPath}, oneEvictionPass...)...)
+	g.gateway, err = startMeasuredGateway(ctx, b.st, modeGCSGateway, b.bin, b.st.s3Endpoint, b.cfg.gatewayLogLevel, "--config", configPath)
 	return err
 }
 

@@ -90,7 +90,7 @@ func startS3APIGateway(ctx context.Context, st *stack, bin, logLevel string) (*g
 		return nil, "", err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	g, err := startGateway(ctx, st, modeS3API, bin, st.s3Endpoint, logLevel, append([]string{"--config", config, "--s3-listen", addr}, oneEvictionPass...)...)
+	g, err := startMeasuredGateway(ctx, st, modeS3API, bin, st.s3Endpoint, logLevel, "--config", config, "--s3-listen", addr)
 	if err != nil {
 		return nil, "", err
 	}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -257,6 +258,12 @@ type gatewayProcess struct {
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	logPath string
+}
+
+// startMeasuredGateway is startGateway for a gateway that make bench
+// measures: with oneEvictionPass's flags after extra.
+func startMeasuredGateway(ctx context.Context, st *stack, name, bin, s3Endpoint, logLevel string, extra ...string) (*gatewayProcess, error) {
+	return startGateway(ctx, st, name, bin, s3Endpoint, logLevel, slices.Concat(extra, oneEvictionPass)...)
 }
 
 // oneEvictionPass are the flags of every gateway that make bench

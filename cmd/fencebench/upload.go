@@ -35,7 +35,7 @@ func (b *bench) upload(ctx context.Context, name, bin string, n int64) (uploadRe
 
 // uploadOn is upload through a gateway in front of st's S3 server.
 func (b *bench) uploadOn(ctx context.Context, st *stack, name, bin string, n int64) (uploadResult, error) {
-	g, err := startGateway(ctx, st, "upload-"+name, bin, st.s3Endpoint, b.cfg.gatewayLogLevel, oneEvictionPass...)
+	g, err := startMeasuredGateway(ctx, st, "upload-"+name, bin, st.s3Endpoint, b.cfg.gatewayLogLevel)
 	if err != nil {
 		return uploadResult{}, err
 	}
