@@ -2,6 +2,7 @@ package robustness
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -9,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -105,6 +105,8 @@ type Cluster struct {
 
 	idMu      sync.Mutex
 	memberIDs map[string]string // hex member id -> name
+	// ports are the members' peer and client ports, reserved until Close.
+	ports []*devstack.ReservedPort
 }
 
 // Member is one etcd member.
@@ -327,17 +329,21 @@ func (c *Cluster) memberName(hex string) string {
 
 func (c *Cluster) startMembers(ctx context.Context, bin string) error {
 	var initial []string
-	// All ports are picked at once so that no two members get the same one.
-	ports, err := devstack.FreePorts(2 * c.cfg.Members)
+	// A member restarts (after Kill) on the ports it had: its peers reach
+	// it through its peer proxy's target and the gateways through their
+	// links' targets. So the ports stay reserved while the cluster lives,
+	// down times included; the member listens on them with SO_REUSEPORT.
+	ports, err := devstack.ReservePorts(2 * c.cfg.Members)
 	if err != nil {
 		return err
 	}
+	c.ports = ports
 	for i := range c.cfg.Members {
 		name := fmt.Sprintf("member-%d", i+1)
-		peerPort, clientPort := ports[2*i], ports[2*i+1]
+		peerPort, clientPort := ports[2*i].Port, ports[2*i+1].Port
 		proxy, err := NewProxy(ProxyConfig{
 			Name:     "peers->" + name,
-			Target:   net.JoinHostPort("127.0.0.1", strconv.Itoa(peerPort)),
+			Target:   ports[2*i].Addr(),
 			MemberOf: c.memberName,
 			Seed:     c.cfg.Seed + uint64(i),
 		})
@@ -364,6 +370,7 @@ func (c *Cluster) startMembers(ctx context.Context, bin string) error {
 				"--election-timeout", "500",
 				"--snapshot-count", "2000",
 				"--log-file", filepath.Join(dir, "etcd.log"),
+				"--socket-reuse-port",
 			},
 		}
 		c.Members = append(c.Members, m)
@@ -460,12 +467,29 @@ func (m *Member) start(ctx context.Context) error {
 	case <-ready:
 		return nil
 	case <-exited:
-		return fmt.Errorf("%s exited before it was ready (%v); see %s", m.Name, cmd.ProcessState, m.logPath)
+		return fmt.Errorf("%s exited before it was ready (%v); see %s%s", m.Name, cmd.ProcessState, m.logPath, m.logTails())
 	case <-timer.C:
-		return fmt.Errorf("%s not ready after %v; see %s", m.Name, readyTimeout, m.logPath)
+		return fmt.Errorf("%s not ready after %v; see %s%s", m.Name, readyTimeout, m.logPath, m.logTails())
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// logTails returns the last lines of the member's log and stderr, for an
+// error: the test's directory, with the files, is gone once it fails.
+func (m *Member) logTails() string {
+	const maxLines = 8
+	var b strings.Builder
+	for _, path := range []string{m.logPath, m.logPath + ".stderr"} {
+		data, err := os.ReadFile(path)
+		if err != nil || len(bytes.TrimSpace(data)) == 0 {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		lines = lines[max(0, len(lines)-maxLines):]
+		fmt.Fprintf(&b, "\n%s ends:\n\t%s", filepath.Base(path), strings.Join(lines, "\n\t"))
+	}
+	return b.String()
 }
 
 // Running reports whether the member's process is alive (stopped or not).
@@ -839,6 +863,9 @@ func (c *Cluster) Close() {
 		wg.Go(m.Kill)
 	}
 	wg.Wait()
+	for _, p := range c.ports {
+		p.Close()
+	}
 	for _, p := range c.Proxies() {
 		p.Close()
 	}

@@ -90,6 +90,9 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 // Addr returns the proxy's host:port.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
+// Target is the host:port the proxy forwards to.
+func (p *Proxy) Target() string { return p.target }
+
 // URL returns http://host:port of the proxy.
 func (p *Proxy) URL() string { return "http://" + p.Addr() }
 

@@ -52,6 +52,7 @@ func run(args []string) error {
 		readyTimeout   = fs.Duration("ready-timeout", 60*time.Second, "bound on becoming ready")
 		unsafeNoFsync  = fs.Bool("unsafe-no-fsync", false, "skip fsync (survives a process crash, not a power loss)")
 		closeTimeout   = fs.Duration("close-timeout", 5*time.Second, "bound on a graceful stop on SIGTERM")
+		reusePort      = fs.Bool("socket-reuse-port", false, "listen with SO_REUSEPORT, on ports that the harness holds reserved")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -90,6 +91,7 @@ func run(args []string) error {
 	cfg.ElectionMs = *electionMs
 	cfg.SnapshotCount = *snapshotCount
 	cfg.UnsafeNoFsync = *unsafeNoFsync
+	cfg.SocketOpts.ReusePort = *reusePort
 	cfg.LogLevel = *logLevel
 	if *logFile != "" {
 		cfg.LogOutputs = []string{*logFile}
