@@ -121,7 +121,7 @@ func parseAbuseFlags(args []string, stderr io.Writer) (abuseConfig, error) {
 	fs.IntVar(&cfg.readyzClients, "readyz-clients", 128, "concurrent clients of GET /readyz")
 	fs.IntVar(&cfg.lockWaiters, "lock-waiters", 2000, "sessions waiting (wait 60) for a held lock")
 	fs.IntVar(&cfg.ticketFlood, "ticket-flooders", 32, "clients that ask, one request after another, for multipart tickets of 10,000 parts (about 15 MB to build each answer) and read 1 MiB of each")
-	fs.Var(&big, "big-bytes", "size of the object the slow readers GET")
+	fs.Var(&big, "big-bytes", "size of the object the slow readers GET; more than the kernel lets a socket buffer (tcp_wmem) by 1 MiB at least")
 	fs.StringVar(&cfg.fencegate, "fencegate", "", "the fencegate `binary` (default: next to this program, else bin/fencegate of the repository)")
 	fs.StringVar(&cfg.workDir, "dir", "", "working `directory` for data and the gateway's log (default: a temporary one, removed at the end)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the working directory")
@@ -147,6 +147,11 @@ func parseAbuseFlags(args []string, stderr io.Writer) (abuseConfig, error) {
 	}
 	if cfg.duration <= 0 || cfg.timeout <= 0 || cfg.bigBytes < 1 {
 		errs = append(errs, errors.New("--duration, --timeout and --big-bytes must be positive"))
+	}
+	if slices.Contains(cfg.attacks, attackSlowReaders) && cfg.bigBytes >= 1 {
+		if least, err := minSlowReadBytes(); err == nil && cfg.bigBytes < least {
+			errs = append(errs, fmt.Errorf("--big-bytes %d: the gateway's socket takes that much of an answer nobody reads, so a slow reader would hold no request; use at least %d", cfg.bigBytes, least))
+		}
 	}
 	if len(errs) > 0 {
 		return abuseConfig{}, errors.Join(errs...)
@@ -670,6 +675,20 @@ func readStatus(ctx context.Context, br *bufio.Reader, t *answerTally) {
 		return
 	}
 	t.add(fields[1])
+}
+
+// minSlowReadBytes is the least size of the object the slow readers GET
+// for their requests to stay in flight: more than the gateway's socket
+// takes of an answer nobody reads (its send buffer at the most the kernel
+// grows it to, the reader's small window, the server's own buffers). A
+// smaller answer is written whole at once and its request ends: the
+// attack would hold nothing.
+func minSlowReadBytes() (int64, error) {
+	n, err := sendBufferMax()
+	if err != nil {
+		return 0, fmt.Errorf("the socket buffers' sizes: %w", err)
+	}
+	return n + 1<<20, nil
 }
 
 // slowReader GETs the big object over a connection with a 4 KiB receive

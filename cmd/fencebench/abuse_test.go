@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,12 +29,13 @@ import (
 // the run goes on; 201 and then 429 to the session flood). It asserts no
 // latency: the verdict's 1 s bound is make abuse's.
 func TestAbuseEndToEnd(t *testing.T) {
+	big := slowReadersBytes(t)
 	bin := filepath.Join(t.TempDir(), "fencegate")
 	if out, err := exec.Command("go", "build", "-o", bin, "fencegate/cmd/fencegate").CombinedOutput(); err != nil {
 		t.Fatalf("go build fencegate: %v\n%s", err, out)
 	}
 	cfg, err := parseAbuseFlags([]string{
-		"--fencegate", bin, "--dir", t.TempDir(), "--duration", "1s", "--big-bytes", "1MiB",
+		"--fencegate", bin, "--dir", t.TempDir(), "--duration", "1s", "--big-bytes", strconv.FormatInt(big, 10),
 		"--slow-readers", "2", "--stalled-bodies", "2", "--trickled-bodies", "2", "--flood-conns", "2",
 		"--readyz-clients", "2", "--lock-waiters", "2", "--ticket-flooders", "2",
 		"--serve-flag=--max-requests-per-client=1", "--serve-flag", "--max-sessions-per-identity=2",
@@ -71,5 +76,81 @@ func TestAbuseEndToEnd(t *testing.T) {
 	}
 	if !slices.Equal(names, allAttacks) {
 		t.Errorf("attacks run: %v; want %v", names, allAttacks)
+	}
+}
+
+// slowReadersBytes is the size of the object TestAbuseEndToEnd's slow
+// readers GET: the least that holds their requests.
+func slowReadersBytes(t *testing.T) int64 {
+	t.Helper()
+	n, err := minSlowReadBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestSlowReaderHoldsTheAnswer shows that a slow reader keeps the
+// server's handler writing until the attack ends, for the object size
+// TestAbuseEndToEnd uses: only then does the second slow reader of one
+// identity meet the first in flight and get 429. A server whose socket
+// takes the whole answer finishes the request at once, and the attack
+// measures nothing.
+func TestSlowReaderHoldsTheAnswer(t *testing.T) {
+	size := slowReadersBytes(t)
+	written := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+		chunk := make([]byte, 32<<10)
+		for left := size; left > 0; left -= int64(len(chunk)) {
+			if _, err := w.Write(chunk[:min(int64(len(chunk)), left)]); err != nil {
+				return
+			}
+		}
+		close(written)
+	}))
+	defer srv.Close()
+	a := &abuser{addr: strings.TrimPrefix(srv.URL, "http://"), key: "k"}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	var tally answerTally
+	a.slowReader(ctx, &tally)
+	select {
+	case <-written:
+		t.Errorf("the server wrote all %d bytes to a slow reader: its request was not held", size)
+	default:
+	}
+	if got := tally.m; len(got) != 1 || got["200"] != 1 {
+		t.Errorf("slow reader tallied %v, want one 200", got)
+	}
+}
+
+// TestAbuseFlagsRefuseAnObjectTheSocketTakes: a big object that the
+// gateway's socket can take whole would let every slow reader's request
+// end at once, and make abuse would show a limit holding that was never
+// tried. The run is refused, saying how big the object must be.
+func TestAbuseFlagsRefuseAnObjectTheSocketTakes(t *testing.T) {
+	least := slowReadersBytes(t)
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr bool
+	}{
+		{"1 MiB", []string{"--big-bytes", "1MiB"}, true},
+		{"one byte short", []string{"--big-bytes", strconv.FormatInt(least-1, 10)}, true},
+		{"the least", []string{"--big-bytes", strconv.FormatInt(least, 10)}, false},
+		{"the default", nil, false},
+		{"1 MiB without slow readers", []string{"--big-bytes", "1MiB", "--attacks", attackStalledBodies}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseAbuseFlags(tt.args, io.Discard)
+			switch {
+			case tt.wantErr && (err == nil || !strings.Contains(err.Error(), "use at least "+strconv.FormatInt(least, 10))):
+				t.Errorf("parseAbuseFlags(%q) = %v, want an error naming %d", tt.args, err, least)
+			case !tt.wantErr && err != nil:
+				t.Errorf("parseAbuseFlags(%q) = %v, want no error", tt.args, err)
+			}
+		})
 	}
 }

@@ -44,6 +44,27 @@ func processCPU(pid int) (time.Duration, error) {
 	return time.Duration(utime+stime) * time.Second / clockTicks, nil
 }
 
+// sendBufferMax returns the size up to which the kernel grows a TCP
+// socket's send buffer by itself (the last figure of
+// /proc/sys/net/ipv4/tcp_wmem): how much of an answer a server can write
+// and be done with while its client reads nothing.
+func sendBufferMax() (int64, error) {
+	const path = "/proc/sys/net/ipv4/tcp_wmem"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) != 3 {
+		return 0, fmt.Errorf("%s: %q, want three sizes", path, b)
+	}
+	n, err := strconv.ParseInt(fields[2], 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s: %q, want three sizes", path, b)
+	}
+	return n, nil
+}
+
 // selfCPU returns the CPU time this process has used so far, with
 // microsecond resolution.
 func selfCPU() (time.Duration, error) {
