@@ -18,6 +18,7 @@ func memoryKiB(pid int) (rss, peak int64, err error) { return 0, 0, errNoProc }
 func resetPeakRSS(pid int) error                     { return errNoProc }
 func childPID(name string) int                       { return 0 }
 func sendBufferMax() (int64, error)                  { return 0, errNoProc }
+func machineBusy() (time.Duration, error)            { return 0, errNoProc }
 func isolate(cmd *exec.Cmd)                          {}
 func terminate(cmd *exec.Cmd) {
 	if cmd.Process != nil {
