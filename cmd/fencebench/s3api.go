@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"os"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	smithyrand "github.com/aws/smithy-go/rand"
 
 	"fencegate/api"
 	s3backend "fencegate/backends/s3"
@@ -227,18 +227,8 @@ func s3APINetHTTPPut(ctx context.Context, client *http.Client, sdk *s3.Client, e
 	}, nil
 }
 
-// invocationID is a random UUID, as the SDK's Amz-Sdk-Invocation-Id.
+// invocationID is a new Amz-Sdk-Invocation-Id, made as the SDK makes it.
 func invocationID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	var id [36]byte
-	hex.Encode(id[0:8], b[0:4])
-	hex.Encode(id[9:13], b[4:6])
-	hex.Encode(id[14:18], b[6:8])
-	hex.Encode(id[19:23], b[8:10])
-	hex.Encode(id[24:], b[10:])
-	id[8], id[13], id[18], id[23] = '-', '-', '-', '-'
-	return string(id[:])
+	id, _ := smithyrand.NewUUID(rand.Reader).GetUUID() // crypto/rand does not fail
+	return id
 }
