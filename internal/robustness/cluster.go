@@ -340,10 +340,10 @@ func (c *Cluster) startMembers(ctx context.Context, bin string) error {
 	c.ports = ports
 	for i := range c.cfg.Members {
 		name := fmt.Sprintf("member-%d", i+1)
-		peerPort, clientPort := ports[2*i].Port, ports[2*i+1].Port
+		peer, client := ports[2*i], ports[2*i+1]
 		proxy, err := NewProxy(ProxyConfig{
 			Name:     "peers->" + name,
-			Target:   ports[2*i].Addr(),
+			Target:   peer.Addr(),
 			MemberOf: c.memberName,
 			Seed:     c.cfg.Seed + uint64(i),
 		})
@@ -357,15 +357,15 @@ func (c *Cluster) startMembers(ctx context.Context, bin string) error {
 		m := &Member{
 			Name:      name,
 			PeerProxy: proxy,
-			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", clientPort),
+			ClientURL: "http://" + client.Addr(),
 			bin:       bin,
 			logPath:   filepath.Join(dir, "etcd.log"),
 			args: []string{
 				"--name", name,
 				"--data-dir", filepath.Join(dir, "data"),
-				"--listen-peer-url", fmt.Sprintf("http://127.0.0.1:%d", peerPort),
+				"--listen-peer-url", "http://" + peer.Addr(),
 				"--advertise-peer-url", proxy.URL(),
-				"--listen-client-url", fmt.Sprintf("http://127.0.0.1:%d", clientPort),
+				"--listen-client-url", "http://" + client.Addr(),
 				"--heartbeat-interval", "50",
 				"--election-timeout", "500",
 				"--snapshot-count", "2000",
